@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Regenerates everything under pkg/generated and every zz_generated.*.go file
+# with k8s.io/code-generator's kube_codegen.sh, at the version go.mod pins.
+set -o errexit -o nounset -o pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+cd "${ROOT}"
+MODULE="$(go list -m)"
+CODEGEN_PKG="$(go list -m -f '{{.Dir}}' k8s.io/code-generator)"
+BOILERPLATE="${ROOT}/hack/boilerplate.go.txt"
+
+# The generators are installed into bin/codegen, never into the user's GOPATH/bin.
+export GOBIN="${ROOT}/bin/codegen"
+mkdir -p "${GOBIN}"
+
+# shellcheck source=/dev/null
+source "${CODEGEN_PKG}/kube_codegen.sh"
+
+kube::codegen::gen_helpers \
+    --boilerplate "${BOILERPLATE}" \
+    "${ROOT}/pkg/apis"
+
+kube::codegen::gen_openapi \
+    --output-dir "${ROOT}/pkg/generated/openapi" \
+    --output-pkg "${MODULE}/pkg/generated/openapi" \
+    --output-model-name-file zz_generated.model_name.go \
+    --extra-pkgs k8s.io/api/autoscaling/v1 \
+    --report-filename "${ROOT}/hack/api-violations.list" \
+    --update-report \
+    --boilerplate "${BOILERPLATE}" \
+    "${ROOT}/pkg/apis"
+
+kube::codegen::gen_client \
+    --with-watch \
+    --with-applyconfig \
+    --applyconfig-openapi-schema <(go run ./hack/models-schema) \
+    --applyconfig-externals "k8s.io/api/autoscaling/v1.Scale:k8s.io/client-go/applyconfigurations/autoscaling/v1" \
+    --output-dir "${ROOT}/pkg/generated" \
+    --output-pkg "${MODULE}/pkg/generated" \
+    --boilerplate "${BOILERPLATE}" \
+    "${ROOT}/pkg/apis"

@@ -1,0 +1,101 @@
+package example
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Engine names a database engine. The set is closed: see SupportedEngines.
+type Engine string
+
+// The engines a Database may run (seed CRD: spec.engine enum).
+const (
+	EngineMySQL      Engine = "mysql"
+	EnginePostgreSQL Engine = "postgresql"
+	EngineMongoDB    Engine = "mongodb"
+)
+
+// SupportedEngines lists every Engine in the order error messages print them.
+var SupportedEngines = []Engine{EngineMySQL, EnginePostgreSQL, EngineMongoDB}
+
+// DatabasePhase is the coarse state of a Database, written by the controller.
+type DatabasePhase string
+
+// The phases a Database goes through.
+const (
+	DatabasePhasePending      DatabasePhase = "Pending"
+	DatabasePhaseProvisioning DatabasePhase = "Provisioning"
+	DatabasePhaseReady        DatabasePhase = "Ready"
+	DatabasePhaseDegraded     DatabasePhase = "Degraded"
+	DatabasePhaseFailed       DatabasePhase = "Failed"
+	DatabasePhaseDeleting     DatabasePhase = "Deleting"
+)
+
+// SupportedPhases lists every DatabasePhase.
+var SupportedPhases = []DatabasePhase{
+	DatabasePhasePending, DatabasePhaseProvisioning, DatabasePhaseReady,
+	DatabasePhaseDegraded, DatabasePhaseFailed, DatabasePhaseDeleting,
+}
+
+// Condition types reported in status.conditions.
+const (
+	ConditionReady       = "Ready"
+	ConditionProgressing = "Progressing"
+	ConditionDegraded    = "Degraded"
+)
+
+// Bounds of spec.replicas (seed CRD: minimum 1, maximum 10).
+const (
+	MinReplicas int32 = 1
+	MaxReplicas int32 = 10
+)
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// Database is a managed database: the user's wish in Spec, the controller's
+// report in Status.
+type Database struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+
+	Spec   DatabaseSpec
+	Status DatabaseStatus
+}
+
+// DatabaseSpec is what the user asks for.
+type DatabaseSpec struct {
+	// Engine is one of SupportedEngines. Immutable after creation.
+	Engine Engine
+	// Version is the engine version, e.g. "14.5"; it must be in the engine's catalog.
+	Version string
+	// Replicas is the number of database Pods, MinReplicas..MaxReplicas.
+	// Nil means "not set": the DatabaseDefaults admission plugin fills it in.
+	Replicas *int32
+	// Storage is the volume size of each replica in whole gibibytes, e.g. "100Gi".
+	// Empty means "not set": the DatabaseDefaults admission plugin fills it in.
+	Storage string
+}
+
+// DatabaseStatus is what the controller observed.
+type DatabaseStatus struct {
+	// Phase is the coarse state; empty until the controller first reports.
+	Phase DatabasePhase
+	// ReadyReplicas is the number of ready database Pods.
+	ReadyReplicas int32
+	// Conditions are the Ready, Progressing and Degraded conditions, keyed by type.
+	Conditions []metav1.Condition
+	// ObservedGeneration is the metadata.generation the status describes.
+	ObservedGeneration int64
+	// Selector is the label selector of the database Pods, in string form, for the scale subresource.
+	Selector string
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// DatabaseList is a list of Databases.
+type DatabaseList struct {
+	metav1.TypeMeta
+	metav1.ListMeta
+
+	Items []Database
+}

@@ -1,0 +1,121 @@
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Engine names a database engine.
+// +enum
+type Engine string
+
+// The engines a Database may run (seed CRD: spec.engine enum).
+const (
+	// EngineMySQL runs the mysql image, port 3306.
+	EngineMySQL Engine = "mysql"
+	// EnginePostgreSQL runs the postgres image, port 5432.
+	EnginePostgreSQL Engine = "postgresql"
+	// EngineMongoDB runs the mongo image, port 27017.
+	EngineMongoDB Engine = "mongodb"
+)
+
+// DatabasePhase is the coarse state of a Database.
+// +enum
+type DatabasePhase string
+
+// The phases a Database goes through.
+const (
+	// DatabasePhasePending: accepted, nothing created yet.
+	DatabasePhasePending DatabasePhase = "Pending"
+	// DatabasePhaseProvisioning: children created, not all replicas ready.
+	DatabasePhaseProvisioning DatabasePhase = "Provisioning"
+	// DatabasePhaseReady: every replica ready at the current generation.
+	DatabasePhaseReady DatabasePhase = "Ready"
+	// DatabasePhaseDegraded: was ready, some replicas are not.
+	DatabasePhaseDegraded DatabasePhase = "Degraded"
+	// DatabasePhaseFailed: a permanent error; see the Ready condition's message.
+	DatabasePhaseFailed DatabasePhase = "Failed"
+	// DatabasePhaseDeleting: deletion requested, cleanup under way.
+	DatabasePhaseDeleting DatabasePhase = "Deleting"
+)
+
+// +genclient
+// +genclient:method=GetScale,verb=get,subresource=scale,result=k8s.io/api/autoscaling/v1.Scale
+// +genclient:method=UpdateScale,verb=update,subresource=scale,input=k8s.io/api/autoscaling/v1.Scale,result=k8s.io/api/autoscaling/v1.Scale
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// Database is a managed database: a StatefulSet of the chosen engine with its
+// Services and credentials, run by the database controller.
+type Database struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard object metadata. The name must be a DNS-1035 label short enough
+	// to name the StatefulSet's Pods and Services.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired database.
+	// +optional
+	Spec DatabaseSpec `json:"spec,omitempty"`
+	// Status is the state observed by the controller. Written through the
+	// status subresource only.
+	// +optional
+	Status DatabaseStatus `json:"status,omitempty"`
+}
+
+// DatabaseSpec is the desired state of a Database.
+type DatabaseSpec struct {
+	// Engine is the database engine: mysql, postgresql or mongodb. Immutable.
+	// +required
+	Engine Engine `json:"engine"`
+	// Version is the engine version, e.g. "14.5" for postgresql; it names the
+	// container image tag and must be in the engine's version catalog.
+	// +required
+	// +k8s:validation:minLength=1
+	Version string `json:"version"`
+	// Replicas is the number of database Pods, 1 to 10. Defaults to 1.
+	// +optional
+	// +k8s:validation:minimum=1
+	// +k8s:validation:maximum=10
+	Replicas *int32 `json:"replicas,omitempty"`
+	// Storage is the volume size of each replica, in whole gibibytes
+	// ("100Gi"). Defaults to "10Gi". May grow, never shrink.
+	// +optional
+	// +k8s:validation:pattern="^[0-9]+Gi$"
+	Storage string `json:"storage,omitempty"`
+}
+
+// DatabaseStatus is the observed state of a Database.
+type DatabaseStatus struct {
+	// Phase is the coarse state: Pending, Provisioning, Ready, Degraded, Failed or Deleting.
+	// +optional
+	Phase DatabasePhase `json:"phase,omitempty"`
+	// ReadyReplicas is the number of database Pods that are ready.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// Conditions are the Ready, Progressing and Degraded conditions.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+	// ObservedGeneration is the metadata.generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Selector is the label selector of the database Pods, for the scale
+	// subresource and HorizontalPodAutoscalers.
+	// +optional
+	Selector string `json:"selector,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// DatabaseList is a list of Databases.
+type DatabaseList struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard list metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	// Items are the Databases.
+	Items []Database `json:"items"`
+}
