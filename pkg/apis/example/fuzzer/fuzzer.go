@@ -1,0 +1,102 @@
+// Package fuzzer holds the randfill functions that make random but
+// valid-shaped objects of every type install.Install registers, for the
+// round-trip tests (k8s.io/apimachinery/pkg/api/apitesting/roundtrip).
+package fuzzer
+
+import (
+	"fmt"
+	"strconv"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeserializer "k8s.io/apimachinery/pkg/runtime/serializer"
+	scalescheme "k8s.io/client-go/scale/scheme"
+	"sigs.k8s.io/randfill"
+
+	"example.com/database-apiserver/pkg/apis/example"
+	"example.com/database-apiserver/pkg/catalog"
+)
+
+// Funcs returns the fuzzer functions of the example.com group (and of the
+// internal autoscaling Scale its scale subresource serves), in the
+// fuzzer.FuzzerFuncs shape. Specs are fuzzed as users write them (replicas
+// and storage may be unset, as before defaulting); statuses as the
+// controller writes them.
+var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
+	return []interface{}{
+		fuzzDatabaseSpec,
+		fuzzDatabaseStatus,
+		fuzzScaleStatus,
+	}
+}
+
+func fuzzDatabaseSpec(s *example.DatabaseSpec, c randfill.Continue) {
+	s.Engine = example.SupportedEngines[c.Intn(len(example.SupportedEngines))]
+	lines := catalog.Lines(s.Engine)
+	s.Version = lines[c.Intn(len(lines))]
+	if c.Bool() {
+		s.Version += "." + strconv.Itoa(c.Intn(40))
+	}
+
+	s.Replicas = nil
+	if c.Bool() {
+		r := example.MinReplicas + c.Int31n(example.MaxReplicas-example.MinReplicas+1)
+		s.Replicas = &r
+	}
+	s.Storage = ""
+	if c.Bool() {
+		s.Storage = fmt.Sprintf("%dGi", 1+c.Intn(4096))
+	}
+}
+
+func fuzzDatabaseStatus(s *example.DatabaseStatus, c randfill.Continue) {
+	phases := append([]example.DatabasePhase{""}, example.SupportedPhases...)
+	s.Phase = phases[c.Intn(len(phases))]
+	s.ReadyReplicas = c.Int31n(example.MaxReplicas + 1)
+	s.ObservedGeneration = c.Int63n(1 << 20)
+
+	s.Selector = ""
+	if c.Bool() {
+		s.Selector = "app.kubernetes.io/instance=" + randomName(c) + ",app.kubernetes.io/name=" + string(example.SupportedEngines[c.Intn(len(example.SupportedEngines))])
+	}
+
+	// At most one condition per type, as status.conditions is a map keyed by type.
+	s.Conditions = nil
+	statuses := []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown}
+	for _, typ := range []string{example.ConditionReady, example.ConditionProgressing, example.ConditionDegraded} {
+		if !c.Bool() {
+			continue
+		}
+		s.Conditions = append(s.Conditions, metav1.Condition{
+			Type:               typ,
+			Status:             statuses[c.Intn(len(statuses))],
+			ObservedGeneration: c.Int63n(1 << 20),
+			// Whole seconds: metav1.Time serializes as RFC 3339 without fractions.
+			LastTransitionTime: metav1.Unix(c.Int63n(1<<32), 0),
+			Reason:             "Reason" + strconv.Itoa(c.Intn(100)),
+			Message:            c.String(0),
+		})
+	}
+}
+
+// fuzzScaleStatus keeps the selector to what survives autoscaling/v1's
+// string form: nil, or at least one label with a valid key and value.
+func fuzzScaleStatus(s *scalescheme.ScaleStatus, c randfill.Continue) {
+	s.Replicas = c.Int31n(example.MaxReplicas + 1)
+	s.Selector = nil
+	if c.Bool() {
+		s.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{
+			"app.kubernetes.io/instance": randomName(c),
+		}}
+	}
+}
+
+// randomName returns a DNS-1035 label of 1 to 20 characters.
+func randomName(c randfill.Continue) string {
+	const letters = "abcdefghijklmnopqrstuvwxyz"
+	const tail = letters + "0123456789"
+	b := []byte{letters[c.Intn(len(letters))]}
+	for n := c.Intn(20); n > 0; n-- {
+		b = append(b, tail[c.Intn(len(tail))])
+	}
+	return string(b)
+}

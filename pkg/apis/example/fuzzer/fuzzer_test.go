@@ -1,0 +1,49 @@
+package fuzzer_test
+
+import (
+	"math/rand"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/apitesting/fuzzer"
+	"k8s.io/apimachinery/pkg/runtime"
+	runtimeserializer "k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"example.com/database-apiserver/pkg/apis/example"
+	examplefuzzer "example.com/database-apiserver/pkg/apis/example/fuzzer"
+	"example.com/database-apiserver/pkg/apis/example/install"
+	"example.com/database-apiserver/pkg/apis/example/validation"
+	"example.com/database-apiserver/pkg/catalog"
+)
+
+// TestFuzzedDatabasesAreValidShaped pins that the fuzzer makes what users and
+// the controller write: specs valid but for the fields defaulting fills in,
+// versions in the catalog, statuses valid.
+func TestFuzzedDatabasesAreValidShaped(t *testing.T) {
+	scheme := runtime.NewScheme()
+	install.Install(scheme)
+	f := fuzzer.FuzzerFor(examplefuzzer.Funcs, rand.NewSource(1), runtimeserializer.NewCodecFactory(scheme))
+
+	var sawReplicasUnset, sawStorageUnset, sawConditions bool
+	for i := 0; i < 500; i++ {
+		var db example.Database
+		f.Fill(&db)
+
+		_, err := catalog.Lookup(db.Spec.Engine, db.Spec.Version)
+		require.NoError(t, err)
+
+		for _, e := range validation.ValidateDatabaseSpec(&db.Spec, field.NewPath("spec")) {
+			require.Equal(t, field.ErrorTypeRequired, e.Type, "%v in %+v", e, db.Spec)
+			require.Contains(t, []string{"spec.replicas", "spec.storage"}, e.Field)
+		}
+		require.Empty(t, validation.ValidateDatabaseStatus(&db.Status, field.NewPath("status")), "%+v", db.Status)
+
+		sawReplicasUnset = sawReplicasUnset || db.Spec.Replicas == nil
+		sawStorageUnset = sawStorageUnset || db.Spec.Storage == ""
+		sawConditions = sawConditions || len(db.Status.Conditions) > 0
+	}
+	require.True(t, sawReplicasUnset, "replicas is sometimes unset, as before defaulting")
+	require.True(t, sawStorageUnset, "storage is sometimes unset, as before defaulting")
+	require.True(t, sawConditions, "conditions are sometimes set")
+}

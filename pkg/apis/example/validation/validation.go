@@ -1,0 +1,209 @@
+// Package validation holds the field-level rules of Database objects, which
+// the registry strategy runs on every write (a failure is a 422 Invalid
+// naming the field). Rules come from the seed CRD (engine enum, replicas 1 to
+// 10, storage pattern), the seed's webhooks ("engine type is immutable",
+// "replicas cannot exceed 10") and upstream conventions
+// (k8s.io/apimachinery/pkg/api/validation). Whether a version is in the
+// engine's catalog, and whether a version change is safe, is judged by the
+// DatabaseValidation admission plugin (pkg/catalog), not here.
+package validation
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+
+	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"example.com/database-apiserver/pkg/apis/example"
+)
+
+// controllerRevisionHashLength is the length of the hash a StatefulSet
+// appends to its name in ControllerRevision names (rand.SafeEncodeString of
+// a 32-bit FNV hash: at most 10 characters).
+const controllerRevisionHashLength = 10
+
+// MaxNameLength is the longest Database name, 52. The controller names the
+// StatefulSet after the Database, and the StatefulSet labels each Pod
+// controller-revision-hash=<name>-<hash of up to 10 characters>; label values
+// are at most 63 characters, so a longer name leaves the StatefulSet unable
+// to create Pods. The other children fit within it: Pods <name>-<ordinal>,
+// the client Service <name> and the headless Service <name>-headless, all
+// DNS-1035 labels of at most 63 characters.
+const MaxNameLength = validation.LabelValueMaxLength - len("-") - controllerRevisionHashLength
+
+// generatedNameSuffixLength is how many random characters metadata.generateName
+// gets appended (k8s.io/apiserver/pkg/storage/names).
+const generatedNameSuffixLength = 5
+
+// MaxVersionLength is the longest spec.version, 128 characters: the longest
+// container image tag (OCI distribution spec).
+const MaxVersionLength = 128
+
+// versionFmt is the container image tag grammar (OCI distribution spec),
+// which spec.version must follow because it becomes the image tag.
+const versionFmt = `[A-Za-z0-9_][A-Za-z0-9_.-]*`
+
+var (
+	versionRegexp = regexp.MustCompile("^" + versionFmt + "$")
+	storageRegexp = regexp.MustCompile(example.StoragePattern)
+)
+
+// ValidateDatabaseName is the ValidateNameFunc of Databases: name must be a
+// DNS-1035 label (lower case alphanumerics and '-', starting with a letter)
+// of at most MaxNameLength characters. With prefix (a generateName), a
+// trailing '-' is allowed and the limit is MaxNameLength less the 5
+// generated characters. It returns one message per broken rule, nil if none.
+func ValidateDatabaseName(name string, prefix bool) []string {
+	maxLength := MaxNameLength
+	reason := "the StatefulSet's Pods carry the label controller-revision-hash=<name>-<10-character hash>, and label values are limited to 63 characters"
+	if prefix {
+		maxLength -= generatedNameSuffixLength
+		reason = fmt.Sprintf("%d random characters are appended, and names are limited to %d characters", generatedNameSuffixLength, MaxNameLength)
+	}
+	var msgs []string
+	for _, msg := range apimachineryvalidation.NameIsDNS1035Label(name, prefix) {
+		// Our limit is lower than a label's 63; say it once, below.
+		if msg != validation.MaxLenError(validation.DNS1035LabelMaxLength) {
+			msgs = append(msgs, msg)
+		}
+	}
+	if len(name) > maxLength {
+		msgs = append(msgs, validation.MaxLenError(maxLength)+": "+reason)
+	}
+	return msgs
+}
+
+// ValidateDatabase validates a Database on create: its metadata (namespaced,
+// name by ValidateDatabaseName) and its spec.
+func ValidateDatabase(db *example.Database) field.ErrorList {
+	errs := apimachineryvalidation.ValidateObjectMeta(&db.ObjectMeta, true, ValidateDatabaseName, field.NewPath("metadata"))
+	return append(errs, ValidateDatabaseSpec(&db.Spec, field.NewPath("spec"))...)
+}
+
+// ValidateDatabaseSpec validates spec at fldPath:
+//   - engine: Required when empty, NotSupported unless one of
+//     example.SupportedEngines (seed CRD enum);
+//   - version: Required when empty, TooLong over MaxVersionLength, Invalid
+//     unless a container image tag;
+//   - replicas: Required when nil (the DatabaseDefaults admission plugin sets
+//     it before validation), else ValidateReplicas;
+//   - storage: ValidateStorage (Required when empty, for the same reason).
+func ValidateDatabaseSpec(spec *example.DatabaseSpec, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+
+	enginePath := fldPath.Child("engine")
+	switch {
+	case spec.Engine == "":
+		errs = append(errs, field.Required(enginePath, ""))
+	case !slices.Contains(example.SupportedEngines, spec.Engine):
+		errs = append(errs, field.NotSupported(enginePath, string(spec.Engine), example.SupportedEngines))
+	}
+
+	versionPath := fldPath.Child("version")
+	switch {
+	case spec.Version == "":
+		errs = append(errs, field.Required(versionPath, ""))
+	case len(spec.Version) > MaxVersionLength:
+		errs = append(errs, field.TooLong(versionPath, spec.Version, MaxVersionLength))
+	case !versionRegexp.MatchString(spec.Version):
+		errs = append(errs, field.Invalid(versionPath, spec.Version,
+			validation.RegexError("must be a container image tag", versionFmt, "14.5", "8.4")))
+	}
+
+	if spec.Replicas == nil {
+		errs = append(errs, field.Required(fldPath.Child("replicas"), ""))
+	} else {
+		errs = append(errs, ValidateReplicas(*spec.Replicas, fldPath.Child("replicas"))...)
+	}
+
+	return append(errs, ValidateStorage(spec.Storage, fldPath.Child("storage"))...)
+}
+
+// ValidateReplicas validates a replica count at fldPath: Invalid below
+// example.MinReplicas or above example.MaxReplicas (seed CRD: minimum 1,
+// maximum 10; seed webhook: "replicas cannot exceed 10").
+func ValidateReplicas(replicas int32, fldPath *field.Path) field.ErrorList {
+	switch {
+	case replicas < example.MinReplicas:
+		return field.ErrorList{field.Invalid(fldPath, replicas,
+			fmt.Sprintf("must be at least %d", example.MinReplicas)).WithOrigin("minimum")}
+	case replicas > example.MaxReplicas:
+		return field.ErrorList{field.Invalid(fldPath, replicas,
+			fmt.Sprintf("replicas cannot exceed %d", example.MaxReplicas)).WithOrigin("maximum")}
+	}
+	return nil
+}
+
+// ValidateStorage validates a volume size at fldPath: Required when empty;
+// Invalid unless it matches example.StoragePattern (seed CRD), is at least
+// 1Gi and at most example.MaxStorageGi.
+func ValidateStorage(storage string, fldPath *field.Path) field.ErrorList {
+	if storage == "" {
+		return field.ErrorList{field.Required(fldPath, "")}
+	}
+	if !storageRegexp.MatchString(storage) {
+		return field.ErrorList{field.Invalid(fldPath, storage,
+			validation.RegexError("must be a whole number of gibibytes", example.StoragePattern, "10Gi", "100Gi"))}
+	}
+	gi, err := example.ParseStorage(storage)
+	switch {
+	case err != nil:
+		return field.ErrorList{field.Invalid(fldPath, storage, fmt.Sprintf("must be at most %dGi", example.MaxStorageGi))}
+	case gi == 0:
+		return field.ErrorList{field.Invalid(fldPath, storage, "must be at least 1Gi")}
+	}
+	return nil
+}
+
+// ValidateDatabaseUpdate validates an update of the main resource: the
+// metadata update rules, every create rule on newDB, and two transitions:
+// spec.engine is immutable (seed webhook: "engine type is immutable") and
+// spec.storage may not shrink, because a PersistentVolumeClaim cannot.
+func ValidateDatabaseUpdate(newDB, oldDB *example.Database) field.ErrorList {
+	errs := apimachineryvalidation.ValidateObjectMetaUpdate(&newDB.ObjectMeta, &oldDB.ObjectMeta, field.NewPath("metadata"))
+	errs = append(errs, ValidateDatabase(newDB)...)
+
+	specPath := field.NewPath("spec")
+	if newDB.Spec.Engine != oldDB.Spec.Engine {
+		errs = append(errs, field.Invalid(specPath.Child("engine"), string(newDB.Spec.Engine), "engine type is immutable"))
+	}
+	newGi, newErr := example.ParseStorage(newDB.Spec.Storage)
+	oldGi, oldErr := example.ParseStorage(oldDB.Spec.Storage)
+	if newErr == nil && oldErr == nil && newGi < oldGi {
+		errs = append(errs, field.Invalid(specPath.Child("storage"), newDB.Spec.Storage,
+			fmt.Sprintf("may not shrink from %s to %s: a PersistentVolumeClaim cannot be made smaller", oldDB.Spec.Storage, newDB.Spec.Storage)))
+	}
+	return errs
+}
+
+// ValidateDatabaseStatus validates status at fldPath: phase empty or one of
+// example.SupportedPhases (NotSupported), readyReplicas and observedGeneration
+// not negative, conditions valid metav1.Conditions with unique types, and
+// selector, when set, a label selector labels.Parse accepts.
+func ValidateDatabaseStatus(status *example.DatabaseStatus, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if status.Phase != "" && !slices.Contains(example.SupportedPhases, status.Phase) {
+		errs = append(errs, field.NotSupported(fldPath.Child("phase"), string(status.Phase), example.SupportedPhases))
+	}
+	errs = append(errs, apimachineryvalidation.ValidateNonnegativeField(int64(status.ReadyReplicas), fldPath.Child("readyReplicas"))...)
+	errs = append(errs, apimachineryvalidation.ValidateNonnegativeField(status.ObservedGeneration, fldPath.Child("observedGeneration"))...)
+	errs = append(errs, metav1validation.ValidateConditions(status.Conditions, fldPath.Child("conditions"))...)
+	if status.Selector != "" {
+		if _, err := labels.Parse(status.Selector); err != nil {
+			errs = append(errs, field.Invalid(fldPath.Child("selector"), status.Selector, err.Error()))
+		}
+	}
+	return errs
+}
+
+// ValidateDatabaseStatusUpdate validates an update through the status
+// subresource: the metadata update rules and ValidateDatabaseStatus.
+func ValidateDatabaseStatusUpdate(newDB, oldDB *example.Database) field.ErrorList {
+	errs := apimachineryvalidation.ValidateObjectMetaUpdate(&newDB.ObjectMeta, &oldDB.ObjectMeta, field.NewPath("metadata"))
+	return append(errs, ValidateDatabaseStatus(&newDB.Status, field.NewPath("status"))...)
+}

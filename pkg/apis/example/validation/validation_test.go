@@ -1,0 +1,279 @@
+package validation_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+
+	"example.com/database-apiserver/pkg/apis/example"
+	"example.com/database-apiserver/pkg/apis/example/validation"
+)
+
+// seedDatabase is seed-database.yaml as an internal object, as it is stored.
+func seedDatabase() *example.Database {
+	return &example.Database{
+		ObjectMeta: metav1.ObjectMeta{Name: "my-database", Namespace: "production", ResourceVersion: "1"},
+		Spec: example.DatabaseSpec{
+			Engine:   example.EnginePostgreSQL,
+			Version:  "14.5",
+			Replicas: ptr.To[int32](3),
+			Storage:  "100Gi",
+		},
+	}
+}
+
+// want is one expected field error: its type, its path, and a part of its detail.
+type want struct {
+	typ    field.ErrorType
+	field  string
+	detail string
+}
+
+func requireErrors(t *testing.T, errs field.ErrorList, wants ...want) {
+	t.Helper()
+	require.Len(t, errs, len(wants), "errors: %v", errs)
+	for i, w := range wants {
+		require.Equal(t, w.typ, errs[i].Type, "error %d: %v", i, errs[i])
+		require.Equal(t, w.field, errs[i].Field, "error %d: %v", i, errs[i])
+		require.Contains(t, errs[i].Detail, w.detail, "error %d: %v", i, errs[i])
+	}
+}
+
+func TestMaxNameLengthLeavesRoomForTheControllerRevisionHashLabel(t *testing.T) {
+	// <name>-<10-character hash> must fit a 63-character label value.
+	require.Equal(t, 52, validation.MaxNameLength)
+}
+
+func TestValidateDatabaseAcceptsTheSeedExampleAndEveryEngine(t *testing.T) {
+	require.Empty(t, validation.ValidateDatabase(seedDatabase()))
+
+	for _, spec := range []example.DatabaseSpec{
+		{Engine: example.EngineMySQL, Version: "8.4.2", Replicas: ptr.To[int32](1), Storage: "1Gi"},
+		{Engine: example.EngineMongoDB, Version: "7.0", Replicas: ptr.To[int32](10), Storage: "2048Gi"},
+		{Engine: example.EnginePostgreSQL, Version: "18", Replicas: ptr.To[int32](2), Storage: "8589934591Gi"},
+	} {
+		db := seedDatabase()
+		db.Spec = spec
+		require.Empty(t, validation.ValidateDatabase(db), "%+v", spec)
+	}
+}
+
+func TestValidateDatabaseSpecReportsEachBrokenRuleOnItsField(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*example.DatabaseSpec)
+		want   want
+	}{
+		{"missing engine", func(s *example.DatabaseSpec) { s.Engine = "" }, want{field.ErrorTypeRequired, "spec.engine", ""}},
+		{"unknown engine", func(s *example.DatabaseSpec) { s.Engine = "oracle" }, want{field.ErrorTypeNotSupported, "spec.engine", `supported values: "mysql", "postgresql", "mongodb"`}},
+		{"engine in the wrong case", func(s *example.DatabaseSpec) { s.Engine = "PostgreSQL" }, want{field.ErrorTypeNotSupported, "spec.engine", ""}},
+		{"missing version", func(s *example.DatabaseSpec) { s.Version = "" }, want{field.ErrorTypeRequired, "spec.version", ""}},
+		{"version with a space", func(s *example.DatabaseSpec) { s.Version = "14 5" }, want{field.ErrorTypeInvalid, "spec.version", "must be a container image tag"}},
+		{"version with a slash", func(s *example.DatabaseSpec) { s.Version = "14/5" }, want{field.ErrorTypeInvalid, "spec.version", "must be a container image tag"}},
+		{"version starting with a dot", func(s *example.DatabaseSpec) { s.Version = ".14" }, want{field.ErrorTypeInvalid, "spec.version", "must be a container image tag"}},
+		{"version longer than a tag", func(s *example.DatabaseSpec) { s.Version = strings.Repeat("1", 129) }, want{field.ErrorTypeTooLong, "spec.version", "128"}},
+		{"missing replicas", func(s *example.DatabaseSpec) { s.Replicas = nil }, want{field.ErrorTypeRequired, "spec.replicas", ""}},
+		{"zero replicas", func(s *example.DatabaseSpec) { s.Replicas = ptr.To[int32](0) }, want{field.ErrorTypeInvalid, "spec.replicas", "must be at least 1"}},
+		{"negative replicas", func(s *example.DatabaseSpec) { s.Replicas = ptr.To[int32](-1) }, want{field.ErrorTypeInvalid, "spec.replicas", "must be at least 1"}},
+		{"eleven replicas", func(s *example.DatabaseSpec) { s.Replicas = ptr.To[int32](11) }, want{field.ErrorTypeInvalid, "spec.replicas", "replicas cannot exceed 10"}},
+		{"missing storage", func(s *example.DatabaseSpec) { s.Storage = "" }, want{field.ErrorTypeRequired, "spec.storage", ""}},
+		{"storage in GB", func(s *example.DatabaseSpec) { s.Storage = "100GB" }, want{field.ErrorTypeInvalid, "spec.storage", "regex used for validation is '^[0-9]+Gi$'"}},
+		{"storage in Mi", func(s *example.DatabaseSpec) { s.Storage = "512Mi" }, want{field.ErrorTypeInvalid, "spec.storage", "must be a whole number of gibibytes"}},
+		{"fractional storage", func(s *example.DatabaseSpec) { s.Storage = "1.5Gi" }, want{field.ErrorTypeInvalid, "spec.storage", "^[0-9]+Gi$"}},
+		{"zero storage", func(s *example.DatabaseSpec) { s.Storage = "0Gi" }, want{field.ErrorTypeInvalid, "spec.storage", "must be at least 1Gi"}},
+		{"storage overflowing bytes", func(s *example.DatabaseSpec) { s.Storage = "8589934592Gi" }, want{field.ErrorTypeInvalid, "spec.storage", "must be at most 8589934591Gi"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db := seedDatabase()
+			tt.mutate(&db.Spec)
+			requireErrors(t, validation.ValidateDatabaseSpec(&db.Spec, field.NewPath("spec")), tt.want)
+		})
+	}
+}
+
+func TestValidateDatabaseSpecMessagesReadAsKubectlPrintsThem(t *testing.T) {
+	spec := seedDatabase().Spec
+	spec.Engine = "oracle"
+	spec.Replicas = ptr.To[int32](11)
+	errs := validation.ValidateDatabaseSpec(&spec, field.NewPath("spec"))
+	require.Len(t, errs, 2)
+	require.Equal(t, `spec.engine: Unsupported value: "oracle": supported values: "mysql", "postgresql", "mongodb"`, errs[0].Error())
+	require.Equal(t, `spec.replicas: Invalid value: 11: replicas cannot exceed 10`, errs[1].Error())
+}
+
+func TestValidateDatabaseSpecReportsEveryMissingFieldAtOnce(t *testing.T) {
+	requireErrors(t, validation.ValidateDatabaseSpec(&example.DatabaseSpec{}, field.NewPath("spec")),
+		want{field.ErrorTypeRequired, "spec.engine", ""},
+		want{field.ErrorTypeRequired, "spec.version", ""},
+		want{field.ErrorTypeRequired, "spec.replicas", ""},
+		want{field.ErrorTypeRequired, "spec.storage", ""},
+	)
+}
+
+func TestValidateReplicasAndStorageUseTheGivenPath(t *testing.T) {
+	requireErrors(t, validation.ValidateReplicas(11, field.NewPath("replicas")), want{field.ErrorTypeInvalid, "replicas", "cannot exceed 10"})
+	requireErrors(t, validation.ValidateStorage("10GB", field.NewPath("storage")), want{field.ErrorTypeInvalid, "storage", "^[0-9]+Gi$"})
+	require.Empty(t, validation.ValidateReplicas(example.MinReplicas, field.NewPath("replicas")))
+	require.Empty(t, validation.ValidateReplicas(example.MaxReplicas, field.NewPath("replicas")))
+	require.Empty(t, validation.ValidateStorage("10Gi", field.NewPath("storage")))
+}
+
+func TestValidateDatabaseNameAllowsDNS1035LabelsUpToMaxNameLength(t *testing.T) {
+	tests := []struct {
+		name   string
+		prefix bool
+		says   []string // one part per expected message; none means valid
+	}{
+		{name: "my-database"},
+		{name: "a"},
+		{name: strings.Repeat("a", 52)},
+		{name: strings.Repeat("a", 53), says: []string{"must be no more than 52 characters: the StatefulSet's Pods carry the label controller-revision-hash"}},
+		{name: strings.Repeat("a", 64), says: []string{"must be no more than 52 characters"}},
+		{name: "My-Database", says: []string{"a DNS-1035 label must consist of lower case alphanumeric characters"}},
+		{name: "1database", says: []string{"start with an alphabetic character"}},
+		{name: "my.database", says: []string{"a DNS-1035 label"}},
+		{name: "database-", says: []string{"end with an alphanumeric character"}},
+		{name: "database-", prefix: true},
+		{name: strings.Repeat("a", 47), prefix: true},
+		{name: strings.Repeat("a", 48), prefix: true, says: []string{"must be no more than 47 characters: 5 random characters are appended"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			msgs := validation.ValidateDatabaseName(tt.name, tt.prefix)
+			require.Len(t, msgs, len(tt.says), "%v", msgs)
+			for i, s := range tt.says {
+				require.Contains(t, msgs[i], s)
+			}
+		})
+	}
+}
+
+func TestValidateDatabaseChecksObjectMeta(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*metav1.ObjectMeta)
+		want   want
+	}{
+		{"name of 53 characters", func(m *metav1.ObjectMeta) { m.Name = strings.Repeat("a", 53) }, want{field.ErrorTypeInvalid, "metadata.name", "must be no more than 52 characters"}},
+		{"uppercase name", func(m *metav1.ObjectMeta) { m.Name = "MyDatabase" }, want{field.ErrorTypeInvalid, "metadata.name", "DNS-1035"}},
+		{"missing name", func(m *metav1.ObjectMeta) { m.Name = "" }, want{field.ErrorTypeRequired, "metadata.name", "name or generateName is required"}},
+		{"missing namespace", func(m *metav1.ObjectMeta) { m.Namespace = "" }, want{field.ErrorTypeRequired, "metadata.namespace", ""}},
+		{"generateName too long", func(m *metav1.ObjectMeta) { m.GenerateName = strings.Repeat("a", 48) }, want{field.ErrorTypeInvalid, "metadata.generateName", "must be no more than 47 characters"}},
+		{"bad label", func(m *metav1.ObjectMeta) { m.Labels = map[string]string{"a": "b c"} }, want{field.ErrorTypeInvalid, "metadata.labels", ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db := seedDatabase()
+			tt.mutate(&db.ObjectMeta)
+			requireErrors(t, validation.ValidateDatabase(db), tt.want)
+		})
+	}
+}
+
+func TestValidateDatabaseUpdateEnforcesTransitions(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*example.Database)
+		wants  []want
+	}{
+		{"version change is left to admission", func(db *example.Database) { db.Spec.Version = "15" }, nil},
+		{"scaling", func(db *example.Database) { db.Spec.Replicas = ptr.To[int32](5) }, nil},
+		{"storage growth", func(db *example.Database) { db.Spec.Storage = "200Gi" }, nil},
+		{"storage same size written differently", func(db *example.Database) { db.Spec.Storage = "0100Gi" }, nil},
+		{"engine change", func(db *example.Database) { db.Spec.Engine = example.EngineMySQL },
+			[]want{{field.ErrorTypeInvalid, "spec.engine", "engine type is immutable"}}},
+		{"storage shrink", func(db *example.Database) { db.Spec.Storage = "50Gi" },
+			[]want{{field.ErrorTypeInvalid, "spec.storage", "may not shrink from 100Gi to 50Gi: a PersistentVolumeClaim cannot be made smaller"}}},
+		{"create rules still apply", func(db *example.Database) { db.Spec.Replicas = ptr.To[int32](11) },
+			[]want{{field.ErrorTypeInvalid, "spec.replicas", "replicas cannot exceed 10"}}},
+		{"name change", func(db *example.Database) { db.Name = "other" },
+			[]want{{field.ErrorTypeInvalid, "metadata.name", "field is immutable"}}},
+		{"missing resourceVersion", func(db *example.Database) { db.ResourceVersion = "" },
+			[]want{{field.ErrorTypeInvalid, "metadata.resourceVersion", "must be specified for an update"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			oldDB := seedDatabase()
+			newDB := seedDatabase()
+			tt.mutate(newDB)
+			requireErrors(t, validation.ValidateDatabaseUpdate(newDB, oldDB), tt.wants...)
+		})
+	}
+}
+
+func TestValidateDatabaseUpdateEngineErrorMatchesTheSeed(t *testing.T) {
+	newDB := seedDatabase()
+	newDB.Spec.Engine = example.EngineMySQL
+	errs := validation.ValidateDatabaseUpdate(newDB, seedDatabase())
+	require.Len(t, errs, 1)
+	require.Equal(t, `spec.engine: Invalid value: "mysql": engine type is immutable`, errs[0].Error())
+}
+
+func readyCondition() metav1.Condition {
+	return metav1.Condition{
+		Type:               example.ConditionReady,
+		Status:             metav1.ConditionTrue,
+		Reason:             "AllReplicasReady",
+		Message:            "3 of 3 replicas are ready",
+		LastTransitionTime: metav1.NewTime(time.Date(2026, time.November, 1, 0, 0, 0, 0, time.UTC)),
+	}
+}
+
+func TestValidateDatabaseStatusAcceptsWhatTheControllerWrites(t *testing.T) {
+	for _, phase := range append([]example.DatabasePhase{""}, example.SupportedPhases...) {
+		status := example.DatabaseStatus{
+			Phase:              phase,
+			ReadyReplicas:      3,
+			ObservedGeneration: 2,
+			Conditions:         []metav1.Condition{readyCondition()},
+			Selector:           "app.kubernetes.io/instance=my-database,app.kubernetes.io/name=postgresql",
+		}
+		require.Empty(t, validation.ValidateDatabaseStatus(&status, field.NewPath("status")), phase)
+	}
+	require.Empty(t, validation.ValidateDatabaseStatus(&example.DatabaseStatus{}, field.NewPath("status")))
+}
+
+func TestValidateDatabaseStatusReportsEachBrokenRuleOnItsField(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*example.DatabaseStatus)
+		want   want
+	}{
+		{"unknown phase", func(s *example.DatabaseStatus) { s.Phase = "Running" }, want{field.ErrorTypeNotSupported, "status.phase", `"Pending", "Provisioning", "Ready", "Degraded", "Failed", "Deleting"`}},
+		{"negative readyReplicas", func(s *example.DatabaseStatus) { s.ReadyReplicas = -1 }, want{field.ErrorTypeInvalid, "status.readyReplicas", "must be greater than or equal to 0"}},
+		{"negative observedGeneration", func(s *example.DatabaseStatus) { s.ObservedGeneration = -1 }, want{field.ErrorTypeInvalid, "status.observedGeneration", "must be greater than or equal to 0"}},
+		{"duplicate condition type", func(s *example.DatabaseStatus) { s.Conditions = append(s.Conditions, readyCondition()) }, want{field.ErrorTypeDuplicate, "status.conditions[1]", ""}},
+		{"condition without reason", func(s *example.DatabaseStatus) { s.Conditions[0].Reason = "" }, want{field.ErrorTypeRequired, "status.conditions[0].reason", ""}},
+		{"condition with unknown status", func(s *example.DatabaseStatus) { s.Conditions[0].Status = "Yes" }, want{field.ErrorTypeNotSupported, "status.conditions[0].status", ""}},
+		{"unparseable selector", func(s *example.DatabaseStatus) { s.Selector = "app in (" }, want{field.ErrorTypeInvalid, "status.selector", ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status := example.DatabaseStatus{Conditions: []metav1.Condition{readyCondition()}}
+			tt.mutate(&status)
+			requireErrors(t, validation.ValidateDatabaseStatus(&status, field.NewPath("status")), tt.want)
+		})
+	}
+}
+
+func TestValidateDatabaseStatusUpdateChecksMetadataAndStatusNotSpec(t *testing.T) {
+	oldDB := seedDatabase()
+
+	newDB := seedDatabase()
+	newDB.Spec.Replicas = nil // spec is not this subresource's business
+	newDB.Status.ReadyReplicas = 3
+	require.Empty(t, validation.ValidateDatabaseStatusUpdate(newDB, oldDB))
+
+	newDB.Status.Phase = "Running"
+	newDB.Namespace = "other"
+	requireErrors(t, validation.ValidateDatabaseStatusUpdate(newDB, oldDB),
+		want{field.ErrorTypeInvalid, "metadata.namespace", "field is immutable"},
+		want{field.ErrorTypeNotSupported, "status.phase", ""},
+	)
+}
