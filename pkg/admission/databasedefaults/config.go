@@ -1,0 +1,141 @@
+package databasedefaults
+
+import (
+	"fmt"
+	"io"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"example.com/database-apiserver/pkg/apis/example/validation"
+)
+
+// The seed's Default() webhook: spec.replicas 1 and spec.storage "10Gi" when
+// omitted. A DatabaseDefaultsConfiguration may replace either.
+const (
+	DefaultReplicas int32 = 1
+	DefaultStorage        = "10Gi"
+)
+
+// ConfigurationGroupVersion is the apiVersion of the plugin's configuration:
+// admission.example.com/v1alpha1.
+var ConfigurationGroupVersion = schema.GroupVersion{Group: "admission.example.com", Version: "v1alpha1"}
+
+// ConfigurationKind is the kind of the plugin's configuration.
+const ConfigurationKind = "DatabaseDefaultsConfiguration"
+
+// Configuration is the DatabaseDefaultsConfiguration, given as the
+// `configuration` of the DatabaseDefaults entry of an AdmissionConfiguration
+// (--admission-control-config-file), or in the file its `path` names:
+//
+//	apiVersion: admission.example.com/v1alpha1
+//	kind: DatabaseDefaultsConfiguration
+//	replicas: 3
+//	storage: 50Gi
+//
+// Omitted fields keep the seed's defaults (DefaultReplicas, DefaultStorage).
+type Configuration struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// Replicas is the spec.replicas given to a Database that omits it:
+	// a number of Pods, 1 to 10 as for spec.replicas itself.
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+	// Storage is the spec.storage given to a Database that omits it: the
+	// volume size of each replica in whole gibibytes, e.g. "50Gi".
+	// +optional
+	Storage string `json:"storage,omitempty"`
+}
+
+// DeepCopyObject implements runtime.Object. Written by hand: the type is two
+// scalars, so a shallow copy with a fresh Replicas pointer is a deep one.
+func (c *Configuration) DeepCopyObject() runtime.Object {
+	if c == nil {
+		return nil
+	}
+	out := *c
+	if c.Replicas != nil {
+		r := *c.Replicas
+		out.Replicas = &r
+	}
+	return &out
+}
+
+var (
+	configScheme = runtime.NewScheme()
+	// Strict: unknown and duplicate fields are errors that name the field.
+	configCodecs = serializer.NewCodecFactory(configScheme, serializer.EnableStrict)
+)
+
+func init() {
+	configScheme.AddKnownTypeWithName(ConfigurationGroupVersion.WithKind(ConfigurationKind), &Configuration{})
+	utilruntime.Must(configScheme.SetVersionPriority(ConfigurationGroupVersion))
+}
+
+// LoadConfiguration reads a DatabaseDefaultsConfiguration (YAML or JSON) from
+// config, which may be nil for "no configuration", and returns it with the
+// seed's defaults filled in for omitted fields.
+//
+// It returns an error when the document is not an
+// admission.example.com/v1alpha1 DatabaseDefaultsConfiguration, when it has
+// unknown or duplicate fields, or when a default would itself fail
+// validation.ValidateReplicas or validation.ValidateStorage (e.g. replicas 11,
+// storage "10GB"); the error names the field.
+func LoadConfiguration(config io.Reader) (*Configuration, error) {
+	cfg := &Configuration{}
+	if config != nil {
+		data, err := io.ReadAll(config)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", ConfigurationKind, err)
+		}
+		obj, _, err := configCodecs.UniversalDeserializer().Decode(data, nil, nil)
+		if runtime.IsNotRegisteredError(err) || runtime.IsMissingKind(err) || runtime.IsMissingVersion(err) {
+			return nil, wrongKindError(data)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("decoding %s: %w", ConfigurationKind, err)
+		}
+		decoded, ok := obj.(*Configuration)
+		if !ok {
+			return nil, wrongKindError(data)
+		}
+		cfg = decoded
+	}
+	cfg.APIVersion, cfg.Kind = ConfigurationGroupVersion.WithKind(ConfigurationKind).ToAPIVersionAndKind()
+	if cfg.Replicas == nil {
+		r := DefaultReplicas
+		cfg.Replicas = &r
+	}
+	if cfg.Storage == "" {
+		cfg.Storage = DefaultStorage
+	}
+	if errs := validateConfiguration(cfg); len(errs) > 0 {
+		return nil, fmt.Errorf("invalid %s: %w", ConfigurationKind, errs.ToAggregate())
+	}
+	return cfg, nil
+}
+
+// wrongKindError says what the configuration must be and what data claims
+// to be; the decoder's own message names the scheme, which means nothing to an
+// operator.
+func wrongKindError(data []byte) error {
+	var got metav1.TypeMeta
+	_ = utilyaml.Unmarshal(data, &got) // best effort: the error is about the kind either way
+	return fmt.Errorf("the %s configuration must have apiVersion %q and kind %q, got apiVersion %q and kind %q",
+		PluginName, ConfigurationGroupVersion, ConfigurationKind, got.APIVersion, got.Kind)
+}
+
+// validateConfiguration holds the defaults to the rules the Database fields
+// they fill in must pass, so a bad default stops the server at start rather
+// than failing every create that omits the field.
+func validateConfiguration(cfg *Configuration) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, validation.ValidateReplicas(*cfg.Replicas, field.NewPath("replicas"))...)
+	errs = append(errs, validation.ValidateStorage(cfg.Storage, field.NewPath("storage"))...)
+	return errs
+}
