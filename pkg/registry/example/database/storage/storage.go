@@ -1,0 +1,375 @@
+// Package storage builds the etcd-backed REST storage of databases and of its
+// status and scale subresources.
+package storage
+
+import (
+	"context"
+	"fmt"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	"k8s.io/apimachinery/pkg/api/errors"
+	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/generic"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
+	"k8s.io/apiserver/pkg/registry/rest"
+	scalescheme "k8s.io/client-go/scale/scheme"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"example.com/database-apiserver/pkg/apis/example"
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/registry/example/database"
+)
+
+// DatabaseStorage is the REST storage of databases and its subresources,
+// all over one etcd store: Database serves databases, Status
+// databases/status and Scale databases/scale.
+type DatabaseStorage struct {
+	Database *REST
+	Status   *StatusREST
+	Scale    *ScaleREST
+}
+
+// NewStorage returns the storage of databases. scheme is the server's scheme,
+// with example.com installed (install.Install); optsGetter gives the etcd
+// configuration and storage decorator (watch cache) of the resource. It
+// returns an error if the store cannot be completed, e.g. a bad storage config.
+func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (DatabaseStorage, error) {
+	strategy := database.NewStrategy(scheme)
+	statusStrategy := database.NewStatusStrategy(strategy)
+
+	store := &genericregistry.Store{
+		NewFunc:                   func() runtime.Object { return &example.Database{} },
+		NewListFunc:               func() runtime.Object { return &example.DatabaseList{} },
+		PredicateFunc:             database.MatchDatabase,
+		DefaultQualifiedResource:  example.Resource("databases"),
+		SingularQualifiedResource: example.Resource("database"),
+
+		CreateStrategy:      strategy,
+		UpdateStrategy:      strategy,
+		DeleteStrategy:      strategy,
+		ResetFieldsStrategy: strategy,
+
+		TableConvertor: database.TableConvertor{},
+	}
+	options := &generic.StoreOptions{RESTOptions: optsGetter, AttrFunc: database.GetAttrs}
+	if err := store.CompleteWithOptions(options); err != nil {
+		return DatabaseStorage{}, err
+	}
+
+	statusStore := *store
+	statusStore.UpdateStrategy = statusStrategy
+	statusStore.ResetFieldsStrategy = statusStrategy
+
+	return DatabaseStorage{
+		Database: &REST{Store: store},
+		Status:   &StatusREST{store: &statusStore},
+		Scale:    &ScaleREST{store: store},
+	}, nil
+}
+
+// REST serves databases: create, get, list, watch, update, patch, delete and
+// deletecollection, through the generic store.
+//
+// It has no categories: the seed CRD declares none, and in the "all" category
+// `kubectl delete all --all` would delete Databases, and with them their data.
+type REST struct {
+	*genericregistry.Store
+}
+
+var (
+	_ rest.ShortNamesProvider   = &REST{}
+	_ rest.SingularNameProvider = &REST{}
+	_ rest.StandardStorage      = &REST{}
+)
+
+// ShortNames returns the short names of databases: "db" (seed CRD shortNames).
+func (r *REST) ShortNames() []string {
+	return []string{"db"}
+}
+
+// StatusREST serves databases/status: get, update and patch of status only;
+// spec and labels in a status write are ignored (database.StatusStrategy).
+type StatusREST struct {
+	store *genericregistry.Store
+}
+
+var (
+	_ rest.Patcher             = &StatusREST{}
+	_ rest.ResetFieldsStrategy = &StatusREST{}
+	_ rest.TableConvertor      = &StatusREST{}
+)
+
+// New returns an empty *example.Database.
+func (r *StatusREST) New() runtime.Object {
+	return &example.Database{}
+}
+
+// Destroy does nothing: the underlying store is shared with REST, which destroys it.
+func (r *StatusREST) Destroy() {}
+
+// Get returns the Database name, for patches of status; NotFound if there is none.
+func (r *StatusREST) Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error) {
+	return r.store.Get(ctx, name, options)
+}
+
+// Update writes the status of the Database name and returns the stored
+// Database. It never creates one (forceAllowCreate is ignored: a subresource
+// of a missing Database is NotFound). Errors: NotFound, Conflict on a stale
+// resourceVersion, Invalid from database.StatusStrategy's validation.
+func (r *StatusREST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	return r.store.Update(ctx, name, objInfo, createValidation, updateValidation, false, options)
+}
+
+// GetResetFields returns the fields a status write resets: spec and metadata.labels.
+func (r *StatusREST) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return r.store.GetResetFields()
+}
+
+// ConvertToTable prints the Database like the main resource.
+func (r *StatusREST) ConvertToTable(ctx context.Context, object runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
+	return r.store.ConvertToTable(ctx, object, tableOptions)
+}
+
+// replicasPaths maps each group/version a Database is served in to the path
+// of its replicas field, so server-side apply ownership of spec.replicas
+// moves between the Database and its Scale.
+var replicasPaths = managedfields.ResourcePathMappings{
+	examplev1.SchemeGroupVersion.String(): fieldpath.MakePathOrDie("spec", "replicas"),
+}
+
+// ScaleREST serves databases/scale as an autoscaling/v1 Scale (seed CRD:
+// specReplicasPath .spec.replicas, statusReplicasPath .status.readyReplicas),
+// for `kubectl scale` and HorizontalPodAutoscalers.
+type ScaleREST struct {
+	store *genericregistry.Store
+}
+
+var (
+	_ rest.Patcher                  = &ScaleREST{}
+	_ rest.GroupVersionKindProvider = &ScaleREST{}
+	_ rest.TableConvertor           = &ScaleREST{}
+)
+
+// GroupVersionKind returns autoscaling/v1 Scale, whatever the version of the
+// Database: the kind the scale subresource is served as.
+func (r *ScaleREST) GroupVersionKind(containingGV schema.GroupVersion) schema.GroupVersionKind {
+	return autoscalingv1.SchemeGroupVersion.WithKind("Scale")
+}
+
+// New returns an empty internal *scalescheme.Scale.
+func (r *ScaleREST) New() runtime.Object {
+	return &scalescheme.Scale{}
+}
+
+// Destroy does nothing: the underlying store is shared with REST, which destroys it.
+func (r *ScaleREST) Destroy() {}
+
+// Get returns the Scale of the Database name (scaleFromDatabase). Errors:
+// NotFound, or BadRequest if the Database's status.selector does not parse.
+func (r *ScaleREST) Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error) {
+	obj, err := r.store.Get(ctx, name, options)
+	if err != nil {
+		return nil, err
+	}
+	return scaleFromDatabase(obj.(*example.Database))
+}
+
+// Update sets spec.replicas of the Database name from the Scale objInfo
+// gives, and returns the Database's new Scale. The write goes through the
+// main store and strategy, so it bumps metadata.generation and a replica count
+// out of 1..10 is a 422 Invalid on spec.replicas; a negative count is a 422
+// Invalid on the Scale's spec.replicas; a Scale resourceVersion or uid other
+// than the Database's is a 409 Conflict; a missing Database is a 404.
+// Admission sees Scales, not Databases. It never creates a Database.
+func (r *ScaleREST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	obj, _, err := r.store.Update(
+		ctx,
+		name,
+		&scaleUpdatedObjectInfo{name: name, reqObjInfo: objInfo},
+		toScaleCreateValidation(createValidation),
+		toScaleUpdateValidation(updateValidation),
+		false,
+		options,
+	)
+	if err != nil {
+		return nil, false, err
+	}
+	scale, err := scaleFromDatabase(obj.(*example.Database))
+	if err != nil {
+		return nil, false, err
+	}
+	return scale, false, nil
+}
+
+// ConvertToTable prints a Scale with the generic Name / Created At columns.
+func (r *ScaleREST) ConvertToTable(ctx context.Context, object runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
+	return r.store.ConvertToTable(ctx, object, tableOptions)
+}
+
+// toScaleCreateValidation adapts an admission check of Scales to the
+// Databases the store validates. A nil f stays nil (no check).
+func toScaleCreateValidation(f rest.ValidateObjectFunc) rest.ValidateObjectFunc {
+	if f == nil {
+		return nil
+	}
+	return func(ctx context.Context, obj runtime.Object) error {
+		scale, err := scaleFromDatabase(obj.(*example.Database))
+		if err != nil {
+			return err
+		}
+		return f(ctx, scale)
+	}
+}
+
+// toScaleUpdateValidation adapts an admission check of Scale updates to the
+// Databases the store validates. A nil f stays nil (no check).
+func toScaleUpdateValidation(f rest.ValidateObjectUpdateFunc) rest.ValidateObjectUpdateFunc {
+	if f == nil {
+		return nil
+	}
+	return func(ctx context.Context, obj, old runtime.Object) error {
+		newScale, err := scaleFromDatabase(obj.(*example.Database))
+		if err != nil {
+			return err
+		}
+		oldScale, err := scaleFromDatabase(old.(*example.Database))
+		if err != nil {
+			return err
+		}
+		return f(ctx, newScale, oldScale)
+	}
+}
+
+// scaleFromDatabase returns the Scale of db: spec.replicas from
+// db.spec.replicas (0 when not set, which DatabaseDefaults prevents),
+// status.replicas from status.readyReplicas, status.selector parsed from
+// status.selector (nil when empty), and the name, namespace, uid,
+// resourceVersion and creationTimestamp of db. It returns a BadRequest if
+// status.selector is not a label selector.
+func scaleFromDatabase(db *example.Database) (*scalescheme.Scale, error) {
+	var selector *metav1.LabelSelector
+	if db.Status.Selector != "" {
+		var err error
+		selector, err = metav1.ParseToLabelSelector(db.Status.Selector)
+		if err != nil {
+			return nil, errors.NewBadRequest(fmt.Sprintf("Database %s/%s has an invalid status.selector: %v", db.Namespace, db.Name, err))
+		}
+	}
+	var replicas int32
+	if db.Spec.Replicas != nil {
+		replicas = *db.Spec.Replicas
+	}
+	return &scalescheme.Scale{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              db.Name,
+			Namespace:         db.Namespace,
+			UID:               db.UID,
+			ResourceVersion:   db.ResourceVersion,
+			CreationTimestamp: db.CreationTimestamp,
+		},
+		Spec: scalescheme.ScaleSpec{Replicas: replicas},
+		Status: scalescheme.ScaleStatus{
+			Replicas: db.Status.ReadyReplicas,
+			Selector: selector,
+		},
+	}, nil
+}
+
+// validateScale returns the field errors of a Scale written to
+// databases/scale: spec.replicas must not be negative (as upstream's
+// autoscaling validation); the Database's own bounds apply afterwards.
+func validateScale(scale *scalescheme.Scale) field.ErrorList {
+	return apimachineryvalidation.ValidateNonnegativeField(int64(scale.Spec.Replicas), field.NewPath("spec", "replicas"))
+}
+
+// scaleUpdatedObjectInfo turns the stored Database into the updated one: it
+// shows the request the Database's current Scale, and copies the new Scale's
+// replicas, resourceVersion and managed fields back into the Database.
+type scaleUpdatedObjectInfo struct {
+	name       string
+	reqObjInfo rest.UpdatedObjectInfo
+}
+
+// Preconditions returns the request's preconditions (uid, resourceVersion).
+func (i *scaleUpdatedObjectInfo) Preconditions() *metav1.Preconditions {
+	return i.reqObjInfo.Preconditions()
+}
+
+// UpdatedObject returns a copy of the stored Database oldObj with the new
+// Scale applied. The Scale's resourceVersion becomes the Database's, so the
+// store refuses a stale one with a Conflict; an empty one updates
+// unconditionally.
+func (i *scaleUpdatedObjectInfo) UpdatedObject(ctx context.Context, oldObj runtime.Object) (runtime.Object, error) {
+	db, ok := oldObj.DeepCopyObject().(*example.Database)
+	if !ok {
+		return nil, errors.NewBadRequest(fmt.Sprintf("expected the stored object to be a Database, got %T", oldObj))
+	}
+	// The store hands a zero Database when none is stored.
+	if db.ResourceVersion == "" {
+		return nil, errors.NewNotFound(example.Resource("databases/scale"), i.name)
+	}
+
+	managedFieldsHandler := managedfields.NewScaleHandler(db.ManagedFields, requestGroupVersion(ctx), replicasPaths)
+
+	oldScale, err := scaleFromDatabase(db)
+	if err != nil {
+		return nil, err
+	}
+	oldScale.ManagedFields, err = managedFieldsHandler.ToSubresource()
+	if err != nil {
+		return nil, err
+	}
+
+	newObj, err := i.reqObjInfo.UpdatedObject(ctx, oldScale)
+	if err != nil {
+		return nil, err
+	}
+	if newObj == nil {
+		return nil, errors.NewBadRequest("nil update passed to Scale")
+	}
+	scale, ok := newObj.(*scalescheme.Scale)
+	if !ok {
+		return nil, errors.NewBadRequest(fmt.Sprintf("expected input object type to be Scale, but %T", newObj))
+	}
+
+	if errs := validateScale(scale); len(errs) > 0 {
+		return nil, errors.NewInvalid(autoscalingv1.SchemeGroupVersion.WithKind("Scale").GroupKind(), db.Name, errs)
+	}
+	// resourceVersion is checked by the store; uid is ours to check.
+	if scale.UID != "" && scale.UID != db.UID {
+		return nil, errors.NewConflict(
+			example.Resource("databases/scale"),
+			db.Name,
+			fmt.Errorf("precondition failed: uid in precondition: %v, uid in object meta: %v", scale.UID, db.UID),
+		)
+	}
+
+	replicas := scale.Spec.Replicas
+	db.Spec.Replicas = &replicas
+	db.ResourceVersion = scale.ResourceVersion
+
+	db.ManagedFields, err = managedFieldsHandler.ToParent(scale.ManagedFields)
+	if err != nil {
+		return nil, err
+	}
+	return db, nil
+}
+
+// requestGroupVersion returns the group/version of the Database the request
+// addresses, example.com/v1 when the context does not say or names a
+// version without a replicas path.
+func requestGroupVersion(ctx context.Context) schema.GroupVersion {
+	if info, ok := genericapirequest.RequestInfoFrom(ctx); ok {
+		gv := schema.GroupVersion{Group: info.APIGroup, Version: info.APIVersion}
+		if _, known := replicasPaths[gv.String()]; known {
+			return gv
+		}
+	}
+	return examplev1.SchemeGroupVersion
+}

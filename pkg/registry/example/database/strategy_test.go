@@ -1,0 +1,278 @@
+package database
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"example.com/database-apiserver/pkg/apis/example"
+	"example.com/database-apiserver/pkg/apis/example/install"
+)
+
+func newTestStrategy() Strategy {
+	scheme := runtime.NewScheme()
+	install.Install(scheme)
+	return NewStrategy(scheme)
+}
+
+// storedDatabase is the seed Database as stored: generation 4, a status
+// reported by the controller, labels set.
+func storedDatabase() *example.Database {
+	db := seedDatabase()
+	db.Generation = 4
+	db.Labels = map[string]string{"team": "payments"}
+	db.Status = example.DatabaseStatus{
+		Phase:              example.DatabasePhaseReady,
+		ReadyReplicas:      3,
+		ObservedGeneration: 4,
+		Selector:           "app.kubernetes.io/instance=my-database",
+		Conditions: []metav1.Condition{
+			{Type: example.ConditionReady, Status: metav1.ConditionTrue, Reason: "AllReplicasReady", LastTransitionTime: metav1.Now()},
+		},
+	}
+	return db
+}
+
+func TestStrategyScopeAndUpdatePolicy(t *testing.T) {
+	s := newTestStrategy()
+	require.True(t, s.NamespaceScoped(), "Databases are namespaced (seed CRD scope)")
+	require.False(t, s.AllowCreateOnUpdate(context.Background()), "PUT must not create a Database")
+	require.True(t, s.AllowUnconditionalUpdate(context.Background()), "an update without resourceVersion is allowed")
+	require.Equal(t, s.NamespaceScoped(), NewStatusStrategy(s).NamespaceScoped())
+}
+
+func TestPrepareForCreateClearsStatusAndSetsGenerationOne(t *testing.T) {
+	db := storedDatabase()
+	db.Generation = 9
+	wantSpec := *db.Spec.DeepCopy()
+
+	newTestStrategy().PrepareForCreate(context.Background(), db)
+
+	require.Equal(t, example.DatabaseStatus{}, db.Status)
+	require.Equal(t, int64(1), db.Generation)
+	require.Equal(t, wantSpec, db.Spec, "spec is the user's and stays")
+}
+
+func TestPrepareForUpdateBumpsGenerationOnlyWhenSpecChanges(t *testing.T) {
+	tests := []struct {
+		name           string
+		mutate         func(*example.Database)
+		wantGeneration int64
+	}{
+		{"no change", func(*example.Database) {}, 4},
+		{"replicas changed", func(db *example.Database) { db.Spec.Replicas = ptr.To[int32](5) }, 5},
+		{"replicas unset", func(db *example.Database) { db.Spec.Replicas = nil }, 5},
+		{"version changed", func(db *example.Database) { db.Spec.Version = "14.6" }, 5},
+		{"storage changed", func(db *example.Database) { db.Spec.Storage = "200Gi" }, 5},
+		{"same replicas in a new pointer", func(db *example.Database) { db.Spec.Replicas = ptr.To[int32](3) }, 4},
+		{"labels changed", func(db *example.Database) { db.Labels = map[string]string{"team": "orders"} }, 4},
+		{"annotations changed", func(db *example.Database) { db.Annotations = map[string]string{"note": "x"} }, 4},
+		{"finalizer added", func(db *example.Database) { db.Finalizers = []string{"example.com/cleanup"} }, 4},
+		{"status changed only", func(db *example.Database) { db.Status.Phase = example.DatabasePhaseFailed }, 4},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			old := storedDatabase()
+			db := old.DeepCopy()
+			tc.mutate(db)
+
+			newTestStrategy().PrepareForUpdate(context.Background(), db, old)
+
+			require.Equal(t, tc.wantGeneration, db.Generation)
+		})
+	}
+}
+
+func TestPrepareForUpdateKeepsStoredStatus(t *testing.T) {
+	old := storedDatabase()
+	db := old.DeepCopy()
+	db.Status = example.DatabaseStatus{Phase: example.DatabasePhaseFailed, ReadyReplicas: 0, ObservedGeneration: 99}
+	db.Spec.Replicas = ptr.To[int32](5)
+
+	newTestStrategy().PrepareForUpdate(context.Background(), db, old)
+
+	require.Equal(t, old.Status, db.Status)
+	require.Equal(t, ptr.To[int32](5), db.Spec.Replicas, "the spec change is kept")
+}
+
+func TestStatusPrepareForUpdateKeepsStoredSpecAndLabels(t *testing.T) {
+	old := storedDatabase()
+	db := old.DeepCopy()
+	db.Spec = example.DatabaseSpec{Engine: example.EngineMySQL, Version: "8.4", Replicas: ptr.To[int32](1), Storage: "1Gi"}
+	db.Labels = map[string]string{"team": "hijacked"}
+	db.Status.Phase = example.DatabasePhaseDegraded
+	db.Status.ReadyReplicas = 2
+
+	NewStatusStrategy(newTestStrategy()).PrepareForUpdate(context.Background(), db, old)
+
+	require.Equal(t, old.Spec, db.Spec)
+	require.Equal(t, old.Labels, db.Labels)
+	require.Equal(t, example.DatabasePhaseDegraded, db.Status.Phase, "the status change is kept")
+	require.Equal(t, int32(2), db.Status.ReadyReplicas)
+	require.Equal(t, old.Generation, db.Generation, "a status write never bumps generation")
+}
+
+func TestResetFieldsSplitSpecAndStatusForV1(t *testing.T) {
+	tests := []struct {
+		name     string
+		strategy interface {
+			GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set
+		}
+		wantReset []fieldpath.Path
+		wantKept  []fieldpath.Path
+	}{
+		{
+			name:      "main resource resets status",
+			strategy:  newTestStrategy(),
+			wantReset: []fieldpath.Path{fieldpath.MakePathOrDie("status")},
+			wantKept:  []fieldpath.Path{fieldpath.MakePathOrDie("spec"), fieldpath.MakePathOrDie("metadata", "labels")},
+		},
+		{
+			name:      "status resets spec and labels",
+			strategy:  NewStatusStrategy(newTestStrategy()),
+			wantReset: []fieldpath.Path{fieldpath.MakePathOrDie("spec"), fieldpath.MakePathOrDie("metadata", "labels")},
+			wantKept:  []fieldpath.Path{fieldpath.MakePathOrDie("status"), fieldpath.MakePathOrDie("metadata", "annotations")},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resetFields := tc.strategy.GetResetFields()
+			require.Len(t, resetFields, 1)
+			set, ok := resetFields["example.com/v1"]
+			require.True(t, ok, "reset fields are keyed by example.com/v1")
+			for _, p := range tc.wantReset {
+				require.Truef(t, set.Has(p), "%s must be reset", p)
+			}
+			for _, p := range tc.wantKept {
+				require.Falsef(t, set.Has(p), "%s must not be reset", p)
+			}
+		})
+	}
+}
+
+func TestSelectableFieldsAreTheFieldLabelsV1Accepts(t *testing.T) {
+	db := storedDatabase()
+	db.Status.Phase = example.DatabasePhaseProvisioning
+
+	require.Equal(t, fields.Set{
+		"metadata.name":      "my-database",
+		"metadata.namespace": "production",
+		"spec.engine":        "postgresql",
+		"spec.version":       "14.5",
+		"status.phase":       "Provisioning",
+	}, SelectableFields(db))
+}
+
+func TestGetAttrsReturnsLabelsAndFields(t *testing.T) {
+	db := storedDatabase()
+	gotLabels, gotFields, err := GetAttrs(db)
+	require.NoError(t, err)
+	require.Equal(t, labels.Set{"team": "payments"}, gotLabels)
+	require.Equal(t, SelectableFields(db), gotFields)
+}
+
+func TestGetAttrsRefusesOtherObjects(t *testing.T) {
+	_, _, err := GetAttrs(&example.DatabaseList{})
+	require.ErrorContains(t, err, "not a Database")
+}
+
+func TestMatchDatabaseSelectsOnLabelsAndFields(t *testing.T) {
+	mysql := storedDatabase()
+	mysql.Spec.Engine = example.EngineMySQL
+	postgres := storedDatabase()
+
+	tests := []struct {
+		name  string
+		label labels.Selector
+		field fields.Selector
+		obj   *example.Database
+		want  bool
+	}{
+		{"engine matches", labels.Everything(), fields.OneTermEqualSelector("spec.engine", "mysql"), mysql, true},
+		{"engine differs", labels.Everything(), fields.OneTermEqualSelector("spec.engine", "mysql"), postgres, false},
+		{"phase matches", labels.Everything(), fields.OneTermEqualSelector("status.phase", "Ready"), postgres, true},
+		{"version differs", labels.Everything(), fields.OneTermEqualSelector("spec.version", "16.1"), postgres, false},
+		{"name matches", labels.Everything(), fields.OneTermEqualSelector("metadata.name", "my-database"), postgres, true},
+		{"label matches", labels.SelectorFromSet(labels.Set{"team": "payments"}), fields.Everything(), postgres, true},
+		{"label differs", labels.SelectorFromSet(labels.Set{"team": "orders"}), fields.Everything(), postgres, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			predicate := MatchDatabase(tc.label, tc.field)
+			got, err := predicate.Matches(tc.obj)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestValidateDelegatesToValidation(t *testing.T) {
+	s := newTestStrategy()
+	valid := seedDatabase()
+	require.Empty(t, s.Validate(context.Background(), valid), "the seed Database must be valid")
+
+	invalid := seedDatabase()
+	invalid.Spec.Engine = "oracle"
+	errs := s.Validate(context.Background(), invalid)
+	require.NotEmpty(t, errs)
+	require.Equal(t, "spec.engine", errs[0].Field)
+}
+
+func TestValidateUpdateDelegatesToValidation(t *testing.T) {
+	tests := []struct {
+		name      string
+		mutate    func(*example.Database)
+		wantField string
+	}{
+		{"replicas within bounds", func(db *example.Database) { db.Spec.Replicas = ptr.To[int32](5) }, ""},
+		{"engine is immutable", func(db *example.Database) { db.Spec.Engine = example.EngineMySQL }, "spec.engine"},
+		{"storage never shrinks", func(db *example.Database) { db.Spec.Storage = "50Gi" }, "spec.storage"},
+		{"replicas over the maximum", func(db *example.Database) { db.Spec.Replicas = ptr.To[int32](11) }, "spec.replicas"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			old := storedDatabase()
+			db := old.DeepCopy()
+			tc.mutate(db)
+
+			errs := newTestStrategy().ValidateUpdate(context.Background(), db, old)
+
+			if tc.wantField == "" {
+				require.Empty(t, errs)
+				return
+			}
+			require.NotEmpty(t, errs)
+			fieldsWithErrors := make([]string, 0, len(errs))
+			for _, e := range errs {
+				fieldsWithErrors = append(fieldsWithErrors, e.Field)
+			}
+			require.Contains(t, fieldsWithErrors, tc.wantField)
+		})
+	}
+}
+
+func TestStatusValidateUpdateDelegatesToStatusValidation(t *testing.T) {
+	old := storedDatabase()
+	db := old.DeepCopy()
+	db.Status.ReadyReplicas = 2
+	require.Empty(t, NewStatusStrategy(newTestStrategy()).ValidateUpdate(context.Background(), db, old))
+
+	db.Status.ReadyReplicas = -1
+	require.NotEmpty(t, NewStatusStrategy(newTestStrategy()).ValidateUpdate(context.Background(), db, old),
+		"a negative readyReplicas is refused by the status validation")
+}
+
+func TestNoWarnings(t *testing.T) {
+	s := newTestStrategy()
+	ctx := context.Background()
+	require.Nil(t, s.WarningsOnCreate(ctx, seedDatabase()))
+	require.Nil(t, s.WarningsOnUpdate(ctx, seedDatabase(), seedDatabase()))
+	require.Nil(t, NewStatusStrategy(s).WarningsOnUpdate(ctx, seedDatabase(), seedDatabase()))
+}
