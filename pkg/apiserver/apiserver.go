@@ -1,0 +1,124 @@
+// Package apiserver wires database-apiserver: Options (flags) become a Config,
+// a Config is completed into a CompletedConfig, and New installs the
+// example.com API group on a k8s.io/apiserver GenericAPIServer.
+package apiserver
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apiserver/pkg/registry/rest"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+
+	"example.com/database-apiserver/pkg/apis/example"
+	"example.com/database-apiserver/pkg/apis/example/install"
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	databasestorage "example.com/database-apiserver/pkg/registry/example/database/storage"
+)
+
+var (
+	// Scheme holds every type the server reads or writes: example.com
+	// (internal and v1), autoscaling Scale, and the meta types.
+	Scheme = runtime.NewScheme()
+	// Codecs encodes and decodes the types of Scheme.
+	Codecs = serializer.NewCodecFactory(Scheme)
+	// NegotiatedSerializer is what the server offers clients: Codecs without
+	// protobuf, because the example.com types have no protobuf form yet. A
+	// client asking for "protobuf, json" then gets JSON instead of an error, and
+	// a protobuf-only request is refused with 406 (see withoutProtobuf).
+	NegotiatedSerializer runtime.NegotiatedSerializer = withoutProtobuf{Codecs}
+)
+
+func init() {
+	install.Install(Scheme)
+
+	// The generic server decodes the options of every request (ListOptions,
+	// DeleteOptions, ...) as meta/v1, whatever the group.
+	metav1.AddToGroupVersion(Scheme, schema.GroupVersion{Version: "v1"})
+	Scheme.AddUnversionedTypes(schema.GroupVersion{Group: "", Version: "v1"},
+		&metav1.Status{},
+		&metav1.APIVersions{},
+		&metav1.APIGroupList{},
+		&metav1.APIGroup{},
+		&metav1.APIResourceList{},
+	)
+}
+
+// withoutProtobuf is a NegotiatedSerializer that offers JSON and YAML only.
+type withoutProtobuf struct {
+	serializer.CodecFactory
+}
+
+// SupportedMediaTypes returns the codec factory's media types less protobuf.
+func (s withoutProtobuf) SupportedMediaTypes() []runtime.SerializerInfo {
+	var infos []runtime.SerializerInfo
+	for _, info := range s.CodecFactory.SupportedMediaTypes() {
+		if info.MediaType != runtime.ContentTypeProtobuf {
+			infos = append(infos, info)
+		}
+	}
+	return infos
+}
+
+// ExtraConfig is the configuration of database-apiserver beyond the generic server's.
+type ExtraConfig struct{}
+
+// Config is the whole configuration of database-apiserver.
+type Config struct {
+	GenericConfig *genericapiserver.RecommendedConfig
+	ExtraConfig   ExtraConfig
+}
+
+type completedConfig struct {
+	GenericConfig genericapiserver.CompletedConfig
+	ExtraConfig   *ExtraConfig
+}
+
+// CompletedConfig is a Config with every default filled in. It wraps a
+// private struct so that only Config.Complete can make one.
+type CompletedConfig struct {
+	*completedConfig
+}
+
+// DatabaseServer is the running database-apiserver.
+type DatabaseServer struct {
+	GenericAPIServer *genericapiserver.GenericAPIServer
+}
+
+// Complete fills in the defaults of cfg, which it mutates.
+func (cfg *Config) Complete() CompletedConfig {
+	return CompletedConfig{&completedConfig{
+		GenericConfig: cfg.GenericConfig.Complete(),
+		ExtraConfig:   &cfg.ExtraConfig,
+	}}
+}
+
+// New builds the server and installs example.com/v1: databases,
+// databases/status and databases/scale. It returns an error when the storage
+// cannot be built or the group cannot be installed (e.g. incomplete OpenAPI).
+func (c completedConfig) New() (*DatabaseServer, error) {
+	genericServer, err := c.GenericConfig.New("database-apiserver", genericapiserver.NewEmptyDelegate())
+	if err != nil {
+		return nil, err
+	}
+
+	apiGroupInfo := genericapiserver.NewDefaultAPIGroupInfo(example.GroupName, Scheme, metav1.ParameterCodec, Codecs)
+	apiGroupInfo.NegotiatedSerializer = NegotiatedSerializer
+
+	databases, err := databasestorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter)
+	if err != nil {
+		return nil, fmt.Errorf("building databases storage: %w", err)
+	}
+	apiGroupInfo.VersionedResourcesStorageMap[examplev1.SchemeGroupVersion.Version] = map[string]rest.Storage{
+		"databases":        databases.Database,
+		"databases/status": databases.Status,
+		"databases/scale":  databases.Scale,
+	}
+	if err := genericServer.InstallAPIGroup(&apiGroupInfo); err != nil {
+		return nil, err
+	}
+	return &DatabaseServer{GenericAPIServer: genericServer}, nil
+}

@@ -1,0 +1,204 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apiserver/pkg/endpoints/openapi"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/component-base/logs"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/component-base/term"
+	"k8s.io/klog/v2"
+	netutils "k8s.io/utils/net"
+
+	dbadmission "example.com/database-apiserver/pkg/admission"
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	generatedopenapi "example.com/database-apiserver/pkg/generated/openapi"
+
+	// JSON log format (--logging-format=json).
+	_ "k8s.io/component-base/logs/json/register"
+)
+
+// DefaultEtcdPathPrefix is the etcd key prefix. The generic store appends
+// <group>/<resource>, so a Database lives at
+// /registry/example.com/databases/<namespace>/<name>.
+const DefaultEtcdPathPrefix = "/registry"
+
+func init() {
+	utilruntime.Must(logsapi.AddFeatureGates(utilfeature.DefaultMutableFeatureGate))
+}
+
+// Options are the command-line options of database-apiserver: the generic
+// server's run options, k8s.io/apiserver's RecommendedOptions (etcd, secure
+// serving, delegated authentication and authorization, audit, features, core
+// API, admission, egress, tracing) and logging.
+type Options struct {
+	ServerRun          *genericoptions.ServerRunOptions
+	RecommendedOptions *genericoptions.RecommendedOptions
+	Logs               *logsapi.LoggingConfiguration
+
+	// AlternateDNS are extra names for the self-signed serving certificate
+	// made when no --tls-cert-file is given.
+	AlternateDNS []string
+
+	StdOut io.Writer
+	StdErr io.Writer
+}
+
+// NewOptions returns Options with the defaults of database-apiserver: objects
+// stored as example.com/v1 under DefaultEtcdPathPrefix, and our admission
+// plugins registered and ordered in the chain.
+func NewOptions(out, errOut io.Writer) *Options {
+	o := &Options{
+		ServerRun: genericoptions.NewServerRunOptions(),
+		RecommendedOptions: genericoptions.NewRecommendedOptions(
+			DefaultEtcdPathPrefix,
+			Codecs.LegacyCodec(examplev1.SchemeGroupVersion),
+		),
+		Logs:   logsapi.NewLoggingConfiguration(),
+		StdOut: out,
+		StdErr: errOut,
+	}
+	o.RecommendedOptions.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(
+		examplev1.SchemeGroupVersion, schema.GroupKind{Group: examplev1.GroupName})
+
+	dbadmission.RegisterAllAdmissionPlugins(o.RecommendedOptions.Admission.Plugins)
+	o.RecommendedOptions.Admission.RecommendedPluginOrder =
+		dbadmission.RecommendedPluginOrder(o.RecommendedOptions.Admission.RecommendedPluginOrder)
+	return o
+}
+
+// Flags returns the flags of o in named sets, so --help prints them grouped.
+func (o *Options) Flags() cliflag.NamedFlagSets {
+	var fss cliflag.NamedFlagSets
+	o.ServerRun.AddUniversalFlags(fss.FlagSet("generic"))
+	o.RecommendedOptions.Etcd.AddFlags(fss.FlagSet("etcd"))
+	o.RecommendedOptions.SecureServing.AddFlags(fss.FlagSet("secure serving"))
+	o.RecommendedOptions.Authentication.AddFlags(fss.FlagSet("authentication"))
+	o.RecommendedOptions.Authorization.AddFlags(fss.FlagSet("authorization"))
+	o.RecommendedOptions.Audit.AddFlags(fss.FlagSet("auditing"))
+	o.RecommendedOptions.Features.AddFlags(fss.FlagSet("features"))
+	o.RecommendedOptions.CoreAPI.AddFlags(fss.FlagSet("core api"))
+	o.RecommendedOptions.Admission.AddFlags(fss.FlagSet("admission"))
+	o.RecommendedOptions.EgressSelector.AddFlags(fss.FlagSet("egress selector"))
+	o.RecommendedOptions.Traces.AddFlags(fss.FlagSet("traces"))
+	logsapi.AddFlags(o.Logs, fss.FlagSet("logs"))
+	return fss
+}
+
+// Complete fills in what the flags left out: the advertise address, from the
+// secure serving options.
+func (o *Options) Complete() error {
+	if err := o.ServerRun.DefaultAdvertiseAddress(o.RecommendedOptions.SecureServing.SecureServingOptions); err != nil {
+		return err
+	}
+	return o.ServerRun.Complete()
+}
+
+// Validate returns every problem with the options at once. The logging
+// options are validated when NewCommand applies them, once per process.
+func (o *Options) Validate() error {
+	var errs []error
+	errs = append(errs, o.ServerRun.Validate()...)
+	errs = append(errs, o.RecommendedOptions.Validate()...)
+	return utilerrors.NewAggregate(errs)
+}
+
+// Config turns the options into a server Config. It makes a self-signed
+// serving certificate when none is given, and fails when a kubeconfig or
+// certificate cannot be read or an admission configuration is invalid.
+func (o *Options) Config() (*Config, error) {
+	if err := o.RecommendedOptions.SecureServing.MaybeDefaultWithSelfSignedCerts(
+		"localhost", o.AlternateDNS, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
+		return nil, fmt.Errorf("creating self-signed certificates: %w", err)
+	}
+
+	serverConfig := genericapiserver.NewRecommendedConfig(Codecs)
+	serverConfig.Serializer = NegotiatedSerializer
+
+	namer := openapi.NewDefinitionNamer(Scheme)
+	serverConfig.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(generatedopenapi.GetOpenAPIDefinitions, namer)
+	serverConfig.OpenAPIConfig.Info.Title = "database-apiserver"
+	serverConfig.OpenAPIConfig.Info.Version = examplev1.SchemeGroupVersion.Version
+	serverConfig.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(generatedopenapi.GetOpenAPIDefinitions, namer)
+	serverConfig.OpenAPIV3Config.Info.Title = "database-apiserver"
+	serverConfig.OpenAPIV3Config.Info.Version = examplev1.SchemeGroupVersion.Version
+
+	if err := o.ServerRun.ApplyTo(&serverConfig.Config); err != nil {
+		return nil, err
+	}
+	if err := o.RecommendedOptions.ApplyTo(serverConfig); err != nil {
+		return nil, err
+	}
+	return &Config{GenericConfig: serverConfig}, nil
+}
+
+// Run builds the server from o and serves until ctx is cancelled, then shuts
+// down gracefully (--shutdown-delay-duration, in-flight requests drained).
+func (o *Options) Run(ctx context.Context) error {
+	config, err := o.Config()
+	if err != nil {
+		return err
+	}
+	server, err := config.Complete().New()
+	if err != nil {
+		return err
+	}
+	return server.GenericAPIServer.PrepareRun().RunWithContext(ctx)
+}
+
+// NewCommand returns the database-apiserver cobra command for o; it runs the
+// server until ctx is cancelled.
+func NewCommand(ctx context.Context, o *Options) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "database-apiserver",
+		Short: "Serve the example.com Database API from its own etcd, behind kube-apiserver's aggregator",
+		Long: `database-apiserver serves databases.example.com/v1 (with the status and scale
+subresources) from its own etcd. kube-apiserver proxies to it through the
+APIService v1.example.com; authentication and authorization are delegated to
+kube-apiserver, and an in-tree admission chain defaults and validates Databases.`,
+		SilenceUsage: true,
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			// Feature gates and emulation versions take effect once flags are parsed.
+			return o.ServerRun.ComponentGlobalsRegistry.Set()
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 0 {
+				return fmt.Errorf("unexpected arguments: %q", args)
+			}
+			// Logging first, so that everything after logs in the chosen format.
+			if err := logsapi.ValidateAndApply(o.Logs, utilfeature.DefaultFeatureGate); err != nil {
+				return err
+			}
+			if err := o.Complete(); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			defer logs.FlushLogs()
+			klog.FromContext(cmd.Context()).Info("Starting database-apiserver")
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.SetContext(ctx)
+
+	fss := o.Flags()
+	for _, fs := range fss.FlagSets {
+		cmd.Flags().AddFlagSet(fs)
+	}
+	cols, _, _ := term.TerminalSize(cmd.OutOrStdout())
+	cliflag.SetUsageAndHelpFunc(cmd, fss, cols)
+	return cmd
+}
