@@ -1,4 +1,8 @@
-package integration
+// Package admissionconfig starts database-apiserver with admission
+// configuration files. Each test starts its own server, so they live apart
+// from the shared server of package integration (a process-wide metrics
+// registry outlives a stopped server).
+package admissionconfig
 
 import (
 	"context"
@@ -15,14 +19,16 @@ import (
 // The defaults come from --admission-control-config-file when it configures
 // DatabaseDefaults (replicas 3 and storage 50Gi in the example file).
 func TestAdmissionConfigurationFileOverridesDefaults(t *testing.T) {
-	configured, err := framework.Start("--admission-control-config-file=../../pkg/admission/databasedefaults/testdata/admission-config.yaml")
+	configured, err := framework.Start("--admission-control-config-file=../../../pkg/admission/databasedefaults/testdata/admission-config.yaml")
 	require.NoError(t, err)
 	defer configured.Stop()
 	client, err := versioned.NewForConfig(configured.ClientConfig)
 	require.NoError(t, err)
 
-	db := newDatabase("configured", "defaults", examplev1.EngineMySQL, "8.4")
-	db.Spec.Replicas, db.Spec.Storage = nil, ""
+	db := &examplev1.Database{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "configured", Name: "defaults"},
+		Spec:       examplev1.DatabaseSpec{Engine: examplev1.EngineMySQL, Version: "8.4"},
+	}
 	got, err := client.ExampleV1().Databases("configured").Create(context.Background(), db, metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.Equal(t, int32(3), *got.Spec.Replicas)
@@ -30,7 +36,10 @@ func TestAdmissionConfigurationFileOverridesDefaults(t *testing.T) {
 }
 
 func TestInvalidAdmissionConfigurationStopsTheServerFromStarting(t *testing.T) {
-	_, err := framework.Start("--admission-control-config-file=testdata/bad-defaults.yaml")
+	server, err := framework.Start("--admission-control-config-file=testdata/bad-defaults.yaml")
+	if err == nil {
+		server.Stop()
+	}
 	require.ErrorContains(t, err, "DatabaseDefaults")
 	require.ErrorContains(t, err, "replicas")
 }
