@@ -15,6 +15,10 @@ mkdir -p "${GOBIN}"
 
 # shellcheck source=/dev/null
 source "${CODEGEN_PKG}/kube_codegen.sh"
+# The Scale of databases/scale comes from k8s.io/api. It lives in the
+# read-only module cache: openapi-gen must read it, never write model names
+# into it (go mod verify in verify-codegen.sh catches that).
+KUBE_CODEGEN_READONLY_PKGS+=(k8s.io/api/autoscaling/v1)
 
 kube::codegen::gen_helpers \
     --boilerplate "${BOILERPLATE}" \
