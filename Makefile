@@ -1,0 +1,56 @@
+# database-apiserver: see README.md. Every target builds what it needs.
+SHELL := /usr/bin/env bash
+GO ?= go
+BIN := bin
+
+.PHONY: all build test test-unit test-integration test-e2e verify generate run clean tools
+
+all: build
+
+## build: the API server binary (and the controller once it exists) into bin/.
+build:
+	$(GO) build -o $(BIN)/database-apiserver ./cmd/apiserver
+
+## generate: regenerate deepcopy, defaulters, conversions, OpenAPI, clientset, listers, informers.
+generate:
+	./hack/update-codegen.sh
+
+## verify: generated code is current, go vet and gofmt are clean.
+verify:
+	./hack/verify-codegen.sh
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+
+## test: unit, integration (our server on a real embedded etcd) and e2e tests (the whole local
+## control plane driven by kubectl).
+test: test-unit test-integration test-e2e
+
+test-unit:
+	$(GO) test ./pkg/... ./cmd/... ./internal/... ./hack/...
+
+test-integration:
+	$(GO) test -count=1 ./test/integration/...
+
+# --- local control plane (issue 3) -----------------------------------------
+LOCAL_DIR ?= .local
+
+## tools: the pinned kube-apiserver, kube-controller-manager, kube-scheduler (bin/k8s-<version>/)
+## and kwok (bin/kwok-<version>/), built from hack/tools; skips what is already built.
+tools:
+	./hack/build-tools.sh
+
+## run: the local control plane in the foreground, with the examples applied; state in
+## $(LOCAL_DIR) (kept across runs). Ctrl-C stops it. APISERVER_ARGS go to our server.
+run: tools build
+	$(GO) build -o $(BIN)/local-up ./hack/local-up
+	LOCAL_DIR=$(LOCAL_DIR) ./$(BIN)/local-up $(APISERVER_ARGS)
+
+## clean: remove the local control plane's state ($(LOCAL_DIR)), not bin/.
+clean:
+	@test -n "$(LOCAL_DIR)" && test "$(LOCAL_DIR)" != "/"
+	rm -rf -- "$(LOCAL_DIR)"
+
+## test-e2e: kubectl and the clientset against the whole local control plane (temporary state,
+## free ports).
+test-e2e: tools build
+	$(GO) test -tags e2e -count=1 -timeout 20m ./internal/localcluster/... ./test/e2e/...

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Builds the pinned control-plane binaries the local cluster and the e2e tests run:
+#   bin/k8s-<version>/{kube-apiserver,kube-controller-manager,kube-scheduler}  (hack/tools)
+#   bin/kwok-<version>/kwok and bin/kwok-<version>/stages/*.yaml                 (hack/tools/kwok)
+# Versions come from the tools modules' go.mod files. A binary is rebuilt only when it is missing
+# or was built from another version (read back with `go version -m`). A cold build of
+# kube-apiserver takes about 6 minutes on 2 cores.
+set -o errexit -o nounset -o pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+GO=${GO:-go}
+BIN=${BIN:-${ROOT}/bin}
+# Lower priority: the machine's cores are shared with editors and tests.
+NICE=${NICE:-nice -n 10}
+
+# module_version <module dir> <module path> prints the version the tools module pins.
+module_version() {
+  (cd "$1" && ${GO} list -m -f '{{.Version}}' "$2")
+}
+
+# build_cmd <module dir> <module path> <version> <package> <output>: builds unless <output>
+# already records <module path> at <version>.
+build_cmd() {
+  local dir=$1 mod=$2 version=$3 pkg=$4 out=$5 why
+  if [[ ! -x ${out} ]]; then
+    why="missing"
+  elif ! ${GO} version -m "${out}" | awk -v m="${mod}" -v v="${version}" \
+      '($1 == "mod" || $1 == "dep") && $2 == m && $3 == v { found = 1 } END { exit !found }'; then
+    why="not built from ${mod} ${version}"
+  else
+    echo "up to date: ${out#"${ROOT}/"} (${mod} ${version})"
+    return 0
+  fi
+  echo "building ${out#"${ROOT}/"} from ${pkg} (${why}); a cold build takes minutes"
+  mkdir -p "$(dirname "${out}")"
+  local start=${SECONDS}
+  (cd "${dir}" && ${NICE} ${GO} build -trimpath -o "${out}.tmp" "${pkg}")
+  mv "${out}.tmp" "${out}"
+  echo "built ${out#"${ROOT}/"} in $((SECONDS - start))s"
+}
+
+k8s_dir=${ROOT}/hack/tools
+k8s_version=$(module_version "${k8s_dir}" k8s.io/kubernetes)
+for cmd in kube-apiserver kube-controller-manager kube-scheduler; do
+  build_cmd "${k8s_dir}" k8s.io/kubernetes "${k8s_version}" "k8s.io/kubernetes/cmd/${cmd}" \
+    "${BIN}/k8s-${k8s_version}/${cmd}"
+done
+
+kwok_dir=${ROOT}/hack/tools/kwok
+kwok_version=$(module_version "${kwok_dir}" sigs.k8s.io/kwok)
+kwok_out=${BIN}/kwok-${kwok_version}
+build_cmd "${kwok_dir}" sigs.k8s.io/kwok "${kwok_version}" sigs.k8s.io/kwok/cmd/kwok "${kwok_out}/kwok"
+
+# kwok's own stage files (what its kustomize/stage/fast set uses: node initialize and lease
+# heartbeat, fast pod lifecycle; plus the fast volume lifecycle and its kwok-volume
+# StorageClass), copied from its module so the local cluster reads them next to the binary.
+kwok_src=$(cd "${kwok_dir}" && ${GO} list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+stages=${kwok_out}/stages
+if [[ ! -f ${stages}/.complete ]]; then
+  echo "copying kwok ${kwok_version} stages into ${stages#"${ROOT}/"}"
+  rm -rf "${stages}"
+  mkdir -p "${stages}"
+  for set in node/fast node/heartbeat-with-lease pod/fast volume/fast; do
+    for f in "${kwok_src}/kustomize/stage/${set}/"*.yaml; do
+      [[ $(basename "${f}") == kustomization.yaml ]] && continue
+      install -m 0644 "${f}" "${stages}/$(basename "${f}")"
+    done
+  done
+  touch "${stages}/.complete"
+fi

@@ -1,0 +1,11 @@
+//go:build tools
+
+// Package tools records the commands this module builds, so `go mod tidy` keeps their
+// dependencies. hack/build-tools.sh builds them with `go build`.
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+)

@@ -1,0 +1,768 @@
+// Package localcluster runs a whole Kubernetes control plane on loopback, without a container
+// runtime, for `make run` and the e2e tests: generated PKI, an embedded etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler, kwok (a simulated node whose pods and volumes turn
+// ready), and our aggregated API server registered through an APIService.
+//
+// The recipe is DESIGN.md's "Running kube-apiserver and our server together on one machine".
+// State (PKI, etcd data, logs, kubeconfigs) lives in one directory; starting again on the same
+// directory keeps every object. Every child runs in its own process group and is stopped by
+// Stop, or killed by the kernel if this process dies first.
+//
+// Identities: the admin kubeconfig is a client certificate with O=system:masters; the
+// controller manager and scheduler use their bootstrap-RBAC users. Our server authenticates
+// with a client certificate whose CN is the user of the ServiceAccount a real install runs
+// as (database-system/database-apiserver), so artifacts/rbac applies unchanged.
+package localcluster
+
+import (
+	"bufio"
+	"context"
+	_ "embed"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"example.com/database-apiserver/internal/embedetcd"
+)
+
+const (
+	// kubernetesServiceIP is the first address of serviceClusterIPRange: the `kubernetes`
+	// Service, a SAN of kube-apiserver's serving cert.
+	kubernetesServiceIP   = "10.0.0.1"
+	serviceClusterIPRange = "10.0.0.0/24"
+	podCIDR               = "10.244.0.0/16"
+	// kubeEtcdPrefix keeps kube-apiserver's keys apart from our server's (under /registry) in
+	// the shared etcd, and from a CRD of the same group used as a benchmark baseline.
+	kubeEtcdPrefix = "/kubernetes"
+
+	// APIServiceName is the APIService registering our group version.
+	APIServiceName = "v1.example.com"
+	// FakeNodeName is the simulated node kwok manages.
+	FakeNodeName = "kwok-node-0"
+)
+
+//go:embed node.yaml
+var nodeYAML []byte
+
+// Config says where the binaries and manifests are and how to run. Zero ports are picked free
+// on 127.0.0.1, so concurrent runs do not collide.
+type Config struct {
+	// Dir holds the state: pki/, etcd/, logs/, kubeconfig. Created if missing; reused if present.
+	Dir string
+	// KubeBinDir holds kube-apiserver, kube-controller-manager and kube-scheduler
+	// (hack/build-tools.sh: bin/k8s-<version>).
+	KubeBinDir string
+	// KwokDir holds kwok and its stages/ (hack/build-tools.sh: bin/kwok-<version>).
+	KwokDir string
+	// ArtifactsDir is the repository's artifacts/: deploy/namespace.yaml, rbac/ and
+	// deploy/apiservice.yaml are applied as a real install applies them.
+	ArtifactsDir string
+	// APIServerBinary is our aggregated API server. Empty runs the control plane without it
+	// (and without the APIService).
+	APIServerBinary string
+	// APIServerArgs are appended to the flags the cluster sets for our server.
+	APIServerArgs []string
+	// ControllerBinary, if set, runs with ControllerArgs plus --kubeconfig=<admin kubeconfig>.
+	ControllerBinary string
+	ControllerArgs   []string
+
+	// KubeAPIServerPort and APIServerPort are the secure ports; 0 picks a free one.
+	KubeAPIServerPort int
+	APIServerPort     int
+
+	// Timeout bounds each wait (a part's readiness, the APIService, the node); default 2m.
+	Timeout time.Duration
+	// Logf reports progress; nil is silent.
+	Logf func(format string, args ...any)
+}
+
+// DefaultConfig returns a Config for the repository at root: binaries under root/bin at the
+// versions pinned by hack/tools/go.mod and hack/tools/kwok/go.mod, state in dir.
+func DefaultConfig(root, dir string) (Config, error) {
+	kubeVersion, err := pinnedVersion(filepath.Join(root, "hack", "tools", "go.mod"), "k8s.io/kubernetes")
+	if err != nil {
+		return Config{}, err
+	}
+	kwokVersion, err := pinnedVersion(filepath.Join(root, "hack", "tools", "kwok", "go.mod"), "sigs.k8s.io/kwok")
+	if err != nil {
+		return Config{}, err
+	}
+	return Config{
+		Dir:             dir,
+		KubeBinDir:      filepath.Join(root, "bin", "k8s-"+kubeVersion),
+		KwokDir:         filepath.Join(root, "bin", "kwok-"+kwokVersion),
+		ArtifactsDir:    filepath.Join(root, "artifacts"),
+		APIServerBinary: filepath.Join(root, "bin", "database-apiserver"),
+		Timeout:         2 * time.Minute,
+	}, nil
+}
+
+// pinnedVersion reads the version of module from a go.mod's require lines.
+func pinnedVersion(goMod, module string) (string, error) {
+	f, err := os.Open(goMod)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.Fields(strings.TrimPrefix(strings.TrimSpace(s.Text()), "require "))
+		if len(fields) >= 2 && fields[0] == module && strings.HasPrefix(fields[1], "v") {
+			return fields[1], nil
+		}
+	}
+	if err := s.Err(); err != nil {
+		return "", err
+	}
+	return "", fmt.Errorf("%s: no requirement on %s", goMod, module)
+}
+
+// Cluster is a running control plane. Its exported fields are set once Start returns.
+type Cluster struct {
+	cfg  Config
+	pki  *pki
+	etcd *embedetcd.Server
+
+	// KubeconfigPath is the admin kubeconfig (O=system:masters), <Dir>/kubeconfig.
+	KubeconfigPath string
+	// AdminConfig is the same identity as a rest.Config.
+	AdminConfig *rest.Config
+	// KubeAPIServerURL is https://127.0.0.1:<port>.
+	KubeAPIServerURL string
+	// APIServerURL is our server's own address (bypassing the aggregator), empty without it.
+	APIServerURL string
+	// EtcdURL is the embedded etcd's client URL.
+	EtcdURL string
+
+	apiServerPort int
+
+	mu       sync.Mutex
+	procs    []*process
+	stopping bool
+	failed   chan error
+}
+
+// Start brings up every part and waits until it is ready: kube-apiserver's /readyz, the
+// components' /healthz, the fake node Ready, our server's /readyz and the APIService
+// Available. On error everything already started is stopped, and the error carries the tail
+// of the failing part's log.
+func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 2 * time.Minute
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	for _, bin := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		if err := requireFile(filepath.Join(cfg.KubeBinDir, bin), "run hack/build-tools.sh"); err != nil {
+			return nil, err
+		}
+	}
+	if err := requireFile(filepath.Join(cfg.KwokDir, "kwok"), "run hack/build-tools.sh"); err != nil {
+		return nil, err
+	}
+	if cfg.APIServerBinary != "" {
+		if err := requireFile(cfg.APIServerBinary, "run make build"); err != nil {
+			return nil, err
+		}
+	}
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Dir = dir
+	for _, d := range []string{logDir(dir), filepath.Join(dir, "run")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, err
+		}
+	}
+
+	c := &Cluster{cfg: cfg, failed: make(chan error, 8)}
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
+	started := time.Now()
+	step := func(what string, f func() error) error {
+		t := time.Now()
+		if err := f(); err != nil {
+			return err
+		}
+		cfg.Logf("%-28s ready in %v", what, time.Since(t).Round(100*time.Millisecond))
+		return nil
+	}
+
+	if err := step("pki", func() (err error) {
+		c.pki, err = loadOrCreatePKI(filepath.Join(dir, "pki"))
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if err := step("etcd", func() (err error) {
+		c.etcd, err = embedetcd.Start(embedetcd.Options{DataDir: filepath.Join(dir, "etcd"), StartTimeout: cfg.Timeout})
+		if err == nil {
+			c.EtcdURL = c.etcd.ClientURL
+		}
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if err := step("kube-apiserver", func() error { return c.startKubeAPIServer(ctx) }); err != nil {
+		return nil, err
+	}
+
+	// The components start together; each is awaited below.
+	kcm, err := c.startControllerManager()
+	if err != nil {
+		return nil, err
+	}
+	sched, err := c.startScheduler()
+	if err != nil {
+		return nil, err
+	}
+	kwok, kwokPort, err := c.startKwok()
+	if err != nil {
+		return nil, err
+	}
+
+	if err := step("base manifests", func() error { return c.applyBase(ctx) }); err != nil {
+		return nil, err
+	}
+	if cfg.APIServerBinary != "" {
+		if err := step("database-apiserver", func() error { return c.startAPIServer(ctx) }); err != nil {
+			return nil, err
+		}
+		if err := step("APIService "+APIServiceName, func() error { return c.register(ctx) }); err != nil {
+			return nil, err
+		}
+	}
+	probe, err := httpClient(nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range []struct {
+		proc *process
+		url  string
+	}{
+		{kcm.process, "https://" + hostPort(kcm.port) + "/healthz"},
+		{sched.process, "https://" + hostPort(sched.port) + "/healthz"},
+		{kwok, "http://" + hostPort(kwokPort) + "/healthz"},
+	} {
+		if err := step(p.proc.name, func() error { return c.wait(ctx, p.proc, probe, p.url) }); err != nil {
+			return nil, err
+		}
+	}
+	if err := step("node "+FakeNodeName, func() error { return c.waitNodeReady(ctx, kwok) }); err != nil {
+		return nil, err
+	}
+	if cfg.ControllerBinary != "" {
+		args := append([]string{"--kubeconfig=" + c.KubeconfigPath}, cfg.ControllerArgs...)
+		if _, err := c.start("database-controller", cfg.ControllerBinary, args); err != nil {
+			return nil, err
+		}
+	}
+	cfg.Logf("control plane ready in %v (state in %s)", time.Since(started).Round(100*time.Millisecond), dir)
+	return c, nil
+}
+
+func logDir(stateDir string) string { return filepath.Join(stateDir, "logs") }
+
+// LogDir is where each child writes its log (<name>.log). The embedded etcd logs errors to
+// this process's stderr.
+func (c *Cluster) LogDir() string { return logDir(c.cfg.Dir) }
+
+// Dir is the state directory.
+func (c *Cluster) Dir() string { return c.cfg.Dir }
+
+// ServingCAPEM is the CA that signs kube-apiserver's and our server's serving certificates.
+func (c *Cluster) ServingCAPEM() []byte { return c.pki.ServingCA.CertPEM() }
+
+// Failed receives an error when a child exits while the cluster runs.
+func (c *Cluster) Failed() <-chan error { return c.failed }
+
+// Stop stops every child, newest first (SIGTERM to its process group, SIGKILL after 15s),
+// then etcd. It is safe to call more than once.
+func (c *Cluster) Stop() {
+	c.mu.Lock()
+	c.stopping = true
+	procs := c.procs
+	c.procs = nil
+	c.mu.Unlock()
+	// Clients first, newest first, then the API servers: our server finishes its graceful
+	// shutdown only once the watches kube-apiserver proxies for the controllers are gone.
+	var order []*process
+	for _, servers := range []bool{false, true} {
+		for i := len(procs) - 1; i >= 0; i-- {
+			if apiServers[procs[i].name] == servers {
+				order = append(order, procs[i])
+			}
+		}
+	}
+	for _, p := range order {
+		t := time.Now()
+		p.stop(15 * time.Second)
+		c.cfg.Logf("%-28s stopped in %v", p.name, time.Since(t).Round(100*time.Millisecond))
+	}
+	if c.etcd != nil {
+		c.etcd.Stop()
+		c.etcd = nil
+	}
+}
+
+// apiServers are the children serving the API; Stop stops them after the others.
+var apiServers = map[string]bool{"kube-apiserver": true, "database-apiserver": true}
+
+// start runs a child and watches it: an exit before Stop is reported on Failed.
+func (c *Cluster) start(name, binary string, args []string) (*process, error) {
+	p, err := startProcess(name, binary, args, c.LogDir())
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.procs = append(c.procs, p)
+	c.mu.Unlock()
+	go func() {
+		<-p.done
+		c.mu.Lock()
+		stopping := c.stopping
+		c.mu.Unlock()
+		if !stopping {
+			_, err := p.exited()
+			select {
+			case c.failed <- fmt.Errorf("%w; last lines of %s:\n%s", err, p.logPath, p.tail(30)):
+			default:
+			}
+		}
+	}()
+	return p, nil
+}
+
+// wait waits for url to answer 200 and adds the tail of p's log to a failure.
+func (c *Cluster) wait(ctx context.Context, p *process, client *http.Client, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	if err := waitHealthy(ctx, p, client, url); err != nil {
+		return c.failure(p, err)
+	}
+	return nil
+}
+
+func (c *Cluster) failure(p *process, err error) error {
+	return fmt.Errorf("%s: %w\nlast lines of %s:\n%s", p.name, err, p.logPath, p.tail(40))
+}
+
+// kubeconfigFor writes <Dir>/kubeconfigs/<name>.kubeconfig for a component's identity.
+func (c *Cluster) kubeconfigFor(name string, kp *keyPair) (string, error) {
+	path := filepath.Join(c.cfg.Dir, "kubeconfigs", name+".kubeconfig")
+	return path, writeKubeconfig(path, c.KubeAPIServerURL, c.pki.ServingCA.CertPEM(), kp, name)
+}
+
+// UserKubeconfig writes a kubeconfig for a user with a client certificate signed by the
+// cluster's client CA (so kube-apiserver authenticates it as user with groups) and returns
+// its path. Tests use it for RBAC.
+func (c *Cluster) UserKubeconfig(user string, groups ...string) (string, error) {
+	kp, err := c.pki.ClientCert(user, user, groups...)
+	if err != nil {
+		return "", err
+	}
+	return c.kubeconfigFor("user-"+user, kp)
+}
+
+func (c *Cluster) startKubeAPIServer(ctx context.Context) error {
+	port := c.cfg.KubeAPIServerPort
+	if port == 0 {
+		var err error
+		if port, err = freePort(); err != nil {
+			return err
+		}
+	}
+	c.KubeAPIServerURL = "https://" + hostPort(port)
+	p := c.pki
+	args := []string{
+		"--etcd-servers=" + c.EtcdURL,
+		"--etcd-prefix=" + kubeEtcdPrefix,
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", port),
+		"--cert-dir=" + filepath.Join(c.cfg.Dir, "run", "kube-apiserver"),
+		"--tls-cert-file=" + p.KubeAPIServer.CertFile,
+		"--tls-private-key-file=" + p.KubeAPIServer.KeyFile,
+		"--client-ca-file=" + p.ClientCA.CertFile,
+		"--service-account-key-file=" + p.ServiceAccountPubKey,
+		"--service-account-signing-key-file=" + p.ServiceAccountKey,
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-cluster-ip-range=" + serviceClusterIPRange,
+		// Loopback addresses are refused by the endpoint reconciler.
+		"--endpoint-reconciler-type=none",
+		"--authorization-mode=Node,RBAC",
+		"--allow-privileged=true",
+		"--requestheader-client-ca-file=" + p.FrontProxyCA.CertFile,
+		"--requestheader-allowed-names=" + FrontProxyClientName,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-uid-headers=X-Remote-Uid",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + p.FrontProxy.CertFile,
+		"--proxy-client-key-file=" + p.FrontProxy.KeyFile,
+		"--profiling=false",
+		"--v=1",
+	}
+	proc, err := c.start("kube-apiserver", filepath.Join(c.cfg.KubeBinDir, "kube-apiserver"), args)
+	if err != nil {
+		return err
+	}
+	client, err := httpClient(p.ServingCA.CertPEM(), p.Admin)
+	if err != nil {
+		return err
+	}
+	if err := c.wait(ctx, proc, client, c.KubeAPIServerURL+"/readyz"); err != nil {
+		return err
+	}
+
+	c.KubeconfigPath = filepath.Join(c.cfg.Dir, "kubeconfig")
+	if err := writeKubeconfig(c.KubeconfigPath, c.KubeAPIServerURL, p.ServingCA.CertPEM(), p.Admin, "admin"); err != nil {
+		return err
+	}
+	if c.AdminConfig, err = clientcmd.BuildConfigFromFlags("", c.KubeconfigPath); err != nil {
+		return err
+	}
+	c.AdminConfig.WarningHandler = warningLogger(c.cfg.Logf)
+	return nil
+}
+
+// warningLogger reports API warnings (e.g. a Database version past end of life) through Logf.
+type warningLogger func(format string, args ...any)
+
+func (w warningLogger) HandleWarningHeader(code int, _ string, text string) {
+	if code == 299 && text != "" {
+		w("warning: %s", text)
+	}
+}
+
+// componentPort is a child with the port its health endpoint listens on.
+type componentPort struct {
+	*process
+	port int
+}
+
+func (c *Cluster) startControllerManager() (componentPort, error) {
+	port, err := freePort()
+	if err != nil {
+		return componentPort{}, err
+	}
+	kubeconfig, err := c.kubeconfigFor("kube-controller-manager", c.pki.ControllerMgr)
+	if err != nil {
+		return componentPort{}, err
+	}
+	args := []string{
+		"--kubeconfig=" + kubeconfig,
+		"--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig,
+		"--bind-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", port),
+		"--cert-dir=" + filepath.Join(c.cfg.Dir, "run", "kube-controller-manager"),
+		// nodeipam needs a cluster CIDR and real nodes; kwok assigns pod IPs itself.
+		"--controllers=*,-nodeipam",
+		"--leader-elect=false",
+		"--use-service-account-credentials=true",
+		"--service-account-private-key-file=" + c.pki.ServiceAccountKey,
+		"--root-ca-file=" + c.pki.ServingCA.CertFile,
+		"--cluster-signing-cert-file=" + c.pki.ClientCA.CertFile,
+		"--cluster-signing-key-file=" + c.pki.ClientCA.KeyFile,
+		"--profiling=false",
+		"--v=1",
+	}
+	p, err := c.start("kube-controller-manager", filepath.Join(c.cfg.KubeBinDir, "kube-controller-manager"), args)
+	return componentPort{p, port}, err
+}
+
+func (c *Cluster) startScheduler() (componentPort, error) {
+	port, err := freePort()
+	if err != nil {
+		return componentPort{}, err
+	}
+	kubeconfig, err := c.kubeconfigFor("kube-scheduler", c.pki.Scheduler)
+	if err != nil {
+		return componentPort{}, err
+	}
+	args := []string{
+		"--kubeconfig=" + kubeconfig,
+		"--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig,
+		"--bind-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", port),
+		"--cert-dir=" + filepath.Join(c.cfg.Dir, "run", "kube-scheduler"),
+		"--leader-elect=false",
+		"--profiling=false",
+		"--v=1",
+	}
+	p, err := c.start("kube-scheduler", filepath.Join(c.cfg.KubeBinDir, "kube-scheduler"), args)
+	return componentPort{p, port}, err
+}
+
+// startKwok writes kwok's configuration (the Stage objects shipped next to the binary) and
+// runs it for the nodes annotated kwok.x-k8s.io/node=fake.
+func (c *Cluster) startKwok() (*process, int, error) {
+	stages, _, err := c.kwokObjects()
+	if err != nil {
+		return nil, 0, err
+	}
+	var b strings.Builder
+	for _, s := range stages {
+		data, err := s.MarshalJSON() // JSON is YAML; one document each
+		if err != nil {
+			return nil, 0, err
+		}
+		b.WriteString("---\n")
+		b.Write(data)
+		b.WriteString("\n")
+	}
+	config := filepath.Join(c.cfg.Dir, "run", "kwok.yaml")
+	if err := os.WriteFile(config, []byte(b.String()), 0o600); err != nil {
+		return nil, 0, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, 0, err
+	}
+	args := []string{
+		"--kubeconfig=" + c.KubeconfigPath,
+		"--config=" + config,
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+		"--cidr=" + podCIDR,
+		"--node-ip=127.0.0.1",
+		// The node's heartbeat is its Lease (the heartbeat-with-lease stage updates status
+		// only every ~10 minutes); without it the node lifecycle controller marks it NotReady.
+		"--node-lease-duration-seconds=40",
+		"--server-address=" + hostPort(port),
+	}
+	p, err := c.start("kwok", filepath.Join(c.cfg.KwokDir, "kwok"), args)
+	return p, port, err
+}
+
+// kwokObjects reads <KwokDir>/stages: Stage objects configure kwok, the rest (the kwok-volume
+// StorageClass, its RBAC) goes to the cluster.
+func (c *Cluster) kwokObjects() (stages, rest []*unstructured.Unstructured, err error) {
+	dir := filepath.Join(c.cfg.KwokDir, "stages")
+	objs, err := readObjects(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kwok stages (run hack/build-tools.sh): %w", err)
+	}
+	stages, rest = splitByKind(objs, "Stage")
+	if len(stages) == 0 {
+		return nil, nil, fmt.Errorf("no kwok Stage in %s", dir)
+	}
+	return stages, rest, nil
+}
+
+// applyBase applies the simulated node, kwok's StorageClass, our namespace and RBAC.
+func (c *Cluster) applyBase(ctx context.Context) error {
+	a, err := newApplier(c.AdminConfig)
+	if err != nil {
+		return err
+	}
+	_, kwokRest, err := c.kwokObjects()
+	if err != nil {
+		return err
+	}
+	node, err := decodeObjects("node.yaml", nodeYAML)
+	if err != nil {
+		return err
+	}
+	ours, err := readObjects(
+		filepath.Join(c.cfg.ArtifactsDir, "deploy", "namespace.yaml"),
+		filepath.Join(c.cfg.ArtifactsDir, "rbac"))
+	if err != nil {
+		return err
+	}
+	objs := append(append(node, kwokRest...), ours...)
+	return a.apply(ctx, objs...)
+}
+
+func (c *Cluster) startAPIServer(ctx context.Context) error {
+	port := c.cfg.APIServerPort
+	if port == 0 {
+		var err error
+		if port, err = freePort(); err != nil {
+			return err
+		}
+	}
+	c.apiServerPort = port
+	c.APIServerURL = "https://" + hostPort(port)
+	kubeconfig, err := c.kubeconfigFor("database-apiserver", c.pki.APIServerAuthn)
+	if err != nil {
+		return err
+	}
+	args := append([]string{
+		"--bind-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", port),
+		"--tls-cert-file=" + c.pki.APIServer.CertFile,
+		"--tls-private-key-file=" + c.pki.APIServer.KeyFile,
+		"--etcd-servers=" + c.EtcdURL,
+		"--kubeconfig=" + kubeconfig,
+		"--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig,
+	}, c.cfg.APIServerArgs...)
+	proc, err := c.start("database-apiserver", c.cfg.APIServerBinary, args)
+	if err != nil {
+		return err
+	}
+	client, err := httpClient(c.pki.ServingCA.CertPEM(), nil)
+	if err != nil {
+		return err
+	}
+	return c.wait(ctx, proc, client, c.APIServerURL+"/readyz")
+}
+
+// register points kube-apiserver's aggregator at our server: an ExternalName Service to
+// localhost with our port, and artifacts/deploy/apiservice.yaml with caBundle and that port.
+func (c *Cluster) register(ctx context.Context) error {
+	a, err := newApplier(c.AdminConfig)
+	if err != nil {
+		return err
+	}
+	port := c.apiServerPort
+	svc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Service",
+		"metadata": map[string]any{"name": APIServerServiceName, "namespace": APIServerNamespace},
+		"spec": map[string]any{
+			"type":         "ExternalName",
+			"externalName": "localhost",
+			"ports":        []any{map[string]any{"name": "https", "port": int64(port), "protocol": "TCP"}},
+		},
+	}}
+	apiServices, err := readObjects(filepath.Join(c.cfg.ArtifactsDir, "deploy", "apiservice.yaml"))
+	if err != nil {
+		return err
+	}
+	for _, as := range apiServices {
+		if err := unstructured.SetNestedField(as.Object, int64(port), "spec", "service", "port"); err != nil {
+			return err
+		}
+		if err := unstructured.SetNestedField(as.Object,
+			base64.StdEncoding.EncodeToString(c.pki.ServingCA.CertPEM()), "spec", "caBundle"); err != nil {
+			return err
+		}
+	}
+	if err := a.apply(ctx, append([]*unstructured.Unstructured{svc}, apiServices...)...); err != nil {
+		return err
+	}
+	if err := c.waitAPIServiceAvailable(ctx); err != nil {
+		return err
+	}
+	return c.waitOpenAPI(ctx)
+}
+
+// waitOpenAPI waits until kube-apiserver's aggregated OpenAPI v3 lists our group version: the
+// aggregator fetches it some time after the APIService turns Available, and kubectl explain
+// (and kubectl's client-side validation) need it.
+func (c *Cluster) waitOpenAPI(ctx context.Context) error {
+	cs, err := kubernetes.NewForConfig(c.AdminConfig)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	for {
+		paths, err := cs.Discovery().OpenAPIV3().Paths()
+		if _, ok := paths["apis/example.com/v1"]; ok && err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kube-apiserver's /openapi/v3 does not list apis/example.com/v1 (last error: %v)", err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+var apiServiceGVR = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
+
+func (c *Cluster) waitAPIServiceAvailable(ctx context.Context) error {
+	a, err := newApplier(c.AdminConfig)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	last := "not observed yet"
+	for {
+		obj, err := a.dynamic.Resource(apiServiceGVR).Get(ctx, APIServiceName, metav1.GetOptions{})
+		if err == nil {
+			conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+			for _, cond := range conds {
+				m, _ := cond.(map[string]any)
+				if m["type"] == "Available" {
+					if m["status"] == "True" {
+						return nil
+					}
+					last = fmt.Sprintf("Available=%v %v: %v", m["status"], m["reason"], m["message"])
+				}
+			}
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("APIService %s not available: %s\nlast lines of %s:\n%s", APIServiceName, last,
+				filepath.Join(c.LogDir(), "database-apiserver.log"),
+				tailFile(filepath.Join(c.LogDir(), "database-apiserver.log"), 40))
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Cluster) waitNodeReady(ctx context.Context, kwok *process) error {
+	cs, err := kubernetes.NewForConfig(c.AdminConfig)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	for {
+		node, err := cs.CoreV1().Nodes().Get(ctx, FakeNodeName, metav1.GetOptions{})
+		if err == nil {
+			for _, cond := range node.Status.Conditions {
+				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+					return nil
+				}
+			}
+		}
+		if ok, err := kwok.exited(); ok {
+			return c.failure(kwok, err)
+		}
+		select {
+		case <-ctx.Done():
+			return c.failure(kwok, fmt.Errorf("node %s not Ready: %w", FakeNodeName, ctx.Err()))
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// Apply server-side applies the objects of the given YAML files or directories as admin.
+func (c *Cluster) Apply(ctx context.Context, paths ...string) error {
+	objs, err := readObjects(paths...)
+	if err != nil {
+		return err
+	}
+	a, err := newApplier(c.AdminConfig)
+	if err != nil {
+		return err
+	}
+	return a.apply(ctx, objs...)
+}

@@ -1,0 +1,112 @@
+//go:build e2e
+
+package localcluster
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// repoRoot is two directories up from this file.
+func repoRoot(t *testing.T) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// TestControlPlaneWithoutAPIServerRestartsOnSameState starts everything but our server,
+// checks the simulated node turns Ready, and that a restart on the same state directory
+// keeps objects, PKI and the admin kubeconfig's CA.
+func TestControlPlaneWithoutAPIServerRestartsOnSameState(t *testing.T) {
+	cfg, err := DefaultConfig(repoRoot(t), t.TempDir())
+	require.NoError(t, err)
+	cfg.APIServerBinary = ""
+	cfg.Logf = t.Logf
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	c, err := Start(ctx, cfg)
+	require.NoError(t, err)
+	defer c.Stop()
+	cs, err := kubernetes.NewForConfig(c.AdminConfig)
+	require.NoError(t, err)
+	_, err = cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "survives-restart"},
+		Data:       map[string]string{"k": "v"},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	sc, err := cs.StorageV1().StorageClasses().Get(ctx, "kwok-volume", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "true", sc.Annotations["storageclass.kubernetes.io/is-default-class"])
+	caBefore, err := os.ReadFile(filepath.Join(cfg.Dir, "pki", "serving-ca.crt"))
+	require.NoError(t, err)
+
+	requireStatefulSetReady(ctx, t, cs)
+	require.Eventually(t, func() bool { // the node's heartbeat, kept by kwok
+		_, err := cs.CoordinationV1().Leases("kube-node-lease").Get(ctx, FakeNodeName, metav1.GetOptions{})
+		return err == nil
+	}, 30*time.Second, 250*time.Millisecond)
+
+	c.Stop()
+	c, err = Start(ctx, cfg)
+	require.NoError(t, err)
+	defer c.Stop()
+	cs, err = kubernetes.NewForConfig(c.AdminConfig)
+	require.NoError(t, err)
+	cm, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "survives-restart", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "v", cm.Data["k"])
+	caAfter, err := os.ReadFile(filepath.Join(cfg.Dir, "pki", "serving-ca.crt"))
+	require.NoError(t, err)
+	require.Equal(t, caBefore, caAfter)
+}
+
+// requireStatefulSetReady proves pods and volumes work without a container runtime: the
+// scheduler binds to the kwok node, kwok marks pods Ready and provisions the PVCs.
+func requireStatefulSetReady(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
+	replicas := int32(2)
+	labels := map[string]string{"app": "e2e"}
+	_, err := cs.AppsV1().StatefulSets("default").Create(ctx, &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e"},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "postgres:16",
+					VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}}},
+			},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
+				ObjectMeta: metav1.ObjectMeta{Name: "data"},
+				Spec: corev1.PersistentVolumeClaimSpec{
+					AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
+						corev1.ResourceStorage: resource.MustParse("1Gi")}},
+				},
+			}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	start := time.Now()
+	require.Eventually(t, func() bool {
+		sts, err := cs.AppsV1().StatefulSets("default").Get(ctx, "e2e", metav1.GetOptions{})
+		return err == nil && sts.Status.ReadyReplicas == replicas
+	}, 90*time.Second, 500*time.Millisecond)
+	pvcs, err := cs.CoreV1().PersistentVolumeClaims("default").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, pvcs.Items, 2)
+	for _, pvc := range pvcs.Items {
+		require.Equal(t, corev1.ClaimBound, pvc.Status.Phase, pvc.Name)
+	}
+	t.Logf("StatefulSet 2/2 Ready with bound PVCs in %v", time.Since(start).Round(100*time.Millisecond))
+}
