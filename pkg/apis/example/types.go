@@ -36,6 +36,24 @@ var SupportedPhases = []DatabasePhase{
 	DatabasePhaseDegraded, DatabasePhaseFailed, DatabasePhaseDeleting,
 }
 
+// DeletionPolicy says what happens to a Database's data when it is deleted.
+type DeletionPolicy string
+
+// The deletion policies (issue #4).
+const (
+	// DeletionPolicyDelete deletes the StatefulSet, Services, PVCs and Secret.
+	DeletionPolicyDelete DeletionPolicy = "Delete"
+	// DeletionPolicyRetain deletes the workload but keeps the PVCs and the
+	// Secret, released from the Database's ownership.
+	DeletionPolicyRetain DeletionPolicy = "Retain"
+	// DeletionPolicyDoNotTerminate makes the API server refuse to delete the
+	// Database until the policy changes.
+	DeletionPolicyDoNotTerminate DeletionPolicy = "DoNotTerminate"
+)
+
+// SupportedDeletionPolicies lists every DeletionPolicy.
+var SupportedDeletionPolicies = []DeletionPolicy{DeletionPolicyDelete, DeletionPolicyRetain, DeletionPolicyDoNotTerminate}
+
 // Condition types reported in status.conditions.
 const (
 	ConditionReady       = "Ready"
@@ -74,6 +92,10 @@ type DatabaseSpec struct {
 	// Storage is the volume size of each replica in whole gibibytes, e.g. "100Gi".
 	// Empty means "not set": the DatabaseDefaults admission plugin fills it in.
 	Storage string
+	// DeletionPolicy is what deleting the Database does to its data.
+	// Empty means "not set": the DatabaseDefaults admission plugin fills it in,
+	// and the controller treats it as DeletionPolicyDelete.
+	DeletionPolicy DeletionPolicy
 }
 
 // DatabaseStatus is what the controller observed.

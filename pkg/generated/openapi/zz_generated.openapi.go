@@ -260,6 +260,14 @@ func schema_pkg_apis_example_v1_DatabaseSpec(ref common.ReferenceCallback) commo
 							Format:      "",
 						},
 					},
+					"deletionPolicy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DeletionPolicy is what deleting the Database does to its data: Delete (the default) removes the volumes and credentials with it, Retain keeps them, DoNotTerminate refuses the deletion until the policy changes.\n\nPossible enum values:\n - `\"Delete\"` deletes the StatefulSet, Services, PersistentVolumeClaims and Secret.\n - `\"DoNotTerminate\"` makes the API server refuse to delete the Database until the policy is changed.\n - `\"Retain\"` deletes the workload but keeps the PersistentVolumeClaims and the credentials Secret, released from the Database's ownership.",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Delete", "DoNotTerminate", "Retain"},
+						},
+					},
 				},
 				Required: []string{"engine", "version"},
 			},

@@ -18,6 +18,22 @@ const (
 	EngineMongoDB Engine = "mongodb"
 )
 
+// DeletionPolicy says what happens to a Database's data when it is deleted.
+// +enum
+type DeletionPolicy string
+
+// The deletion policies.
+const (
+	// DeletionPolicyDelete deletes the StatefulSet, Services, PersistentVolumeClaims and Secret.
+	DeletionPolicyDelete DeletionPolicy = "Delete"
+	// DeletionPolicyRetain deletes the workload but keeps the PersistentVolumeClaims
+	// and the credentials Secret, released from the Database's ownership.
+	DeletionPolicyRetain DeletionPolicy = "Retain"
+	// DeletionPolicyDoNotTerminate makes the API server refuse to delete the
+	// Database until the policy is changed.
+	DeletionPolicyDoNotTerminate DeletionPolicy = "DoNotTerminate"
+)
+
 // DatabasePhase is the coarse state of a Database.
 // +enum
 type DatabasePhase string
@@ -81,6 +97,11 @@ type DatabaseSpec struct {
 	// +optional
 	// +k8s:validation:pattern="^[0-9]+Gi$"
 	Storage string `json:"storage,omitempty"`
+	// DeletionPolicy is what deleting the Database does to its data: Delete
+	// (the default) removes the volumes and credentials with it, Retain keeps
+	// them, DoNotTerminate refuses the deletion until the policy changes.
+	// +optional
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
 }
 
 // DatabaseStatus is the observed state of a Database.

@@ -37,6 +37,10 @@ type DatabaseSpecApplyConfiguration struct {
 	// Storage is the volume size of each replica, in whole gibibytes
 	// ("100Gi"). Defaults to "10Gi". May grow, never shrink.
 	Storage *string `json:"storage,omitempty"`
+	// DeletionPolicy is what deleting the Database does to its data: Delete
+	// (the default) removes the volumes and credentials with it, Retain keeps
+	// them, DoNotTerminate refuses the deletion until the policy changes.
+	DeletionPolicy *examplev1.DeletionPolicy `json:"deletionPolicy,omitempty"`
 }
 
 // DatabaseSpecApplyConfiguration constructs a declarative configuration of the DatabaseSpec type for use with
@@ -74,5 +78,13 @@ func (b *DatabaseSpecApplyConfiguration) WithReplicas(value int32) *DatabaseSpec
 // If called multiple times, the Storage field is set to the value of the last call.
 func (b *DatabaseSpecApplyConfiguration) WithStorage(value string) *DatabaseSpecApplyConfiguration {
 	b.Storage = &value
+	return b
+}
+
+// WithDeletionPolicy sets the DeletionPolicy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the DeletionPolicy field is set to the value of the last call.
+func (b *DatabaseSpecApplyConfiguration) WithDeletionPolicy(value examplev1.DeletionPolicy) *DatabaseSpecApplyConfiguration {
+	b.DeletionPolicy = &value
 	return b
 }
