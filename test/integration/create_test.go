@@ -44,6 +44,7 @@ func TestOmittedReplicasAndStorageAreDefaulted(t *testing.T) {
 	require.NotNil(t, got.Spec.Replicas)
 	require.Equal(t, int32(1), *got.Spec.Replicas)
 	require.Equal(t, "10Gi", got.Spec.Storage)
+	require.Equal(t, examplev1.DeletionPolicyDelete, got.Spec.DeletionPolicy)
 }
 
 func TestInvalidDatabasesAreRefusedWith422NamingTheField(t *testing.T) {
@@ -63,6 +64,8 @@ func TestInvalidDatabasesAreRefusedWith422NamingTheField(t *testing.T) {
 			"spec.storage", []string{"0Gi"}},
 		{"unknown engine", `{"metadata":{"name":"a"},"spec":{"engine":"oracle","version":"19"}}`,
 			"spec.engine", []string{`Unsupported value: "oracle"`, `"mysql"`, `"postgresql"`, `"mongodb"`}},
+		{"unknown deletion policy", `{"metadata":{"name":"a"},"spec":{"engine":"mysql","version":"8.4","deletionPolicy":"Keep"}}`,
+			"spec.deletionPolicy", []string{`Unsupported value: "Keep"`, `"Delete"`, `"Retain"`, `"DoNotTerminate"`}},
 		{"missing version", `{"metadata":{"name":"a"},"spec":{"engine":"mysql"}}`,
 			"spec.version", []string{"Required value"}},
 		{"version with no image", `{"metadata":{"name":"a"},"spec":{"engine":"postgresql","version":"12"}}`,

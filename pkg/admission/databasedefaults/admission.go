@@ -10,6 +10,7 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 
 	"example.com/database-apiserver/pkg/admission/internal/attributes"
+	"example.com/database-apiserver/pkg/apis/example"
 )
 
 // PluginName is the name of the plugin in --enable-admission-plugins and in
@@ -29,8 +30,9 @@ func Register(plugins *admission.Plugins) {
 // the databases resource itself, never on its status or scale subresources.
 type Plugin struct {
 	*admission.Handler
-	replicas int32
-	storage  string
+	replicas       int32
+	storage        string
+	deletionPolicy example.DeletionPolicy
 }
 
 var _ admission.MutationInterface = &Plugin{}
@@ -44,13 +46,15 @@ func New(config io.Reader) (*Plugin, error) {
 		return nil, err
 	}
 	return &Plugin{
-		Handler:  admission.NewHandler(admission.Create, admission.Update),
-		replicas: *cfg.Replicas,
-		storage:  cfg.Storage,
+		Handler:        admission.NewHandler(admission.Create, admission.Update),
+		replicas:       *cfg.Replicas,
+		storage:        cfg.Storage,
+		deletionPolicy: cfg.DeletionPolicy,
 	}, nil
 }
 
-// Admit sets spec.replicas when it is nil and spec.storage when it is empty.
+// Admit sets spec.replicas when it is nil, and spec.storage and
+// spec.deletionPolicy when they are empty.
 // Explicit values are kept, including replicas 0, which validation then
 // refuses: only an omitted field is defaulted. It returns a 400 BadRequest
 // when a databases request carries an object of another type.
@@ -65,6 +69,9 @@ func (p *Plugin) Admit(_ context.Context, a admission.Attributes, _ admission.Ob
 	}
 	if db.Spec.Storage == "" {
 		db.Spec.Storage = p.storage
+	}
+	if db.Spec.DeletionPolicy == "" {
+		db.Spec.DeletionPolicy = p.deletionPolicy
 	}
 	return nil
 }

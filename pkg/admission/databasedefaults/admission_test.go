@@ -182,9 +182,43 @@ func TestLoadConfigurationWithoutConfigGivesTheSeedDefaults(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, &Configuration{
 		TypeMeta: metav1.TypeMeta{APIVersion: "admission.example.com/v1alpha1", Kind: ConfigurationKind},
-		Replicas: ptr.To[int32](1),
-		Storage:  "10Gi",
+		Replicas:       ptr.To[int32](1),
+		Storage:        "10Gi",
+		DeletionPolicy: example.DeletionPolicyDelete,
 	}, cfg)
+}
+
+func TestAdmitDefaultsDeletionPolicyOnlyWhenOmitted(t *testing.T) {
+	tests := []struct {
+		name   string
+		config string
+		given  example.DeletionPolicy
+		want   example.DeletionPolicy
+	}{
+		{name: "omitted gets Delete", want: example.DeletionPolicyDelete},
+		{name: "explicit Retain is kept", given: example.DeletionPolicyRetain, want: example.DeletionPolicyRetain},
+		{
+			name:   "configured default replaces Delete",
+			config: "apiVersion: admission.example.com/v1alpha1\nkind: DatabaseDefaultsConfiguration\ndeletionPolicy: DoNotTerminate\n",
+			want:   example.DeletionPolicyDoNotTerminate,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			plugin, err := New(configReader(tc.config))
+			require.NoError(t, err)
+			db := database(nil, "")
+			db.Spec.DeletionPolicy = tc.given
+			require.NoError(t, plugin.Admit(context.Background(), attributesFor(db, nil, admission.Create, databasesGVR, ""), nil))
+			require.Equal(t, tc.want, db.Spec.DeletionPolicy)
+		})
+	}
+}
+
+func TestLoadConfigurationRefusesAnUnknownDeletionPolicy(t *testing.T) {
+	_, err := LoadConfiguration(strings.NewReader("apiVersion: admission.example.com/v1alpha1\nkind: DatabaseDefaultsConfiguration\ndeletionPolicy: Keep\n"))
+	require.ErrorContains(t, err, `deletionPolicy: Unsupported value: "Keep"`)
+	require.ErrorContains(t, err, `"Retain"`)
 }
 
 // The example file is a full --admission-control-config-file; read it as the

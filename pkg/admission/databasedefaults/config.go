@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"example.com/database-apiserver/pkg/apis/example"
 	"example.com/database-apiserver/pkg/apis/example/validation"
 )
 
@@ -20,6 +21,8 @@ import (
 const (
 	DefaultReplicas int32 = 1
 	DefaultStorage        = "10Gi"
+	// DefaultDeletionPolicy is the spec.deletionPolicy of a Database that omits it (issue #4).
+	DefaultDeletionPolicy = example.DeletionPolicyDelete
 )
 
 // ConfigurationGroupVersion is the apiVersion of the plugin's configuration:
@@ -37,8 +40,10 @@ const ConfigurationKind = "DatabaseDefaultsConfiguration"
 //	kind: DatabaseDefaultsConfiguration
 //	replicas: 3
 //	storage: 50Gi
+//	deletionPolicy: Retain
 //
-// Omitted fields keep the seed's defaults (DefaultReplicas, DefaultStorage).
+// Omitted fields keep the seed's defaults (DefaultReplicas, DefaultStorage)
+// and DefaultDeletionPolicy.
 type Configuration struct {
 	metav1.TypeMeta `json:",inline"`
 
@@ -50,6 +55,10 @@ type Configuration struct {
 	// volume size of each replica in whole gibibytes, e.g. "50Gi".
 	// +optional
 	Storage string `json:"storage,omitempty"`
+	// DeletionPolicy is the spec.deletionPolicy given to a Database that omits
+	// it: Delete, Retain or DoNotTerminate.
+	// +optional
+	DeletionPolicy example.DeletionPolicy `json:"deletionPolicy,omitempty"`
 }
 
 // DeepCopyObject implements runtime.Object. Written by hand: the type is two
@@ -114,6 +123,9 @@ func LoadConfiguration(config io.Reader) (*Configuration, error) {
 	if cfg.Storage == "" {
 		cfg.Storage = DefaultStorage
 	}
+	if cfg.DeletionPolicy == "" {
+		cfg.DeletionPolicy = DefaultDeletionPolicy
+	}
 	if errs := validateConfiguration(cfg); len(errs) > 0 {
 		return nil, fmt.Errorf("invalid %s: %w", ConfigurationKind, errs.ToAggregate())
 	}
@@ -137,5 +149,6 @@ func validateConfiguration(cfg *Configuration) field.ErrorList {
 	var errs field.ErrorList
 	errs = append(errs, validation.ValidateReplicas(*cfg.Replicas, field.NewPath("replicas"))...)
 	errs = append(errs, validation.ValidateStorage(cfg.Storage, field.NewPath("storage"))...)
+	errs = append(errs, validation.ValidateDeletionPolicy(cfg.DeletionPolicy, field.NewPath("deletionPolicy"))...)
 	return errs
 }

@@ -92,7 +92,8 @@ func ValidateDatabase(db *example.Database) field.ErrorList {
 //     unless a container image tag;
 //   - replicas: Required when nil (the DatabaseDefaults admission plugin sets
 //     it before validation), else ValidateReplicas;
-//   - storage: ValidateStorage (Required when empty, for the same reason).
+//   - storage: ValidateStorage (Required when empty, for the same reason);
+//   - deletionPolicy: ValidateDeletionPolicy when set.
 func ValidateDatabaseSpec(spec *example.DatabaseSpec, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
 
@@ -121,7 +122,21 @@ func ValidateDatabaseSpec(spec *example.DatabaseSpec, fldPath *field.Path) field
 		errs = append(errs, ValidateReplicas(*spec.Replicas, fldPath.Child("replicas"))...)
 	}
 
-	return append(errs, ValidateStorage(spec.Storage, fldPath.Child("storage"))...)
+	errs = append(errs, ValidateStorage(spec.Storage, fldPath.Child("storage"))...)
+	if spec.DeletionPolicy != "" {
+		errs = append(errs, ValidateDeletionPolicy(spec.DeletionPolicy, fldPath.Child("deletionPolicy"))...)
+	}
+	return errs
+}
+
+// ValidateDeletionPolicy validates a deletion policy at fldPath: NotSupported
+// unless one of example.SupportedDeletionPolicies. An empty spec.deletionPolicy
+// is not validated with it: it means Delete (issue #4).
+func ValidateDeletionPolicy(policy example.DeletionPolicy, fldPath *field.Path) field.ErrorList {
+	if !slices.Contains(example.SupportedDeletionPolicies, policy) {
+		return field.ErrorList{field.NotSupported(fldPath, string(policy), example.SupportedDeletionPolicies)}
+	}
+	return nil
 }
 
 // ValidateReplicas validates a replica count at fldPath: Invalid below

@@ -87,6 +87,7 @@ func TestValidateDatabaseSpecReportsEachBrokenRuleOnItsField(t *testing.T) {
 		{"fractional storage", func(s *example.DatabaseSpec) { s.Storage = "1.5Gi" }, want{field.ErrorTypeInvalid, "spec.storage", "^[0-9]+Gi$"}},
 		{"zero storage", func(s *example.DatabaseSpec) { s.Storage = "0Gi" }, want{field.ErrorTypeInvalid, "spec.storage", "must be at least 1Gi"}},
 		{"storage overflowing bytes", func(s *example.DatabaseSpec) { s.Storage = "8589934592Gi" }, want{field.ErrorTypeInvalid, "spec.storage", "must be at most 8589934591Gi"}},
+		{"unknown deletion policy", func(s *example.DatabaseSpec) { s.DeletionPolicy = "Keep" }, want{field.ErrorTypeNotSupported, "spec.deletionPolicy", `supported values: "Delete", "Retain", "DoNotTerminate"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -94,6 +95,14 @@ func TestValidateDatabaseSpecReportsEachBrokenRuleOnItsField(t *testing.T) {
 			tt.mutate(&db.Spec)
 			requireErrors(t, validation.ValidateDatabaseSpec(&db.Spec, field.NewPath("spec")), tt.want)
 		})
+	}
+}
+
+func TestValidateDatabaseSpecAcceptsEveryDeletionPolicyAndNone(t *testing.T) {
+	for _, policy := range append([]example.DeletionPolicy{""}, example.SupportedDeletionPolicies...) {
+		db := seedDatabase()
+		db.Spec.DeletionPolicy = policy
+		require.Empty(t, validation.ValidateDatabaseSpec(&db.Spec, field.NewPath("spec")), "policy %q", policy)
 	}
 }
 

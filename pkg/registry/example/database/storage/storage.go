@@ -9,6 +9,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apimachinery/pkg/api/errors"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -91,6 +92,37 @@ var (
 // ShortNames returns the short names of databases: "db" (seed CRD shortNames).
 func (r *REST) ShortNames() []string {
 	return []string{"db"}
+}
+
+// Delete deletes the named Database unless its spec.deletionPolicy is
+// DoNotTerminate, in which case it returns a 403 Forbidden that says how to
+// allow the deletion (issue #4). Otherwise it is the generic store's Delete.
+func (r *REST) Delete(ctx context.Context, name string, deleteValidation rest.ValidateObjectFunc, options *metav1.DeleteOptions) (runtime.Object, bool, error) {
+	return r.Store.Delete(ctx, name, refuseDoNotTerminate(deleteValidation), options)
+}
+
+// DeleteCollection deletes the selected Databases, refusing each whose
+// spec.deletionPolicy is DoNotTerminate as Delete does; the others are deleted.
+func (r *REST) DeleteCollection(ctx context.Context, deleteValidation rest.ValidateObjectFunc, options *metav1.DeleteOptions, listOptions *internalversion.ListOptions) (runtime.Object, error) {
+	return r.Store.DeleteCollection(ctx, refuseDoNotTerminate(deleteValidation), options, listOptions)
+}
+
+// refuseDoNotTerminate wraps the delete validation (admission) so that it
+// runs on the stored object only after the DoNotTerminate check passed. The
+// store calls it on the current object of every delete, including each item
+// of a delete collection and each retry after a conflict.
+func refuseDoNotTerminate(next rest.ValidateObjectFunc) rest.ValidateObjectFunc {
+	return func(ctx context.Context, obj runtime.Object) error {
+		if db, ok := obj.(*example.Database); ok && db.Spec.DeletionPolicy == example.DeletionPolicyDoNotTerminate {
+			return errors.NewForbidden(example.Resource("databases"), db.Name, fmt.Errorf(
+				"spec.deletionPolicy is %s: set it to %s or %s to allow deleting this Database",
+				example.DeletionPolicyDoNotTerminate, example.DeletionPolicyRetain, example.DeletionPolicyDelete))
+		}
+		if next == nil {
+			return nil
+		}
+		return next(ctx, obj)
+	}
 }
 
 // StatusREST serves databases/status: get, update and patch of status only;
