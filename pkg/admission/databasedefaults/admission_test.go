@@ -181,7 +181,7 @@ func TestLoadConfigurationWithoutConfigGivesTheSeedDefaults(t *testing.T) {
 	cfg, err := LoadConfiguration(nil)
 	require.NoError(t, err)
 	require.Equal(t, &Configuration{
-		TypeMeta: metav1.TypeMeta{APIVersion: "admission.example.com/v1alpha1", Kind: ConfigurationKind},
+		TypeMeta:       metav1.TypeMeta{APIVersion: "admission.example.com/v1alpha1", Kind: ConfigurationKind},
 		Replicas:       ptr.To[int32](1),
 		Storage:        "10Gi",
 		DeletionPolicy: example.DeletionPolicyDelete,
