@@ -257,3 +257,47 @@ func TestUpdateOfMissingDatabaseIsNotFoundNotCreated(t *testing.T) {
 	resp := do(t, http.MethodGet, databasesPath(ns)+"/ghost", nil, nil)
 	require.Equal(t, http.StatusNotFound, resp.code)
 }
+
+// Found by probing: these once gave a 500, a 400 blaming the client for stored
+// data, or a different error for -1 than for 0.
+func TestRegressionsFromBadInputProbing(t *testing.T) {
+	client, _ := clientFor(t)
+	ns := namespace(t)
+	ctx := context.Background()
+	dbs := client.ExampleV1().Databases(ns)
+
+	t.Run("create with a copied resourceVersion", func(t *testing.T) {
+		resp := do(t, http.MethodPost, databasesPath(ns),
+			[]byte(`{"apiVersion":"example.com/v1","kind":"Database","metadata":{"name":"copied","resourceVersion":"5"},"spec":{"engine":"mysql","version":"8.4"}}`), nil)
+		require.Equal(t, http.StatusCreated, resp.code, "%s", resp.body)
+	})
+
+	t.Run("status.selector the scale subresource cannot report", func(t *testing.T) {
+		create(t, client, newDatabase(ns, "selector", examplev1.EngineMySQL, "8.4"))
+		_, err := dbs.Patch(ctx, "selector", types.MergePatchType, []byte(`{"status":{"selector":"a!=b"}}`), metav1.PatchOptions{}, "status")
+		require.True(t, apierrors.IsInvalid(err), "got %v", err)
+		require.ErrorContains(t, err, "status.selector")
+		_, err = dbs.GetScale(ctx, "selector", metav1.GetOptions{})
+		require.NoError(t, err)
+	})
+
+	t.Run("negative scale is refused like zero", func(t *testing.T) {
+		create(t, client, newDatabase(ns, "negative", examplev1.EngineMySQL, "8.4"))
+		for _, replicas := range []int32{-1, 0} {
+			_, err := dbs.UpdateScale(ctx, "negative", &autoscalingv1.Scale{
+				ObjectMeta: metav1.ObjectMeta{Name: "negative", Namespace: ns},
+				Spec:       autoscalingv1.ScaleSpec{Replicas: replicas},
+			}, metav1.UpdateOptions{})
+			require.True(t, apierrors.IsInvalid(err), "replicas %d: got %v", replicas, err)
+			require.ErrorContains(t, err, "spec.replicas")
+			require.ErrorContains(t, err, `Database.example.com "negative" is invalid`)
+		}
+	})
+
+	t.Run("storage written with leading zeros is stored canonically", func(t *testing.T) {
+		db := newDatabase(ns, "zeros", examplev1.EngineMySQL, "8.4")
+		db.Spec.Storage = "0100Gi"
+		got := create(t, client, db)
+		require.Equal(t, "100Gi", got.Spec.Storage)
+	})
+}

@@ -36,3 +36,14 @@ func ParseStorage(storage string) (int64, error) {
 	}
 	return gi, nil
 }
+
+// CanonicalStorage returns storage in its canonical form, without leading
+// zeros ("0100Gi" → "100Gi"), so equal sizes are equal strings. A storage
+// that ParseStorage refuses is returned unchanged for validation to report.
+func CanonicalStorage(storage string) string {
+	gi, err := ParseStorage(storage)
+	if err != nil {
+		return storage
+	}
+	return strconv.FormatInt(gi, 10) + "Gi"
+}

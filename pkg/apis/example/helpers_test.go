@@ -1,6 +1,7 @@
 package example_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -50,5 +51,19 @@ func TestParseStorageRefusesOtherForms(t *testing.T) {
 			_, err := example.ParseStorage(tt.storage)
 			require.ErrorContains(t, err, tt.says)
 		})
+	}
+}
+
+func TestCanonicalStorageDropsLeadingZerosOnly(t *testing.T) {
+	for in, want := range map[string]string{
+		"100Gi":                              "100Gi",
+		"0100Gi":                             "100Gi",
+		"00Gi":                               "0Gi",
+		strings.Repeat("0", 1000) + "1Gi":    "1Gi",
+		"100GB":                              "100GB",
+		"99999999999999999999999999999999Gi": "99999999999999999999999999999999Gi",
+		"":                                   "",
+	} {
+		require.Equal(t, want, example.CanonicalStorage(in), "input %q", in)
 	}
 }

@@ -14,8 +14,8 @@ import (
 	"slices"
 
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -199,7 +199,8 @@ func ValidateDatabaseUpdate(newDB, oldDB *example.Database) field.ErrorList {
 // ValidateDatabaseStatus validates status at fldPath: phase empty or one of
 // example.SupportedPhases (NotSupported), readyReplicas and observedGeneration
 // not negative, conditions valid metav1.Conditions with unique types, and
-// selector, when set, a label selector labels.Parse accepts.
+// selector, when set, a label selector metav1.ParseToLabelSelector accepts
+// (what the scale subresource reports in status.selector).
 func ValidateDatabaseStatus(status *example.DatabaseStatus, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if status.Phase != "" && !slices.Contains(example.SupportedPhases, status.Phase) {
@@ -209,7 +210,9 @@ func ValidateDatabaseStatus(status *example.DatabaseStatus, fldPath *field.Path)
 	errs = append(errs, apimachineryvalidation.ValidateNonnegativeField(status.ObservedGeneration, fldPath.Child("observedGeneration"))...)
 	errs = append(errs, metav1validation.ValidateConditions(status.Conditions, fldPath.Child("conditions"))...)
 	if status.Selector != "" {
-		if _, err := labels.Parse(status.Selector); err != nil {
+		// The scale subresource hands this selector out as a metav1.LabelSelector,
+		// so it must be one that converts: equality and set-based requirements.
+		if _, err := metav1.ParseToLabelSelector(status.Selector); err != nil {
 			errs = append(errs, field.Invalid(fldPath.Child("selector"), status.Selector, err.Error()))
 		}
 	}

@@ -261,6 +261,8 @@ func TestValidateDatabaseStatusReportsEachBrokenRuleOnItsField(t *testing.T) {
 		{"condition without reason", func(s *example.DatabaseStatus) { s.Conditions[0].Reason = "" }, want{field.ErrorTypeRequired, "status.conditions[0].reason", ""}},
 		{"condition with unknown status", func(s *example.DatabaseStatus) { s.Conditions[0].Status = "Yes" }, want{field.ErrorTypeNotSupported, "status.conditions[0].status", ""}},
 		{"unparseable selector", func(s *example.DatabaseStatus) { s.Selector = "app in (" }, want{field.ErrorTypeInvalid, "status.selector", ""}},
+		{"selector the scale subresource cannot report", func(s *example.DatabaseStatus) { s.Selector = "a!=b" }, want{field.ErrorTypeInvalid, "status.selector", "!="}},
+		{"numeric comparison selector", func(s *example.DatabaseStatus) { s.Selector = "a>1" }, want{field.ErrorTypeInvalid, "status.selector", ""}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -64,22 +64,26 @@ func (Strategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
 	}
 }
 
-// PrepareForCreate clears status, which users may not set, and sets
-// metadata.generation to 1.
+// PrepareForCreate clears status, which users may not set, and a
+// metadata.resourceVersion copied from another object (storage assigns it),
+// sets metadata.generation to 1, and writes spec.storage canonically.
 func (Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	db := obj.(*example.Database)
 	db.Status = example.DatabaseStatus{}
+	db.ResourceVersion = ""
 	db.Generation = 1
+	db.Spec.Storage = example.CanonicalStorage(db.Spec.Storage)
 }
 
-// PrepareForUpdate keeps the stored status, and bumps metadata.generation by
+// PrepareForUpdate keeps the stored status, writes spec.storage canonically
+// (so "0100Gi" for "100Gi" is no change), and bumps metadata.generation by
 // one when the spec changed (labels, annotations or finalizers alone do not),
 // so status.observedGeneration tells the controller's progress on the spec.
 func (Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 	newDB := obj.(*example.Database)
 	oldDB := old.(*example.Database)
 	newDB.Status = oldDB.Status
-
+	newDB.Spec.Storage = example.CanonicalStorage(newDB.Spec.Storage)
 	if !apiequality.Semantic.DeepEqual(newDB.Spec, oldDB.Spec) {
 		newDB.Generation = oldDB.Generation + 1
 	}

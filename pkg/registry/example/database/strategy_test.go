@@ -60,6 +60,29 @@ func TestPrepareForCreateClearsStatusAndSetsGenerationOne(t *testing.T) {
 	require.Equal(t, wantSpec, db.Spec, "spec is the user's and stays")
 }
 
+// A resourceVersion copied from another object (kubectl get -o yaml, edited
+// and created elsewhere) is storage's to assign, not an error.
+func TestPrepareForCreateClearsResourceVersion(t *testing.T) {
+	db := seedDatabase()
+	db.ResourceVersion = "5"
+	newTestStrategy().PrepareForCreate(context.Background(), db)
+	require.Empty(t, db.ResourceVersion)
+}
+
+func TestPrepareWritesStorageCanonically(t *testing.T) {
+	db := seedDatabase()
+	db.Spec.Storage = "0100Gi"
+	newTestStrategy().PrepareForCreate(context.Background(), db)
+	require.Equal(t, "100Gi", db.Spec.Storage)
+
+	old := storedDatabase()
+	updated := old.DeepCopy()
+	updated.Spec.Storage = "000" + old.Spec.Storage
+	newTestStrategy().PrepareForUpdate(context.Background(), updated, old)
+	require.Equal(t, old.Spec.Storage, updated.Spec.Storage)
+	require.Equal(t, old.Generation, updated.Generation, "the same size written differently is no spec change")
+}
+
 func TestPrepareForUpdateBumpsGenerationOnlyWhenSpecChanges(t *testing.T) {
 	tests := []struct {
 		name           string

@@ -8,13 +8,11 @@ import (
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apimachinery/pkg/api/errors"
-	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
@@ -215,8 +213,8 @@ func (r *ScaleREST) Get(ctx context.Context, name string, options *metav1.GetOpt
 // Update sets spec.replicas of the Database name from the Scale objInfo
 // gives, and returns the Database's new Scale. The write goes through the
 // main store and strategy, so it bumps metadata.generation and a replica count
-// out of 1..10 is a 422 Invalid on spec.replicas; a negative count is a 422
-// Invalid on the Scale's spec.replicas; a Scale resourceVersion or uid other
+// out of 1..10, negative ones included, is a 422 Invalid on the Database's
+// spec.replicas, the same error a write of the Database gets; a Scale resourceVersion or uid other
 // than the Database's is a 409 Conflict; a missing Database is a 404.
 // Admission sees Scales, not Databases. It never creates a Database.
 func (r *ScaleREST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
@@ -313,13 +311,6 @@ func scaleFromDatabase(db *example.Database) (*scalescheme.Scale, error) {
 	}, nil
 }
 
-// validateScale returns the field errors of a Scale written to
-// databases/scale: spec.replicas must not be negative (as upstream's
-// autoscaling validation); the Database's own bounds apply afterwards.
-func validateScale(scale *scalescheme.Scale) field.ErrorList {
-	return apimachineryvalidation.ValidateNonnegativeField(int64(scale.Spec.Replicas), field.NewPath("spec", "replicas"))
-}
-
 // scaleUpdatedObjectInfo turns the stored Database into the updated one: it
 // shows the request the Database's current Scale, and copies the new Scale's
 // replicas, resourceVersion and managed fields back into the Database.
@@ -370,9 +361,6 @@ func (i *scaleUpdatedObjectInfo) UpdatedObject(ctx context.Context, oldObj runti
 		return nil, errors.NewBadRequest(fmt.Sprintf("expected input object type to be Scale, but %T", newObj))
 	}
 
-	if errs := validateScale(scale); len(errs) > 0 {
-		return nil, errors.NewInvalid(autoscalingv1.SchemeGroupVersion.WithKind("Scale").GroupKind(), db.Name, errs)
-	}
 	// resourceVersion is checked by the store; uid is ours to check.
 	if scale.UID != "" && scale.UID != db.UID {
 		return nil, errors.NewConflict(

@@ -417,7 +417,7 @@ func TestScaleUpdateRejectsInvalidReplicas(t *testing.T) {
 	}{
 		{"above the Database maximum", 11, example.Kind("Database")},
 		{"below the Database minimum", 0, example.Kind("Database")},
-		{"negative Scale", -1, schema.GroupKind{Group: "autoscaling", Kind: "Scale"}},
+		{"negative, reported like zero", -1, example.Kind("Database")},
 	}
 	s := newStorage(t)
 	create(t, s, validDatabase("scaled"))
