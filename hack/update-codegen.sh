@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Regenerates everything under pkg/generated and every zz_generated.*.go file
-# with k8s.io/code-generator's kube_codegen.sh, at the version go.mod pins.
+# Regenerates everything under pkg/generated, every zz_generated.*.go file
+# (k8s.io/code-generator's kube_codegen.sh, at the version go.mod pins) and the
+# protobuf form of example.com/v1 (generated.proto, generated.pb.go and the
+# protobuf struct tags in types.go; see hack/update-protobuf.sh, which installs
+# protoc when it is missing and it can).
 set -o errexit -o nounset -o pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -24,6 +27,9 @@ kube::codegen::gen_helpers \
     --boilerplate "${BOILERPLATE}" \
     "${ROOT}/pkg/apis"
 
+# kube_codegen.sh has no protobuf step: go-to-protobuf runs here.
+"${ROOT}/hack/update-protobuf.sh"
+
 kube::codegen::gen_openapi \
     --output-dir "${ROOT}/pkg/generated/openapi" \
     --output-pkg "${MODULE}/pkg/generated/openapi" \
@@ -34,8 +40,11 @@ kube::codegen::gen_openapi \
     --boilerplate "${BOILERPLATE}" \
     "${ROOT}/pkg/apis"
 
+# --prefers-protobuf: the clientset asks for and sends protobuf by default
+# (Accept: protobuf, then JSON), as client-go's own clientset does.
 kube::codegen::gen_client \
     --with-watch \
+    --prefers-protobuf \
     --with-applyconfig \
     --applyconfig-openapi-schema <(go run ./hack/models-schema) \
     --applyconfig-externals "k8s.io/api/autoscaling/v1.Scale:k8s.io/client-go/applyconfigurations/autoscaling/v1" \

@@ -25,11 +25,19 @@ var (
 	Scheme = runtime.NewScheme()
 	// Codecs encodes and decodes the types of Scheme.
 	Codecs = serializer.NewCodecFactory(Scheme)
-	// NegotiatedSerializer is what the server offers clients: Codecs without
-	// protobuf, because the example.com types have no protobuf form yet. A
-	// client asking for "protobuf, json" then gets JSON instead of an error, and
-	// a protobuf-only request is refused with 406 (see withoutProtobuf).
-	NegotiatedSerializer runtime.NegotiatedSerializer = withoutProtobuf{Codecs}
+	// NegotiatedSerializer is what the server offers clients: JSON, YAML and
+	// protobuf (application/vnd.kubernetes.protobuf, and its stream form for
+	// watches) for every kind it serves: Database and DatabaseList have
+	// generated protobuf marshalling (pkg/apis/example/v1/generated.pb.go),
+	// Scale is autoscaling/v1's, and the meta types are apimachinery's.
+	//
+	// It used to be Codecs less protobuf (a withoutProtobuf wrapper): before
+	// the types had protobuf code, offering protobuf made every request that
+	// lists it first (Accept: protobuf, json, as the namespace controller and
+	// other clients preferring protobuf send) fail with "object does not
+	// implement the protobuf marshalling interface" instead of falling back to
+	// JSON. Keep generated.pb.go current (make generate) when the types change.
+	NegotiatedSerializer runtime.NegotiatedSerializer = Codecs
 )
 
 func init() {
@@ -45,22 +53,6 @@ func init() {
 		&metav1.APIGroup{},
 		&metav1.APIResourceList{},
 	)
-}
-
-// withoutProtobuf is a NegotiatedSerializer that offers JSON and YAML only.
-type withoutProtobuf struct {
-	serializer.CodecFactory
-}
-
-// SupportedMediaTypes returns the codec factory's media types less protobuf.
-func (s withoutProtobuf) SupportedMediaTypes() []runtime.SerializerInfo {
-	var infos []runtime.SerializerInfo
-	for _, info := range s.CodecFactory.SupportedMediaTypes() {
-		if info.MediaType != runtime.ContentTypeProtobuf {
-			infos = append(infos, info)
-		}
-	}
-	return infos
 }
 
 // ExtraConfig is the configuration of database-apiserver beyond the generic server's.

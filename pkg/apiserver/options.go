@@ -138,10 +138,34 @@ func (o *Options) Config() (*Config, error) {
 	if err := o.ServerRun.ApplyTo(&serverConfig.Config); err != nil {
 		return nil, err
 	}
+	if err := o.applyStorageMediaType(); err != nil {
+		return nil, err
+	}
 	if err := o.RecommendedOptions.ApplyTo(serverConfig); err != nil {
 		return nil, err
 	}
 	return &Config{GenericConfig: serverConfig}, nil
+}
+
+// applyStorageMediaType makes --storage-media-type choose how Databases are
+// written to etcd. RecommendedOptions stores every resource with the one codec
+// of StorageConfig (JSON, from NewOptions) and would ignore the flag. Reads
+// decode whatever is stored (JSON, YAML or protobuf), so changing the flag on
+// a server with data keeps it readable; objects are rewritten in the new
+// format as they are written. JSON stays the default: etcdctl shows it as is.
+func (o *Options) applyStorageMediaType() error {
+	mediaType := o.RecommendedOptions.Etcd.DefaultStorageMediaType
+	if mediaType == "" || mediaType == runtime.ContentTypeJSON {
+		return nil // the LegacyCodec of NewOptions
+	}
+	info, ok := runtime.SerializerInfoForMediaType(Codecs.SupportedMediaTypes(), mediaType)
+	if !ok {
+		return fmt.Errorf("--storage-media-type %q is not supported", mediaType)
+	}
+	o.RecommendedOptions.Etcd.StorageConfig.Codec = Codecs.CodecForVersions(
+		info.Serializer, Codecs.UniversalDeserializer(),
+		schema.GroupVersions{examplev1.SchemeGroupVersion}, runtime.InternalGroupVersioner)
+	return nil
 }
 
 // Run builds the server from o and serves until ctx is cancelled, then shuts

@@ -66,66 +66,66 @@ type Database struct {
 	// Standard object metadata. The name must be a DNS-1035 label short enough
 	// to name the StatefulSet's Pods and Services.
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// Spec is the desired database.
 	// +optional
-	Spec DatabaseSpec `json:"spec,omitempty"`
+	Spec DatabaseSpec `json:"spec,omitempty" protobuf:"bytes,2,opt,name=spec"`
 	// Status is the state observed by the controller. Written through the
 	// status subresource only.
 	// +optional
-	Status DatabaseStatus `json:"status,omitempty"`
+	Status DatabaseStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // DatabaseSpec is the desired state of a Database.
 type DatabaseSpec struct {
 	// Engine is the database engine: mysql, postgresql or mongodb. Immutable.
 	// +required
-	Engine Engine `json:"engine"`
+	Engine Engine `json:"engine" protobuf:"bytes,1,opt,name=engine,casttype=Engine"`
 	// Version is the engine version, e.g. "14.5" for postgresql; it names the
 	// container image tag and must be in the engine's version catalog.
 	// +required
 	// +k8s:validation:minLength=1
-	Version string `json:"version"`
+	Version string `json:"version" protobuf:"bytes,2,opt,name=version"`
 	// Replicas is the number of database Pods, 1 to 10. Defaults to 1.
 	// +optional
 	// +k8s:validation:minimum=1
 	// +k8s:validation:maximum=10
-	Replicas *int32 `json:"replicas,omitempty"`
+	Replicas *int32 `json:"replicas,omitempty" protobuf:"varint,3,opt,name=replicas"`
 	// Storage is the volume size of each replica, in whole gibibytes
 	// ("100Gi"). Defaults to "10Gi". May grow, never shrink.
 	// +optional
 	// +k8s:validation:pattern="^[0-9]+Gi$"
-	Storage string `json:"storage,omitempty"`
+	Storage string `json:"storage,omitempty" protobuf:"bytes,4,opt,name=storage"`
 	// DeletionPolicy is what deleting the Database does to its data: Delete
 	// (the default) removes the volumes and credentials with it, Retain keeps
 	// them, DoNotTerminate refuses the deletion until the policy changes.
 	// +optional
-	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty" protobuf:"bytes,5,opt,name=deletionPolicy,casttype=DeletionPolicy"`
 }
 
 // DatabaseStatus is the observed state of a Database.
 type DatabaseStatus struct {
 	// Phase is the coarse state: Pending, Provisioning, Ready, Degraded, Failed or Deleting.
 	// +optional
-	Phase DatabasePhase `json:"phase,omitempty"`
+	Phase DatabasePhase `json:"phase,omitempty" protobuf:"bytes,1,opt,name=phase,casttype=DatabasePhase"`
 	// ReadyReplicas is the number of database Pods that are ready.
 	// +optional
-	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	ReadyReplicas int32 `json:"readyReplicas,omitempty" protobuf:"varint,2,opt,name=readyReplicas"`
 	// Conditions are the Ready, Progressing and Degraded conditions.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	// +patchStrategy=merge
 	// +patchMergeKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type" protobuf:"bytes,3,rep,name=conditions"`
 	// ObservedGeneration is the metadata.generation this status describes.
 	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	ObservedGeneration int64 `json:"observedGeneration,omitempty" protobuf:"varint,4,opt,name=observedGeneration"`
 	// Selector is the label selector of the database Pods, for the scale
 	// subresource and HorizontalPodAutoscalers.
 	// +optional
-	Selector string `json:"selector,omitempty"`
+	Selector string `json:"selector,omitempty" protobuf:"bytes,5,opt,name=selector"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -135,8 +135,8 @@ type DatabaseList struct {
 	metav1.TypeMeta `json:",inline"`
 	// Standard list metadata.
 	// +optional
-	metav1.ListMeta `json:"metadata,omitempty"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// Items are the Databases.
-	Items []Database `json:"items"`
+	Items []Database `json:"items" protobuf:"bytes,2,rep,name=items"`
 }

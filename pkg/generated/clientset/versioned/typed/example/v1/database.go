@@ -73,6 +73,7 @@ func newDatabases(c *ExampleV1Client, namespace string) *databases {
 			namespace,
 			func() *examplev1.Database { return &examplev1.Database{} },
 			func() *examplev1.DatabaseList { return &examplev1.DatabaseList{} },
+			gentype.PrefersProtobuf[*examplev1.Database](),
 		),
 	}
 }
@@ -81,6 +82,7 @@ func newDatabases(c *ExampleV1Client, namespace string) *databases {
 func (c *databases) GetScale(ctx context.Context, databaseName string, options metav1.GetOptions) (result *autoscalingv1.Scale, err error) {
 	result = &autoscalingv1.Scale{}
 	err = c.GetClient().Get().
+		UseProtobufAsDefault().
 		Namespace(c.GetNamespace()).
 		Resource("databases").
 		Name(databaseName).
@@ -95,6 +97,7 @@ func (c *databases) GetScale(ctx context.Context, databaseName string, options m
 func (c *databases) UpdateScale(ctx context.Context, databaseName string, scale *autoscalingv1.Scale, opts metav1.UpdateOptions) (result *autoscalingv1.Scale, err error) {
 	result = &autoscalingv1.Scale{}
 	err = c.GetClient().Put().
+		UseProtobufAsDefault().
 		Namespace(c.GetNamespace()).
 		Resource("databases").
 		Name(databaseName).

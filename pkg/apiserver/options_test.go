@@ -1,0 +1,52 @@
+package apiserver
+
+import (
+	"bytes"
+	"io"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+
+	"example.com/database-apiserver/pkg/apis/example"
+)
+
+// Whatever --storage-media-type wrote, a server started with any other one
+// reads it back: changing the flag keeps the stored Databases readable.
+func TestStorageMediaTypesReadEachOther(t *testing.T) {
+	mediaTypes := []string{runtime.ContentTypeJSON, runtime.ContentTypeYAML, runtime.ContentTypeProtobuf}
+	codecs := map[string]runtime.Codec{}
+	for _, mt := range mediaTypes {
+		o := NewOptions(io.Discard, io.Discard)
+		o.RecommendedOptions.Etcd.DefaultStorageMediaType = mt
+		require.NoError(t, o.applyStorageMediaType())
+		codecs[mt] = o.RecommendedOptions.Etcd.StorageConfig.Codec
+	}
+	db := &example.Database{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db", Labels: map[string]string{"a": "b"}},
+		Spec: example.DatabaseSpec{Engine: example.EnginePostgreSQL, Version: "16", Replicas: ptr.To[int32](3),
+			Storage: "10Gi", DeletionPolicy: example.DeletionPolicyRetain},
+		Status: example.DatabaseStatus{Phase: example.DatabasePhaseReady, ReadyReplicas: 3, Selector: "x=y"},
+	}
+	for _, written := range mediaTypes {
+		data, err := runtime.Encode(codecs[written], db)
+		require.NoError(t, err)
+		switch written {
+		case runtime.ContentTypeProtobuf:
+			require.True(t, bytes.HasPrefix(data, []byte("k8s\x00")), "%q", data)
+		case runtime.ContentTypeJSON:
+			require.True(t, bytes.HasPrefix(data, []byte(`{"kind":"Database","apiVersion":"example.com/v1"`)), "%s", data)
+		case runtime.ContentTypeYAML:
+			require.Contains(t, string(data), "apiVersion: example.com/v1\n")
+		}
+		for _, reader := range mediaTypes {
+			got, err := runtime.Decode(codecs[reader], data)
+			require.NoError(t, err, "written as %s, read as %s", written, reader)
+			require.Equal(t, db.Spec, got.(*example.Database).Spec, "written as %s, read as %s", written, reader)
+			require.Equal(t, db.Status, got.(*example.Database).Status, "written as %s, read as %s", written, reader)
+			require.Equal(t, db.Labels, got.(*example.Database).Labels, "written as %s, read as %s", written, reader)
+		}
+	}
+}
