@@ -1,11 +1,13 @@
 // Command local-up runs the local control plane in the foreground (`make run`): kube-apiserver
-// with our API server aggregated, a simulated node, and the examples applied. State lives in
+// with our API server aggregated, database-controller, a simulated node, and the examples
+// applied. State lives in
 // $LOCAL_DIR (default .local); running again on it keeps every object. Ctrl-C or SIGTERM stops
 // every part.
 //
 // Arguments are extra flags for our API server (`make run APISERVER_ARGS=--v=4`).
 // Environment: LOCAL_DIR, KUBE_APISERVER_PORT (default 6443; 0 picks a free port),
-// DATABASE_APISERVER_PORT (default 0: a free port). Run from the repository root.
+// DATABASE_APISERVER_PORT (default 0: a free port), CONTROLLER_ARGS (extra flags for the
+// controller, space-separated, e.g. "--v=4"). Run from the repository root.
 package main
 
 import (
@@ -16,6 +18,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"example.com/database-apiserver/internal/localcluster"
@@ -47,6 +50,7 @@ func run() error {
 		return err
 	}
 	cfg.APIServerArgs = os.Args[1:]
+	cfg.ControllerArgs = strings.Fields(os.Getenv("CONTROLLER_ARGS"))
 	cfg.Logf = func(format string, args ...any) {
 		fmt.Printf("local-up: "+format+"\n", args...)
 	}
@@ -70,13 +74,18 @@ The local control plane is running (logs in %s).
   export KUBECONFIG=%s
 
   kubectl get db -A
+  kubectl wait --for=condition=Ready db/my-database -n production --timeout=2m
+  kubectl describe db my-database -n production
+  kubectl get statefulsets,services,secrets,pvc -n production
   kubectl get db my-database -n production -o yaml
   kubectl scale db/my-database -n production --replicas=5
   kubectl explain databases.spec
   kubectl get nodes,pods,pvc -A
 
+The controller's /healthz, /readyz and /metrics: %s
+
 Ctrl-C stops it; the state stays in %s (make clean removes it).
-`, c.LogDir(), c.KubeconfigPath, c.Dir())
+`, c.LogDir(), c.KubeconfigPath, c.ControllerURL, c.Dir())
 
 	select {
 	case <-ctx.Done():

@@ -1,7 +1,7 @@
 // Package localcluster runs a whole Kubernetes control plane on loopback, without a container
 // runtime, for `make run` and the e2e tests: generated PKI, an embedded etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler, kwok (a simulated node whose pods and volumes turn
-// ready), and our aggregated API server registered through an APIService.
+// ready), our aggregated API server registered through an APIService, and database-controller.
 //
 // The recipe is DESIGN.md's "Running kube-apiserver and our server together on one machine".
 // State (PKI, etcd data, logs, kubeconfigs) lives in one directory; starting again on the same
@@ -9,9 +9,10 @@
 // Stop, or killed by the kernel if this process dies first.
 //
 // Identities: the admin kubeconfig is a client certificate with O=system:masters; the
-// controller manager and scheduler use their bootstrap-RBAC users. Our server authenticates
-// with a client certificate whose CN is the user of the ServiceAccount a real install runs
-// as (database-system/database-apiserver), so artifacts/rbac applies unchanged.
+// controller manager and scheduler use their bootstrap-RBAC users. Our server and our
+// controller authenticate with client certificates whose CNs are the users of the
+// ServiceAccounts a real install runs them as (database-system/database-apiserver and
+// database-system/database-controller), so artifacts/rbac applies unchanged.
 package localcluster
 
 import (
@@ -19,10 +20,12 @@ import (
 	"context"
 	_ "embed"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -67,15 +70,18 @@ type Config struct {
 	KubeBinDir string
 	// KwokDir holds kwok and its stages/ (hack/build-tools.sh: bin/kwok-<version>).
 	KwokDir string
-	// ArtifactsDir is the repository's artifacts/: deploy/namespace.yaml, rbac/ and
-	// deploy/apiservice.yaml are applied as a real install applies them.
+	// ArtifactsDir is the repository's artifacts/: deploy/base/namespace.yaml, rbac/ and
+	// deploy/base/apiservice.yaml are applied as a real install applies them.
 	ArtifactsDir string
 	// APIServerBinary is our aggregated API server. Empty runs the control plane without it
 	// (and without the APIService).
 	APIServerBinary string
 	// APIServerArgs are appended to the flags the cluster sets for our server.
 	APIServerArgs []string
-	// ControllerBinary, if set, runs with ControllerArgs plus --kubeconfig=<admin kubeconfig>.
+	// ControllerBinary is database-controller; empty runs without it. It needs APIServerBinary.
+	// It runs once our server is registered, with --kubeconfig for its own identity
+	// (ControllerUser, RBAC from artifacts/rbac) and --health-probe-bind-address on a free
+	// port, plus ControllerArgs.
 	ControllerBinary string
 	ControllerArgs   []string
 
@@ -101,12 +107,13 @@ func DefaultConfig(root, dir string) (Config, error) {
 		return Config{}, err
 	}
 	return Config{
-		Dir:             dir,
-		KubeBinDir:      filepath.Join(root, "bin", "k8s-"+kubeVersion),
-		KwokDir:         filepath.Join(root, "bin", "kwok-"+kwokVersion),
-		ArtifactsDir:    filepath.Join(root, "artifacts"),
-		APIServerBinary: filepath.Join(root, "bin", "database-apiserver"),
-		Timeout:         2 * time.Minute,
+		Dir:              dir,
+		KubeBinDir:       filepath.Join(root, "bin", "k8s-"+kubeVersion),
+		KwokDir:          filepath.Join(root, "bin", "kwok-"+kwokVersion),
+		ArtifactsDir:     filepath.Join(root, "artifacts"),
+		APIServerBinary:  filepath.Join(root, "bin", "database-apiserver"),
+		ControllerBinary: filepath.Join(root, "bin", "database-controller"),
+		Timeout:          2 * time.Minute,
 	}, nil
 }
 
@@ -146,6 +153,9 @@ type Cluster struct {
 	APIServerURL string
 	// EtcdURL is the embedded etcd's client URL.
 	EtcdURL string
+	// ControllerURL is http://127.0.0.1:<port> serving database-controller's /healthz,
+	// /readyz and /metrics; empty without it.
+	ControllerURL string
 
 	apiServerPort int
 
@@ -174,10 +184,16 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := requireFile(filepath.Join(cfg.KwokDir, "kwok"), "run hack/build-tools.sh"); err != nil {
 		return nil, err
 	}
-	if cfg.APIServerBinary != "" {
-		if err := requireFile(cfg.APIServerBinary, "run make build"); err != nil {
+	for _, bin := range []string{cfg.APIServerBinary, cfg.ControllerBinary} {
+		if bin == "" {
+			continue
+		}
+		if err := requireFile(bin, "run make build"); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.ControllerBinary != "" && cfg.APIServerBinary == "" {
+		return nil, errors.New("localcluster: the controller (ControllerBinary) needs our API server (APIServerBinary)")
 	}
 	dir, err := filepath.Abs(cfg.Dir)
 	if err != nil {
@@ -270,8 +286,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		return nil, err
 	}
 	if cfg.ControllerBinary != "" {
-		args := append([]string{"--kubeconfig=" + c.KubeconfigPath}, cfg.ControllerArgs...)
-		if _, err := c.start("database-controller", cfg.ControllerBinary, args); err != nil {
+		if err := step(ControllerName, func() error { return c.StartController(ctx) }); err != nil {
 			return nil, err
 		}
 	}
@@ -326,7 +341,8 @@ func (c *Cluster) Stop() {
 // apiServers are the children serving the API; Stop stops them after the others.
 var apiServers = map[string]bool{"kube-apiserver": true, "database-apiserver": true}
 
-// start runs a child and watches it: an exit before Stop is reported on Failed.
+// start runs a child and watches it: an exit before Stop (and not by Kill) is reported on
+// Failed.
 func (c *Cluster) start(name, binary string, args []string) (*process, error) {
 	p, err := startProcess(name, binary, args, c.LogDir())
 	if err != nil {
@@ -339,8 +355,9 @@ func (c *Cluster) start(name, binary string, args []string) (*process, error) {
 		<-p.done
 		c.mu.Lock()
 		stopping := c.stopping
+		killed := !slices.Contains(c.procs, p)
 		c.mu.Unlock()
-		if !stopping {
+		if !stopping && !killed {
 			_, err := p.exited()
 			select {
 			case c.failed <- fmt.Errorf("%w; last lines of %s:\n%s", err, p.logPath, p.tail(30)):
@@ -585,7 +602,7 @@ func (c *Cluster) applyBase(ctx context.Context) error {
 		return err
 	}
 	ours, err := readObjects(
-		filepath.Join(c.cfg.ArtifactsDir, "deploy", "namespace.yaml"),
+		filepath.Join(c.cfg.ArtifactsDir, "deploy", "base", "namespace.yaml"),
 		filepath.Join(c.cfg.ArtifactsDir, "rbac"))
 	if err != nil {
 		return err
@@ -630,7 +647,7 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 }
 
 // register points kube-apiserver's aggregator at our server: an ExternalName Service to
-// localhost with our port, and artifacts/deploy/apiservice.yaml with caBundle and that port.
+// localhost with our port, and artifacts/deploy/base/apiservice.yaml with caBundle and that port.
 func (c *Cluster) register(ctx context.Context) error {
 	a, err := newApplier(c.AdminConfig)
 	if err != nil {
@@ -646,7 +663,7 @@ func (c *Cluster) register(ctx context.Context) error {
 			"ports":        []any{map[string]any{"name": "https", "port": int64(port), "protocol": "TCP"}},
 		},
 	}}
-	apiServices, err := readObjects(filepath.Join(c.cfg.ArtifactsDir, "deploy", "apiservice.yaml"))
+	apiServices, err := readObjects(filepath.Join(c.cfg.ArtifactsDir, "deploy", "base", "apiservice.yaml"))
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,7 @@ func TestControlPlaneWithoutAPIServerRestartsOnSameState(t *testing.T) {
 	cfg, err := DefaultConfig(repoRoot(t), t.TempDir())
 	require.NoError(t, err)
 	cfg.APIServerBinary = ""
+	cfg.ControllerBinary = "" // it needs our API server
 	cfg.Logf = t.Logf
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -30,6 +30,12 @@ const (
 	// APIServerUser is the user our server authenticates as against kube-apiserver: a client
 	// certificate whose CN is the ServiceAccount's user name (see artifacts/rbac).
 	APIServerUser = "system:serviceaccount:" + APIServerNamespace + ":" + APIServerServiceName
+	// ControllerServiceAccount is the ServiceAccount database-controller runs as in a real
+	// install (artifacts/rbac/controller-*.yaml).
+	ControllerServiceAccount = "database-controller"
+	// ControllerUser is the user database-controller authenticates as: a client certificate
+	// whose CN is that ServiceAccount's user name, so its RBAC is the real one.
+	ControllerUser = "system:serviceaccount:" + APIServerNamespace + ":" + ControllerServiceAccount
 	// FrontProxyClientName is the CN kube-apiserver presents to aggregated servers; it is the
 	// only name in --requestheader-allowed-names.
 	FrontProxyClientName = "front-proxy-client"
@@ -63,13 +69,14 @@ type pki struct {
 	FrontProxyCA *keyPair // signs only the front-proxy client cert (--requestheader-client-ca-file)
 	ServingCA    *keyPair // signs serving certs; the kubeconfig and the APIService caBundle trust it
 
-	KubeAPIServer  *keyPair // serving
-	APIServer      *keyPair // our server's serving cert
-	FrontProxy     *keyPair // kube-apiserver's client cert towards aggregated servers
-	Admin          *keyPair // O=system:masters
-	ControllerMgr  *keyPair // CN=system:kube-controller-manager
-	Scheduler      *keyPair // CN=system:kube-scheduler
-	APIServerAuthn *keyPair // our server's client cert (CN=APIServerUser)
+	KubeAPIServer   *keyPair // serving
+	APIServer       *keyPair // our server's serving cert
+	FrontProxy      *keyPair // kube-apiserver's client cert towards aggregated servers
+	Admin           *keyPair // O=system:masters
+	ControllerMgr   *keyPair // CN=system:kube-controller-manager
+	Scheduler       *keyPair // CN=system:kube-scheduler
+	APIServerAuthn  *keyPair // our server's client cert (CN=APIServerUser)
+	ControllerAuthn *keyPair // database-controller's client cert (CN=ControllerUser)
 
 	ServiceAccountKey    string // private key file (PEM) signing service account tokens
 	ServiceAccountPubKey string // public key file (PEM) verifying them
@@ -121,6 +128,8 @@ func loadOrCreatePKI(dir string) (*pki, error) {
 		{&p.ControllerMgr, "kube-controller-manager", p.ClientCA, "system:kube-controller-manager", nil, client, nil, nil},
 		{&p.Scheduler, "kube-scheduler", p.ClientCA, "system:kube-scheduler", nil, client, nil, nil},
 		{&p.APIServerAuthn, "database-apiserver-client", p.ClientCA, APIServerUser,
+			[]string{"system:serviceaccounts", "system:serviceaccounts:" + APIServerNamespace}, client, nil, nil},
+		{&p.ControllerAuthn, "database-controller-client", p.ClientCA, ControllerUser,
 			[]string{"system:serviceaccounts", "system:serviceaccounts:" + APIServerNamespace}, client, nil, nil},
 	}
 	for _, l := range leaves {

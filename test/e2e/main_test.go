@@ -55,6 +55,12 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	// Short leases, so a killed controller's successor leads within seconds, and frequent
+	// resyncs, so a Database left alone is still reconciled (and must not be written).
+	clusterConfig.ControllerArgs = []string{
+		"--leader-elect-lease-duration=6s", "--leader-elect-renew-deadline=5s",
+		"--leader-elect-retry-period=1s", "--resync-period=5s",
+	}
 	clusterConfig.Logf = func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "localcluster: "+format+"\n", args...)
 	}

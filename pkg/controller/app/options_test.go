@@ -1,0 +1,89 @@
+package app
+
+import (
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/require"
+)
+
+// parse applies args to fresh default options, as the command does.
+func parse(t *testing.T, args ...string) *Options {
+	t.Helper()
+	o := NewOptions()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	for _, set := range o.Flags().FlagSets {
+		fs.AddFlagSet(set)
+	}
+	require.NoError(t, fs.Parse(args))
+	return o
+}
+
+func TestDefaultsElectOnTheLeaseInDatabaseSystem(t *testing.T) {
+	o := parse(t)
+	require.NoError(t, o.Validate())
+	require.Equal(t, 4, o.Workers)
+	require.True(t, o.LeaderElection.LeaderElect)
+	require.Equal(t, "leases", o.LeaderElection.ResourceLock)
+	require.Equal(t, "database-system", o.LeaderElection.ResourceNamespace)
+	require.Equal(t, "database-controller", o.LeaderElection.ResourceName)
+	require.Equal(t, 15*time.Second, o.LeaderElection.LeaseDuration.Duration)
+	require.Equal(t, ":8081", o.HealthProbeBindAddress)
+	require.Equal(t, "application/vnd.kubernetes.protobuf", o.ClientConnection.ContentType)
+	require.False(t, o.EnableProfiling)
+}
+
+func TestFlagsSetOptions(t *testing.T) {
+	o := parse(t, "--kubeconfig=/tmp/kc", "--workers=8", "--resync-period=1m",
+		"--leader-elect=false", "--leader-elect-resource-namespace=ops", "--leader-elect-resource-name=db",
+		"--health-probe-bind-address=127.0.0.1:9000", "--profiling",
+		"--kube-api-qps=50", "--kube-api-burst=100", "--content-type=application/json",
+		"--logging-format=json", "-v=4")
+	require.NoError(t, o.Validate())
+	require.Equal(t, "/tmp/kc", o.ClientConnection.Kubeconfig)
+	require.Equal(t, 8, o.Workers)
+	require.Equal(t, time.Minute, o.ResyncPeriod)
+	require.False(t, o.LeaderElection.LeaderElect)
+	require.Equal(t, "ops", o.LeaderElection.ResourceNamespace)
+	require.Equal(t, "db", o.LeaderElection.ResourceName)
+	require.Equal(t, "127.0.0.1:9000", o.HealthProbeBindAddress)
+	require.True(t, o.EnableProfiling)
+	require.Equal(t, float32(50), o.ClientConnection.QPS)
+	require.Equal(t, int32(100), o.ClientConnection.Burst)
+	require.Equal(t, "application/json", o.ClientConnection.ContentType)
+	require.Equal(t, "json", o.Logs.Format)
+}
+
+func TestValidateNamesTheFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--workers=0"}, "--workers must be at least 1"},
+		{[]string{"--resync-period=-1s"}, "--resync-period must not be negative"},
+		{[]string{"--content-type=application/yaml"}, "--content-type must be"},
+		{[]string{"--kube-api-qps=-1"}, "--kube-api-qps"},
+		{[]string{"--health-probe-bind-address=8081"}, "--health-probe-bind-address"},
+		{[]string{"--leader-elect-resource-lock=configmaps"}, "--leader-elect-resource-lock must be \"leases\""},
+		{[]string{"--leader-elect-resource-namespace=Bad_NS"}, "--leader-elect-resource-namespace"},
+		{[]string{"--leader-elect-lease-duration=5s", "--leader-elect-renew-deadline=5s"},
+			"--leader-elect-lease-duration must be greater than --leader-elect-renew-deadline"},
+		{[]string{"--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=2s"},
+			"--leader-elect-renew-deadline must be greater than"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			err := parse(t, tc.args...).Validate()
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestLeaderElectionTimingsAreNotCheckedWhenItIsOff(t *testing.T) {
+	o := parse(t, "--leader-elect=false", "--leader-elect-lease-duration=1s", "--leader-elect-renew-deadline=5s")
+	require.NoError(t, o.Validate())
+}
+
+func TestHealthProbeServerCanBeTurnedOff(t *testing.T) {
+	require.NoError(t, parse(t, "--health-probe-bind-address=0").Validate())
+}

@@ -1,0 +1,303 @@
+package database
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/generated/clientset/versioned"
+	"example.com/database-apiserver/pkg/generated/informers/externalversions"
+)
+
+// ControllerName names the controller: the workqueue (its metrics' name label), the Events'
+// source component and the logger.
+const ControllerName = "database-controller"
+
+// Scheme knows client-go's built-in types and example.com/v1, so the event recorder can
+// build an ObjectReference (kind Database, apiVersion example.com/v1) for a Database read
+// from an informer, whose TypeMeta is empty.
+var Scheme = runtime.NewScheme()
+
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(Scheme))
+	utilruntime.Must(examplev1.AddToScheme(Scheme))
+}
+
+// Reconcile metrics, registered in legacyregistry (served on /metrics) by RegisterMetrics.
+var (
+	reconcileTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      "database_controller",
+		Name:           "reconcile_total",
+		Help:           "Number of Database reconciles by result: success, requeue (success with RequeueAfter) or error.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+	reconcileDuration = metrics.NewHistogram(&metrics.HistogramOpts{
+		Subsystem:      "database_controller",
+		Name:           "reconcile_duration_seconds",
+		Help:           "How long one Database reconcile takes, in seconds.",
+		Buckets:        metrics.ExponentialBuckets(0.001, 2, 15), // 1ms .. ~16s
+		StabilityLevel: metrics.ALPHA,
+	})
+	registerMetrics sync.Once
+)
+
+// Result labels of reconcileTotal.
+const (
+	resultSuccess = "success"
+	resultRequeue = "requeue"
+	resultError   = "error"
+)
+
+// RegisterMetrics registers the reconcile metrics in legacyregistry; it is safe to call more
+// than once. Workqueue metrics come from importing
+// k8s.io/component-base/metrics/prometheus/workqueue.
+func RegisterMetrics() {
+	registerMetrics.Do(func() {
+		legacyregistry.MustRegister(reconcileTotal, reconcileDuration)
+	})
+}
+
+// reconciler is what the workers call; *Reconciler in production, a fake in tests.
+type reconciler interface {
+	Reconcile(ctx context.Context, key cache.ObjectName) (Result, error)
+}
+
+// Controller feeds the Reconciler from informers: Databases (read through kube-apiserver like
+// any client) and the kinds it owns, scoped by ManagedBySelector. Every event enqueues the
+// Database's namespace/name; N workers reconcile keys from a rate-limited workqueue.
+type Controller struct {
+	reconciler  reconciler
+	queue       workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	broadcaster record.EventBroadcaster
+	recorder    record.EventRecorder
+	// synced reports, per informer, that its initial list reached our handlers.
+	synced []cache.InformerSynced
+}
+
+// NewKubeInformerFactory returns the shared informer factory for the kinds a Database owns,
+// listing and watching only objects labelled ManagedBySelector: the controller never caches a
+// cluster's other Secrets or Services. resync is the informers' resync period (0: none).
+func NewKubeInformerFactory(kube kubernetes.Interface, resync time.Duration) informers.SharedInformerFactory {
+	selector := ManagedBySelector().String()
+	return informers.NewSharedInformerFactoryWithOptions(kube, resync,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
+}
+
+// NewDatabaseInformerFactory returns the shared informer factory for Databases in every
+// namespace. resync is the informers' resync period (0: none).
+func NewDatabaseInformerFactory(databases versioned.Interface, resync time.Duration) externalversions.SharedInformerFactory {
+	return externalversions.NewSharedInformerFactory(databases, resync)
+}
+
+// NewController registers event handlers on the informers of kubeInformers (which should come
+// from NewKubeInformerFactory) and databaseInformers, and builds the Reconciler with their
+// listers and an event recorder that writes core/v1 Events through kube. The caller starts the
+// factories (before or after Run); Events are recorded until ctx ends.
+func NewController(ctx context.Context, kube kubernetes.Interface, databases versioned.Interface,
+	kubeInformers informers.SharedInformerFactory, databaseInformers externalversions.SharedInformerFactory) (*Controller, error) {
+	logger := klog.FromContext(ctx)
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartStructuredLogging(3)
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	recorder := broadcaster.NewRecorder(Scheme, corev1.EventSource{Component: ControllerName})
+
+	databaseInformer := databaseInformers.Example().V1().Databases()
+	statefulSets := kubeInformers.Apps().V1().StatefulSets()
+	services := kubeInformers.Core().V1().Services()
+	secrets := kubeInformers.Core().V1().Secrets()
+	pvcs := kubeInformers.Core().V1().PersistentVolumeClaims()
+	pdbs := kubeInformers.Policy().V1().PodDisruptionBudgets()
+
+	c := &Controller{
+		reconciler: NewReconciler(kube, databases, Listers{
+			Databases:              databaseInformer.Lister(),
+			StatefulSets:           statefulSets.Lister(),
+			Services:               services.Lister(),
+			Secrets:                secrets.Lister(),
+			PodDisruptionBudgets:   pdbs.Lister(),
+			PersistentVolumeClaims: pvcs.Lister(),
+		}, recorder, clock.RealClock{}),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: ControllerName},
+		),
+		broadcaster: broadcaster,
+		recorder:    recorder,
+	}
+
+	reg, err := databaseInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueueDatabase,
+		UpdateFunc: func(_, obj any) { c.enqueueDatabase(obj) },
+		DeleteFunc: c.enqueueDatabase,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.synced = append(c.synced, reg.HasSynced)
+	owned := cache.ResourceEventHandlerFuncs{
+		AddFunc: c.enqueueOwner,
+		UpdateFunc: func(old, obj any) {
+			// A periodic resync of an owned object changes nothing; the Databases' own resync
+			// already reconciles everything.
+			if o, n := old.(metav1.Object), obj.(metav1.Object); o.GetResourceVersion() == n.GetResourceVersion() {
+				return
+			}
+			c.enqueueOwner(obj)
+		},
+		DeleteFunc: c.enqueueOwner,
+	}
+	for _, informer := range []cache.SharedIndexInformer{
+		statefulSets.Informer(), services.Informer(), secrets.Informer(), pvcs.Informer(), pdbs.Informer(),
+	} {
+		reg, err := informer.AddEventHandler(owned)
+		if err != nil {
+			return nil, err
+		}
+		c.synced = append(c.synced, reg.HasSynced)
+	}
+	logger.V(4).Info("Event handlers registered", "controller", ControllerName)
+	return c, nil
+}
+
+// EventRecorder is the recorder the Reconciler writes Events with (Source.Component
+// ControllerName).
+func (c *Controller) EventRecorder() record.EventRecorder { return c.recorder }
+
+// HasSynced reports whether every informer has listed and delivered its initial objects to
+// the controller's handlers: the readiness of the process (/readyz).
+func (c *Controller) HasSynced() bool {
+	for _, synced := range c.synced {
+		if !synced() {
+			return false
+		}
+	}
+	return true
+}
+
+// Run waits for the informers' caches (the factories must be started), then runs workers
+// goroutines reconciling Databases until ctx ends. It shuts the queue down, waits for the
+// workers to finish the keys in hand, and returns nil; or an error if the caches never sync.
+func (c *Controller) Run(ctx context.Context, workers int) error {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx)
+
+	logger.Info("Starting controller", "controller", ControllerName, "workers", workers)
+	var wg sync.WaitGroup
+	defer func() {
+		c.queue.ShutDown()
+		wg.Wait()
+		logger.Info("Stopped controller", "controller", ControllerName)
+	}()
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
+		return errors.New("timed out waiting for caches to sync")
+	}
+	for range workers {
+		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
+	}
+	<-ctx.Done()
+	return nil
+}
+
+func (c *Controller) runWorker(ctx context.Context) {
+	for c.processNextWorkItem(ctx) {
+	}
+}
+
+// processNextWorkItem reconciles one key and returns false once the queue shuts down. A
+// success forgets the key's failures; a RequeueAfter comes back after that delay; an error
+// comes back with the rate limiter's per-key exponential backoff.
+func (c *Controller) processNextWorkItem(ctx context.Context) bool {
+	key, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(key)
+
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "database", key)
+	ctx = klog.NewContext(ctx, logger)
+	start := time.Now()
+	result, err := c.reconciler.Reconcile(ctx, key)
+	reconcileDuration.Observe(time.Since(start).Seconds())
+
+	switch {
+	case apierrors.IsConflict(err):
+		// A write based on a stale cache: routine with informers, so not logged as an error.
+		// The informer delivers the newer object soon; the backoff covers the wait.
+		reconcileTotal.WithLabelValues(resultError).Inc()
+		logger.V(2).Info("Reconcile hit a conflict, requeuing with backoff", "err", err)
+		c.queue.AddRateLimited(key)
+	case err != nil:
+		reconcileTotal.WithLabelValues(resultError).Inc()
+		utilruntime.HandleErrorWithContext(ctx, err, "Reconcile failed, requeuing with backoff",
+			"database", key, "retries", c.queue.NumRequeues(key))
+		c.queue.AddRateLimited(key)
+	case result.RequeueAfter > 0:
+		reconcileTotal.WithLabelValues(resultRequeue).Inc()
+		c.queue.Forget(key)
+		c.queue.AddAfter(key, result.RequeueAfter)
+		logger.V(4).Info("Reconciled, requeued", "after", result.RequeueAfter)
+	default:
+		reconcileTotal.WithLabelValues(resultSuccess).Inc()
+		c.queue.Forget(key)
+		logger.V(4).Info("Reconciled", "duration", time.Since(start))
+	}
+	return true
+}
+
+// enqueueDatabase queues a Database's namespace/name, including for a deletion whose final
+// state the informer missed (a tombstone).
+func (c *Controller) enqueueDatabase(obj any) {
+	name, err := cache.DeletionHandlingObjectToName(obj)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	c.queue.Add(name)
+}
+
+// databaseKind is the controller owner reference that makes an object one of a Database's
+// children. Only the group and kind are compared, so a future version still maps.
+var databaseKind = examplev1.SchemeGroupVersion.WithKind("Database").GroupKind()
+
+// enqueueOwner queues the Database that controls obj (a child, or the tombstone of a deleted
+// one), if any. Objects controlled by anything else are ignored.
+func (c *Controller) enqueueOwner(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	object, ok := obj.(metav1.Object)
+	if !ok {
+		utilruntime.HandleError(errors.New("event for an object without metadata"))
+		return
+	}
+	owner := metav1.GetControllerOf(object)
+	if owner == nil || owner.Kind != databaseKind.Kind {
+		return
+	}
+	if gv, err := schema.ParseGroupVersion(owner.APIVersion); err != nil || gv.Group != databaseKind.Group {
+		return
+	}
+	c.queue.Add(cache.ObjectName{Namespace: object.GetNamespace(), Name: owner.Name})
+}

@@ -1,0 +1,237 @@
+// Package database is the Database controller (issue #4). The Reconciler turns each
+// example.com/v1 Database into its credentials Secret, headless and client Services,
+// StatefulSet and PodDisruptionBudget, cleans up by spec.deletionPolicy, and reports the
+// state in the Database's status; the Controller (controller.go) feeds it keys from
+// informers through a rate-limited workqueue.
+package database
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	policylisters "k8s.io/client-go/listers/policy/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/generated/clientset/versioned"
+	examplelisters "example.com/database-apiserver/pkg/generated/listers/example/v1"
+)
+
+// FinalizerName is the finalizer the Reconciler puts on every Database before creating its
+// children, and removes once the deletion policy's cleanup is done (the seed's finalizer).
+const FinalizerName = "database.example.com/finalizer"
+
+// ManagedByLabel and ManagedByValue mark every child of a Database (the Kubernetes
+// recommended label app.kubernetes.io/managed-by); the controller's informers for owned
+// kinds see only objects selected by ManagedBySelector.
+const (
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedByValue = "database-controller"
+)
+
+// ManagedBySelector selects the objects the Reconciler manages: ManagedByLabel=ManagedByValue.
+func ManagedBySelector() labels.Selector {
+	return labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue})
+}
+
+// RequeueAfterNotReady is how long the Reconciler waits before looking again at a Database
+// whose replicas are not all ready (the seed's RequeueAfter for "waiting on an external
+// condition"); the StatefulSet informer usually wakes it sooner.
+const RequeueAfterNotReady = 10 * time.Second
+
+// Result tells the caller when to look at the Database again (the seed's ctrl.Result). A zero
+// Result means "only when something changes".
+type Result struct {
+	// RequeueAfter, when positive, asks for another Reconcile after this long.
+	RequeueAfter time.Duration
+}
+
+// Listers the Reconciler reads from (filled from shared informers by the controller). The
+// listers of owned kinds may be scoped by ManagedBySelector: objects the Reconciler does not
+// find in them are created, and a name taken by an object it cannot see is found then.
+type Listers struct {
+	Databases              examplelisters.DatabaseLister
+	StatefulSets           appslisters.StatefulSetLister
+	Services               corelisters.ServiceLister
+	Secrets                corelisters.SecretLister
+	PodDisruptionBudgets   policylisters.PodDisruptionBudgetLister
+	PersistentVolumeClaims corelisters.PersistentVolumeClaimLister
+}
+
+// Reconciler turns a Database into its children (credentials Secret, headless and client
+// Services, StatefulSet, PodDisruptionBudget) and reports their state in the Database's
+// status. It reads only from Listers and writes through the clientsets; it keeps no state
+// between calls, so any number of workers may share it (the workqueue never hands the same
+// key to two of them).
+type Reconciler struct {
+	kube      kubernetes.Interface
+	databases versioned.Interface
+	listers   Listers
+	recorder  record.EventRecorder
+	clock     clock.PassiveClock
+}
+
+// NewReconciler returns a Reconciler writing children through kube, Databases through
+// databases, Events through recorder, and condition times read from clock.
+func NewReconciler(kube kubernetes.Interface, databases versioned.Interface, listers Listers, recorder record.EventRecorder, clock clock.PassiveClock) *Reconciler {
+	return &Reconciler{kube: kube, databases: databases, listers: listers, recorder: recorder, clock: clock}
+}
+
+// Reconcile brings the children of the Database named key to the desired state and writes
+// status (issue #4, sections 2 to 5).
+//
+// It returns (Result{}, nil) for a Database that no longer exists, that is Ready, or that
+// failed permanently (phase Failed: a child name taken by an object it does not own, a
+// version the catalog does not know, an invalid spec; retried when something changes);
+// Result{RequeueAfter: RequeueAfterNotReady} while replicas are not ready or a child is still
+// being deleted; and transient API errors, including write conflicts the cache had not seen
+// yet, as an error for the workqueue's backoff.
+func (r *Reconciler) Reconcile(ctx context.Context, key cache.ObjectName) (Result, error) {
+	cached, err := r.listers.Databases.Databases(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		return Result{}, nil
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	db := cached.DeepCopy()
+	if db.DeletionTimestamp != nil {
+		return r.reconcileDelete(ctx, db)
+	}
+
+	if db, err = r.setFinalizer(ctx, db, true); err != nil {
+		return Result{}, fmt.Errorf("adding finalizer %s: %w", FinalizerName, err)
+	}
+
+	obs, err := r.reconcileChildren(ctx, db)
+	var failed *failure
+	var waiting *waitError
+	switch {
+	case errors.As(err, &failed):
+		obs.failure = failed
+	case errors.As(err, &waiting):
+		obs.waiting = waiting.what
+	case err != nil:
+		return Result{}, err
+	}
+
+	status := computeStatus(db, obs, r.now())
+	if failed != nil && !equality.Semantic.DeepEqual(db.Status, status) {
+		// Once per transition, not on every resync of an unchanged failure.
+		r.event(ctx, db, corev1.EventTypeWarning, failed.reason, "%s", failed.message)
+	}
+	if _, err := r.writeStatus(ctx, db, status); err != nil {
+		return Result{}, err
+	}
+	switch status.Phase {
+	case examplev1.DatabasePhaseReady, examplev1.DatabasePhaseFailed:
+		return Result{}, nil
+	default:
+		return Result{RequeueAfter: RequeueAfterNotReady}, nil
+	}
+}
+
+// failure is a permanent error: retrying cannot fix it, only a change to the Database or to
+// the offending object can. Reconcile reports it as phase Failed and returns no error.
+type failure struct {
+	// reason is the CamelCase reason of the conditions and the Warning Event.
+	reason string
+	// message says what is wrong and what to do.
+	message string
+}
+
+func (f *failure) Error() string { return f.message }
+
+// waitError says a child is being deleted and must be gone before the Reconciler goes on.
+type waitError struct{ what string }
+
+func (w *waitError) Error() string { return "waiting: " + w.what }
+
+// writeError turns a failed write of a child into a failure when the API server refused the
+// object itself (422: retrying sends the same object), and otherwise into a transient error.
+func writeError(err error, verb, kind, name string) error {
+	if apierrors.IsInvalid(err) {
+		return &failure{reason: ReasonInvalidChild, message: fmt.Sprintf("cannot %s %s %q: %v", verb, kind, name, err)}
+	}
+	return fmt.Errorf("%s %s %q: %w", verb, kind, name, err)
+}
+
+// writeStatus writes status through databases/status when it differs from db's, and returns
+// the Database as written (db itself when nothing changed).
+func (r *Reconciler) writeStatus(ctx context.Context, db *examplev1.Database, status examplev1.DatabaseStatus) (*examplev1.Database, error) {
+	if equality.Semantic.DeepEqual(db.Status, status) {
+		return db, nil
+	}
+	update := db.DeepCopy()
+	update.Status = status
+	out, err := r.databases.ExampleV1().Databases(db.Namespace).UpdateStatus(ctx, update, metav1.UpdateOptions{})
+	if err != nil {
+		// A conflict means our cached Database is stale; its update event requeues it.
+		return nil, fmt.Errorf("updating status: %w", err)
+	}
+	klog.FromContext(ctx).V(2).Info("Updated status", "phase", status.Phase, "readyReplicas", status.ReadyReplicas)
+	return out, nil
+}
+
+// setFinalizer adds FinalizerName to db (present) or removes it, with an Update; on a
+// conflict it reads the Database again from the API server and retries
+// (retry.RetryOnConflict). It returns the Database as written, or db when nothing was to do.
+// A Database already gone when removing is not an error.
+func (r *Reconciler) setFinalizer(ctx context.Context, db *examplev1.Database, present bool) (*examplev1.Database, error) {
+	client := r.databases.ExampleV1().Databases(db.Namespace)
+	current, out := db, db
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		update := current.DeepCopy()
+		has := slices.Contains(update.Finalizers, FinalizerName)
+		switch {
+		case present == has:
+			out = current
+			return nil
+		case present && update.DeletionTimestamp != nil:
+			return fmt.Errorf("database %s/%s is being deleted", db.Namespace, db.Name)
+		case present:
+			update.Finalizers = append(update.Finalizers, FinalizerName)
+		default:
+			update.Finalizers = slices.DeleteFunc(update.Finalizers, func(f string) bool { return f == FinalizerName })
+		}
+		written, err := client.Update(ctx, update, metav1.UpdateOptions{})
+		switch {
+		case err == nil:
+			out = written
+			return nil
+		case apierrors.IsNotFound(err) && !present:
+			return nil
+		case apierrors.IsConflict(err):
+			fresh, getErr := client.Get(ctx, db.Name, metav1.GetOptions{})
+			if getErr != nil {
+				if apierrors.IsNotFound(getErr) && !present {
+					return nil
+				}
+				return getErr
+			}
+			current = fresh
+		}
+		return err
+	})
+	return out, err
+}
+
+// now is the time conditions transition at, to the second as the API server stores it.
+func (r *Reconciler) now() metav1.Time {
+	return metav1.NewTime(r.clock.Now()).Rfc3339Copy()
+}

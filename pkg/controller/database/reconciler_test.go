@@ -1,0 +1,883 @@
+package database_test
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/controller/database"
+)
+
+var requeue = database.Result{RequeueAfter: 10 * time.Second}
+
+// firstReconcile is what a first Reconcile of the seed example does, in order.
+var firstReconcile = []string{
+	"update databases my-database",
+	"create secrets my-database-credentials",
+	"create services my-database-headless",
+	"create services my-database",
+	"create statefulsets my-database",
+	"create poddisruptionbudgets my-database",
+	"update databases/status my-database",
+}
+
+func TestReconcileOfAMissingDatabaseDoesNothing(t *testing.T) {
+	f := newFixture(t, nil)
+	result, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, database.Result{}, result)
+	require.Empty(t, f.actions)
+}
+
+func TestFirstReconcileAddsTheFinalizerBeforeCreatingChildrenThenWritesStatus(t *testing.T) {
+	f := newFixture(t, seedDatabase())
+	result, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, requeue, result)
+	require.Equal(t, firstReconcile, f.actions)
+	require.Equal(t, []string{
+		"Normal SecretGenerated Generated credentials in Secret my-database-credentials",
+		"Normal Created Created Service my-database-headless",
+		"Normal Created Created Service my-database",
+		"Normal Created Created StatefulSet my-database",
+		"Normal Created Created PodDisruptionBudget my-database",
+	}, f.events())
+
+	db := f.database()
+	require.Equal(t, []string{database.FinalizerName}, db.Finalizers)
+	require.Equal(t, examplev1.DatabasePhaseProvisioning, db.Status.Phase)
+	require.Equal(t, int64(1), db.Status.ObservedGeneration)
+	require.Equal(t, int32(0), db.Status.ReadyReplicas)
+	require.Equal(t, "app.kubernetes.io/instance=my-database,app.kubernetes.io/name=postgresql", db.Status.Selector)
+	at := metav1.NewTime(start)
+	require.Equal(t, []metav1.Condition{
+		{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Provisioning", Message: "0/3 replicas ready", ObservedGeneration: 1, LastTransitionTime: at},
+		{Type: "Progressing", Status: metav1.ConditionTrue, Reason: "Updating", Message: "waiting for the StatefulSet controller to observe generation 1", ObservedGeneration: 1, LastTransitionTime: at},
+		{Type: "Degraded", Status: metav1.ConditionFalse, Reason: "AsExpected", ObservedGeneration: 1, LastTransitionTime: at},
+	}, db.Status.Conditions)
+}
+
+func TestChildrenFollowTheEngineTable(t *testing.T) {
+	for _, tc := range []struct {
+		engine  examplev1.Engine
+		version string
+		image   string
+		port    int32
+		mount   string
+		uri     *regexp.Regexp
+	}{
+		{examplev1.EnginePostgreSQL, "14.5", "postgres:14.5", 5432, "/var/lib/postgresql/data",
+			regexp.MustCompile(`^postgresql://postgres:([A-Za-z0-9_-]+)@my-database\.production\.svc:5432/my_database$`)},
+		{examplev1.EnginePostgreSQL, "18", "postgres:18", 5432, "/var/lib/postgresql/data",
+			regexp.MustCompile(`^postgresql://postgres:([A-Za-z0-9_-]+)@my-database\.production\.svc:5432/my_database$`)},
+		{examplev1.EngineMySQL, "8.4", "mysql:8.4", 3306, "/var/lib/mysql",
+			regexp.MustCompile(`^mysql://admin:([A-Za-z0-9_-]+)@my-database\.production\.svc:3306/my_database$`)},
+		{examplev1.EngineMongoDB, "7.0", "mongo:7.0", 27017, "/data/db",
+			regexp.MustCompile(`^mongodb://admin:([A-Za-z0-9_-]+)@my-database\.production\.svc:27017/\?authSource=admin$`)},
+	} {
+		t.Run(tc.image, func(t *testing.T) {
+			db := seedDatabase()
+			db.Spec.Engine, db.Spec.Version = tc.engine, tc.version
+			f := newFixture(t, db)
+			_, err := f.reconcile()
+			require.NoError(t, err)
+
+			owner := metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "Database", Name: name, UID: dbUID,
+				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
+			selector := map[string]string{"app.kubernetes.io/name": string(tc.engine), "app.kubernetes.io/instance": name}
+			labels := map[string]string{
+				"app.kubernetes.io/name": string(tc.engine), "app.kubernetes.io/instance": name,
+				"app.kubernetes.io/component": "database", "app.kubernetes.io/part-of": "database-apiserver",
+				"app.kubernetes.io/managed-by": "database-controller",
+			}
+			workload := map[string]string{"app.kubernetes.io/version": tc.version}
+			for k, v := range labels {
+				workload[k] = v
+			}
+
+			sts := f.statefulSet()
+			require.Equal(t, []metav1.OwnerReference{owner}, sts.OwnerReferences)
+			require.Equal(t, workload, sts.Labels)
+			require.Equal(t, workload, sts.Spec.Template.Labels)
+			require.Equal(t, &metav1.LabelSelector{MatchLabels: selector}, sts.Spec.Selector)
+			require.Equal(t, int32(3), *sts.Spec.Replicas)
+			require.Equal(t, "my-database-headless", sts.Spec.ServiceName)
+			require.Equal(t, appsv1.OrderedReadyPodManagement, sts.Spec.PodManagementPolicy)
+			pod := sts.Spec.Template.Spec
+			require.Equal(t, int64(999), *pod.SecurityContext.FSGroup)
+			require.Len(t, pod.Containers, 1)
+			c := pod.Containers[0]
+			require.Equal(t, tc.image, c.Image)
+			require.Equal(t, tc.port, c.Ports[0].ContainerPort)
+			require.Equal(t, []corev1.VolumeMount{{Name: "data", MountPath: tc.mount}}, c.VolumeMounts)
+			require.NotNil(t, c.StartupProbe)
+			require.NotNil(t, c.ReadinessProbe)
+			require.NotNil(t, c.LivenessProbe)
+			for _, e := range c.Env {
+				if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+					require.Equal(t, "my-database-credentials", e.ValueFrom.SecretKeyRef.Name, e.Name)
+				}
+			}
+			require.Len(t, sts.Spec.VolumeClaimTemplates, 1)
+			claim := sts.Spec.VolumeClaimTemplates[0]
+			require.Equal(t, "data", claim.Name)
+			require.Equal(t, labels, claim.Labels)
+			require.Equal(t, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, claim.Spec.AccessModes)
+			require.Equal(t, "100Gi", ptr.To(claim.Spec.Resources.Requests[corev1.ResourceStorage]).String())
+			claimOwner := owner
+			claimOwner.BlockOwnerDeletion = ptr.To(false)
+			require.Equal(t, []metav1.OwnerReference{claimOwner}, claim.OwnerReferences)
+
+			ports := []corev1.ServicePort{{Name: c.Ports[0].Name, Protocol: corev1.ProtocolTCP, Port: tc.port, TargetPort: intstr.FromString(c.Ports[0].Name)}}
+			headless := f.service("my-database-headless")
+			require.Equal(t, []metav1.OwnerReference{owner}, headless.OwnerReferences)
+			require.Equal(t, labels, headless.Labels)
+			require.Equal(t, corev1.ClusterIPNone, headless.Spec.ClusterIP)
+			require.True(t, headless.Spec.PublishNotReadyAddresses)
+			require.Equal(t, selector, headless.Spec.Selector)
+			require.Equal(t, ports, headless.Spec.Ports)
+			client := f.service("my-database")
+			require.Equal(t, []metav1.OwnerReference{owner}, client.OwnerReferences)
+			require.Equal(t, corev1.ServiceTypeClusterIP, client.Spec.Type)
+			require.Empty(t, client.Spec.ClusterIP)
+			require.False(t, client.Spec.PublishNotReadyAddresses)
+			// Only the first Pod: replicas do not replicate data yet.
+			require.Equal(t, map[string]string{
+				"app.kubernetes.io/name":             selector["app.kubernetes.io/name"],
+				"app.kubernetes.io/instance":         "my-database",
+				"statefulset.kubernetes.io/pod-name": "my-database-0",
+			}, client.Spec.Selector)
+			require.Equal(t, ports, client.Spec.Ports)
+
+			secret := f.secret()
+			require.Equal(t, []metav1.OwnerReference{owner}, secret.OwnerReferences)
+			require.Equal(t, labels, secret.Labels)
+			password := string(secret.Data["password"])
+			require.GreaterOrEqual(t, len(password), 24)
+			m := tc.uri.FindStringSubmatch(string(secret.Data["uri"]))
+			require.NotNil(t, m, string(secret.Data["uri"]))
+			require.Equal(t, password, m[1])
+			require.Equal(t, "my-database.production.svc", string(secret.Data["host"]))
+			require.Equal(t, strconv.Itoa(int(tc.port)), string(secret.Data["port"]))
+
+			pdb, err := f.kube.Tracker().Get(pdbs, namespace, name)
+			require.NoError(t, err)
+			require.Equal(t, []metav1.OwnerReference{owner}, pdb.(*policyv1.PodDisruptionBudget).OwnerReferences)
+			require.Equal(t, ptr.To(intstr.FromInt32(1)), pdb.(*policyv1.PodDisruptionBudget).Spec.MaxUnavailable)
+			require.Equal(t, &metav1.LabelSelector{MatchLabels: selector}, pdb.(*policyv1.PodDisruptionBudget).Spec.Selector)
+		})
+	}
+}
+
+func TestPasswordsAreRandom(t *testing.T) {
+	a, b := newFixture(t, seedDatabase()), newFixture(t, seedDatabase())
+	for _, f := range []*fixture{a, b} {
+		_, err := f.reconcile()
+		require.NoError(t, err)
+	}
+	require.NotEqual(t, a.secret().Data["password"], b.secret().Data["password"])
+}
+
+// serverDefaults sets what kube-apiserver's defaulting and allocation add to the children,
+// none of which the Reconciler owns.
+func serverDefaults(f *fixture) {
+	sts := f.statefulSet().DeepCopy()
+	sts.Spec.RevisionHistoryLimit = ptr.To[int32](10)
+	sts.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To[int32](0)}
+	sts.Spec.PersistentVolumeClaimRetentionPolicy = &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+		WhenDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType, WhenScaled: appsv1.RetainPersistentVolumeClaimRetentionPolicyType}
+	sts.Spec.VolumeClaimTemplates[0].Spec.VolumeMode = ptr.To(corev1.PersistentVolumeFilesystem)
+	pod := &sts.Spec.Template.Spec
+	pod.RestartPolicy = corev1.RestartPolicyAlways
+	pod.DNSPolicy = corev1.DNSClusterFirst
+	pod.SchedulerName = corev1.DefaultSchedulerName
+	pod.TerminationGracePeriodSeconds = ptr.To[int64](30)
+	c := &pod.Containers[0]
+	c.ImagePullPolicy = corev1.PullIfNotPresent
+	c.TerminationMessagePath = corev1.TerminationMessagePathDefault
+	c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
+	sts.Spec.Template.Annotations = map[string]string{"kubectl.kubernetes.io/restartedAt": "2026-03-01T12:00:00Z"}
+	require.NoError(f.t, f.kube.Tracker().Update(statefulSets, sts, namespace))
+
+	for _, n := range []string{"my-database", "my-database-headless"} {
+		svc := f.service(n).DeepCopy()
+		if svc.Spec.ClusterIP == "" {
+			svc.Spec.ClusterIP = "10.96.0.10"
+		}
+		svc.Spec.ClusterIPs = []string{svc.Spec.ClusterIP}
+		svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol}
+		svc.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicySingleStack)
+		svc.Spec.SessionAffinity = corev1.ServiceAffinityNone
+		svc.Spec.InternalTrafficPolicy = ptr.To(corev1.ServiceInternalTrafficPolicyCluster)
+		svc.Labels["team"] = "payments"
+		require.NoError(f.t, f.kube.Tracker().Update(services, svc, namespace))
+	}
+}
+
+func TestSecondReconcileWritesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*fixture)
+	}{
+		{"as created", func(*fixture) {}},
+		{"after the API server's defaults and other labels", serverDefaults},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, seedDatabase())
+			_, err := f.reconcile()
+			require.NoError(t, err)
+			tc.change(f)
+
+			result, err := f.reconcile()
+			require.NoError(t, err)
+			require.Equal(t, requeue, result, "replicas are not ready yet")
+			require.Empty(t, f.actions)
+			require.Empty(t, f.events())
+		})
+	}
+}
+
+func TestReadyDatabaseIsLeftAlone(t *testing.T) {
+	f := newFixture(t, seedDatabase())
+	f.ready()
+	for range 3 {
+		result, err := f.reconcile()
+		require.NoError(t, err)
+		require.Equal(t, database.Result{}, result)
+		require.Empty(t, f.actions)
+	}
+	db := f.database()
+	require.Equal(t, int32(3), db.Status.ReadyReplicas)
+	require.Equal(t, metav1.ConditionTrue, condition(db, "Ready").Status)
+	require.Equal(t, "AllReplicasReady", condition(db, "Ready").Reason)
+	require.Equal(t, metav1.ConditionFalse, condition(db, "Progressing").Status)
+	require.Equal(t, metav1.ConditionFalse, condition(db, "Degraded").Status)
+}
+
+func TestScaleUpdatesTheStatefulSetAndRemovesThePodDisruptionBudgetAtOne(t *testing.T) {
+	f := newFixture(t, seedDatabase())
+	f.ready()
+
+	for _, step := range []struct {
+		replicas int32
+		actions  []string
+		events   []string
+	}{{
+		replicas: 5,
+		actions:  []string{"update statefulsets my-database", "update databases/status my-database"},
+		events:   []string{"Normal Updated Updated StatefulSet my-database: replicas 3 → 5"},
+	}, {
+		replicas: 1,
+		actions: []string{"update statefulsets my-database", "delete poddisruptionbudgets my-database",
+			"update databases/status my-database"},
+		events: []string{"Normal Updated Updated StatefulSet my-database: replicas 5 → 1",
+			"Normal Deleted Deleted PodDisruptionBudget my-database: replicas is 1"},
+	}} {
+		f.updateDatabase(func(db *examplev1.Database) { db.Spec.Replicas = ptr.To(step.replicas) })
+		result, err := f.reconcile()
+		require.NoError(t, err)
+		require.Equal(t, requeue, result)
+		require.Equal(t, step.actions, f.actions)
+		require.Equal(t, step.events, f.events())
+		require.Equal(t, step.replicas, *f.statefulSet().Spec.Replicas)
+		require.Equal(t, examplev1.DatabasePhaseProvisioning, f.database().Status.Phase)
+		require.Equal(t, "Updating", condition(f.database(), "Progressing").Reason)
+
+		f.setStatefulSetStatus(step.replicas, "rev-1", "rev-1")
+		result, err = f.reconcile()
+		require.NoError(t, err)
+		require.Equal(t, database.Result{}, result)
+		require.Equal(t, []string{"update databases/status my-database"}, f.actions)
+		db := f.database()
+		require.Equal(t, examplev1.DatabasePhaseReady, db.Status.Phase)
+		require.Equal(t, step.replicas, db.Status.ReadyReplicas)
+		require.Equal(t, db.Generation, db.Status.ObservedGeneration)
+	}
+	require.False(t, f.exists(pdbs, name))
+}
+
+func TestVersionChangeRollsTheImage(t *testing.T) {
+	f := newFixture(t, seedDatabase())
+	f.ready()
+	password := f.secret().Data["password"]
+
+	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Version = "14.6" })
+	result, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, requeue, result)
+	require.Equal(t, []string{"update statefulsets my-database", "update databases/status my-database"}, f.actions)
+	require.Equal(t, []string{"Normal Updated Updated StatefulSet my-database: image postgres:14.5 → postgres:14.6"}, f.events())
+	sts := f.statefulSet()
+	require.Equal(t, "postgres:14.6", sts.Spec.Template.Spec.Containers[0].Image)
+	require.Equal(t, "14.6", sts.Labels["app.kubernetes.io/version"])
+	require.Equal(t, "14.6", sts.Spec.Template.Labels["app.kubernetes.io/version"])
+	require.NotContains(t, sts.Spec.Selector.MatchLabels, "app.kubernetes.io/version")
+
+	// The StatefulSet controller rolls one Pod: only Pods at the new revision count.
+	sts = sts.DeepCopy()
+	sts.Status = appsv1.StatefulSetStatus{ObservedGeneration: sts.Generation, Replicas: 3, ReadyReplicas: 3,
+		UpdatedReplicas: 1, CurrentRevision: "rev-1", UpdateRevision: "rev-2"}
+	require.NoError(t, f.kube.Tracker().Update(statefulSets, sts, namespace))
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	db := f.database()
+	require.Equal(t, examplev1.DatabasePhaseProvisioning, db.Status.Phase)
+	require.Equal(t, int32(1), db.Status.ReadyReplicas)
+	require.Equal(t, "RollingUpdate", condition(db, "Progressing").Reason)
+	require.Equal(t, "rolling out revision rev-2: 1/3 replicas updated", condition(db, "Progressing").Message)
+	require.Equal(t, metav1.ConditionFalse, condition(db, "Degraded").Status, "a rollout is not degradation")
+
+	f.setStatefulSetStatus(3, "rev-2", "rev-2")
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, examplev1.DatabasePhaseReady, f.database().Status.Phase)
+	require.Equal(t, password, f.secret().Data["password"], "the Secret is never regenerated")
+}
+
+func TestStorageIncreaseExpandsClaimsAndReplacesTheStatefulSetKeepingPods(t *testing.T) {
+	f := newFixture(t, seedDatabase())
+	f.ready()
+	oldUID := f.statefulSet().UID
+
+	// Claims the Reconciler must not patch: not bound yet, and not ours.
+	unbound := f.claim("data-my-database-0").DeepCopy()
+	unbound.Name, unbound.UID, unbound.Status.Phase = "data-my-database-3", "unbound-uid", corev1.ClaimPending
+	foreign := f.claim("data-my-database-0").DeepCopy()
+	foreign.Name, foreign.UID, foreign.OwnerReferences = "data-my-database-4", "foreign-uid", nil
+	require.NoError(t, f.kube.Tracker().Add(unbound))
+	require.NoError(t, f.kube.Tracker().Add(foreign))
+
+	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Storage = "200Gi" })
+	result, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, requeue, result)
+	require.Equal(t, []string{
+		"patch persistentvolumeclaims data-my-database-0",
+		"patch persistentvolumeclaims data-my-database-1",
+		"patch persistentvolumeclaims data-my-database-2",
+		"delete statefulsets my-database",
+		"create statefulsets my-database",
+		"update databases/status my-database",
+	}, f.actions)
+	for _, a := range f.raw {
+		if d, ok := a.(k8stesting.DeleteAction); ok {
+			opts := d.GetDeleteOptions()
+			require.Equal(t, ptr.To(metav1.DeletePropagationOrphan), opts.PropagationPolicy, "Pods must be kept")
+			require.Equal(t, oldUID, *opts.Preconditions.UID)
+		}
+	}
+	require.Equal(t, []string{
+		"Normal Resizing Requested 200Gi for PersistentVolumeClaim data-my-database-0 (was 100Gi)",
+		"Normal Resizing Requested 200Gi for PersistentVolumeClaim data-my-database-1 (was 100Gi)",
+		"Normal Resizing Requested 200Gi for PersistentVolumeClaim data-my-database-2 (was 100Gi)",
+		"Normal Replacing Deleted StatefulSet my-database, keeping its Pods, to grow its volumeClaimTemplates from 100Gi to 200Gi",
+		"Normal Created Created StatefulSet my-database",
+	}, f.events())
+
+	size := func(c *corev1.PersistentVolumeClaim) string {
+		return ptr.To(c.Spec.Resources.Requests[corev1.ResourceStorage]).String()
+	}
+	for _, n := range []string{"data-my-database-0", "data-my-database-1", "data-my-database-2"} {
+		require.Equal(t, "200Gi", size(f.claim(n)), n)
+	}
+	require.Equal(t, "100Gi", size(f.claim("data-my-database-3")))
+	require.Equal(t, "100Gi", size(f.claim("data-my-database-4")))
+	tmpl := f.statefulSet().Spec.VolumeClaimTemplates[0]
+	require.Equal(t, "200Gi", ptr.To(tmpl.Spec.Resources.Requests[corev1.ResourceStorage]).String())
+
+	result, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, requeue, result)
+	require.Empty(t, f.actions, "the replacement happens once")
+}
+
+func TestStorageIncreaseWaitsWhileTheOldStatefulSetIsStillBeingDeleted(t *testing.T) {
+	f := newFixture(t, seedDatabase())
+	f.ready()
+	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Storage = "200Gi" })
+	// The garbage collector has not orphaned the Pods yet: the name is still taken.
+	f.inject("create", "statefulsets", 1, apierrors.NewAlreadyExists(schema.GroupResource{Group: "apps", Resource: "statefulsets"}, name))
+
+	result, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, requeue, result)
+	require.Equal(t, []string{
+		"patch persistentvolumeclaims data-my-database-0",
+		"patch persistentvolumeclaims data-my-database-1",
+		"patch persistentvolumeclaims data-my-database-2",
+		"delete statefulsets my-database",
+		"create statefulsets my-database",
+		"update databases/status my-database",
+	}, f.actions)
+	db := f.database()
+	require.Equal(t, examplev1.DatabasePhaseProvisioning, db.Status.Phase)
+	require.Equal(t, "WaitingForDeletion", condition(db, "Progressing").Reason)
+
+	result, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, requeue, result)
+	require.Equal(t, []string{"create statefulsets my-database", "update databases/status my-database"}, f.actions,
+		"the old StatefulSet is gone: create it, no second delete nor patch")
+}
+
+func TestChildNameTakenByAnObjectWeDoNotOwnIsNeverWritten(t *testing.T) {
+	theirs := func(labels map[string]string, owners []metav1.OwnerReference) *corev1.Service {
+		return &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: "theirs", Labels: labels, OwnerReferences: owners},
+			Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.99", Selector: map[string]string{"app": "legacy"},
+				Ports: []corev1.ServicePort{{Port: 80}}},
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		service *corev1.Service
+		first   []string
+		second  []string
+		message string
+	}{{
+		name:    "unlabelled, so not in the cache",
+		service: theirs(nil, nil),
+		first: []string{"update databases my-database", "create secrets my-database-credentials",
+			"create services my-database-headless", "create services my-database", "get services my-database",
+			"update databases/status my-database"},
+		second:  []string{"create services my-database", "get services my-database"},
+		message: "Service my-database already exists and is not controlled by this Database (it has no controller); it is left untouched: delete or rename it, or give the Database another name",
+	}, {
+		name: "labelled as ours but controlled by another Database",
+		service: theirs(map[string]string{database.ManagedByLabel: database.ManagedByValue}, []metav1.OwnerReference{{
+			APIVersion: "example.com/v1", Kind: "Database", Name: name, UID: "old-uid", Controller: ptr.To(true)}}),
+		first: []string{"update databases my-database", "create secrets my-database-credentials",
+			"create services my-database-headless", "update databases/status my-database"},
+		second:  nil,
+		message: "Service my-database already exists and is not controlled by this Database (it is controlled by Database my-database (uid old-uid)); it is left untouched: delete or rename it, or give the Database another name",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, seedDatabase(), tc.service)
+			before := f.service(name)
+			result, err := f.reconcile()
+			require.NoError(t, err)
+			require.Equal(t, database.Result{}, result, "no retry until something changes")
+			require.Equal(t, tc.first, f.actions)
+			events := f.events()
+			require.Contains(t, events, "Warning ChildConflict "+tc.message)
+			require.Equal(t, before, f.service(name), "the Service is untouched")
+			require.False(t, f.exists(statefulSets, name), "nothing is created after the conflict")
+
+			db := f.database()
+			require.Equal(t, examplev1.DatabasePhaseFailed, db.Status.Phase)
+			for typ, status := range map[string]metav1.ConditionStatus{"Ready": metav1.ConditionFalse, "Progressing": metav1.ConditionFalse, "Degraded": metav1.ConditionTrue} {
+				c := condition(db, typ)
+				require.Equal(t, status, c.Status, typ)
+				require.Equal(t, "ChildConflict", c.Reason, typ)
+				require.Equal(t, tc.message, c.Message, typ)
+			}
+
+			result, err = f.reconcile()
+			require.NoError(t, err)
+			require.Equal(t, database.Result{}, result)
+			require.Equal(t, tc.second, f.actions, "no status write and no write to the Service")
+			require.Empty(t, f.events(), "the Warning is emitted once per transition")
+			require.Equal(t, before, f.service(name))
+		})
+	}
+}
+
+func TestDeletion(t *testing.T) {
+	workload := []string{
+		"update databases/status my-database",
+		"delete statefulsets my-database",
+		"delete services my-database-headless",
+		"delete services my-database",
+		"delete poddisruptionbudgets my-database",
+		"list persistentvolumeclaims",
+	}
+	deleteData := []string{
+		"delete persistentvolumeclaims data-my-database-0",
+		"delete persistentvolumeclaims data-my-database-1",
+		"delete persistentvolumeclaims data-my-database-2",
+		"get secrets my-database-credentials",
+		"delete secrets my-database-credentials",
+		"update databases my-database",
+	}
+	releaseData := []string{
+		"patch persistentvolumeclaims data-my-database-0",
+		"patch persistentvolumeclaims data-my-database-1",
+		"patch persistentvolumeclaims data-my-database-2",
+		"get secrets my-database-credentials",
+		"patch secrets my-database-credentials",
+		"update databases my-database",
+	}
+	kept := "Normal CleanupDone Cleanup done with deletionPolicy %s: deleted the workload; kept PersistentVolumeClaim data-my-database-0, PersistentVolumeClaim data-my-database-1, PersistentVolumeClaim data-my-database-2, Secret my-database-credentials, released from the Database"
+	for _, tc := range []struct {
+		policy  examplev1.DeletionPolicy
+		actions []string
+		events  []string
+		keep    bool
+	}{
+		{policy: examplev1.DeletionPolicyDelete, actions: append(workload, deleteData...),
+			events: []string{"Normal CleanupDone Cleanup done with deletionPolicy Delete: deleted the workload, volumes and credentials"}},
+		{policy: "", actions: append(workload, deleteData...),
+			events: []string{"Normal CleanupDone Cleanup done with deletionPolicy Delete: deleted the workload, volumes and credentials"}},
+		{policy: examplev1.DeletionPolicyRetain, actions: append(workload, releaseData...), keep: true,
+			events: []string{fmt.Sprintf(kept, "Retain")}},
+		{policy: examplev1.DeletionPolicyDoNotTerminate, actions: append(workload, releaseData...), keep: true,
+			events: []string{
+				"Warning DoNotTerminate Database is being deleted despite deletionPolicy DoNotTerminate; keeping its PersistentVolumeClaims and Secret as with Retain",
+				fmt.Sprintf(kept, "DoNotTerminate"),
+			}},
+	} {
+		t.Run(string(tc.policy), func(t *testing.T) {
+			f := newFixture(t, seedDatabase())
+			f.ready()
+			password := f.secret().Data["password"]
+			f.updateDatabase(func(db *examplev1.Database) {
+				db.Spec.DeletionPolicy = tc.policy
+				db.DeletionTimestamp = ptr.To(metav1.NewTime(start))
+			})
+
+			result, err := f.reconcile()
+			require.NoError(t, err)
+			require.Equal(t, database.Result{}, result)
+			require.Equal(t, tc.actions, f.actions)
+			require.Equal(t, tc.events, f.events())
+			require.Empty(t, f.database().Finalizers)
+			require.Equal(t, examplev1.DatabasePhaseDeleting, f.database().Status.Phase)
+
+			require.False(t, f.exists(statefulSets, name))
+			require.False(t, f.exists(services, name))
+			require.False(t, f.exists(services, name+"-headless"))
+			require.False(t, f.exists(pdbs, name))
+			data := []struct {
+				gvr schema.GroupVersionResource
+				n   string
+			}{{claims, "data-my-database-0"}, {claims, "data-my-database-1"}, {claims, "data-my-database-2"}, {secrets, "my-database-credentials"}}
+			for _, d := range data {
+				require.Equal(t, tc.keep, f.exists(d.gvr, d.n), d.n)
+				if !tc.keep {
+					continue
+				}
+				obj, err := f.kube.Tracker().Get(d.gvr, namespace, d.n)
+				require.NoError(t, err)
+				m := obj.(metav1.Object)
+				require.Empty(t, m.GetOwnerReferences(), "released: the garbage collector must not take %s", d.n)
+				require.NotContains(t, m.GetLabels(), database.ManagedByLabel)
+				require.Equal(t, name, m.GetLabels()["app.kubernetes.io/instance"])
+			}
+			if tc.keep {
+				require.Equal(t, password, f.secret().Data["password"])
+			}
+		})
+	}
+}
+
+func TestDeletionToleratesChildrenAlreadyGone(t *testing.T) {
+	db := seedDatabase()
+	db.Finalizers = []string{database.FinalizerName}
+	db.DeletionTimestamp = ptr.To(metav1.NewTime(start))
+	f := newFixture(t, db)
+
+	result, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, database.Result{}, result)
+	require.Equal(t, []string{
+		"update databases/status my-database",
+		"list persistentvolumeclaims",
+		"get secrets my-database-credentials",
+		"update databases my-database",
+	}, f.actions)
+	require.Empty(t, f.database().Finalizers)
+}
+
+func TestDeletionLeavesChildrenOfOthersAlone(t *testing.T) {
+	db := seedDatabase()
+	db.Finalizers = []string{database.FinalizerName}
+	db.DeletionTimestamp = ptr.To(metav1.NewTime(start))
+	other := []metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Database", Name: name, UID: "old-uid", Controller: ptr.To(true)}}
+	managed := map[string]string{database.ManagedByLabel: database.ManagedByValue, "app.kubernetes.io/name": "postgresql", "app.kubernetes.io/instance": name}
+	f := newFixture(t, db,
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: managed, OwnerReferences: other}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-credentials", Labels: managed, OwnerReferences: other}},
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "data-my-database-0", Labels: managed, OwnerReferences: other}},
+	)
+
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		"update databases/status my-database",
+		"list persistentvolumeclaims",
+		"get secrets my-database-credentials",
+		"update databases my-database",
+	}, f.actions)
+	require.True(t, f.exists(services, name))
+	require.True(t, f.exists(secrets, name+"-credentials"))
+	require.True(t, f.exists(claims, "data-my-database-0"))
+}
+
+func TestDeletionWithoutOurFinalizerDoesNothing(t *testing.T) {
+	db := seedDatabase()
+	db.Finalizers = []string{"someone.else/finalizer"}
+	db.DeletionTimestamp = ptr.To(metav1.NewTime(start))
+	f := newFixture(t, db)
+	result, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, database.Result{}, result)
+	require.Empty(t, f.actions)
+}
+
+func TestDeletionKeepsTheFinalizerWhenCleanupFails(t *testing.T) {
+	f := newFixture(t, seedDatabase())
+	f.ready()
+	f.updateDatabase(func(db *examplev1.Database) { db.DeletionTimestamp = ptr.To(metav1.NewTime(start)) })
+	f.inject("delete", "services", 1, apierrors.NewInternalError(errors.New("etcd timeout")))
+
+	_, err := f.reconcile()
+	require.ErrorContains(t, err, "etcd timeout")
+	require.NotContains(t, f.actions, "update databases my-database")
+	require.Contains(t, f.actions, "delete secrets my-database-credentials", "the rest of the cleanup still ran")
+	require.Equal(t, []string{database.FinalizerName}, f.database().Finalizers)
+
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, []string{"delete services my-database-headless", "list persistentvolumeclaims",
+		"get secrets my-database-credentials", "update databases my-database"}, f.actions)
+	require.Empty(t, f.database().Finalizers)
+}
+
+func TestStatusIsWrittenOnlyWhenItChanges(t *testing.T) {
+	f := newFixture(t, seedDatabase())
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	f.createClaims(3)
+	at := metav1.NewTime(start)
+
+	for _, step := range []struct {
+		ready   int32
+		write   bool
+		phase   examplev1.DatabasePhase
+		result  database.Result
+		message string
+		// lastTransitionTime of Ready, Progressing, Degraded.
+		times [3]metav1.Time
+	}{
+		{ready: 1, write: true, phase: examplev1.DatabasePhaseProvisioning, result: requeue, message: "1/3 replicas ready",
+			times: [3]metav1.Time{at, at, at}},
+		{ready: 1, write: false, phase: examplev1.DatabasePhaseProvisioning, result: requeue, message: "1/3 replicas ready",
+			times: [3]metav1.Time{at, at, at}},
+		{ready: 3, write: true, phase: examplev1.DatabasePhaseReady, result: database.Result{}, message: "3/3 replicas ready",
+			times: [3]metav1.Time{metav1.NewTime(start.Add(3 * time.Minute)), metav1.NewTime(start.Add(3 * time.Minute)), at}},
+		{ready: 3, write: false, phase: examplev1.DatabasePhaseReady, result: database.Result{}, message: "3/3 replicas ready",
+			times: [3]metav1.Time{metav1.NewTime(start.Add(3 * time.Minute)), metav1.NewTime(start.Add(3 * time.Minute)), at}},
+		{ready: 2, write: true, phase: examplev1.DatabasePhaseDegraded, result: requeue, message: "2/3 replicas ready",
+			times: [3]metav1.Time{metav1.NewTime(start.Add(5 * time.Minute)), metav1.NewTime(start.Add(3 * time.Minute)), metav1.NewTime(start.Add(5 * time.Minute))}},
+		{ready: 3, write: true, phase: examplev1.DatabasePhaseReady, result: database.Result{}, message: "3/3 replicas ready",
+			times: [3]metav1.Time{metav1.NewTime(start.Add(6 * time.Minute)), metav1.NewTime(start.Add(3 * time.Minute)), metav1.NewTime(start.Add(6 * time.Minute))}},
+	} {
+		f.clock.SetTime(f.clock.Now().Add(time.Minute))
+		f.setStatefulSetStatus(step.ready, "rev-1", "rev-1")
+		result, err := f.reconcile()
+		require.NoError(t, err)
+		require.Equal(t, step.result, result)
+		if step.write {
+			require.Equal(t, []string{"update databases/status my-database"}, f.actions)
+		} else {
+			require.Empty(t, f.actions)
+		}
+		db := f.database()
+		require.Equal(t, step.phase, db.Status.Phase)
+		require.Equal(t, step.ready, db.Status.ReadyReplicas)
+		require.Equal(t, step.message, condition(db, "Ready").Message)
+		for i, typ := range []string{"Ready", "Progressing", "Degraded"} {
+			require.Equal(t, step.times[i], condition(db, typ).LastTransitionTime, "%s at %v", typ, f.clock.Now())
+		}
+	}
+	db := f.database()
+	require.Equal(t, metav1.ConditionTrue, condition(db, "Ready").Status)
+	require.Equal(t, metav1.ConditionFalse, condition(db, "Degraded").Status)
+}
+
+func TestExistingSecretIsNeverRegenerated(t *testing.T) {
+	ours := func(data map[string]string) *corev1.Secret {
+		s := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-credentials", Labels: map[string]string{
+				database.ManagedByLabel: database.ManagedByValue, "app.kubernetes.io/name": "postgresql",
+				"app.kubernetes.io/instance": name, "app.kubernetes.io/component": "database",
+				"app.kubernetes.io/part-of": "database-apiserver"}, OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "example.com/v1", Kind: "Database", Name: name, UID: dbUID, Controller: ptr.To(true)}}},
+			Data: map[string][]byte{},
+		}
+		for k, v := range data {
+			s.Data[k] = []byte(v)
+		}
+		return s
+	}
+	rest := []string{"create services my-database-headless", "create services my-database",
+		"create statefulsets my-database", "create poddisruptionbudgets my-database", "update databases/status my-database"}
+	for _, tc := range []struct {
+		name    string
+		secret  *corev1.Secret
+		actions []string
+		data    map[string]string
+		phase   examplev1.DatabasePhase
+	}{{
+		name:    "complete: untouched",
+		secret:  ours(map[string]string{"username": "postgres", "password": "kept", "host": "h", "port": "1", "database": "d", "uri": "u"}),
+		actions: append([]string{"update databases my-database"}, rest...),
+		data:    map[string]string{"username": "postgres", "password": "kept", "host": "h", "port": "1", "database": "d", "uri": "u"},
+		phase:   examplev1.DatabasePhaseProvisioning,
+	}, {
+		name:    "missing keys that follow from the credentials: filled",
+		secret:  ours(map[string]string{"username": "someone", "password": "kept"}),
+		actions: append([]string{"update databases my-database", "update secrets my-database-credentials"}, rest...),
+		data: map[string]string{"username": "someone", "password": "kept", "host": "my-database.production.svc", "port": "5432",
+			"database": "my_database", "uri": "postgresql://someone:kept@my-database.production.svc:5432/my_database"},
+		phase: examplev1.DatabasePhaseProvisioning,
+	}, {
+		name:    "without a password: failed, untouched",
+		secret:  ours(map[string]string{"username": "postgres"}),
+		actions: []string{"update databases my-database", "update databases/status my-database"},
+		data:    map[string]string{"username": "postgres"},
+		phase:   examplev1.DatabasePhaseFailed,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, seedDatabase(), tc.secret)
+			_, err := f.reconcile()
+			require.NoError(t, err)
+			require.Equal(t, tc.actions, f.actions)
+			got := map[string]string{}
+			for k, v := range f.secret().Data {
+				got[k] = string(v)
+			}
+			require.Equal(t, tc.data, got)
+			require.Equal(t, tc.phase, f.database().Status.Phase)
+		})
+	}
+}
+
+func TestDeletedSecretIsGeneratedAgainWithAWarning(t *testing.T) {
+	f := newFixture(t, seedDatabase())
+	f.ready()
+	require.NoError(t, f.kube.Tracker().Delete(secrets, namespace, name+"-credentials"))
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, []string{"create secrets my-database-credentials"}, f.actions)
+	require.Equal(t, []string{
+		"Normal SecretGenerated Generated credentials in Secret my-database-credentials",
+		"Warning CredentialsRegenerated Secret my-database-credentials was deleted and has been generated again; an initialised data directory keeps the old credentials",
+	}, f.events())
+}
+
+func TestPermanentErrorsFailWithoutRetry(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		change  func(*examplev1.Database)
+		inject  func(*fixture)
+		actions []string
+		reason  string
+	}{{
+		name:    "a version outside the catalog",
+		change:  func(db *examplev1.Database) { db.Spec.Version = "12" },
+		actions: []string{"update databases my-database", "update databases/status my-database"},
+		reason:  "UnsupportedVersion",
+	}, {
+		name:    "an invalid storage",
+		change:  func(db *examplev1.Database) { db.Spec.Storage = "0Gi" },
+		actions: []string{"update databases my-database", "update databases/status my-database"},
+		reason:  "InvalidSpec",
+	}, {
+		name: "a child the API server refuses",
+		inject: func(f *fixture) {
+			f.inject("create", "statefulsets", 1, apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "StatefulSet"}, name,
+				field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), name, "too long")}))
+		},
+		actions: []string{"update databases my-database", "create secrets my-database-credentials",
+			"create services my-database-headless", "create services my-database", "create statefulsets my-database",
+			"update databases/status my-database"},
+		reason: "InvalidChild",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := seedDatabase()
+			if tc.change != nil {
+				tc.change(db)
+			}
+			f := newFixture(t, db)
+			if tc.inject != nil {
+				tc.inject(f)
+			}
+			result, err := f.reconcile()
+			require.NoError(t, err)
+			require.Equal(t, database.Result{}, result)
+			require.Equal(t, tc.actions, f.actions)
+			events := f.events()
+			require.NotEmpty(t, events)
+			require.Regexp(t, "^Warning "+tc.reason+" ", events[len(events)-1])
+			got := f.database()
+			require.Equal(t, examplev1.DatabasePhaseFailed, got.Status.Phase)
+			require.Equal(t, tc.reason, condition(got, "Ready").Reason)
+			require.Equal(t, metav1.ConditionTrue, condition(got, "Degraded").Status)
+		})
+	}
+}
+
+func TestTransientErrorsAreReturnedWithoutStatus(t *testing.T) {
+	f := newFixture(t, seedDatabase())
+	f.inject("create", "statefulsets", 1, apierrors.NewInternalError(errors.New("etcd timeout")))
+	_, err := f.reconcile()
+	require.ErrorContains(t, err, "etcd timeout")
+	require.Equal(t, firstReconcile[:5], f.actions)
+
+	result, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, requeue, result)
+	require.Equal(t, []string{"create statefulsets my-database", "create poddisruptionbudgets my-database",
+		"update databases/status my-database"}, f.actions, "the retry resumes where it stopped")
+}
+
+func TestFinalizerConflictReadsAgainAndRetries(t *testing.T) {
+	f := newFixture(t, seedDatabase())
+	f.inject("update", "databases", 1, apierrors.NewConflict(schema.GroupResource{Group: "example.com", Resource: "databases"}, name, errors.New("modified")))
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, append([]string{"update databases my-database", "get databases my-database"}, firstReconcile...), f.actions)
+	require.Equal(t, []string{database.FinalizerName}, f.database().Finalizers)
+}
+
+func TestStatusConflictIsReturnedForRequeue(t *testing.T) {
+	f := newFixture(t, seedDatabase())
+	f.inject("update", "databases/status", 1, apierrors.NewConflict(schema.GroupResource{Group: "example.com", Resource: "databases"}, name, errors.New("modified")))
+	_, err := f.reconcile()
+	require.True(t, apierrors.IsConflict(err), "%v", err)
+	require.Equal(t, firstReconcile, f.actions)
+}
+
+func TestStorageExpansionRefusedFails(t *testing.T) {
+	f := newFixture(t, seedDatabase())
+	f.ready()
+	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Storage = "200Gi" })
+	f.inject("patch", "persistentvolumeclaims", 1, apierrors.NewForbidden(schema.GroupResource{Resource: "persistentvolumeclaims"},
+		"data-my-database-0", errors.New("only dynamically provisioned pvc can be resized")))
+	result, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, database.Result{}, result)
+	require.Equal(t, []string{"patch persistentvolumeclaims data-my-database-0", "update databases/status my-database"}, f.actions)
+	db := f.database()
+	require.Equal(t, examplev1.DatabasePhaseFailed, db.Status.Phase)
+	require.Equal(t, "StorageExpansionFailed", condition(db, "Ready").Reason)
+	require.Equal(t, int32(3), db.Status.ReadyReplicas, "the running replicas are still reported")
+	require.Equal(t, "100Gi", ptr.To(f.statefulSet().Spec.VolumeClaimTemplates[0].Spec.Resources.Requests[corev1.ResourceStorage]).String())
+}

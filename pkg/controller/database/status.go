@@ -1,0 +1,198 @@
+package database
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+)
+
+// Condition types of a Database's status (issue #4, section 3). `kubectl wait
+// --for=condition=Ready db/NAME` waits on ConditionReady.
+const (
+	// ConditionReady is True when every replica is ready at the current generation.
+	ConditionReady = "Ready"
+	// ConditionProgressing is True while a change is being rolled out: creation, scaling,
+	// a rolling update, a StatefulSet replacement, a deletion.
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded is True when a Ready Database lost replicas, or it failed.
+	ConditionDegraded = "Degraded"
+)
+
+// Reasons of conditions and Events (CamelCase, as metav1.Condition requires).
+const (
+	// Ready, Progressing and Degraded.
+	ReasonAllReplicasReady   = "AllReplicasReady"
+	ReasonReplicasNotReady   = "ReplicasNotReady"
+	ReasonProvisioning       = "Provisioning"
+	ReasonPending            = "Pending"
+	ReasonCreating           = "Creating"
+	ReasonUpdating           = "Updating"
+	ReasonRollingUpdate      = "RollingUpdate"
+	ReasonScaling            = "Scaling"
+	ReasonWaitingForReplicas = "WaitingForReplicas"
+	ReasonWaitingForDeletion = "WaitingForDeletion"
+	ReasonComplete           = "Complete"
+	ReasonAsExpected         = "AsExpected"
+	ReasonDeleting           = "Deleting"
+
+	// Failures (phase Failed): conditions and Warning Events.
+	ReasonChildConflict          = "ChildConflict"
+	ReasonUnsupportedVersion     = "UnsupportedVersion"
+	ReasonInvalidSpec            = "InvalidSpec"
+	ReasonInvalidChild           = "InvalidChild"
+	ReasonInvalidCredentials     = "InvalidCredentials"
+	ReasonStorageExpansionFailed = "StorageExpansionFailed"
+
+	// Events only.
+	ReasonCreated                = "Created"
+	ReasonUpdated                = "Updated"
+	ReasonDeleted                = "Deleted"
+	ReasonReplacing              = "Replacing"
+	ReasonResizing               = "Resizing"
+	ReasonSecretGenerated        = "SecretGenerated"
+	ReasonCredentialsRegenerated = "CredentialsRegenerated"
+	ReasonCleanupDone            = "CleanupDone"
+	ReasonDoNotTerminate         = "DoNotTerminate"
+)
+
+// observation is what computeStatus needs from a Reconcile.
+type observation struct {
+	// statefulSet is db's StatefulSet as last read or written, nil if there is none.
+	statefulSet *appsv1.StatefulSet
+	// replicas is the number of replicas the spec asks for.
+	replicas int32
+	// failure is the permanent error that stopped the Reconcile, if any.
+	failure *failure
+	// waiting, if not empty, says which child's deletion the Reconcile waits for.
+	waiting string
+}
+
+// rolledOut reports whether the StatefulSet controller has observed sts's current generation
+// and every Pod is at the update revision: only then do its ready replicas count as ready.
+func rolledOut(sts *appsv1.StatefulSet) bool {
+	return sts.Status.ObservedGeneration == sts.Generation && sts.Status.CurrentRevision == sts.Status.UpdateRevision
+}
+
+// readyReplicas is status.readyReplicas: the StatefulSet's ready replicas once rolledOut;
+// while it rolls, at most the replicas already at the update revision
+// (min(readyReplicas, updatedReplicas)), so Pods of the old revision are not counted.
+func readyReplicas(sts *appsv1.StatefulSet) int32 {
+	switch {
+	case sts == nil:
+		return 0
+	case rolledOut(sts):
+		return sts.Status.ReadyReplicas
+	default:
+		return min(sts.Status.ReadyReplicas, sts.Status.UpdatedReplicas)
+	}
+}
+
+// computeStatus returns db's status for obs: a copy of db.Status with the phase, ready
+// replicas, selector, observed generation and the three conditions set. Conditions go
+// through meta.SetStatusCondition, so lastTransitionTime becomes now only when a condition's
+// status changes; an unchanged status compares equal to db.Status and is not written.
+//
+// Phases: Failed on a failure; Pending without a StatefulSet; Ready when the StatefulSet is
+// rolled out with every desired replica ready; Degraded when a Database Ready at this
+// generation has lost ready replicas without a rollout; Provisioning otherwise.
+func computeStatus(db *examplev1.Database, obs observation, now metav1.Time) examplev1.DatabaseStatus {
+	status := *db.Status.DeepCopy()
+	status.ObservedGeneration = db.Generation
+	status.Selector = podSelector(db)
+	status.ReadyReplicas = readyReplicas(obs.statefulSet)
+
+	type cond struct {
+		status          metav1.ConditionStatus
+		reason, message string
+	}
+	var ready, progressing, degraded cond
+	sts := obs.statefulSet
+	counts := fmt.Sprintf("%d/%d replicas ready", status.ReadyReplicas, obs.replicas)
+	wasReady := db.Status.ObservedGeneration == db.Generation &&
+		(db.Status.Phase == examplev1.DatabasePhaseReady || db.Status.Phase == examplev1.DatabasePhaseDegraded)
+
+	switch {
+	case obs.failure != nil:
+		status.Phase = examplev1.DatabasePhaseFailed
+		f := cond{metav1.ConditionFalse, obs.failure.reason, obs.failure.message}
+		ready, progressing = f, f
+		degraded = cond{metav1.ConditionTrue, obs.failure.reason, obs.failure.message}
+
+	case sts == nil:
+		status.Phase = examplev1.DatabasePhasePending
+		msg := "waiting to create the StatefulSet"
+		progressing = cond{metav1.ConditionTrue, ReasonCreating, msg}
+		if obs.waiting != "" {
+			msg = "waiting: " + obs.waiting
+			progressing = cond{metav1.ConditionTrue, ReasonWaitingForDeletion, msg}
+		}
+		ready = cond{metav1.ConditionFalse, ReasonPending, msg}
+		degraded = cond{metav1.ConditionFalse, ReasonAsExpected, ""}
+
+	case obs.waiting == "" && rolledOut(sts) && ptr.Deref(sts.Spec.Replicas, 1) == obs.replicas &&
+		sts.Status.Replicas == obs.replicas && status.ReadyReplicas == obs.replicas:
+		status.Phase = examplev1.DatabasePhaseReady
+		ready = cond{metav1.ConditionTrue, ReasonAllReplicasReady, counts}
+		progressing = cond{metav1.ConditionFalse, ReasonComplete, "the spec is rolled out"}
+		degraded = cond{metav1.ConditionFalse, ReasonAsExpected, ""}
+
+	case obs.waiting == "" && wasReady && rolledOut(sts) && ptr.Deref(sts.Spec.Replicas, 1) == obs.replicas &&
+		sts.Status.Replicas == obs.replicas:
+		status.Phase = examplev1.DatabasePhaseDegraded
+		ready = cond{metav1.ConditionFalse, ReasonReplicasNotReady, counts}
+		progressing = cond{metav1.ConditionFalse, ReasonComplete, "the spec is rolled out"}
+		degraded = cond{metav1.ConditionTrue, ReasonReplicasNotReady, counts}
+
+	default:
+		status.Phase = examplev1.DatabasePhaseProvisioning
+		switch {
+		case obs.waiting != "":
+			progressing = cond{metav1.ConditionTrue, ReasonWaitingForDeletion, "waiting: " + obs.waiting}
+		case sts.Status.ObservedGeneration != sts.Generation:
+			progressing = cond{metav1.ConditionTrue, ReasonUpdating, fmt.Sprintf(
+				"waiting for the StatefulSet controller to observe generation %d", sts.Generation)}
+		case !rolledOut(sts):
+			progressing = cond{metav1.ConditionTrue, ReasonRollingUpdate, fmt.Sprintf(
+				"rolling out revision %s: %d/%d replicas updated", sts.Status.UpdateRevision, sts.Status.UpdatedReplicas, obs.replicas)}
+		case sts.Status.Replicas != obs.replicas:
+			progressing = cond{metav1.ConditionTrue, ReasonScaling, fmt.Sprintf("scaling from %d to %d replicas", sts.Status.Replicas, obs.replicas)}
+		default:
+			progressing = cond{metav1.ConditionTrue, ReasonWaitingForReplicas, counts}
+		}
+		ready = cond{metav1.ConditionFalse, ReasonProvisioning, counts}
+		degraded = cond{metav1.ConditionFalse, ReasonAsExpected, ""}
+	}
+
+	for _, c := range []struct {
+		typ string
+		cond
+	}{{ConditionReady, ready}, {ConditionProgressing, progressing}, {ConditionDegraded, degraded}} {
+		meta.SetStatusCondition(&status.Conditions, metav1.Condition{
+			Type: c.typ, Status: c.status, Reason: c.reason, Message: c.message,
+			ObservedGeneration: db.Generation, LastTransitionTime: now,
+		})
+	}
+	return status
+}
+
+// deletingStatus is db's status while its deletion policy's cleanup runs: phase Deleting,
+// Ready False and Progressing True with reason Deleting.
+func deletingStatus(db *examplev1.Database, policy examplev1.DeletionPolicy, now metav1.Time) examplev1.DatabaseStatus {
+	status := *db.Status.DeepCopy()
+	status.Phase = examplev1.DatabasePhaseDeleting
+	status.ObservedGeneration = db.Generation
+	msg := fmt.Sprintf("cleaning up with deletionPolicy %s", policy)
+	for _, c := range []metav1.Condition{
+		{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonDeleting, Message: msg},
+		{Type: ConditionProgressing, Status: metav1.ConditionTrue, Reason: ReasonDeleting, Message: msg},
+	} {
+		c.ObservedGeneration, c.LastTransitionTime = db.Generation, now
+		meta.SetStatusCondition(&status.Conditions, c)
+	}
+	return status
+}

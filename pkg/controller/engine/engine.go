@@ -1,0 +1,246 @@
+// Package engine holds what the database controller knows about each engine: its port, data
+// directory, credentials environment, probes, file-system group and resource requests. The
+// facts come from DESIGN.md ("Engines") and from the official images' entrypoints
+// (docker-library postgres, mysql and mongo); the image itself comes from pkg/catalog.
+package engine
+
+import (
+	"net/url"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+)
+
+// Keys of the credentials Secret. The StatefulSet reads the first three through
+// secretKeyRef; the rest are for clients.
+const (
+	// SecretKeyUsername is the user the engine creates at initialisation.
+	SecretKeyUsername = "username"
+	// SecretKeyPassword is that user's password (and MySQL's root password).
+	SecretKeyPassword = "password"
+	// SecretKeyDatabase is the database the engine creates at initialisation; absent for
+	// MongoDB, which creates databases on first write.
+	SecretKeyDatabase = "database"
+	// SecretKeyHost is the client Service's DNS name, "<name>.<namespace>.svc".
+	SecretKeyHost = "host"
+	// SecretKeyPort is the engine port in decimal, e.g. "5432".
+	SecretKeyPort = "port"
+	// SecretKeyURI is a connection URI with the credentials, e.g.
+	// "postgresql://postgres:…@db.ns.svc:5432/db".
+	SecretKeyURI = "uri"
+)
+
+// ContainerName is the name of the database container in every engine's Pod.
+const ContainerName = "database"
+
+// DataVolumeName is the name of the volumeClaimTemplate holding the data, hence of each
+// replica's PersistentVolumeClaim "data-<statefulset>-<ordinal>".
+const DataVolumeName = "data"
+
+// Recipe is how one engine runs in a StatefulSet.
+type Recipe struct {
+	// Engine is the spec.engine this recipe is for.
+	Engine examplev1.Engine
+	// PortName names the container and Service port (an IANA service name).
+	PortName string
+	// Port is the TCP port the server listens on.
+	Port int32
+	// DataPath is where the data volume is mounted in the container.
+	DataPath string
+	// Username is the user created at initialisation and written to the Secret.
+	Username string
+	// HasDatabase says whether the engine creates a named database at initialisation
+	// (SecretKeyDatabase and the URI's path).
+	HasDatabase bool
+	// FSGroup is the group the image's server runs as (999 in all three official images):
+	// the pod's fsGroup, so the server can write a freshly provisioned volume.
+	FSGroup int64
+	// Requests are the container's resource requests (no limits: an engine killed at a
+	// memory limit loses in-flight transactions).
+	Requests corev1.ResourceList
+	// env returns the engine's environment; see Env.
+	env func(secret string) []corev1.EnvVar
+	// probe is the exec command shared by the startup, readiness and liveness probes.
+	probe []string
+	// uriScheme and uriQuery shape the connection URI.
+	uriScheme, uriQuery string
+}
+
+// For returns the recipe of engine, and false for an engine it does not know.
+func For(engine examplev1.Engine) (Recipe, bool) {
+	r, ok := recipes[engine]
+	return r, ok
+}
+
+// Env returns the container environment: the engine's credential variables read from the
+// Secret named secret (SecretKeyUsername, SecretKeyPassword, SecretKeyDatabase), plus what
+// the engine needs besides (PGDATA for PostgreSQL, POD_IP for MongoDB's probe).
+func (r Recipe) Env(secret string) []corev1.EnvVar { return r.env(secret) }
+
+// Container returns the database container running image with the credentials of the Secret
+// named secret: the engine port, Env, the data volume mounted at DataPath, Requests, and
+// Probes.
+func (r Recipe) Container(image, secret string) corev1.Container {
+	startup, readiness, liveness := r.Probes()
+	return corev1.Container{
+		Name:           ContainerName,
+		Image:          image,
+		Ports:          []corev1.ContainerPort{{Name: r.PortName, ContainerPort: r.Port, Protocol: corev1.ProtocolTCP}},
+		Env:            r.Env(secret),
+		VolumeMounts:   []corev1.VolumeMount{{Name: DataVolumeName, MountPath: r.DataPath}},
+		Resources:      corev1.ResourceRequirements{Requests: r.Requests.DeepCopy()},
+		StartupProbe:   startup,
+		ReadinessProbe: readiness,
+		LivenessProbe:  liveness,
+	}
+}
+
+// Probe timings, in seconds. The startup probe allows StartupProbeFailureThreshold ×
+// ProbePeriodSeconds (10 minutes) for the entrypoint's initialisation and crash recovery
+// before liveness takes over, so a slow first start is not killed.
+const (
+	ProbePeriodSeconds           = 10
+	ProbeTimeoutSeconds          = 5
+	StartupProbeFailureThreshold = 60
+	ReadinessFailureThreshold    = 3
+	LivenessFailureThreshold     = 6
+)
+
+// Probes returns the startup, readiness and liveness probes, all running ProbeCommand. Every
+// field the API server would default is set, so a StatefulSet read back compares equal.
+func (r Recipe) Probes() (startup, readiness, liveness *corev1.Probe) {
+	probe := func(failureThreshold int32) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: r.ProbeCommand()}},
+			PeriodSeconds:    ProbePeriodSeconds,
+			TimeoutSeconds:   ProbeTimeoutSeconds,
+			SuccessThreshold: 1,
+			FailureThreshold: failureThreshold,
+		}
+	}
+	return probe(StartupProbeFailureThreshold), probe(ReadinessFailureThreshold), probe(LivenessFailureThreshold)
+}
+
+// ProbeCommand returns the exec command of the startup, readiness and liveness probes. None
+// can pass while the image's entrypoint initialises the data directory, because each
+// entrypoint runs its initialisation server where the probe does not look: PostgreSQL's
+// listens on the Unix socket only (the probe uses TCP on 127.0.0.1), MySQL's runs with
+// --skip-networking (the probe uses TCP on 127.0.0.1), and MongoDB's binds 127.0.0.1 only
+// (the probe connects to the Pod IP).
+func (r Recipe) ProbeCommand() []string { return append([]string(nil), r.probe...) }
+
+// DatabaseName returns the database created for a Database named name: the name with
+// dashes turned into underscores ("my-database" → "my_database"), a name both PostgreSQL
+// and MySQL take unquoted. It returns "" for an engine without one (HasDatabase false).
+func (r Recipe) DatabaseName(name string) string {
+	if !r.HasDatabase {
+		return ""
+	}
+	return strings.ReplaceAll(name, "-", "_")
+}
+
+// URI returns the connection URI for user and password at host on the engine port, with
+// database as its path when not empty; user and password are escaped as userinfo.
+func (r Recipe) URI(user, password, host, database string) string {
+	u := url.URL{
+		Scheme:   r.uriScheme,
+		User:     url.UserPassword(user, password),
+		Host:     host + ":" + strconv.Itoa(int(r.Port)),
+		Path:     "/" + database,
+		RawQuery: r.uriQuery,
+	}
+	return u.String()
+}
+
+func secretEnv(name, secret, key string) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{
+		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key},
+	}}
+}
+
+// requests builds a ResourceList of cpu and memory.
+func requests(cpu, memory string) corev1.ResourceList {
+	return corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse(cpu),
+		corev1.ResourceMemory: resource.MustParse(memory),
+	}
+}
+
+// imageGroup is the gid of the server user in the official postgres, mysql and mongo images.
+const imageGroup = 999
+
+var recipes = map[examplev1.Engine]Recipe{
+	examplev1.EnginePostgreSQL: {
+		Engine:      examplev1.EnginePostgreSQL,
+		PortName:    "postgresql",
+		Port:        5432,
+		DataPath:    "/var/lib/postgresql/data",
+		Username:    "postgres",
+		HasDatabase: true,
+		FSGroup:     imageGroup,
+		Requests:    requests("250m", "256Mi"),
+		env: func(secret string) []corev1.EnvVar {
+			return []corev1.EnvVar{
+				secretEnv("POSTGRES_USER", secret, SecretKeyUsername),
+				secretEnv("POSTGRES_PASSWORD", secret, SecretKeyPassword),
+				secretEnv("POSTGRES_DB", secret, SecretKeyDatabase),
+				// A subdirectory: initdb refuses a mount point that holds lost+found, and
+				// the postgres 18 images moved their default data directory (DESIGN.md).
+				{Name: "PGDATA", Value: "/var/lib/postgresql/data/pgdata"},
+			}
+		},
+		// -U and -d name the initialised user and database so the server logs no
+		// failed connection for each probe.
+		probe:     []string{"sh", "-c", `exec pg_isready -h 127.0.0.1 -p 5432 -U "$POSTGRES_USER" -d "$POSTGRES_DB"`},
+		uriScheme: "postgresql",
+	},
+	examplev1.EngineMySQL: {
+		Engine:   examplev1.EngineMySQL,
+		PortName: "mysql",
+		Port:     3306,
+		DataPath: "/var/lib/mysql",
+		// MYSQL_USER may not be root: the entrypoint refuses it.
+		Username:    "admin",
+		HasDatabase: true,
+		FSGroup:     imageGroup,
+		Requests:    requests("250m", "512Mi"),
+		env: func(secret string) []corev1.EnvVar {
+			return []corev1.EnvVar{
+				secretEnv("MYSQL_ROOT_PASSWORD", secret, SecretKeyPassword),
+				secretEnv("MYSQL_USER", secret, SecretKeyUsername),
+				secretEnv("MYSQL_PASSWORD", secret, SecretKeyPassword),
+				secretEnv("MYSQL_DATABASE", secret, SecretKeyDatabase),
+			}
+		},
+		// mysqladmin ping exits 0 whenever the server answers, even "access denied".
+		probe:     []string{"mysqladmin", "ping", "-h", "127.0.0.1", "-P", "3306", "--silent"},
+		uriScheme: "mysql",
+	},
+	examplev1.EngineMongoDB: {
+		Engine:   examplev1.EngineMongoDB,
+		PortName: "mongodb",
+		Port:     27017,
+		DataPath: "/data/db",
+		Username: "admin",
+		FSGroup:  imageGroup,
+		Requests: requests("250m", "512Mi"),
+		env: func(secret string) []corev1.EnvVar {
+			return []corev1.EnvVar{
+				secretEnv("MONGO_INITDB_ROOT_USERNAME", secret, SecretKeyUsername),
+				secretEnv("MONGO_INITDB_ROOT_PASSWORD", secret, SecretKeyPassword),
+				{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
+					FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"},
+				}},
+			}
+		},
+		// The entrypoint's initialisation mongod binds 127.0.0.1:27017, so a probe on
+		// localhost would pass during init; the Pod IP is only served by the final server.
+		probe:     []string{"sh", "-c", `exec mongosh --host "$POD_IP" --port 27017 --quiet --eval "db.adminCommand('ping')"`},
+		uriScheme: "mongodb",
+		uriQuery:  "authSource=admin",
+	},
+}

@@ -1,0 +1,127 @@
+package engine
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+)
+
+// envSource flattens an environment into NAME → "secret:KEY", "field:PATH" or the value.
+func envSource(env []corev1.EnvVar) map[string]string {
+	out := map[string]string{}
+	for _, e := range env {
+		switch {
+		case e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil:
+			out[e.Name] = "secret:" + e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil:
+			out[e.Name] = "field:" + e.ValueFrom.FieldRef.FieldPath
+		default:
+			out[e.Name] = e.Value
+		}
+	}
+	return out
+}
+
+func TestContainerFollowsTheDesignEngineTable(t *testing.T) {
+	for _, tc := range []struct {
+		engine    examplev1.Engine
+		port      int32
+		dataPath  string
+		env       map[string]string
+		probe     []string
+		uri       string
+		database  string
+		memoryReq string
+	}{{
+		engine:   examplev1.EnginePostgreSQL,
+		port:     5432,
+		dataPath: "/var/lib/postgresql/data",
+		env: map[string]string{
+			"POSTGRES_USER":     "secret:db-credentials/username",
+			"POSTGRES_PASSWORD": "secret:db-credentials/password",
+			"POSTGRES_DB":       "secret:db-credentials/database",
+			"PGDATA":            "/var/lib/postgresql/data/pgdata",
+		},
+		probe:     []string{"sh", "-c", `exec pg_isready -h 127.0.0.1 -p 5432 -U "$POSTGRES_USER" -d "$POSTGRES_DB"`},
+		uri:       "postgresql://postgres:pw@db.ns.svc:5432/my_db",
+		database:  "my_db",
+		memoryReq: "256Mi",
+	}, {
+		engine:   examplev1.EngineMySQL,
+		port:     3306,
+		dataPath: "/var/lib/mysql",
+		env: map[string]string{
+			"MYSQL_ROOT_PASSWORD": "secret:db-credentials/password",
+			"MYSQL_USER":          "secret:db-credentials/username",
+			"MYSQL_PASSWORD":      "secret:db-credentials/password",
+			"MYSQL_DATABASE":      "secret:db-credentials/database",
+		},
+		probe:     []string{"mysqladmin", "ping", "-h", "127.0.0.1", "-P", "3306", "--silent"},
+		uri:       "mysql://admin:pw@db.ns.svc:3306/my_db",
+		database:  "my_db",
+		memoryReq: "512Mi",
+	}, {
+		engine:   examplev1.EngineMongoDB,
+		port:     27017,
+		dataPath: "/data/db",
+		env: map[string]string{
+			"MONGO_INITDB_ROOT_USERNAME": "secret:db-credentials/username",
+			"MONGO_INITDB_ROOT_PASSWORD": "secret:db-credentials/password",
+			"POD_IP":                     "field:status.podIP",
+		},
+		probe:     []string{"sh", "-c", `exec mongosh --host "$POD_IP" --port 27017 --quiet --eval "db.adminCommand('ping')"`},
+		uri:       "mongodb://admin:pw@db.ns.svc:27017/?authSource=admin",
+		database:  "",
+		memoryReq: "512Mi",
+	}} {
+		t.Run(string(tc.engine), func(t *testing.T) {
+			r, ok := For(tc.engine)
+			require.True(t, ok)
+			c := r.Container("img:1", "db-credentials")
+
+			require.Equal(t, ContainerName, c.Name)
+			require.Equal(t, "img:1", c.Image)
+			require.Equal(t, []corev1.ContainerPort{{Name: r.PortName, ContainerPort: tc.port, Protocol: corev1.ProtocolTCP}}, c.Ports)
+			require.Equal(t, tc.env, envSource(c.Env))
+			require.Equal(t, []corev1.VolumeMount{{Name: DataVolumeName, MountPath: tc.dataPath}}, c.VolumeMounts)
+			require.Equal(t, int64(999), r.FSGroup)
+			require.Nil(t, c.Resources.Limits)
+			require.True(t, c.Resources.Requests.Memory().Equal(resource.MustParse(tc.memoryReq)))
+
+			for name, p := range map[string]*corev1.Probe{"startup": c.StartupProbe, "readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
+				require.NotNil(t, p, name)
+				require.Equal(t, tc.probe, p.Exec.Command, name)
+				require.Equal(t, int32(ProbePeriodSeconds), p.PeriodSeconds, name)
+				require.Equal(t, int32(ProbeTimeoutSeconds), p.TimeoutSeconds, name)
+				require.Equal(t, int32(1), p.SuccessThreshold, name)
+			}
+			require.Equal(t, int32(StartupProbeFailureThreshold), c.StartupProbe.FailureThreshold)
+			require.Equal(t, int32(ReadinessFailureThreshold), c.ReadinessProbe.FailureThreshold)
+			require.Equal(t, int32(LivenessFailureThreshold), c.LivenessProbe.FailureThreshold)
+
+			require.Equal(t, tc.database, r.DatabaseName("my-db"))
+			require.Equal(t, tc.uri, r.URI(r.Username, "pw", "db.ns.svc", r.DatabaseName("my-db")))
+		})
+	}
+}
+
+func TestProbeCommandIsACopy(t *testing.T) {
+	r, _ := For(examplev1.EngineMySQL)
+	cmd := r.ProbeCommand()
+	cmd[0] = "changed"
+	require.Equal(t, "mysqladmin", r.ProbeCommand()[0])
+}
+
+func TestUnknownEngineHasNoRecipe(t *testing.T) {
+	_, ok := For("oracle")
+	require.False(t, ok)
+}
+
+func TestURIEscapesCredentials(t *testing.T) {
+	r, _ := For(examplev1.EnginePostgreSQL)
+	require.Equal(t, "postgresql://u%40x:p%2Fw%3A@h:5432/d", r.URI("u@x", "p/w:", "h", "d"))
+}

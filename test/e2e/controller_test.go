@@ -1,0 +1,605 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"example.com/database-apiserver/internal/localcluster"
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+)
+
+// These tests run the controller the local control plane starts (bin/database-controller, as
+// the ServiceAccount database-system/database-controller with the RBAC of artifacts/rbac):
+// kwok runs the Pods and binds the PVCs, so a Database really turns Ready.
+
+// readyTimeout bounds a Database's way to Ready: Pods start one after another, each Ready
+// within a second or two under kwok.
+const readyTimeout = 2 * time.Minute
+
+// kube is the client-go clientset as admin.
+func kube(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cluster.AdminConfig)
+	require.NoError(t, err)
+	return cs
+}
+
+// testNamespace creates a namespace for one test, deleted (without waiting) when it ends.
+func testNamespace(t *testing.T, name string) string {
+	t.Helper()
+	kubectl(t, "create", "namespace", name)
+	t.Cleanup(func() {
+		kubectlAs(cluster.KubeconfigPath, "", "delete", "namespace", name, "--wait=false")
+	})
+	return name
+}
+
+// databaseIn is a Database manifest in namespace ns; policy may be empty (the default).
+func databaseIn(ns, name string, replicas int, policy examplev1.DeletionPolicy) string {
+	m := `apiVersion: example.com/v1
+kind: Database
+metadata:
+  name: ` + name + `
+  namespace: ` + ns + `
+spec:
+  engine: postgresql
+  version: "16"
+  replicas: ` + strconv.Itoa(replicas) + `
+  storage: 1Gi
+`
+	if policy != "" {
+		m += "  deletionPolicy: " + string(policy) + "\n"
+	}
+	return m
+}
+
+func getDatabase(t *testing.T, ns, name string) (*examplev1.Database, error) {
+	return clientset(t).ExampleV1().Databases(ns).Get(context.Background(), name, metav1.GetOptions{})
+}
+
+// waitReady waits until the Database's status describes its current generation with phase
+// Ready, readyReplicas == replicas and the Ready condition True, and its StatefulSet asks for
+// replicas. It returns the Database.
+func waitReady(t *testing.T, ns, name string, replicas int32) *examplev1.Database {
+	t.Helper()
+	var db *examplev1.Database
+	eventually(t, readyTimeout, func() error {
+		var err error
+		if db, err = getDatabase(t, ns, name); err != nil {
+			return err
+		}
+		s := db.Status
+		if s.ObservedGeneration != db.Generation || s.Phase != examplev1.DatabasePhaseReady ||
+			s.ReadyReplicas != replicas || !meta.IsStatusConditionTrue(s.Conditions, "Ready") {
+			return fmt.Errorf("%s/%s at generation %d: status %+v", ns, name, db.Generation, s)
+		}
+		sts, err := kube(t).AppsV1().StatefulSets(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if sts.Spec.Replicas == nil || *sts.Spec.Replicas != replicas {
+			return fmt.Errorf("StatefulSet %s/%s: spec.replicas %v, want %d", ns, name, sts.Spec.Replicas, replicas)
+		}
+		return nil
+	})
+	return db
+}
+
+// children are the objects a Database controls, by kind.
+type children struct {
+	StatefulSets []appsv1.StatefulSet
+	Services     []corev1.Service
+	Secrets      []corev1.Secret
+	PDBs         []string
+	PVCs         []corev1.PersistentVolumeClaim // every PVC of the namespace: the StatefulSet owns them
+}
+
+// childrenOf lists what the Database with uid controls in ns.
+func childrenOf(t *testing.T, ns string, uid types.UID) children {
+	t.Helper()
+	ctx := context.Background()
+	k := kube(t)
+	controlled := func(o metav1.Object) bool {
+		ref := metav1.GetControllerOf(o)
+		return ref != nil && ref.UID == uid
+	}
+	var c children
+	stss, err := k.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, o := range stss.Items {
+		if controlled(&o) {
+			c.StatefulSets = append(c.StatefulSets, o)
+		}
+	}
+	svcs, err := k.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, o := range svcs.Items {
+		if controlled(&o) {
+			c.Services = append(c.Services, o)
+		}
+	}
+	secrets, err := k.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, o := range secrets.Items {
+		if controlled(&o) {
+			c.Secrets = append(c.Secrets, o)
+		}
+	}
+	pdbs, err := k.PolicyV1().PodDisruptionBudgets(ns).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, o := range pdbs.Items {
+		if controlled(&o) {
+			c.PDBs = append(c.PDBs, o.Name)
+		}
+	}
+	pvcs, err := k.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	c.PVCs = pvcs.Items
+	return c
+}
+
+// controllerMetrics returns the controller's /metrics text.
+func controllerMetrics(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get(cluster.ControllerURL + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	return string(body)
+}
+
+var reconcileTotalRE = regexp.MustCompile(`(?m)^database_controller_reconcile_total\{result="([a-z]+)"\} (\d+)`)
+
+// reconciles sums database_controller_reconcile_total over its results.
+func reconciles(t *testing.T) int {
+	t.Helper()
+	total := 0
+	for _, m := range reconcileTotalRE.FindAllStringSubmatch(controllerMetrics(t), -1) {
+		n, err := strconv.Atoi(m[2])
+		require.NoError(t, err)
+		total += n
+	}
+	return total
+}
+
+// waitLeading waits until the running controller holds the Lease.
+func waitLeading(t *testing.T) {
+	t.Helper()
+	eventually(t, time.Minute, func() error {
+		if strings.Contains(controllerMetrics(t), `leader_election_master_status{name="database-controller"} 1`) {
+			return nil
+		}
+		return fmt.Errorf("the controller does not lead yet")
+	})
+}
+
+func TestControllerServesProbesAndMetricsAndHoldsTheLease(t *testing.T) {
+	for _, path := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get(cluster.ControllerURL + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, path)
+	}
+	waitLeading(t)
+	metrics := controllerMetrics(t)
+	require.Contains(t, metrics, `workqueue_adds_total{name="database-controller"}`)
+	require.Contains(t, metrics, `rest_client_requests_total`)
+	lease, err := kube(t).CoordinationV1().Leases("database-system").Get(context.Background(), "database-controller", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, lease.Spec.HolderIdentity)
+	require.NotEmpty(t, *lease.Spec.HolderIdentity)
+}
+
+// TestControllerRBACIsLeastPrivilege checks the controller's identity against the real RBAC:
+// what it needs is allowed, what it does not need is not.
+func TestControllerRBACIsLeastPrivilege(t *testing.T) {
+	as := "--as=" + localcluster.ControllerUser
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"watch", "databases.example.com", "-A"}, "yes"},
+		{[]string{"patch", "databases.example.com/status", "-n", "production"}, "yes"},
+		{[]string{"update", "databases.example.com/finalizers", "-n", "production"}, "yes"},
+		{[]string{"create", "statefulsets.apps", "-n", "production"}, "yes"},
+		{[]string{"delete", "persistentvolumeclaims", "-n", "production"}, "yes"},
+		{[]string{"create", "poddisruptionbudgets.policy", "-n", "production"}, "yes"},
+		{[]string{"create", "events", "-n", "production"}, "yes"},
+		{[]string{"update", "leases.coordination.k8s.io/database-controller", "-n", "database-system"}, "yes"},
+		{[]string{"delete", "databases.example.com", "-n", "production"}, "no"},
+		{[]string{"create", "databases.example.com", "-n", "production"}, "no"},
+		{[]string{"create", "pods", "-n", "production"}, "no"},
+		{[]string{"update", "leases.coordination.k8s.io/kube-scheduler", "-n", "kube-system"}, "no"},
+		{[]string{"update", "leases.coordination.k8s.io/other", "-n", "database-system"}, "no"},
+		{[]string{"create", "clusterroles.rbac.authorization.k8s.io"}, "no"},
+	} {
+		out, _, _ := kubectlAs(cluster.KubeconfigPath, "", append([]string{"auth", "can-i", as}, tc.args...)...)
+		require.Equal(t, tc.want, strings.TrimSpace(out), "can-i %s", strings.Join(tc.args, " "))
+	}
+}
+
+func TestSeedExampleBecomesReadyWithItsChildren(t *testing.T) {
+	applyExamples(t)
+	kubectl(t, "wait", "--for=condition=Ready", "db/my-database", "-n", "production", "--timeout=2m")
+	db := waitReady(t, "production", "my-database", 3)
+	require.Contains(t, db.Finalizers, "database.example.com/finalizer")
+
+	c := childrenOf(t, "production", db.UID)
+	require.Len(t, c.StatefulSets, 1)
+	sts := c.StatefulSets[0]
+	require.Equal(t, "my-database", sts.Name)
+	require.Equal(t, "postgres:14.5", sts.Spec.Template.Spec.Containers[0].Image)
+	require.Len(t, sts.Spec.VolumeClaimTemplates, 1)
+	require.Equal(t, "100Gi", sts.Spec.VolumeClaimTemplates[0].Spec.Resources.Requests.Storage().String())
+
+	require.Len(t, c.Services, 2, "a headless and a client Service")
+	var headless, client *corev1.Service
+	for i, s := range c.Services {
+		if s.Spec.ClusterIP == corev1.ClusterIPNone {
+			headless = &c.Services[i]
+		} else {
+			client = &c.Services[i]
+		}
+	}
+	require.NotNil(t, headless, "no headless Service")
+	require.True(t, headless.Spec.PublishNotReadyAddresses)
+	require.Equal(t, headless.Name, sts.Spec.ServiceName)
+	require.NotNil(t, client, "no client Service")
+	require.Equal(t, "my-database", client.Name)
+	require.Equal(t, int32(5432), client.Spec.Ports[0].Port)
+
+	require.Len(t, c.Secrets, 1)
+	require.Equal(t, "my-database-credentials", c.Secrets[0].Name)
+	for _, key := range []string{"username", "password", "host", "port", "uri"} {
+		require.NotEmpty(t, c.Secrets[0].Data[key], "credentials key %s", key)
+	}
+	require.Len(t, c.PDBs, 1, "replicas > 1 has a PodDisruptionBudget")
+
+	var bound int
+	for _, pvc := range c.PVCs {
+		if strings.HasSuffix(pvc.Name, "-my-database-0") || strings.HasSuffix(pvc.Name, "-my-database-1") ||
+			strings.HasSuffix(pvc.Name, "-my-database-2") {
+			require.Equal(t, corev1.ClaimBound, pvc.Status.Phase, pvc.Name)
+			bound++
+		}
+	}
+	require.Equal(t, 3, bound, "one Bound PVC per replica")
+}
+
+func TestDescribeShowsConditionsAndEvents(t *testing.T) {
+	applyExamples(t)
+	waitReady(t, "production", "my-database", 3)
+	var out string
+	eventually(t, 30*time.Second, func() error {
+		out = kubectl(t, "describe", "db", "my-database", "-n", "production")
+		if !regexp.MustCompile(`(?m)^Events:\s*\n\s+Type\s+Reason\s+Age\s+From\s+Message`).MatchString(out) {
+			return fmt.Errorf("no events in kubectl describe:\n%s", out)
+		}
+		return nil
+	})
+	require.Contains(t, out, "Conditions:")
+	require.Regexp(t, `Type:\s+Ready`, out)
+	require.Regexp(t, `Reason:\s+\S+`, out)
+	require.Regexp(t, `Phase:\s+Ready`, out)
+	require.Regexp(t, `(?m)^\s+Normal\s+\S+\s+.*database-controller`, out, "an Event from the controller")
+}
+
+func TestScaleIsReflectedInStatefulSetAndStatus(t *testing.T) {
+	ns := testNamespace(t, "e2e-scale")
+	kubectlIn(t, databaseIn(ns, "scaled", 3, ""), "apply", "-f", "-")
+	waitReady(t, ns, "scaled", 3)
+	for _, replicas := range []int32{5, 1} {
+		kubectl(t, "scale", "db/scaled", "-n", ns, fmt.Sprintf("--replicas=%d", replicas))
+		db := waitReady(t, ns, "scaled", replicas)
+		eventually(t, 30*time.Second, func() error {
+			sts, err := kube(t).AppsV1().StatefulSets(ns).Get(context.Background(), "scaled", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if sts.Status.ReadyReplicas != replicas {
+				return fmt.Errorf("StatefulSet readyReplicas %d, want %d", sts.Status.ReadyReplicas, replicas)
+			}
+			if pdbs := childrenOf(t, ns, db.UID).PDBs; (replicas > 1) != (len(pdbs) == 1) {
+				return fmt.Errorf("%d replicas with PodDisruptionBudgets %v", replicas, pdbs)
+			}
+			return nil
+		})
+	}
+}
+
+func TestDeletionPolicyDecidesWhatStays(t *testing.T) {
+	ctx := context.Background()
+	// deleteAndWait deletes the Database, waits until it is gone (the finalizer removed
+	// after cleanup) and until the garbage collector removed its workload.
+	deleteAndWait := func(t *testing.T, ns, name string) {
+		t.Helper()
+		kubectl(t, "delete", "db", name, "-n", ns, "--timeout=2m")
+		eventually(t, time.Minute, func() error {
+			_, err := kube(t).AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
+			if !apierrors.IsNotFound(err) {
+				return fmt.Errorf("StatefulSet %s/%s still there (%v)", ns, name, err)
+			}
+			svcs, err := kube(t).CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			if len(svcs.Items) != 0 {
+				return fmt.Errorf("%d Services still there", len(svcs.Items))
+			}
+			pdbs, err := kube(t).PolicyV1().PodDisruptionBudgets(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			if len(pdbs.Items) != 0 {
+				return fmt.Errorf("%d PodDisruptionBudgets still there", len(pdbs.Items))
+			}
+			return nil
+		})
+	}
+
+	t.Run("Delete removes the volumes and the credentials", func(t *testing.T) {
+		ns := testNamespace(t, "e2e-policy-delete")
+		kubectlIn(t, databaseIn(ns, "doomed", 2, examplev1.DeletionPolicyDelete), "apply", "-f", "-")
+		waitReady(t, ns, "doomed", 2)
+		require.Len(t, childrenOf(t, ns, "").PVCs, 2)
+
+		deleteAndWait(t, ns, "doomed")
+		eventually(t, time.Minute, func() error {
+			pvcs := childrenOf(t, ns, "").PVCs
+			if len(pvcs) != 0 {
+				return fmt.Errorf("%d PVCs still there", len(pvcs))
+			}
+			_, err := kube(t).CoreV1().Secrets(ns).Get(ctx, "doomed-credentials", metav1.GetOptions{})
+			if !apierrors.IsNotFound(err) {
+				return fmt.Errorf("the credentials Secret is still there (%v)", err)
+			}
+			return nil
+		})
+	})
+
+	t.Run("Retain keeps the volumes and the credentials, released", func(t *testing.T) {
+		ns := testNamespace(t, "e2e-policy-retain")
+		kubectlIn(t, databaseIn(ns, "kept", 2, examplev1.DeletionPolicyRetain), "apply", "-f", "-")
+		db := waitReady(t, ns, "kept", 2)
+		secret, err := kube(t).CoreV1().Secrets(ns).Get(ctx, "kept-credentials", metav1.GetOptions{})
+		require.NoError(t, err)
+		password := secret.Data["password"]
+
+		deleteAndWait(t, ns, "kept")
+		ownedByDB := func(refs []metav1.OwnerReference) bool {
+			for _, r := range refs {
+				if r.UID == db.UID {
+					return true
+				}
+			}
+			return false
+		}
+		// Stable: still there a few seconds later, after the garbage collector had its chance.
+		time.Sleep(3 * time.Second)
+		pvcs := childrenOf(t, ns, "").PVCs
+		require.Len(t, pvcs, 2)
+		for _, pvc := range pvcs {
+			require.Nil(t, pvc.DeletionTimestamp, pvc.Name)
+			require.False(t, ownedByDB(pvc.OwnerReferences), "PVC %s still owned by the Database", pvc.Name)
+		}
+		secret, err = kube(t).CoreV1().Secrets(ns).Get(ctx, "kept-credentials", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Nil(t, secret.DeletionTimestamp)
+		require.False(t, ownedByDB(secret.OwnerReferences), "the Secret is still owned by the Database")
+		require.Equal(t, password, secret.Data["password"])
+	})
+
+	t.Run("DoNotTerminate refuses the delete until the policy changes", func(t *testing.T) {
+		ns := testNamespace(t, "e2e-policy-dnt")
+		kubectlIn(t, databaseIn(ns, "precious", 1, examplev1.DeletionPolicyDoNotTerminate), "apply", "-f", "-")
+		waitReady(t, ns, "precious", 1)
+
+		errOut := kubectlFails(t, cluster.KubeconfigPath, "", "delete", "db", "precious", "-n", ns)
+		require.Contains(t, errOut, "DoNotTerminate")
+		require.Contains(t, errOut, "deletionPolicy")
+		db, err := getDatabase(t, ns, "precious")
+		require.NoError(t, err)
+		require.Nil(t, db.DeletionTimestamp)
+		require.Len(t, childrenOf(t, ns, db.UID).StatefulSets, 1)
+
+		kubectl(t, "patch", "db", "precious", "-n", ns, "--type=merge", "-p", `{"spec":{"deletionPolicy":"Delete"}}`)
+		deleteAndWait(t, ns, "precious")
+	})
+}
+
+// TestReadyDatabaseLeftAloneCausesNoWrites: reconciles keep happening (resyncs every few
+// seconds in the e2e configuration), and none of them writes the Database or a child.
+func TestReadyDatabaseLeftAloneCausesNoWrites(t *testing.T) {
+	const window = 20 * time.Second
+	ns := testNamespace(t, "e2e-quiet")
+	kubectlIn(t, databaseIn(ns, "quiet", 2, ""), "apply", "-f", "-")
+	db := waitReady(t, ns, "quiet", 2)
+	time.Sleep(2 * time.Second) // the Pods' and PVCs' last status updates settle
+
+	versions := func() map[string]string {
+		db, err := getDatabase(t, ns, "quiet")
+		require.NoError(t, err)
+		v := map[string]string{"Database": db.ResourceVersion}
+		c := childrenOf(t, ns, db.UID)
+		for _, o := range c.StatefulSets {
+			v["StatefulSet "+o.Name] = o.ResourceVersion
+		}
+		for _, o := range c.Services {
+			v["Service "+o.Name] = o.ResourceVersion
+		}
+		for _, o := range c.Secrets {
+			v["Secret "+o.Name] = o.ResourceVersion
+		}
+		for _, o := range c.PVCs {
+			v["PVC "+o.Name] = o.ResourceVersion
+		}
+		pdbs, err := kube(t).PolicyV1().PodDisruptionBudgets(ns).List(context.Background(), metav1.ListOptions{})
+		require.NoError(t, err)
+		for _, o := range pdbs.Items {
+			v["PodDisruptionBudget "+o.Name] = o.ResourceVersion
+		}
+		return v
+	}
+	before, reconcilesBefore := versions(), reconciles(t)
+	require.Len(t, before, 1+1+2+1+2+1, "Database, StatefulSet, 2 Services, Secret, 2 PVCs, PDB: %v", before)
+	time.Sleep(window)
+	require.Equal(t, before, versions(), "something wrote to %s/%s or its children while it was left alone", ns, db.Name)
+	require.Greater(t, reconciles(t), reconcilesBefore, "no reconcile ran during the window (resync)")
+}
+
+func TestForeignServiceWithTheDatabasesNameIsNotTouched(t *testing.T) {
+	ctx := context.Background()
+	ns := testNamespace(t, "e2e-foreign")
+	foreign, err := kube(t).CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "taken", Labels: map[string]string{"team": "someone-else"}},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": "someone-else"},
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 8080}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	kubectlIn(t, databaseIn(ns, "taken", 1, ""), "apply", "-f", "-")
+	var reported string
+	eventually(t, time.Minute, func() error {
+		db, err := getDatabase(t, ns, "taken")
+		if err != nil {
+			return err
+		}
+		for _, c := range db.Status.Conditions {
+			if c.Type == "Ready" && c.Status != metav1.ConditionTrue && strings.Contains(c.Message, "taken") {
+				reported = c.Reason + ": " + c.Message
+				return nil
+			}
+		}
+		return fmt.Errorf("the Ready condition does not report the Service: %+v", db.Status.Conditions)
+	})
+	t.Logf("Ready condition: %s", reported)
+	eventually(t, 30*time.Second, func() error {
+		events, err := kube(t).CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=Database,involvedObject.name=taken"})
+		if err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "taken") {
+				require.Equal(t, "example.com/v1", e.InvolvedObject.APIVersion)
+				return nil
+			}
+		}
+		return fmt.Errorf("no Warning Event on the Database about the Service: %+v", events.Items)
+	})
+
+	svc, err := kube(t).CoreV1().Services(ns).Get(ctx, "taken", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, foreign.ResourceVersion, svc.ResourceVersion, "the foreign Service was written")
+	require.Empty(t, svc.OwnerReferences)
+	require.Equal(t, map[string]string{"app": "someone-else"}, svc.Spec.Selector)
+}
+
+func TestDeletingNamespaceRemovesDatabasesAndChildren(t *testing.T) {
+	const ns = "e2e-ns-cascade"
+	kubectl(t, "create", "namespace", ns)
+	for _, name := range []string{"first", "second"} {
+		kubectlIn(t, databaseIn(ns, name, 2, ""), "apply", "-f", "-")
+	}
+	waitReady(t, ns, "first", 2)
+	waitReady(t, ns, "second", 2)
+
+	kubectl(t, "delete", "namespace", ns, "--timeout=2m")
+	_, err := kube(t).CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "namespace %s still there: %v", ns, err)
+	list, err := clientset(t).ExampleV1().Databases(ns).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Empty(t, list.Items, "Databases survive in our server's etcd")
+}
+
+// TestControllerKilledWhileCreatingDatabasesConverges SIGKILLs the controller at random points
+// while 20 Databases are created, restarts it each time (the new process waits for the dead
+// one's Lease to expire), and checks that every Database ends Ready with exactly one of each
+// child: no duplicate, no orphan, no second Secret.
+func TestControllerKilledWhileCreatingDatabasesConverges(t *testing.T) {
+	const (
+		count = 20
+		kills = 3
+	)
+	ctx := context.Background()
+	ns := testNamespace(t, "e2e-crash")
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
+
+	var wg sync.WaitGroup
+	created := make(chan error, 1)
+	wg.Go(func() {
+		var errs []string
+		for i := range count {
+			manifest := databaseIn(ns, fmt.Sprintf("db-%02d", i), 1, "")
+			if _, errOut, err := kubectlAs(cluster.KubeconfigPath, manifest, "apply", "-f", "-"); err != nil {
+				errs = append(errs, errOut)
+			}
+			time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
+		}
+		if len(errs) > 0 {
+			created <- fmt.Errorf("creating Databases: %s", strings.Join(errs, "\n"))
+			return
+		}
+		created <- nil
+	})
+	started := time.Now()
+	for i := range kills {
+		waitLeading(t)
+		time.Sleep(time.Duration(rng.IntN(1500)) * time.Millisecond)
+		require.NoError(t, cluster.Kill(localcluster.ControllerName))
+		t.Logf("kill %d after %v", i+1, time.Since(started).Round(100*time.Millisecond))
+		require.NoError(t, cluster.StartController(ctx))
+	}
+	wg.Wait()
+	require.NoError(t, <-created)
+	waitLeading(t)
+
+	for i := range count {
+		name := fmt.Sprintf("db-%02d", i)
+		db := waitReady(t, ns, name, 1)
+		c := childrenOf(t, ns, db.UID)
+		require.Len(t, c.StatefulSets, 1, name)
+		require.Len(t, c.Services, 2, name)
+		require.Len(t, c.Secrets, 1, name)
+		require.Empty(t, c.PDBs, name)
+		require.Equal(t, []string{"database.example.com/finalizer"}, db.Finalizers, name)
+	}
+	// Nothing the controller made is left without its Database.
+	k := kube(t)
+	stss, err := k.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, stss.Items, count)
+	svcs, err := k.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, svcs.Items, 2*count)
+	secrets, err := k.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=database-controller"})
+	require.NoError(t, err)
+	require.Len(t, secrets.Items, count)
+	pvcs, err := k.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, pvcs.Items, count)
+}
