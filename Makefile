@@ -7,15 +7,19 @@ BIN := bin
 
 all: build
 
-## build: the API server binary (and the controller once it exists) into bin/.
+## build: the API server and the controller binaries into bin/.
 build:
 	$(GO) build -o $(BIN)/database-apiserver ./cmd/apiserver
+	$(GO) build -o $(BIN)/database-controller ./cmd/controller
 
-## generate: regenerate deepcopy, defaulters, conversions, OpenAPI, clientset, listers, informers.
+## generate: regenerate deepcopy, defaulters, conversions, protobuf, OpenAPI, clientset, listers,
+## informers. Needs protoc (Debian's protobuf-compiler): installed with apt-get when missing if
+## run as root, else the script says what to install.
 generate:
 	./hack/update-codegen.sh
 
-## verify: generated code is current, go vet and gofmt are clean.
+## verify: generated code is current (regenerated in a copy, so it needs protoc too) and the
+## module cache untouched, go vet and gofmt are clean.
 verify:
 	./hack/verify-codegen.sh
 	$(GO) vet ./...
@@ -40,10 +44,11 @@ tools:
 	./hack/build-tools.sh
 
 ## run: the local control plane in the foreground, with the examples applied; state in
-## $(LOCAL_DIR) (kept across runs). Ctrl-C stops it. APISERVER_ARGS go to our server.
+## $(LOCAL_DIR) (kept across runs). Ctrl-C stops it. APISERVER_ARGS go to our server,
+## CONTROLLER_ARGS to the controller.
 run: tools build
 	$(GO) build -o $(BIN)/local-up ./hack/local-up
-	LOCAL_DIR=$(LOCAL_DIR) ./$(BIN)/local-up $(APISERVER_ARGS)
+	LOCAL_DIR=$(LOCAL_DIR) CONTROLLER_ARGS="$(CONTROLLER_ARGS)" ./$(BIN)/local-up $(APISERVER_ARGS)
 
 ## clean: remove the local control plane's state ($(LOCAL_DIR)), not bin/.
 clean:
@@ -54,3 +59,18 @@ clean:
 ## free ports).
 test-e2e: tools build
 	$(GO) test -tags e2e -count=1 -timeout 20m ./internal/localcluster/... ./test/e2e/...
+
+# --- images (issue 5) ------------------------------------------------------
+# No container runtime runs on the development machines of this project: build the images where
+# one does (docs/install.md). IMAGE_REGISTRY, if set, ends with a slash: registry.example/team/
+IMAGE_REGISTRY ?=
+IMAGE_TAG ?= v0.1.0
+DOCKER ?= docker
+
+.PHONY: images
+
+## images: $(IMAGE_REGISTRY)database-apiserver:$(IMAGE_TAG) and
+## $(IMAGE_REGISTRY)database-controller:$(IMAGE_TAG) from the Dockerfile (static, non-root).
+images:
+	$(DOCKER) build --target apiserver -t $(IMAGE_REGISTRY)database-apiserver:$(IMAGE_TAG) .
+	$(DOCKER) build --target controller -t $(IMAGE_REGISTRY)database-controller:$(IMAGE_TAG) .

@@ -1,0 +1,564 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"crypto/tls"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	certutil "k8s.io/client-go/util/cert"
+)
+
+// installNamespace is the namespace artifacts/deploy installs into.
+const installNamespace = "database-system"
+
+// kustomize renders the kustomization in dir (relative to the repository root, or absolute)
+// with kubectl, as `kubectl apply -k` would, and decodes its objects.
+func kustomize(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	out := kubectl(t, "kustomize", dir)
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
+	for {
+		// Through JSON into Unstructured, so that numbers are int64 as the API machinery has them.
+		var raw json.RawMessage
+		err := dec.Decode(&raw)
+		if errors.Is(err, io.EOF) {
+			return objs
+		}
+		require.NoError(t, err)
+		if len(raw) == 0 || string(raw) == "null" {
+			continue
+		}
+		u := &unstructured.Unstructured{}
+		require.NoError(t, u.UnmarshalJSON(raw))
+		objs = append(objs, u)
+	}
+}
+
+// certsOverlay copies artifacts/ to a temporary directory, runs hack/gen-certs into its
+// artifacts/deploy/certs as the install instructions do, and returns the overlay's path and
+// the generated serving CA bundle. The repository's own certs/ directory is neither read (a
+// developer may keep real certificates there) nor written.
+func certsOverlay(t *testing.T) (dir string, servingCABundle []byte) {
+	t.Helper()
+	tmp := t.TempDir()
+	src := filepath.Join(root, "artifacts")
+	certs := filepath.Join(src, "deploy", "certs")
+	require.NoError(t, filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(tmp, "artifacts", rel)
+		if d.IsDir() {
+			return os.MkdirAll(dst, 0o755)
+		}
+		if filepath.Dir(path) == certs && d.Name() != "kustomization.yaml" {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(dst, data, 0o644)
+	}))
+	dir = filepath.Join(tmp, "artifacts", "deploy", "certs")
+	cmd := exec.Command("go", "run", "./hack/gen-certs", "--dir", dir)
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	bundle, err := os.ReadFile(filepath.Join(dir, "serving-ca-bundle.crt"))
+	require.NoError(t, err)
+	return dir, bundle
+}
+
+// find returns the rendered object of kind and name, or fails.
+func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	require.FailNow(t, "not rendered", "%s %s", kind, name)
+	return nil
+}
+
+// movedTo returns deep copies of objs whose objects in installNamespace are in ns instead. The
+// Namespace itself, cluster-scoped objects and other namespaces (kube-system) stay as they are.
+func movedTo(objs []*unstructured.Unstructured, ns string) []*unstructured.Unstructured {
+	var moved []*unstructured.Unstructured
+	for _, o := range objs {
+		o = o.DeepCopy()
+		if o.GetNamespace() == installNamespace {
+			o.SetNamespace(ns)
+		}
+		moved = append(moved, o)
+	}
+	return moved
+}
+
+// manifest is objs as one YAML stream (JSON documents).
+func manifest(t *testing.T, objs []*unstructured.Unstructured) string {
+	t.Helper()
+	var b strings.Builder
+	for _, o := range objs {
+		data, err := o.MarshalJSON()
+		require.NoError(t, err)
+		b.WriteString("---\n")
+		b.Write(data)
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// freshNamespace creates ns with the labels of the rendered Namespace (Pod Security
+// restricted), as installing into an empty cluster would, and deletes it after the test.
+func freshNamespace(t *testing.T, objs []*unstructured.Unstructured, ns string) {
+	t.Helper()
+	n := find(t, objs, "Namespace", installNamespace).DeepCopy()
+	n.SetName(ns)
+	kubectlIn(t, manifest(t, []*unstructured.Unstructured{n}), "apply", "-f", "-")
+	t.Cleanup(func() {
+		if os.Getenv("E2E_KEEP_STATE") == "" {
+			kubectlAs(cluster.KubeconfigPath, "", "delete", "namespace", ns, "--wait=false")
+		}
+	})
+}
+
+// serverDryRun sends every object to kube-apiserver as a server-side apply with
+// dryRun=All: admission (Pod Security included) and validation run, nothing is stored.
+// Objects in installNamespace go to ns, a fresh namespace: the local cluster already has its
+// own database-apiserver Service (an ExternalName) there. The APIService and the RBAC are
+// dry-run against the ones the local cluster applied, taking over their fields.
+func serverDryRun(t *testing.T, objs []*unstructured.Unstructured, ns string) {
+	t.Helper()
+	freshNamespace(t, objs, ns)
+	out, errOut, err := kubectlAs(cluster.KubeconfigPath, manifest(t, movedTo(objs, ns)),
+		"apply", "--server-side", "--dry-run=server", "--force-conflicts", "--field-manager=e2e-deploy", "-f", "-")
+	require.NoError(t, err, "stdout: %s\nstderr: %s", out, errOut)
+	// A Pod template the namespace's restricted profile would refuse shows as a warning.
+	require.NotContains(t, errOut, "Warning", "stderr: %s", errOut)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, len(objs), out)
+	for _, l := range lines {
+		require.True(t, strings.HasSuffix(l, "(server dry run)"), l)
+	}
+}
+
+// TestDeployRendersAndEveryObjectPassesServerDryRun renders artifacts/deploy and its
+// overlays with kubectl and dry-runs every object on the local control plane.
+func TestDeployRendersAndEveryObjectPassesServerDryRun(t *testing.T) {
+	t.Run("artifacts/deploy", func(t *testing.T) {
+		objs := kustomize(t, "artifacts/deploy")
+		for _, want := range [][2]string{
+			{"Namespace", installNamespace},
+			{"ServiceAccount", "database-apiserver"}, {"ServiceAccount", "database-controller"}, {"ServiceAccount", "database-etcd"},
+			{"StatefulSet", "database-etcd"}, {"Service", "database-etcd"},
+			{"Deployment", "database-apiserver"}, {"Service", "database-apiserver"},
+			{"Deployment", "database-controller"},
+			{"APIService", "v1.example.com"},
+			{"PodDisruptionBudget", "database-etcd"}, {"PodDisruptionBudget", "database-apiserver"}, {"PodDisruptionBudget", "database-controller"},
+			{"ClusterRoleBinding", "database-apiserver:system:auth-delegator"},
+			{"RoleBinding", "database-apiserver:extension-apiserver-authentication-reader"},
+		} {
+			find(t, objs, want[0], want[1])
+		}
+		for _, o := range objs {
+			require.NotEqual(t, "Secret", o.GetKind(), "certificates come from an overlay")
+		}
+		serverDryRun(t, objs, "e2e-deploy-base")
+	})
+
+	t.Run("artifacts/deploy/certs after hack/gen-certs", func(t *testing.T) {
+		dir, bundle := certsOverlay(t)
+		objs := kustomize(t, dir)
+		apiService := find(t, objs, "APIService", "v1.example.com")
+		caBundle, _, _ := unstructured.NestedString(apiService.Object, "spec", "caBundle")
+		decoded, err := base64.StdEncoding.DecodeString(caBundle)
+		require.NoError(t, err)
+		require.Equal(t, bundle, decoded, "caBundle is the generated serving CA bundle")
+		skip, _, _ := unstructured.NestedBool(apiService.Object, "spec", "insecureSkipTLSVerify")
+		require.False(t, skip)
+		for _, name := range []string{"database-apiserver-serving", "database-etcd-server", "database-etcd-peer", "database-etcd-client"} {
+			secret := find(t, objs, "Secret", name)
+			require.Equal(t, "kubernetes.io/tls", secret.Object["type"])
+			require.Equal(t, installNamespace, secret.GetNamespace())
+		}
+		serverDryRun(t, objs, "e2e-deploy-certs")
+	})
+
+	t.Run("artifacts/deploy/cert-manager", func(t *testing.T) {
+		objs := kustomize(t, "artifacts/deploy/cert-manager")
+		apiService := find(t, objs, "APIService", "v1.example.com")
+		require.Equal(t, installNamespace+"/database-apiserver-serving",
+			apiService.GetAnnotations()["cert-manager.io/inject-ca-from"])
+		find(t, objs, "Certificate", "database-apiserver-serving")
+		// cert-manager's kinds are not served here; everything else is.
+		var served []*unstructured.Unstructured
+		for _, o := range objs {
+			if !strings.HasPrefix(o.GetAPIVersion(), "cert-manager.io/") {
+				served = append(served, o)
+			}
+		}
+		serverDryRun(t, served, "e2e-deploy-cert-manager")
+	})
+}
+
+// TestDeployPodsRunRestrictedInAFreshNamespace installs the namespaced objects of the certs
+// overlay for real into a namespace with the restricted Pod Security profile enforced: Pod
+// Security admission must admit every Pod, the etcd members get their volumes, and the
+// workloads turn ready on the simulated node (which runs no containers: probes and images are
+// not exercised here).
+func TestDeployPodsRunRestrictedInAFreshNamespace(t *testing.T) {
+	dir, _ := certsOverlay(t)
+	objs := kustomize(t, dir)
+	const ns = "e2e-deploy-install"
+	freshNamespace(t, objs, ns)
+	var namespaced []*unstructured.Unstructured
+	for _, o := range movedTo(objs, ns) {
+		if o.GetNamespace() == ns {
+			namespaced = append(namespaced, o)
+		}
+	}
+	kubectlIn(t, manifest(t, namespaced), "apply", "--server-side", "--field-manager=e2e-deploy", "-f", "-")
+
+	ready := func(kind, name, field string, want int) func() error {
+		return func() error {
+			out, _, err := kubectlAs(cluster.KubeconfigPath, "", "get", kind, name, "-n", ns,
+				"-o", "jsonpath={.status."+field+"}")
+			if err != nil {
+				return err
+			}
+			if out != fmt.Sprint(want) {
+				events, _, _ := kubectlAs(cluster.KubeconfigPath, "", "get", "events", "-n", ns)
+				return fmt.Errorf("%s/%s: %s=%q, want %d; events:\n%s", kind, name, field, out, want, events)
+			}
+			return nil
+		}
+	}
+	eventually(t, 90*time.Second, ready("statefulset", "database-etcd", "readyReplicas", 3))
+	eventually(t, 60*time.Second, ready("deployment", "database-apiserver", "availableReplicas", 2))
+	eventually(t, 60*time.Second, ready("deployment", "database-controller", "availableReplicas", 2))
+	out := kubectl(t, "get", "pvc", "-n", ns, "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.phase} {end}")
+	require.ElementsMatch(t, []string{"data-database-etcd-0=Bound", "data-database-etcd-1=Bound", "data-database-etcd-2=Bound"},
+		strings.Fields(out))
+	// Every PodDisruptionBudget allows exactly one voluntary disruption.
+	for _, pdb := range []string{"database-etcd", "database-apiserver", "database-controller"} {
+		eventually(t, 30*time.Second, ready("pdb", pdb, "disruptionsAllowed", 1))
+	}
+}
+
+// TestDeployWorkloadsAreHardened pins what Pod Security's restricted profile does not check:
+// read-only root filesystems, resource requests, probes, and the replicas and flags the
+// issue asks for.
+func TestDeployWorkloadsAreHardened(t *testing.T) {
+	objs := kustomize(t, "artifacts/deploy")
+	for _, w := range []struct {
+		kind, name string
+		replicas   int64
+		args       []string
+	}{
+		{"StatefulSet", "database-etcd", 3, []string{"--client-cert-auth=true", "--peer-client-cert-auth=true"}},
+		{"Deployment", "database-apiserver", 2, []string{"--audit-log-path=-", "--secure-port=8443"}},
+		{"Deployment", "database-controller", 2, []string{"--leader-elect=true", "--health-probe-bind-address=:8081"}},
+	} {
+		t.Run(w.name, func(t *testing.T) {
+			o := find(t, objs, w.kind, w.name)
+			replicas, _, _ := unstructured.NestedInt64(o.Object, "spec", "replicas")
+			require.Equal(t, w.replicas, replicas)
+			affinity, _, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec", "affinity", "podAntiAffinity")
+			require.NotEmpty(t, affinity, "pod anti-affinity")
+			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			require.Len(t, containers, 1)
+			c := containers[0].(map[string]any)
+			readOnly, _, _ := unstructured.NestedBool(c, "securityContext", "readOnlyRootFilesystem")
+			require.True(t, readOnly, "read-only root filesystem")
+			escalation, found, _ := unstructured.NestedBool(c, "securityContext", "allowPrivilegeEscalation")
+			require.True(t, found)
+			require.False(t, escalation)
+			drop, _, _ := unstructured.NestedStringSlice(c, "securityContext", "capabilities", "drop")
+			require.Equal(t, []string{"ALL"}, drop)
+			nonRoot, _, _ := unstructured.NestedBool(o.Object, "spec", "template", "spec", "securityContext", "runAsNonRoot")
+			require.True(t, nonRoot)
+			seccomp, _, _ := unstructured.NestedString(o.Object, "spec", "template", "spec", "securityContext", "seccompProfile", "type")
+			require.Equal(t, "RuntimeDefault", seccomp)
+			requests, _, _ := unstructured.NestedStringMap(c, "resources", "requests")
+			require.Contains(t, requests, "cpu")
+			require.Contains(t, requests, "memory")
+			for _, probe := range []string{"livenessProbe", "readinessProbe"} {
+				require.Contains(t, c, probe)
+			}
+			image, _, _ := unstructured.NestedString(c, "image")
+			require.Regexp(t, `:[^:/]+$`, image, "a pinned tag")
+			args, _, _ := unstructured.NestedStringSlice(c, "args")
+			for _, a := range w.args {
+				require.Contains(t, args, a)
+			}
+		})
+	}
+
+	apiserver := find(t, objs, "Deployment", "database-apiserver")
+	containers, _, _ := unstructured.NestedSlice(apiserver.Object, "spec", "template", "spec", "containers")
+	liveness, _, _ := unstructured.NestedString(containers[0].(map[string]any), "livenessProbe", "httpGet", "path")
+	require.Equal(t, "/livez?exclude=etcd", liveness)
+}
+
+// TestDeployFlagsAreKnownToTheBinaries runs bin/database-apiserver and bin/database-controller
+// with the rendered container arguments and --help: an unknown or misspelt flag fails the
+// parse before help is printed.
+func TestDeployFlagsAreKnownToTheBinaries(t *testing.T) {
+	objs := kustomize(t, "artifacts/deploy")
+	for deployment, binary := range map[string]string{
+		"database-apiserver":  "database-apiserver",
+		"database-controller": "database-controller",
+	} {
+		t.Run(deployment, func(t *testing.T) {
+			path := filepath.Join(root, "bin", binary)
+			if _, err := os.Stat(path); err != nil {
+				t.Skipf("%s not built: %v", path, err)
+			}
+			o := find(t, objs, "Deployment", deployment)
+			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+			for i := range args {
+				args[i] = strings.ReplaceAll(args[i], "$(POD_NAMESPACE)", installNamespace)
+			}
+			var stderr bytes.Buffer
+			cmd := exec.Command(path, append(args, "--help")...)
+			cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+			require.NoError(t, cmd.Run(), "%s %s: %s", binary, strings.Join(args, " "), stderr.String())
+		})
+	}
+}
+
+// TestDeployLivenessProbeExcludesEtcd asks our running server for the liveness probe's path:
+// the exclusion names a real check (k8s.io/apiserver warns about names it does not know).
+func TestDeployLivenessProbeExcludesEtcd(t *testing.T) {
+	pool, err := certutil.NewPoolFromBytes(cluster.ServingCAPEM())
+	require.NoError(t, err)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := client.Get(cluster.APIServerURL + "/livez?exclude=etcd&verbose")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	require.Contains(t, string(body), "[+]etcd excluded: ok")
+	require.NotContains(t, string(body), "cannot be excluded")
+}
+
+// serviceAccount is the impersonation flags of the ServiceAccount sa of installNamespace, with
+// the groups of a ServiceAccount token, as a Pod running as it has them.
+func serviceAccount(sa string) []string {
+	return []string{"--as=system:serviceaccount:" + installNamespace + ":" + sa,
+		"--as-group=system:serviceaccounts", "--as-group=system:serviceaccounts:" + installNamespace,
+		"--as-group=system:authenticated"}
+}
+
+// canI asks kube-apiserver whether the identity given by the impersonation flags as may do
+// what args say.
+func canI(t *testing.T, as []string, args ...string) bool {
+	t.Helper()
+	args = append(append([]string{"auth", "can-i"}, args...), as...)
+	out, errOut, err := kubectlAs(cluster.KubeconfigPath, "", args...)
+	answer := strings.TrimSpace(out)
+	var exit *exec.ExitError
+	switch {
+	case err == nil && answer == "yes":
+		return true
+	case errors.As(err, &exit) && exit.ExitCode() == 1 && answer == "no":
+		return false
+	}
+	require.FailNow(t, "kubectl auth can-i", "%s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, out, errOut)
+	return false
+}
+
+// permission is one `kubectl auth can-i` question and the answer it must get.
+type permission struct {
+	allowed bool
+	args    []string
+}
+
+func can(args ...string) permission    { return permission{true, args} }
+func cannot(args ...string) permission { return permission{false, args} }
+
+func checkPermissions(t *testing.T, as []string, perms []permission) {
+	t.Helper()
+	for _, p := range perms {
+		t.Run(fmt.Sprintf("%v %s", p.allowed, strings.Join(p.args, " ")), func(t *testing.T) {
+			require.Equal(t, p.allowed, canI(t, as, p.args...))
+		})
+	}
+}
+
+// TestDeployServiceAccountsHaveLeastPrivilege checks, against the RBAC of artifacts/rbac that
+// the local cluster applied, that each ServiceAccount of the install can do what it needs
+// and not more.
+func TestDeployServiceAccountsHaveLeastPrivilege(t *testing.T) {
+	writeRBAC := []permission{
+		cannot("create", "clusterroles.rbac.authorization.k8s.io"),
+		cannot("create", "clusterrolebindings.rbac.authorization.k8s.io"),
+		cannot("create", "roles.rbac.authorization.k8s.io", "-A"),
+		cannot("create", "rolebindings.rbac.authorization.k8s.io", "-A"),
+		cannot("create", "rolebindings.rbac.authorization.k8s.io", "-n", installNamespace),
+		cannot("bind", "clusterroles.rbac.authorization.k8s.io"),
+		cannot("escalate", "clusterroles.rbac.authorization.k8s.io"),
+		cannot("impersonate", "users"),
+	}
+
+	t.Run("database-apiserver", func(t *testing.T) {
+		checkPermissions(t, serviceAccount("database-apiserver"), append([]permission{
+			// Delegated authentication and authorization (system:auth-delegator).
+			can("create", "tokenreviews.authentication.k8s.io"),
+			can("create", "subjectaccessreviews.authorization.k8s.io"),
+			// The front-proxy CA and header names (extension-apiserver-authentication-reader).
+			can("get", "configmaps/extension-apiserver-authentication", "-n", "kube-system"),
+			can("watch", "configmaps/extension-apiserver-authentication", "-n", "kube-system"),
+			cannot("get", "configmaps/coredns", "-n", "kube-system"),
+			// NamespaceLifecycle, the webhook and policy admission plugins, priority and fairness.
+			can("list", "namespaces"),
+			can("watch", "namespaces"),
+			can("list", "validatingwebhookconfigurations.admissionregistration.k8s.io"),
+			can("watch", "mutatingwebhookconfigurations.admissionregistration.k8s.io"),
+			can("list", "validatingadmissionpolicies.admissionregistration.k8s.io"),
+			can("list", "validatingadmissionpolicybindings.admissionregistration.k8s.io"),
+			can("list", "flowschemas.flowcontrol.apiserver.k8s.io"),
+			can("watch", "prioritylevelconfigurations.flowcontrol.apiserver.k8s.io"),
+			// Nothing else.
+			cannot("create", "namespaces"),
+			cannot("delete", "namespaces"),
+			cannot("create", "secrets", "-n", installNamespace),
+			cannot("get", "secrets", "-n", installNamespace),
+			cannot("list", "secrets", "-A"),
+			cannot("list", "configmaps", "-A"),
+			cannot("create", "validatingwebhookconfigurations.admissionregistration.k8s.io"),
+			cannot("update", "flowschemas.flowcontrol.apiserver.k8s.io"),
+			cannot("create", "pods", "-n", installNamespace),
+			cannot("list", "nodes"),
+			cannot("create", "databases.example.com", "-A"),
+		}, writeRBAC...))
+	})
+
+	t.Run("database-controller", func(t *testing.T) {
+		files, err := filepath.Glob(filepath.Join(root, "artifacts", "rbac", "controller-*.yaml"))
+		require.NoError(t, err)
+		if len(files) == 0 {
+			t.Skip("no artifacts/rbac/controller-*.yaml yet")
+		}
+		checkPermissions(t, serviceAccount("database-controller"), append([]permission{
+			// Databases: read, finalizer and status; children in any namespace.
+			can("list", "databases.example.com", "-A"),
+			can("watch", "databases.example.com", "-A"),
+			can("patch", "databases.example.com", "-n", "production"),
+			can("update", "databases.example.com", "--subresource=status", "-A"),
+			can("create", "statefulsets.apps", "-A"),
+			can("create", "statefulsets.apps", "-n", "production"),
+			can("update", "statefulsets.apps", "-A"),
+			can("create", "services", "-A"),
+			can("create", "secrets", "-A"),
+			can("create", "events", "-n", "production"),
+			// Leader election on its own Lease only.
+			can("create", "leases.coordination.k8s.io", "-n", installNamespace),
+			can("update", "leases.coordination.k8s.io/database-controller", "-n", installNamespace),
+			cannot("update", "leases.coordination.k8s.io/kube-controller-manager", "-n", "kube-system"),
+			cannot("update", "leases.coordination.k8s.io/other", "-n", installNamespace),
+			// Not its business.
+			cannot("delete", "namespaces"),
+			cannot("create", "namespaces"),
+			cannot("create", "deployments.apps", "-A"),
+			cannot("update", "deployments.apps", "-n", "production"),
+			cannot("delete", "deployments.apps", "-A"),
+			cannot("create", "daemonsets.apps", "-A"),
+			cannot("patch", "daemonsets.apps", "-A"),
+			cannot("get", "nodes"),
+			cannot("update", "nodes"),
+			cannot("create", "pods", "-A"),
+			cannot("create", "databases.example.com", "-A"),
+			cannot("create", "tokenreviews.authentication.k8s.io"),
+		}, writeRBAC...))
+	})
+
+	t.Run("database-etcd", func(t *testing.T) {
+		// No binding names it, and its Pods mount no token.
+		checkPermissions(t, serviceAccount("database-etcd"), append([]permission{
+			cannot("get", "secrets", "-n", installNamespace),
+			cannot("list", "pods", "-n", installNamespace),
+			cannot("get", "configmaps", "-n", installNamespace),
+			cannot("list", "namespaces"),
+			cannot("create", "tokenreviews.authentication.k8s.io"),
+			cannot("get", "databases.example.com", "-A"),
+		}, writeRBAC...))
+		sa := find(t, kustomize(t, "artifacts/deploy"), "ServiceAccount", "database-etcd")
+		automount, found, _ := unstructured.NestedBool(sa.Object, "automountServiceAccountToken")
+		require.True(t, found)
+		require.False(t, automount)
+	})
+}
+
+// TestDeployUserRolesGrantEachSubresourceItsVerbs checks the aggregated ClusterRoles through
+// the default view and edit roles: users scale Databases with edit, read their status, and
+// never write it (the controller's job).
+func TestDeployUserRolesGrantEachSubresourceItsVerbs(t *testing.T) {
+	applyExamples(t)
+	kubectl(t, "create", "rolebinding", "e2e-deploy-view", "-n", "production", "--clusterrole=view", "--user=e2e-deploy-viewer")
+	kubectl(t, "create", "rolebinding", "e2e-deploy-edit", "-n", "production", "--clusterrole=edit", "--user=e2e-deploy-editor")
+	t.Cleanup(func() {
+		kubectlAs(cluster.KubeconfigPath, "", "delete", "rolebinding", "-n", "production", "e2e-deploy-view", "e2e-deploy-edit")
+	})
+	viewer := []string{"--as=e2e-deploy-viewer"}
+	editor := []string{"--as=e2e-deploy-editor"}
+	// The aggregation controller merges our rules into view and edit shortly after they exist.
+	eventually(t, 30*time.Second, func() error {
+		if !canI(t, editor, "patch", "databases.example.com", "--subresource=scale", "-n", "production") {
+			return errors.New("edit does not include example.com:databases:edit yet")
+		}
+		if !canI(t, viewer, "get", "databases.example.com", "-n", "production") {
+			return errors.New("view does not include example.com:databases:view yet")
+		}
+		return nil
+	})
+	t.Run("view", func(t *testing.T) {
+		checkPermissions(t, viewer, []permission{
+			can("list", "databases.example.com", "-n", "production"),
+			can("get", "databases.example.com", "--subresource=status", "-n", "production"),
+			can("get", "databases.example.com", "--subresource=scale", "-n", "production"),
+			cannot("patch", "databases.example.com", "--subresource=scale", "-n", "production"),
+			cannot("update", "databases.example.com", "--subresource=status", "-n", "production"),
+			cannot("create", "databases.example.com", "-n", "production"),
+			cannot("list", "databases.example.com", "-n", "kube-system"),
+		})
+	})
+	t.Run("edit", func(t *testing.T) {
+		checkPermissions(t, editor, []permission{
+			can("create", "databases.example.com", "-n", "production"),
+			can("deletecollection", "databases.example.com", "-n", "production"),
+			can("update", "databases.example.com", "--subresource=scale", "-n", "production"),
+			can("get", "databases.example.com", "--subresource=status", "-n", "production"),
+			cannot("update", "databases.example.com", "--subresource=status", "-n", "production"),
+			cannot("patch", "databases.example.com", "--subresource=status", "-n", "production"),
+			cannot("update", "databases.example.com", "--subresource=finalizers", "-n", "production"),
+			cannot("create", "databases.example.com", "-n", "kube-system"),
+		})
+	})
+}
