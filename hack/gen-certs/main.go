@@ -23,17 +23,11 @@ package main
 
 import (
 	"bytes"
-	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -41,7 +35,8 @@ import (
 	"time"
 
 	certutil "k8s.io/client-go/util/cert"
-	"k8s.io/client-go/util/keyutil"
+
+	"example.com/database-apiserver/internal/pki"
 )
 
 // Names of what the manifests in artifacts/deploy run; certificates name them.
@@ -166,7 +161,7 @@ func run(o options, out io.Writer) error {
 	}
 	d := dir{path: o.Dir, out: out}
 
-	current := map[string]*keyPair{}
+	current := map[string]*pki.KeyPair{}
 	renewAll := o.Renew
 	for _, ca := range cas {
 		kp, err := d.rotate(o, ca.name, ca.cn)
@@ -202,8 +197,8 @@ func (d dir) file(name string) string { return filepath.Join(d.path, name) }
 // rotate returns the current CA called name, after creating it if it is missing and taking
 // the step o.RotateCA asks for. Around the current CA <name>.crt/.key, a rotation keeps
 // <name>-next (staged, not yet signing) and <name>-previous (replaced, still trusted).
-func (d dir) rotate(o options, name, cn string) (*keyPair, error) {
-	current, err := d.load(name)
+func (d dir) rotate(o options, name, cn string) (*pki.KeyPair, error) {
+	current, err := pki.Load(d.path, name)
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +208,7 @@ func (d dir) rotate(o options, name, cn string) (*keyPair, error) {
 		}
 		return d.newCA(o, name, cn)
 	}
-	next, err := d.load(name + "-next")
+	next, err := pki.Load(d.path, name+"-next")
 	if err != nil {
 		return nil, err
 	}
@@ -236,10 +231,10 @@ func (d dir) rotate(o options, name, cn string) (*keyPair, error) {
 			return nil, fmt.Errorf("%s: nothing staged; run --rotate-ca=%s first", name, rotateStage)
 		}
 		// The current CA stays trusted (its certificate only; its key signs nothing more).
-		if err := os.WriteFile(d.file(name+"-previous.crt"), current.certPEM(), 0o644); err != nil {
+		if err := os.WriteFile(d.file(name+"-previous.crt"), current.CertPEM(), 0o644); err != nil {
 			return nil, err
 		}
-		if err := d.store(name, next); err != nil {
+		if next, err = pki.Store(d.path, name, next); err != nil {
 			return nil, err
 		}
 		for _, f := range []string{name + "-next.crt", name + "-next.key"} {
@@ -260,86 +255,46 @@ func (d dir) rotate(o options, name, cn string) (*keyPair, error) {
 	return current, nil
 }
 
-func (d dir) newCA(o options, name, cn string) (*keyPair, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+// newCA creates the CA <name>.crt/.key with common name cn.
+func (d dir) newCA(o options, name, cn string) (*pki.KeyPair, error) {
+	ca, err := pki.NewCA(pki.Template{CommonName: cn, Validity: o.CAValidity, Now: o.now()})
 	if err != nil {
 		return nil, err
 	}
-	now := o.now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: cn},
-		NotBefore:             now.Add(-time.Hour), // tolerate clock skew between machines
-		NotAfter:              now.Add(o.CAValidity),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
+	if ca, err = pki.Store(d.path, name, ca); err != nil {
 		return nil, err
 	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
-	kp := &keyPair{cert: cert, key: key}
-	if err := d.store(name, kp); err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(d.out, "created CA %s (%s, until %s)\n", d.file(name+".crt"), cn, cert.NotAfter.Format(time.DateOnly))
-	return kp, nil
+	fmt.Fprintf(d.out, "created CA %s (%s, until %s)\n", ca.CertFile, cn, ca.Cert.NotAfter.Format(time.DateOnly))
+	return ca, nil
 }
 
 // leaf keeps the certificate l if it is still good, and issues it from ca otherwise.
-func (d dir) leaf(o options, l leafSpec, ca *keyPair, renew bool) error {
-	existing, err := d.load(l.name)
+func (d dir) leaf(o options, l leafSpec, ca *pki.KeyPair, renew bool) error {
+	existing, err := pki.Load(d.path, l.name)
 	if err != nil {
 		return err
 	}
 	reason := "missing"
 	if existing != nil {
-		reason = o.problem(existing.cert, l, ca.cert)
+		reason = o.problem(existing.Cert, l, ca.Cert)
 		if reason == "" && renew {
 			reason = "renewal asked for"
 		}
 		if reason == "" {
-			fmt.Fprintf(d.out, "kept %s (until %s)\n", d.file(l.name+".crt"), existing.cert.NotAfter.Format(time.DateOnly))
+			fmt.Fprintf(d.out, "kept %s (until %s)\n", existing.CertFile, existing.Cert.NotAfter.Format(time.DateOnly))
 			return nil
 		}
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	now := o.now()
-	notAfter := now.Add(o.Validity)
-	if notAfter.After(ca.cert.NotAfter) {
-		notAfter = ca.cert.NotAfter
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: l.cn},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              notAfter,
-		KeyUsage:              x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:           l.usage,
-		BasicConstraintsValid: true,
-		DNSNames:              l.dns,
-		IPAddresses:           l.ips,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
+	// The new certificate expires when the CA does at the latest.
+	kp, err := ca.Sign(pki.Template{CommonName: l.cn, DNSNames: l.dns, IPAddresses: l.ips, ExtKeyUsage: l.usage,
+		Validity: o.Validity, Now: o.now()})
 	if err != nil {
 		return fmt.Errorf("signing %s: %w", l.name, err)
 	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
+	if kp, err = pki.Store(d.path, l.name, kp); err != nil {
 		return err
 	}
-	if err := d.store(l.name, &keyPair{cert: cert, key: key}); err != nil {
-		return err
-	}
-	fmt.Fprintf(d.out, "issued %s (%s; until %s)\n", d.file(l.name+".crt"), reason, cert.NotAfter.Format(time.DateOnly))
+	fmt.Fprintf(d.out, "issued %s (%s; until %s)\n", kp.CertFile, reason, kp.Cert.NotAfter.Format(time.DateOnly))
 	return nil
 }
 
@@ -389,50 +344,6 @@ func (d dir) bundle(name string) error {
 	return nil
 }
 
-// keyPair is a certificate and its private key.
-type keyPair struct {
-	cert *x509.Certificate
-	key  crypto.Signer
-}
-
-func (kp *keyPair) certPEM() []byte {
-	b, _ := certutil.EncodeCertificates(kp.cert)
-	return b
-}
-
-// load reads <name>.crt and <name>.key; nil, nil when either is missing.
-func (d dir) load(name string) (*keyPair, error) {
-	certs, err := certutil.CertsFromFile(d.file(name + ".crt"))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	} else if err != nil {
-		return nil, err
-	}
-	key, err := keyutil.PrivateKeyFromFile(d.file(name + ".key"))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	} else if err != nil {
-		return nil, err
-	}
-	signer, ok := key.(crypto.Signer)
-	if !ok {
-		return nil, fmt.Errorf("%s: not a signing key", d.file(name+".key"))
-	}
-	return &keyPair{cert: certs[0], key: signer}, nil
-}
-
-// store writes <name>.key (0600) and <name>.crt (0644).
-func (d dir) store(name string, kp *keyPair) error {
-	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(kp.key)
-	if err != nil {
-		return err
-	}
-	if err := keyutil.WriteKey(d.file(name+".key"), keyPEM); err != nil {
-		return err
-	}
-	return certutil.WriteCert(d.file(name+".crt"), kp.certPEM())
-}
-
 func (d dir) exists(name string) (bool, error) {
 	_, err := os.Stat(d.file(name))
 	if errors.Is(err, os.ErrNotExist) {
@@ -446,13 +357,4 @@ func removeIfExists(path string) error {
 		return err
 	}
 	return nil
-}
-
-// serial is a random 127-bit serial number, as RFC 5280 asks (positive, at most 20 bytes).
-func serial() *big.Int {
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		panic(err) // crypto/rand does not fail on supported platforms
-	}
-	return n
 }

@@ -140,7 +140,7 @@ func pinnedVersion(goMod, module string) (string, error) {
 // Cluster is a running control plane. Its exported fields are set once Start returns.
 type Cluster struct {
 	cfg  Config
-	pki  *pki
+	pki  *clusterPKI
 	etcd *embedetcd.Server
 
 	// KubeconfigPath is the admin kubeconfig (O=system:masters), <Dir>/kubeconfig.
@@ -477,57 +477,47 @@ type componentPort struct {
 }
 
 func (c *Cluster) startControllerManager() (componentPort, error) {
-	port, err := freePort()
-	if err != nil {
-		return componentPort{}, err
-	}
-	kubeconfig, err := c.kubeconfigFor("kube-controller-manager", c.pki.ControllerMgr)
-	if err != nil {
-		return componentPort{}, err
-	}
-	args := []string{
-		"--kubeconfig=" + kubeconfig,
-		"--authentication-kubeconfig=" + kubeconfig,
-		"--authorization-kubeconfig=" + kubeconfig,
-		"--bind-address=127.0.0.1",
-		fmt.Sprintf("--secure-port=%d", port),
-		"--cert-dir=" + filepath.Join(c.cfg.Dir, "run", "kube-controller-manager"),
+	return c.startComponent("kube-controller-manager", c.pki.ControllerMgr,
 		// nodeipam needs a cluster CIDR and real nodes; kwok assigns pod IPs itself.
 		"--controllers=*,-nodeipam",
-		"--leader-elect=false",
 		"--use-service-account-credentials=true",
-		"--service-account-private-key-file=" + c.pki.ServiceAccountKey,
-		"--root-ca-file=" + c.pki.ServingCA.CertFile,
-		"--cluster-signing-cert-file=" + c.pki.ClientCA.CertFile,
-		"--cluster-signing-key-file=" + c.pki.ClientCA.KeyFile,
-		"--profiling=false",
-		"--v=1",
-	}
-	p, err := c.start("kube-controller-manager", filepath.Join(c.cfg.KubeBinDir, "kube-controller-manager"), args)
-	return componentPort{p, port}, err
+		"--service-account-private-key-file="+c.pki.ServiceAccountKey,
+		"--root-ca-file="+c.pki.ServingCA.CertFile,
+		"--cluster-signing-cert-file="+c.pki.ClientCA.CertFile,
+		"--cluster-signing-key-file="+c.pki.ClientCA.KeyFile,
+	)
 }
 
 func (c *Cluster) startScheduler() (componentPort, error) {
+	return c.startComponent("kube-scheduler", c.pki.Scheduler)
+}
+
+// startComponent starts the Kubernetes component name (a binary in KubeBinDir) as the
+// identity kp: a kubeconfig for kp serves as its client, authentication and authorization
+// kubeconfig; it serves /healthz on a free secure port of 127.0.0.1 (the returned port), with
+// its self-signed serving certificate in <Dir>/run/<name>, without leader election or
+// profiling. The extra flags follow these.
+func (c *Cluster) startComponent(name string, kp *keyPair, extra ...string) (componentPort, error) {
 	port, err := freePort()
 	if err != nil {
 		return componentPort{}, err
 	}
-	kubeconfig, err := c.kubeconfigFor("kube-scheduler", c.pki.Scheduler)
+	kubeconfig, err := c.kubeconfigFor(name, kp)
 	if err != nil {
 		return componentPort{}, err
 	}
-	args := []string{
+	args := append([]string{
 		"--kubeconfig=" + kubeconfig,
 		"--authentication-kubeconfig=" + kubeconfig,
 		"--authorization-kubeconfig=" + kubeconfig,
 		"--bind-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", port),
-		"--cert-dir=" + filepath.Join(c.cfg.Dir, "run", "kube-scheduler"),
+		"--cert-dir=" + filepath.Join(c.cfg.Dir, "run", name),
 		"--leader-elect=false",
 		"--profiling=false",
 		"--v=1",
-	}
-	p, err := c.start("kube-scheduler", filepath.Join(c.cfg.KubeBinDir, "kube-scheduler"), args)
+	}, extra...)
+	p, err := c.start(name, filepath.Join(c.cfg.KubeBinDir, name), args)
 	return componentPort{p, port}, err
 }
 

@@ -2,22 +2,17 @@ package localcluster
 
 import (
 	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"time"
 
-	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
+
+	"example.com/database-apiserver/internal/pki"
 )
 
 // Names of the local cluster's identities. The API server's client identity is the
@@ -43,26 +38,16 @@ const (
 
 // keyPair is a certificate with its private key, as parsed from (or written to) <name>.crt and
 // <name>.key under the PKI directory.
-type keyPair struct {
-	Cert     *x509.Certificate
-	Key      crypto.Signer
-	CertFile string
-	KeyFile  string
-}
+type keyPair = pki.KeyPair
 
-// CertPEM returns the PEM encoding of the certificate.
-func (kp *keyPair) CertPEM() []byte {
-	b, _ := certutil.EncodeCertificates(kp.Cert)
-	return b
-}
+// Validity of the certificates the local cluster issues.
+const (
+	caValidity   = 10 * 365 * 24 * time.Hour
+	leafValidity = 5 * 365 * 24 * time.Hour
+)
 
-// KeyPEM returns the PEM encoding of the private key.
-func (kp *keyPair) KeyPEM() ([]byte, error) {
-	return keyutil.MarshalPrivateKeyToPEM(kp.Key)
-}
-
-// pki holds every CA, certificate and key of the local cluster.
-type pki struct {
+// clusterPKI holds every CA, certificate and key of the local cluster.
+type clusterPKI struct {
 	dir string
 
 	ClientCA     *keyPair // signs client certs kube-apiserver accepts (--client-ca-file)
@@ -84,11 +69,11 @@ type pki struct {
 
 // loadOrCreatePKI reads the PKI under dir, generating whatever is missing. Existing files are
 // kept, so a restart on the same state directory presents the same CAs to existing clients.
-func loadOrCreatePKI(dir string) (*pki, error) {
+func loadOrCreatePKI(dir string) (*clusterPKI, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	p := &pki{dir: dir}
+	p := &clusterPKI{dir: dir}
 	var err error
 	if p.ClientCA, err = p.ca("client-ca", "local-cluster-client-ca"); err != nil {
 		return nil, err
@@ -103,37 +88,40 @@ func loadOrCreatePKI(dir string) (*pki, error) {
 	loopback := []net.IP{net.ParseIP("127.0.0.1")}
 	serving := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 	client := []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	serviceAccounts := []string{"system:serviceaccounts", "system:serviceaccounts:" + APIServerNamespace}
 	leaves := []struct {
-		out   **keyPair
-		name  string
-		ca    *keyPair
-		cn    string
-		orgs  []string
-		usage []x509.ExtKeyUsage
-		dns   []string
-		ips   []net.IP
+		out  **keyPair
+		name string
+		ca   *keyPair
+		tmpl pki.Template
 	}{
-		{&p.KubeAPIServer, "kube-apiserver", p.ServingCA, "kube-apiserver", nil, serving,
-			[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+		{&p.KubeAPIServer, "kube-apiserver", p.ServingCA, pki.Template{CommonName: "kube-apiserver",
+			ExtKeyUsage: serving,
+			DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
 				"kubernetes.default.svc.cluster.local"},
-			append([]net.IP{net.ParseIP(kubernetesServiceIP)}, loopback...)},
-		{&p.APIServer, "database-apiserver", p.ServingCA, APIServerServiceName, nil, serving,
-			[]string{
+			IPAddresses: append([]net.IP{net.ParseIP(kubernetesServiceIP)}, loopback...)}},
+		{&p.APIServer, "database-apiserver", p.ServingCA, pki.Template{CommonName: APIServerServiceName,
+			ExtKeyUsage: serving,
+			DNSNames: []string{
 				APIServerServiceName + "." + APIServerNamespace + ".svc",
 				APIServerServiceName + "." + APIServerNamespace + ".svc.cluster.local",
 				"localhost"},
-			loopback},
-		{&p.FrontProxy, "front-proxy-client", p.FrontProxyCA, FrontProxyClientName, nil, client, nil, nil},
-		{&p.Admin, "admin", p.ClientCA, "admin", []string{"system:masters"}, client, nil, nil},
-		{&p.ControllerMgr, "kube-controller-manager", p.ClientCA, "system:kube-controller-manager", nil, client, nil, nil},
-		{&p.Scheduler, "kube-scheduler", p.ClientCA, "system:kube-scheduler", nil, client, nil, nil},
-		{&p.APIServerAuthn, "database-apiserver-client", p.ClientCA, APIServerUser,
-			[]string{"system:serviceaccounts", "system:serviceaccounts:" + APIServerNamespace}, client, nil, nil},
-		{&p.ControllerAuthn, "database-controller-client", p.ClientCA, ControllerUser,
-			[]string{"system:serviceaccounts", "system:serviceaccounts:" + APIServerNamespace}, client, nil, nil},
+			IPAddresses: loopback}},
+		{&p.FrontProxy, "front-proxy-client", p.FrontProxyCA,
+			pki.Template{CommonName: FrontProxyClientName, ExtKeyUsage: client}},
+		{&p.Admin, "admin", p.ClientCA,
+			pki.Template{CommonName: "admin", Organization: []string{"system:masters"}, ExtKeyUsage: client}},
+		{&p.ControllerMgr, "kube-controller-manager", p.ClientCA,
+			pki.Template{CommonName: "system:kube-controller-manager", ExtKeyUsage: client}},
+		{&p.Scheduler, "kube-scheduler", p.ClientCA,
+			pki.Template{CommonName: "system:kube-scheduler", ExtKeyUsage: client}},
+		{&p.APIServerAuthn, "database-apiserver-client", p.ClientCA,
+			pki.Template{CommonName: APIServerUser, Organization: serviceAccounts, ExtKeyUsage: client}},
+		{&p.ControllerAuthn, "database-controller-client", p.ClientCA,
+			pki.Template{CommonName: ControllerUser, Organization: serviceAccounts, ExtKeyUsage: client}},
 	}
 	for _, l := range leaves {
-		kp, err := p.leaf(l.name, l.ca, l.cn, l.orgs, l.usage, l.dns, l.ips)
+		kp, err := p.leaf(l.name, l.ca, l.tmpl)
 		if err != nil {
 			return nil, err
 		}
@@ -168,99 +156,41 @@ func loadOrCreatePKI(dir string) (*pki, error) {
 
 // ClientCert issues (or reuses) a client certificate signed by the client CA, for a user with
 // the given groups. E2e tests use it for users with and without RBAC bindings.
-func (p *pki) ClientCert(name, user string, groups ...string) (*keyPair, error) {
-	return p.leaf("user-"+name, p.ClientCA, user, groups,
-		[]x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil, nil)
+func (p *clusterPKI) ClientCert(name, user string, groups ...string) (*keyPair, error) {
+	return p.leaf("user-"+name, p.ClientCA, pki.Template{CommonName: user, Organization: groups,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 }
 
-func (p *pki) ca(name, cn string) (*keyPair, error) {
-	if kp, err := p.load(name); kp != nil || err != nil {
+// ca returns the CA <name>, creating it with common name cn if it is missing.
+func (p *clusterPKI) ca(name, cn string) (*keyPair, error) {
+	return p.loadOr(name, func() (*keyPair, error) {
+		return pki.NewCA(pki.Template{CommonName: cn, Validity: caValidity})
+	})
+}
+
+// leaf returns the certificate <name>, issuing it from tmpl and ca if it is missing.
+func (p *clusterPKI) leaf(name string, ca *keyPair, tmpl pki.Template) (*keyPair, error) {
+	return p.loadOr(name, func() (*keyPair, error) {
+		tmpl.Validity = leafValidity
+		kp, err := ca.Sign(tmpl)
+		if err != nil {
+			return nil, fmt.Errorf("signing %s: %w", name, err)
+		}
+		return kp, nil
+	})
+}
+
+// loadOr returns the key pair <name> under the PKI directory as it is, or, when it is missing,
+// the one issue makes, stored there.
+func (p *clusterPKI) loadOr(name string, issue func() (*keyPair, error)) (*keyPair, error) {
+	if kp, err := pki.Load(p.dir, name); kp != nil || err != nil {
 		return kp, err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	kp, err := issue()
 	if err != nil {
 		return nil, err
 	}
-	cert, err := certutil.NewSelfSignedCACert(certutil.Config{CommonName: cn}, key)
-	if err != nil {
-		return nil, err
-	}
-	return p.store(name, cert, key)
-}
-
-func (p *pki) leaf(name string, ca *keyPair, cn string, orgs []string, usage []x509.ExtKeyUsage,
-	dns []string, ips []net.IP) (*keyPair, error) {
-	if kp, err := p.load(name); kp != nil || err != nil {
-		return kp, err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: cn, Organization: orgs},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(5 * 365 * 24 * time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:           usage,
-		BasicConstraintsValid: true,
-		DNSNames:              dns,
-		IPAddresses:           ips,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
-	if err != nil {
-		return nil, fmt.Errorf("signing %s: %w", name, err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
-	return p.store(name, cert, key)
-}
-
-// load returns nil, nil when <name>.crt or <name>.key does not exist yet.
-func (p *pki) load(name string) (*keyPair, error) {
-	kp := &keyPair{CertFile: filepath.Join(p.dir, name+".crt"), KeyFile: filepath.Join(p.dir, name+".key")}
-	certs, err := certutil.CertsFromFile(kp.CertFile)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	} else if err != nil {
-		return nil, err
-	}
-	key, err := keyutil.PrivateKeyFromFile(kp.KeyFile)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	} else if err != nil {
-		return nil, err
-	}
-	signer, ok := key.(crypto.Signer)
-	if !ok {
-		return nil, fmt.Errorf("%s: not a signing key", kp.KeyFile)
-	}
-	kp.Cert, kp.Key = certs[0], signer
-	return kp, nil
-}
-
-func (p *pki) store(name string, cert *x509.Certificate, key crypto.Signer) (*keyPair, error) {
-	kp := &keyPair{Cert: cert, Key: key,
-		CertFile: filepath.Join(p.dir, name+".crt"), KeyFile: filepath.Join(p.dir, name+".key")}
-	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
-	if err != nil {
-		return nil, err
-	}
-	if err := keyutil.WriteKey(kp.KeyFile, keyPEM); err != nil {
-		return nil, err
-	}
-	if err := certutil.WriteCert(kp.CertFile, kp.CertPEM()); err != nil {
-		return nil, err
-	}
-	return kp, nil
+	return pki.Store(p.dir, name, kp)
 }
 
 func writePEM(path, blockType string, der []byte) error {
