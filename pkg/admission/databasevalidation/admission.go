@@ -98,7 +98,9 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 
 	release, err := catalog.Lookup(engine, version)
 	if err != nil {
-		return invalid(db, field.NotSupported(versionPath, version, catalog.Supported(engine)))
+		// The release lines: each is itself a valid version, so everything the
+		// message lists is accepted (a release within a line, "14.5", is too).
+		return invalid(db, field.NotSupported(versionPath, version, catalog.Lines(engine)))
 	}
 	if old != nil && old.Spec.Engine == engine {
 		if err := catalog.CheckUpgrade(engine, old.Spec.Version, version); err != nil {
