@@ -65,7 +65,7 @@ func run() error {
 	}()
 
 	examples := filepath.Join(root, "artifacts", "examples")
-	if err := c.Apply(ctx, examples); err != nil {
+	if err := c.CreateMissing(ctx, examples); err != nil {
 		return fmt.Errorf("applying %s: %w", examples, err)
 	}
 	fmt.Printf(`

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -128,6 +129,35 @@ func newApplier(cfg *rest.Config) (*applier, error) {
 
 // apply server-side applies each object with force, in order.
 func (a *applier) apply(ctx context.Context, objs ...*unstructured.Unstructured) error {
+	return a.each(objs, func(ri dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
+		data, err := obj.MarshalJSON()
+		if err != nil {
+			return err
+		}
+		force := true
+		if _, err := ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, data,
+			metav1.PatchOptions{FieldManager: fieldManager, Force: &force}); err != nil {
+			return fmt.Errorf("applying %s %s: %w", obj.GetKind(), describe(obj), err)
+		}
+		return nil
+	})
+}
+
+// create creates each object that does not exist yet, in order, and leaves
+// existing ones exactly as they are.
+func (a *applier) create(ctx context.Context, objs ...*unstructured.Unstructured) error {
+	return a.each(objs, func(ri dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
+		_, err := ri.Create(ctx, obj, metav1.CreateOptions{FieldManager: fieldManager})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating %s %s: %w", obj.GetKind(), describe(obj), err)
+		}
+		return nil
+	})
+}
+
+// each calls write for every object with the resource client of its kind and
+// namespace (default when unset), in order, stopping at the first error.
+func (a *applier) each(objs []*unstructured.Unstructured, write func(dynamic.ResourceInterface, *unstructured.Unstructured) error) error {
 	for _, obj := range objs {
 		gvk := obj.GroupVersionKind()
 		mapping, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
@@ -146,17 +176,28 @@ func (a *applier) apply(ctx context.Context, objs ...*unstructured.Unstructured)
 			}
 			ri = a.dynamic.Resource(mapping.Resource).Namespace(ns)
 		}
-		data, err := obj.MarshalJSON()
-		if err != nil {
+		if err := write(ri, obj); err != nil {
 			return err
-		}
-		force := true
-		if _, err := ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, data,
-			metav1.PatchOptions{FieldManager: fieldManager, Force: &force}); err != nil {
-			return fmt.Errorf("applying %s %s: %w", gvk.Kind, describe(obj), err)
 		}
 	}
 	return nil
+}
+
+// CreateMissing creates the objects in the YAML files at paths (files, or
+// directories of *.yaml read in name order) that do not exist yet, and leaves
+// the existing ones as they are: `make run` uses it for the examples, so a
+// restart keeps what the user changed. It returns the first error other than
+// AlreadyExists.
+func (c *Cluster) CreateMissing(ctx context.Context, paths ...string) error {
+	objs, err := readObjects(paths...)
+	if err != nil {
+		return err
+	}
+	a, err := newApplier(c.AdminConfig)
+	if err != nil {
+		return err
+	}
+	return a.create(ctx, objs...)
 }
 
 func describe(obj *unstructured.Unstructured) string {

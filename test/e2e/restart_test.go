@@ -39,3 +39,16 @@ func TestRestartOnSameStateKeepsObjects(t *testing.T) {
 	_, err = os.Stat(filepath.Join(cluster.Dir(), "etcd"))
 	require.NoError(t, err)
 }
+
+// TestCreatingExamplesAgainKeepsWhatTheUserChanged is what `make run` does on
+// every start: the examples are created only where missing, so a scaled
+// example keeps its replicas across restarts.
+func TestCreatingExamplesAgainKeepsWhatTheUserChanged(t *testing.T) {
+	applyExamples(t)
+	t.Cleanup(func() { applyExamples(t) }) // back to the example's 3 replicas for other tests
+	kubectl(t, "scale", "db/my-database", "-n", "production", "--replicas=4")
+	require.NoError(t, cluster.CreateMissing(context.Background(), filepath.Join(root, "artifacts", "examples")))
+	got, err := clientset(t).ExampleV1().Databases("production").Get(context.Background(), "my-database", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, int32(4), *got.Spec.Replicas)
+}
