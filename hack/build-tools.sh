@@ -18,15 +18,17 @@ module_version() {
   (cd "$1" && ${GO} list -m -f '{{.Version}}' "$2")
 }
 
-# build_cmd <module dir> <module path> <version> <package> <output>: builds unless <output>
-# already records <module path> at <version>.
+# build_cmd <module dir> <module path> <version> <package> <output> [<ldflags>]: builds unless
+# <output> already records <module path> at <version>, built with <ldflags>.
 build_cmd() {
-  local dir=$1 mod=$2 version=$3 pkg=$4 out=$5 why
+  local dir=$1 mod=$2 version=$3 pkg=$4 out=$5 ldflags=${6:-} why
   if [[ ! -x ${out} ]]; then
     why="missing"
   elif ! ${GO} version -m "${out}" | awk -v m="${mod}" -v v="${version}" \
       '($1 == "mod" || $1 == "dep") && $2 == m && $3 == v { found = 1 } END { exit !found }'; then
     why="not built from ${mod} ${version}"
+  elif [[ -n ${ldflags} ]] && ! ${GO} version -m "${out}" | grep -qF -- "${ldflags}"; then
+    why="not stamped with its version"
   else
     echo "up to date: ${out#"${ROOT}/"} (${mod} ${version})"
     return 0
@@ -34,16 +36,22 @@ build_cmd() {
   echo "building ${out#"${ROOT}/"} from ${pkg} (${why}); a cold build takes minutes"
   mkdir -p "$(dirname "${out}")"
   local start=${SECONDS}
-  (cd "${dir}" && ${NICE} ${GO} build -trimpath -o "${out}.tmp" "${pkg}")
+  (cd "${dir}" && ${NICE} ${GO} build -trimpath -ldflags="${ldflags}" -o "${out}.tmp" "${pkg}")
   mv "${out}.tmp" "${out}"
   echo "built ${out#"${ROOT}/"} in $((SECONDS - start))s"
 }
 
 k8s_dir=${ROOT}/hack/tools
 k8s_version=$(module_version "${k8s_dir}" k8s.io/kubernetes)
+# Stamp the version the way Kubernetes' release builds do, so /version (and so
+# `kubectl version`) reports v1.37.2 instead of the unparsable default.
+k8s_minor=${k8s_version#v*.}; k8s_minor=${k8s_minor%%.*}
+k8s_major=${k8s_version#v}; k8s_major=${k8s_major%%.*}
+version_pkg=k8s.io/component-base/version
+k8s_ldflags="-X ${version_pkg}.gitVersion=${k8s_version} -X ${version_pkg}.gitMajor=${k8s_major} -X ${version_pkg}.gitMinor=${k8s_minor} -X ${version_pkg}.gitTreeState=clean"
 for cmd in kube-apiserver kube-controller-manager kube-scheduler; do
   build_cmd "${k8s_dir}" k8s.io/kubernetes "${k8s_version}" "k8s.io/kubernetes/cmd/${cmd}" \
-    "${BIN}/k8s-${k8s_version}/${cmd}"
+    "${BIN}/k8s-${k8s_version}/${cmd}" "${k8s_ldflags}"
 done
 
 kwok_dir=${ROOT}/hack/tools/kwok
