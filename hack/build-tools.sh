@@ -19,7 +19,8 @@ module_version() {
 }
 
 # build_cmd <module dir> <module path> <version> <package> <output> [<ldflags>]: builds unless
-# <output> already records <module path> at <version>, built with <ldflags>.
+# <output> already records <module path> at <version> and, with <ldflags> (which stamp the
+# version), reports <version> from --version.
 build_cmd() {
   local dir=$1 mod=$2 version=$3 pkg=$4 out=$5 ldflags=${6:-} why
   if [[ ! -x ${out} ]]; then
@@ -27,7 +28,8 @@ build_cmd() {
   elif ! ${GO} version -m "${out}" | awk -v m="${mod}" -v v="${version}" \
       '($1 == "mod" || $1 == "dep") && $2 == m && $3 == v { found = 1 } END { exit !found }'; then
     why="not built from ${mod} ${version}"
-  elif [[ -n ${ldflags} ]] && ! ${GO} version -m "${out}" | grep -qF -- "${ldflags}"; then
+  elif [[ -n ${ldflags} ]] && ! "${out}" --version 2>/dev/null | grep -qF -- "${version}"; then
+    # -trimpath keeps ldflags out of the build info: ask the binary itself.
     why="not stamped with its version"
   else
     echo "up to date: ${out#"${ROOT}/"} (${mod} ${version})"
