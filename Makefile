@@ -35,7 +35,7 @@ test-unit:
 test-integration:
 	$(GO) test -count=1 ./test/integration/...
 
-# --- local control plane (issue 3) -----------------------------------------
+# --- local control plane ----------------------------------------------------
 LOCAL_DIR ?= .local
 
 ## tools: the pinned kube-apiserver, kube-controller-manager, kube-scheduler (bin/k8s-<version>/)
@@ -60,7 +60,7 @@ clean:
 test-e2e: tools build
 	$(GO) test -tags e2e -count=1 -timeout 20m ./internal/localcluster/... ./test/e2e/...
 
-# --- images (issue 5) ------------------------------------------------------
+# --- images -----------------------------------------------------------------
 # No container runtime runs on the development machines of this project: build the images where
 # one does (docs/install.md). IMAGE_REGISTRY, if set, ends with a slash: registry.example/team/
 IMAGE_REGISTRY ?=
@@ -74,3 +74,15 @@ DOCKER ?= docker
 images:
 	$(DOCKER) build --target apiserver -t $(IMAGE_REGISTRY)database-apiserver:$(IMAGE_TAG) .
 	$(DOCKER) build --target controller -t $(IMAGE_REGISTRY)database-controller:$(IMAGE_TAG) .
+
+# --- benchmarks (issue 6) --------------------------------------------------
+.PHONY: bench
+
+## bench: our API server against the seed's CRD (../shared/seed/seed-crd.yaml, as the group
+## crd.example.com) on one local control plane, and the controller against a plain client;
+## prints the table and writes docs/benchmarks/ (results.json, results.md, PNG plots). About
+## 15 minutes on two cores; BENCH_ARGS=-quick is a smoke run of a minute or two (see
+## `go run ./hack/bench -h`).
+bench: tools build
+	$(GO) build -o $(BIN)/bench ./hack/bench
+	./$(BIN)/bench $(BENCH_ARGS)
