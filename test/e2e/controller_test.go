@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -269,6 +271,9 @@ func TestSeedExampleBecomesReadyWithItsChildren(t *testing.T) {
 	require.NotNil(t, client, "no client Service")
 	require.Equal(t, "my-database", client.Name)
 	require.Equal(t, int32(5432), client.Spec.Ports[0].Port)
+	// A chart with the same recommended labels never shares our Pods.
+	require.Equal(t, "database-controller", client.Spec.Selector["app.kubernetes.io/managed-by"])
+	require.Equal(t, "database-controller", sts.Spec.Selector.MatchLabels["app.kubernetes.io/managed-by"])
 
 	require.Len(t, c.Secrets, 1)
 	require.Equal(t, "my-database-credentials", c.Secrets[0].Name)
@@ -602,4 +607,178 @@ func TestControllerKilledWhileCreatingDatabasesConverges(t *testing.T) {
 	pvcs, err := k.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	require.Len(t, pvcs.Items, count)
+}
+
+// waitCondition waits until the Database's condition typ has reason, and returns the Database.
+func waitCondition(t *testing.T, ns, name, typ, reason string) *examplev1.Database {
+	t.Helper()
+	var db *examplev1.Database
+	eventually(t, time.Minute, func() error {
+		var err error
+		if db, err = getDatabase(t, ns, name); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(db.Status.Conditions, typ); c == nil || c.Reason != reason {
+			return fmt.Errorf("%s/%s: condition %s is %+v, want reason %s", ns, name, typ, c, reason)
+		}
+		return nil
+	})
+	return db
+}
+
+func TestRetainedDataIsAdoptedByADatabaseOfTheSameName(t *testing.T) {
+	ctx := context.Background()
+	ns := testNamespace(t, "e2e-readopt")
+	kubectlIn(t, databaseIn(ns, "again", 1, examplev1.DeletionPolicyRetain), "apply", "-f", "-")
+	waitReady(t, ns, "again", 1)
+	secret, err := kube(t).CoreV1().Secrets(ns).Get(ctx, "again-credentials", metav1.GetOptions{})
+	require.NoError(t, err)
+	kubectl(t, "delete", "db", "again", "-n", ns, "--timeout=2m")
+	kept, err := kube(t).CoreV1().Secrets(ns).Get(ctx, "again-credentials", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, ns+"/again", kept.Annotations["database.example.com/retained-from"])
+
+	kubectlIn(t, databaseIn(ns, "again", 1, examplev1.DeletionPolicyDelete), "apply", "-f", "-")
+	db := waitReady(t, ns, "again", 1)
+	c := childrenOf(t, ns, db.UID)
+	require.Len(t, c.Secrets, 1, "the kept Secret is adopted")
+	require.Equal(t, secret.Data["password"], c.Secrets[0].Data["password"], "the old data keeps its password")
+	require.Len(t, c.PVCs, 1)
+	require.Equal(t, db.UID, metav1.GetControllerOf(&c.PVCs[0]).UID, "the kept claim is adopted")
+}
+
+func TestDoNotTerminateProtectsTheDataWithAFinalizer(t *testing.T) {
+	ctx := context.Background()
+	ns := testNamespace(t, "e2e-protect")
+	kubectlIn(t, databaseIn(ns, "guarded", 1, examplev1.DeletionPolicyDoNotTerminate), "apply", "-f", "-")
+	waitReady(t, ns, "guarded", 1)
+	finalizers := func() (secret, claim []string) {
+		s, err := kube(t).CoreV1().Secrets(ns).Get(ctx, "guarded-credentials", metav1.GetOptions{})
+		require.NoError(t, err)
+		pvc, err := kube(t).CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-guarded-0", metav1.GetOptions{})
+		require.NoError(t, err)
+		return s.Finalizers, pvc.Finalizers
+	}
+	eventually(t, 30*time.Second, func() error {
+		if s, c := finalizers(); !slices.Contains(s, "database.example.com/protect") || !slices.Contains(c, "database.example.com/protect") {
+			return fmt.Errorf("finalizers: Secret %v, PVC %v", s, c)
+		}
+		return nil
+	})
+	kubectl(t, "patch", "db", "guarded", "-n", ns, "--type=merge", "-p", `{"spec":{"deletionPolicy":"Delete"}}`)
+	eventually(t, 30*time.Second, func() error {
+		if s, c := finalizers(); slices.Contains(s, "database.example.com/protect") || slices.Contains(c, "database.example.com/protect") {
+			return fmt.Errorf("finalizers: Secret %v, PVC %v", s, c)
+		}
+		return nil
+	})
+}
+
+func TestForeignClaimWithADataClaimNameIsNotMounted(t *testing.T) {
+	ctx := context.Background()
+	ns := testNamespace(t, "e2e-foreign-pvc")
+	foreign, err := kube(t).CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data-squatted-0"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	kubectlIn(t, databaseIn(ns, "squatted", 1, ""), "apply", "-f", "-")
+	db := waitCondition(t, ns, "squatted", "Ready", "ChildConflict")
+	require.Empty(t, childrenOf(t, ns, db.UID).StatefulSets, "no StatefulSet mounts the foreign claim")
+	pvc, err := kube(t).CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-squatted-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Empty(t, pvc.OwnerReferences)
+	require.Equal(t, foreign.Labels, pvc.Labels)
+}
+
+// TestRefusedExpansionDoesNotBlockOtherChanges: kwok's StorageClass does not allow volume
+// expansion.
+func TestRefusedExpansionDoesNotBlockOtherChanges(t *testing.T) {
+	ns := testNamespace(t, "e2e-no-expand")
+	kubectlIn(t, databaseIn(ns, "fixed", 1, ""), "apply", "-f", "-")
+	waitReady(t, ns, "fixed", 1)
+	kubectl(t, "patch", "db", "fixed", "-n", ns, "--type=merge", "-p", `{"spec":{"storage":"2Gi","replicas":2}}`)
+	db := waitCondition(t, ns, "fixed", "Degraded", "StorageExpansionFailed")
+	eventually(t, readyTimeout, func() error {
+		sts, err := kube(t).AppsV1().StatefulSets(ns).Get(context.Background(), "fixed", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if *sts.Spec.Replicas != 2 || sts.Status.ReadyReplicas != 2 {
+			return fmt.Errorf("StatefulSet replicas %d, ready %d", *sts.Spec.Replicas, sts.Status.ReadyReplicas)
+		}
+		return nil
+	})
+	require.NotEqual(t, examplev1.DatabasePhaseFailed, db.Status.Phase)
+}
+
+// TestDeletionDuringAStatefulSetReplacementLeavesNothing plays a storage increase caught
+// half-way: the StatefulSet deleted with propagationPolicy Orphan (its Pods keep running,
+// without a controller) and the Database deleted before the controller created it again.
+// The controller is stopped meanwhile, so the state is exactly that. No Pod nor claim may
+// survive the Database.
+func TestDeletionDuringAStatefulSetReplacementLeavesNothing(t *testing.T) {
+	ctx := context.Background()
+	ns := testNamespace(t, "e2e-replace-delete")
+	kubectlIn(t, databaseIn(ns, "grown", 1, ""), "apply", "-f", "-")
+	waitReady(t, ns, "grown", 1)
+
+	require.NoError(t, cluster.Kill(localcluster.ControllerName))
+	kubectl(t, "delete", "statefulset", "grown", "-n", ns, "--cascade=orphan", "--timeout=1m")
+	kubectl(t, "delete", "db", "grown", "-n", ns, "--wait=false")
+	require.NoError(t, cluster.StartController(ctx))
+
+	eventually(t, 2*time.Minute, func() error {
+		if _, err := getDatabase(t, ns, "grown"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the Database is still there (%v)", err)
+		}
+		pods, err := kube(t).CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		pvcs, err := kube(t).CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if len(pods.Items)+len(pvcs.Items) != 0 {
+			return fmt.Errorf("%d Pods and %d PVCs left", len(pods.Items), len(pvcs.Items))
+		}
+		return nil
+	})
+}
+
+// TestQuotaErrorsReachStatusAndEvents: a ResourceQuota refusing the Services is a transient
+// error, retried with backoff, and the Database says so.
+func TestQuotaErrorsReachStatusAndEvents(t *testing.T) {
+	ctx := context.Background()
+	ns := testNamespace(t, "e2e-quota")
+	_, err := kube(t).CoreV1().ResourceQuotas(ns).Create(ctx, &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-services"},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceServices: resource.MustParse("0")}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	eventually(t, time.Minute, func() error { // enforced once the quota controller computed it
+		q, err := kube(t).CoreV1().ResourceQuotas(ns).Get(ctx, "no-services", metav1.GetOptions{})
+		if err == nil && len(q.Status.Hard) == 0 {
+			err = fmt.Errorf("quota status not computed yet")
+		}
+		return err
+	})
+	kubectlIn(t, databaseIn(ns, "limited", 1, ""), "apply", "-f", "-")
+	db := waitCondition(t, ns, "limited", "Progressing", "ReconcileError")
+	require.Contains(t, meta.FindStatusCondition(db.Status.Conditions, "Progressing").Message, "Service")
+	eventually(t, 30*time.Second, func() error {
+		events, err := kube(t).CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=Database,involvedObject.name=limited,reason=ReconcileError"})
+		if err != nil {
+			return err
+		}
+		if len(events.Items) == 0 {
+			return fmt.Errorf("no ReconcileError Event")
+		}
+		return nil
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -55,17 +56,78 @@ func pdbName(db *examplev1.Database) string             { return db.Name }
 // isDataClaim reports whether claim is one of db's data volumes, "data-<name>-<ordinal>" as
 // the StatefulSet controller names claims of the volumeClaimTemplate engine.DataVolumeName.
 func isDataClaim(db *examplev1.Database, claim *corev1.PersistentVolumeClaim) bool {
-	ordinal, ok := strings.CutPrefix(claim.Name, engine.DataVolumeName+"-"+statefulSetName(db)+"-")
-	if !ok {
-		return false
-	}
-	_, err := strconv.ParseUint(ordinal, 10, 31)
-	return err == nil && (ordinal == "0" || ordinal[0] != '0')
+	_, ok := claimOrdinal(db, claim.Name)
+	return ok
 }
 
-// selectorLabels select db's Pods: only labels that never change (the engine is immutable).
+// claimOrdinal is the ordinal of the data claim named claimName of db, and false when the
+// name is not "data-<name>-<ordinal>".
+func claimOrdinal(db *examplev1.Database, claimName string) (int32, bool) {
+	ordinal, ok := strings.CutPrefix(claimName, engine.DataVolumeName+"-"+statefulSetName(db)+"-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(ordinal, 10, 31)
+	if err != nil || (ordinal != "0" && ordinal[0] == '0') {
+		return 0, false
+	}
+	return int32(n), true
+}
+
+// ProtectFinalizer is on db's data claims and credentials Secret while spec.deletionPolicy
+// is DoNotTerminate, so that nothing (a namespace deletion, a kubectl delete) removes them
+// until the policy changes.
+const ProtectFinalizer = "database.example.com/protect"
+
+// RetainedFromAnnotation marks a claim or Secret that deletionPolicy Retain released from a
+// Database, with its "<namespace>/<name>": a new Database of that name adopts it.
+const RetainedFromAnnotation = "database.example.com/retained-from"
+
+// retainedKey is the value of RetainedFromAnnotation for db's children.
+func retainedKey(db *examplev1.Database) string { return db.Namespace + "/" + db.Name }
+
+// isRetainedFor reports whether obj was released by a Retain of a Database named as db, of
+// the same engine (its data would not start another), and nothing controls it since: db may
+// adopt it.
+func isRetainedFor(obj metav1.Object, db *examplev1.Database) bool {
+	engine, labelled := obj.GetLabels()[nameLabel]
+	return metav1.GetControllerOf(obj) == nil && obj.GetAnnotations()[RetainedFromAnnotation] == retainedKey(db) &&
+		(!labelled || engine == string(db.Spec.Engine))
+}
+
+// adopt makes db the controller of obj, a child retained for it (isRetainedFor), and
+// removes the mark.
+func adopt(obj metav1.Object, db *examplev1.Database, ref metav1.OwnerReference) {
+	obj.SetOwnerReferences(append(obj.GetOwnerReferences(), ref))
+	annotations := obj.GetAnnotations()
+	delete(annotations, RetainedFromAnnotation)
+	obj.SetAnnotations(annotations)
+}
+
+// protected reports whether db's data must carry ProtectFinalizer.
+func protected(db *examplev1.Database) bool {
+	return db.Spec.DeletionPolicy == examplev1.DeletionPolicyDoNotTerminate
+}
+
+// setProtection adds ProtectFinalizer to obj or removes it, and reports whether it changed.
+func setProtection(obj metav1.Object, present bool) bool {
+	finalizers := obj.GetFinalizers()
+	if slices.Contains(finalizers, ProtectFinalizer) == present {
+		return false
+	}
+	if present {
+		obj.SetFinalizers(append(finalizers, ProtectFinalizer))
+	} else {
+		obj.SetFinalizers(slices.DeleteFunc(slices.Clone(finalizers), func(f string) bool { return f == ProtectFinalizer }))
+	}
+	return true
+}
+
+// selectorLabels select db's Pods: only labels that never change (the engine is immutable),
+// and managed-by, so a chart using the same recommended name and instance labels never
+// shares our Pods (nor our Services' endpoints).
 func selectorLabels(db *examplev1.Database) map[string]string {
-	return map[string]string{nameLabel: string(db.Spec.Engine), instanceLabel: db.Name}
+	return map[string]string{nameLabel: string(db.Spec.Engine), instanceLabel: db.Name, ManagedByLabel: ManagedByValue}
 }
 
 // childLabels are on every child: the selector labels, component, part-of and managed-by.
@@ -73,7 +135,6 @@ func childLabels(db *examplev1.Database) map[string]string {
 	l := selectorLabels(db)
 	l[componentLabel] = componentValue
 	l[partOfLabel] = partOfValue
-	l[ManagedByLabel] = ManagedByValue
 	return l
 }
 
@@ -163,8 +224,9 @@ func newCredentials(db *examplev1.Database, d desiredState, password string) map
 	return data
 }
 
-// fillCredentials adds the keys data lacks that follow from the Database and the user and
-// password already in data (host, port, database, uri); it never changes a key present.
+// fillCredentials sets the keys that follow from the Database and the user and password
+// already in data (host, port, database, uri), so a password edited by hand is reflected in
+// the uri; it never changes the username or the password.
 func fillCredentials(db *examplev1.Database, d desiredState, data map[string][]byte) {
 	host := clientServiceName(db) + "." + db.Namespace + ".svc"
 	database := d.recipe.DatabaseName(db.Name)
@@ -177,9 +239,7 @@ func fillCredentials(db *examplev1.Database, d desiredState, data map[string][]b
 		derived[engine.SecretKeyDatabase] = database
 	}
 	for k, v := range derived {
-		if _, ok := data[k]; !ok {
-			data[k] = []byte(v)
-		}
+		data[k] = []byte(v)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,20 +19,29 @@ import (
 )
 
 // reconcileDelete runs the cleanup of spec.deletionPolicy for a Database being deleted, then
-// removes FinalizerName (issue #4, section 4). It first reports phase Deleting.
+// removes FinalizerName (issue #4, section 4), and reports phase Deleting.
 //
 //   - Delete ("" too): the StatefulSet, both Services, the PodDisruptionBudget, the data
-//     PersistentVolumeClaims and the Secret are deleted.
+//     PersistentVolumeClaims and the Secret are deleted (ProtectFinalizer removed first).
 //   - Retain: the workload is deleted; the claims and the Secret are kept and released: our
-//     owner reference and managed-by label are removed, so the garbage collector keeps them.
+//     owner reference, managed-by label and ProtectFinalizer are removed, so the garbage
+//     collector keeps them, and RetainedFromAnnotation marks them for a new Database of the
+//     same name to adopt.
 //   - DoNotTerminate: the API server refuses such a DELETE, so this is a Database deleted
 //     before its policy was set, or around the API server; it is treated as Retain (data is
 //     never lost) and a Warning Event says so.
 //
+// The StatefulSet is read from the API server when the cache misses it. Pods of the
+// Database left without a controller (a StatefulSet deleted with propagationPolicy Orphan
+// to be replaced, whose re-creation never came) are deleted, and the finalizer stays until
+// they are gone, as it does while a StatefulSet is still being deleted (it may orphan its
+// Pods): the cleanup never reports done while such children remain.
+//
 // Only children db controls are touched, and children already gone are fine, so a Database
 // never hangs in Terminating on them. Claims and the Secret are read from the API server, not
-// the cache: one the cache has not seen yet must not be left to the garbage collector under
-// Retain. Any error is returned (the finalizer stays) after trying every other child.
+// the cache, claims by name whatever their labels: one the cache has not seen must not be
+// left to the garbage collector under Retain. Any error is returned (the finalizer stays)
+// after trying every other child, with a Warning Event and in status.
 func (r *Reconciler) reconcileDelete(ctx context.Context, db *examplev1.Database) (Result, error) {
 	if !slices.Contains(db.Finalizers, FinalizerName) {
 		return Result{}, nil
@@ -39,10 +49,6 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, db *examplev1.Database
 	policy := db.Spec.DeletionPolicy
 	if policy == "" {
 		policy = examplev1.DeletionPolicyDelete
-	}
-	db, err := r.writeStatus(ctx, db, deletingStatus(db, policy, r.now()))
-	if err != nil {
-		return Result{}, err
 	}
 	keep := policy != examplev1.DeletionPolicyDelete
 	if policy == examplev1.DeletionPolicyDoNotTerminate {
@@ -52,23 +58,58 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, db *examplev1.Database
 
 	ns := db.Namespace
 	var errs []error
+	var pending []string
 	collect := func(_ bool, err error) {
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
-	collect(deleteChild(ctx, db, "StatefulSet", r.listers.StatefulSets.StatefulSets(ns).Get, r.kube.AppsV1().StatefulSets(ns), statefulSetName(db)))
+	sts, err := r.liveStatefulSet(ctx, db)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	switch {
+	case sts == nil:
+	case sts.DeletionTimestamp != nil:
+		// Being deleted, possibly orphaning its Pods (a replacement): once it is gone, its
+		// Pods are ours to delete.
+		pending = append(pending, fmt.Sprintf("StatefulSet %s is being deleted", sts.Name))
+	default:
+		collect(deleteChild(ctx, db, "StatefulSet", func(string) (*appsv1.StatefulSet, error) { return sts, nil },
+			r.kube.AppsV1().StatefulSets(ns), statefulSetName(db)))
+	}
 	for _, name := range []string{headlessServiceName(db), clientServiceName(db)} {
 		collect(deleteChild(ctx, db, "Service", r.listers.Services.Services(ns).Get, r.kube.CoreV1().Services(ns), name))
 	}
 	collect(deleteChild(ctx, db, "PodDisruptionBudget", r.listers.PodDisruptionBudgets.PodDisruptionBudgets(ns).Get, r.kube.PolicyV1().PodDisruptionBudgets(ns), pdbName(db)))
+	if sts == nil || sts.DeletionTimestamp == nil {
+		orphans, err := r.deleteOrphanPods(ctx, db)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if len(orphans) > 0 {
+			pending = append(pending, "Pods left without their StatefulSet are being deleted: "+strings.Join(orphans, ", "))
+		}
+	}
 
 	kept, err := r.cleanupData(ctx, db, keep)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return Result{}, fmt.Errorf("cleanup with deletionPolicy %s: %w", policy, err)
+	err = errors.Join(errs...)
+	if err != nil {
+		err = fmt.Errorf("cleanup with deletionPolicy %s: %w", policy, err)
+		r.event(ctx, db, corev1.EventTypeWarning, ReasonReconcileError, "%v", err)
+	}
+	db, werr := r.writeStatus(ctx, db, deletingStatus(db, policy, readyReplicas(sts), strings.Join(pending, "; "), err, r.now()))
+	if werr != nil {
+		return Result{}, errors.Join(err, werr)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	if len(pending) > 0 {
+		return Result{RequeueAfter: RequeueAfterNotReady}, nil
 	}
 
 	if _, err := r.setFinalizer(ctx, db, false); err != nil {
@@ -86,18 +127,66 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, db *examplev1.Database
 	return Result{}, nil
 }
 
+// liveStatefulSet is db's StatefulSet from the lister or, when the lister has none (its
+// labels were edited, the informer lags), from the API server; nil when there is none of
+// ours.
+func (r *Reconciler) liveStatefulSet(ctx context.Context, db *examplev1.Database) (*appsv1.StatefulSet, error) {
+	sts, err := r.listers.StatefulSets.StatefulSets(db.Namespace).Get(statefulSetName(db))
+	if apierrors.IsNotFound(err) {
+		sts, err = r.kube.AppsV1().StatefulSets(db.Namespace).Get(ctx, statefulSetName(db), metav1.GetOptions{})
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("get StatefulSet %q: %w", statefulSetName(db), err)
+	case !isControlledBy(sts, db):
+		return nil, nil
+	}
+	return sts, nil
+}
+
+// deleteOrphanPods deletes db's Pods (by our selector labels and the StatefulSet's Pod names,
+// read from the API server) that no controller owns any more, as a StatefulSet deleted with
+// propagationPolicy Orphan for a replacement leaves them. It returns the names of those still
+// there (their deletion requested), which the cleanup waits for.
+func (r *Reconciler) deleteOrphanPods(ctx context.Context, db *examplev1.Database) ([]string, error) {
+	client := r.kube.CoreV1().Pods(db.Namespace)
+	list, err := client.List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(selectorLabels(db)).String()})
+	if err != nil {
+		return nil, fmt.Errorf("list Pods: %w", err)
+	}
+	var orphans []string
+	var errs []error
+	for _, pod := range list.Items {
+		ordinal, ok := strings.CutPrefix(pod.Name, statefulSetName(db)+"-")
+		if !ok || strings.Trim(ordinal, "0123456789") != "" || ordinal == "" || metav1.GetControllerOf(&pod) != nil {
+			continue
+		}
+		orphans = append(orphans, pod.Name)
+		if pod.DeletionTimestamp != nil {
+			continue
+		}
+		err := client.Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(pod.UID))})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete Pod %q: %w", pod.Name, err))
+		}
+	}
+	slices.Sort(orphans)
+	return orphans, errors.Join(errs...)
+}
+
 // cleanupData deletes (keep false) or releases (keep true) db's data claims and credentials
-// Secret, those it controls, as the API server has them. It returns what it kept, as
-// "PersistentVolumeClaim NAME" and "Secret NAME".
+// Secret, those it controls, as the API server has them (claims by name, whatever their
+// labels). It returns what it kept, as "PersistentVolumeClaim NAME" and "Secret NAME".
 func (r *Reconciler) cleanupData(ctx context.Context, db *examplev1.Database, keep bool) ([]string, error) {
 	claims := r.kube.CoreV1().PersistentVolumeClaims(db.Namespace)
 	secrets := r.kube.CoreV1().Secrets(db.Namespace)
 
-	list, err := claims.List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(selectorLabels(db)).String()})
+	list, err := r.listDataClaims(ctx, db)
 	if err != nil {
-		return nil, fmt.Errorf("list PersistentVolumeClaims: %w", err)
+		return nil, err
 	}
-	slices.SortFunc(list.Items, func(a, b corev1.PersistentVolumeClaim) int { return strings.Compare(a.Name, b.Name) })
 	var kept []string
 	var errs []error
 	done := func(kind, name string, err error) {
@@ -108,8 +197,8 @@ func (r *Reconciler) cleanupData(ctx context.Context, db *examplev1.Database, ke
 			kept = append(kept, kind+" "+name)
 		}
 	}
-	for i := range list.Items {
-		if claim := &list.Items[i]; isDataClaim(db, claim) && isControlledBy(claim, db) {
+	for i := range list {
+		if claim := &list[i]; isControlledBy(claim, db) {
 			done("PersistentVolumeClaim", claim.Name, deleteOrRelease(ctx, claims, db, keep, claim))
 		}
 	}
@@ -131,12 +220,20 @@ type deleterPatcher[T any] interface {
 }
 
 // deleteOrRelease deletes obj (with a UID precondition) or, when keep, applies releasePatch
-// to it. An object already gone is not an error.
+// to it. ProtectFinalizer is removed first from an object to delete (the policy changed from
+// DoNotTerminate just before the deletion). An object already gone is not an error.
 func deleteOrRelease[T any](ctx context.Context, client deleterPatcher[T], db *examplev1.Database, keep bool, obj metav1.Object) error {
 	var err error
-	if keep {
-		_, err = client.Patch(ctx, obj.GetName(), types.StrategicMergePatchType, releasePatch(db), metav1.PatchOptions{})
-	} else {
+	protectedNow := slices.Contains(obj.GetFinalizers(), ProtectFinalizer)
+	switch {
+	case keep:
+		_, err = client.Patch(ctx, obj.GetName(), types.StrategicMergePatchType, releasePatch(db, protectedNow), metav1.PatchOptions{})
+	case protectedNow:
+		_, err = client.Patch(ctx, obj.GetName(), types.StrategicMergePatchType, unprotectPatch(), metav1.PatchOptions{})
+		if err == nil && obj.GetDeletionTimestamp() == nil {
+			err = client.Delete(ctx, obj.GetName(), metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(obj.GetUID()))})
+		}
+	case obj.GetDeletionTimestamp() == nil:
 		err = client.Delete(ctx, obj.GetName(), metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(obj.GetUID()))})
 	}
 	if apierrors.IsNotFound(err) {
@@ -145,13 +242,28 @@ func deleteOrRelease[T any](ctx context.Context, client deleterPatcher[T], db *e
 	return err
 }
 
-// releasePatch is the strategic merge patch that releases a child from db: it deletes db's
-// owner reference (by uid, the list's merge key) and the managed-by label, so neither the
-// garbage collector nor the Reconciler touches the object again.
-func releasePatch(db *examplev1.Database) []byte {
+// unprotectPatch is the strategic merge patch that removes ProtectFinalizer.
+func unprotectPatch() []byte {
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
-		"labels":          map[string]any{ManagedByLabel: nil},
-		"ownerReferences": []map[string]any{{"$patch": "delete", "uid": db.UID}},
+		"$deleteFromPrimitiveList/finalizers": []string{ProtectFinalizer},
 	}})
+	return patch
+}
+
+// releasePatch is the strategic merge patch that releases a child from db: it deletes db's
+// owner reference (by uid, the list's merge key), the managed-by label and, if unprotect,
+// ProtectFinalizer, so neither the garbage collector nor the Reconciler touches the object
+// again; and it marks the object RetainedFromAnnotation, so a new Database of the same name
+// adopts it (with the data and the password the engine keeps).
+func releasePatch(db *examplev1.Database, unprotect bool) []byte {
+	metadata := map[string]any{
+		"labels":          map[string]any{ManagedByLabel: nil},
+		"annotations":     map[string]any{RetainedFromAnnotation: retainedKey(db)},
+		"ownerReferences": []map[string]any{{"$patch": "delete", "uid": db.UID}},
+	}
+	if unprotect {
+		metadata["$deleteFromPrimitiveList/finalizers"] = []string{ProtectFinalizer}
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": metadata})
 	return patch
 }

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
@@ -53,6 +54,11 @@ func ManagedBySelector() labels.Selector {
 // whose replicas are not all ready (the seed's RequeueAfter for "waiting on an external
 // condition"); the StatefulSet informer usually wakes it sooner.
 const RequeueAfterNotReady = 10 * time.Second
+
+// RequeueAfterExternal is how long the Reconciler waits before looking again at a Database
+// stopped or degraded by something its informers do not see: an object it does not own
+// holding a child's name, a StorageClass refusing an expansion, a terminating namespace.
+const RequeueAfterExternal = time.Minute
 
 // Result tells the caller when to look at the Database again (the seed's ctrl.Result). A zero
 // Result means "only when something changes".
@@ -96,11 +102,14 @@ func NewReconciler(kube kubernetes.Interface, databases versioned.Interface, lis
 // status (issue #4, sections 2 to 5).
 //
 // It returns (Result{}, nil) for a Database that no longer exists, that is Ready, or that
-// failed permanently (phase Failed: a child name taken by an object it does not own, a
-// version the catalog does not know, an invalid spec; retried when something changes);
+// failed on its spec (phase Failed: a version the catalog does not know, an invalid spec;
+// retried when the Database changes); Result{RequeueAfter: RequeueAfterExternal} for a
+// failure or a degradation caused by an object its informers do not watch (a child name
+// taken by an object it does not own, a refused volume expansion, a terminating namespace);
 // Result{RequeueAfter: RequeueAfterNotReady} while replicas are not ready or a child is still
 // being deleted; and transient API errors, including write conflicts the cache had not seen
-// yet, as an error for the workqueue's backoff.
+// yet, as an error for the workqueue's backoff (reported, except conflicts, in a Warning
+// Event and the Progressing condition).
 func (r *Reconciler) Reconcile(ctx context.Context, key cache.ObjectName) (Result, error) {
 	cached, err := r.listers.Databases.Databases(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
@@ -127,23 +136,66 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.ObjectName) (Resul
 	case errors.As(err, &waiting):
 		obs.waiting = waiting.what
 	case err != nil:
-		return Result{}, err
+		return Result{}, r.reportError(ctx, db, computeStatus(db, obs, r.now()), err)
 	}
 
 	status := computeStatus(db, obs, r.now())
-	if failed != nil && !equality.Semantic.DeepEqual(db.Status, status) {
+	if !equality.Semantic.DeepEqual(db.Status, status) {
 		// Once per transition, not on every resync of an unchanged failure.
-		r.event(ctx, db, corev1.EventTypeWarning, failed.reason, "%s", failed.message)
+		switch {
+		case failed != nil:
+			r.event(ctx, db, corev1.EventTypeWarning, failed.reason, "%s", failed.message)
+		case obs.expansion != nil && !sameCondition(db.Status, status, ConditionProgressing):
+			r.event(ctx, db, corev1.EventTypeWarning, obs.expansion.reason, "%s", obs.expansion.message)
+		}
 	}
 	if _, err := r.writeStatus(ctx, db, status); err != nil {
 		return Result{}, err
 	}
-	switch status.Phase {
-	case examplev1.DatabasePhaseReady, examplev1.DatabasePhaseFailed:
+	switch {
+	case failed != nil && failed.external():
+		return Result{RequeueAfter: RequeueAfterExternal}, nil
+	case status.Phase == examplev1.DatabasePhaseFailed:
+		return Result{}, nil
+	case status.Phase == examplev1.DatabasePhaseProvisioning || status.Phase == examplev1.DatabasePhasePending:
+		return Result{RequeueAfter: RequeueAfterNotReady}, nil
+	case obs.expansion != nil:
+		return Result{RequeueAfter: RequeueAfterExternal}, nil
+	case status.Phase == examplev1.DatabasePhaseReady:
 		return Result{}, nil
 	default:
 		return Result{RequeueAfter: RequeueAfterNotReady}, nil
 	}
+}
+
+// sameCondition reports whether the condition typ is the same (status, reason, message) in
+// both statuses.
+func sameCondition(a, b examplev1.DatabaseStatus, typ string) bool {
+	ca, cb := meta.FindStatusCondition(a.Conditions, typ), meta.FindStatusCondition(b.Conditions, typ)
+	if ca == nil || cb == nil {
+		return ca == cb
+	}
+	return ca.Status == cb.Status && ca.Reason == cb.Reason && ca.Message == cb.Message
+}
+
+// reportError makes a transient error visible and returns it for the workqueue's backoff: a
+// Warning Event (the recorder aggregates repeats) and, in status, the Progressing condition
+// False with reason ReconcileError and the error, written only when it differs from the
+// stored status (an unchanged error writes nothing). Conflicts, routine with a cache, are
+// only returned.
+func (r *Reconciler) reportError(ctx context.Context, db *examplev1.Database, status examplev1.DatabaseStatus, err error) error {
+	if apierrors.IsConflict(err) {
+		return err
+	}
+	r.event(ctx, db, corev1.EventTypeWarning, ReasonReconcileError, "%v", err)
+	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
+		Type: ConditionProgressing, Status: metav1.ConditionFalse, Reason: ReasonReconcileError, Message: err.Error(),
+		ObservedGeneration: db.Generation, LastTransitionTime: r.now(),
+	})
+	if _, werr := r.writeStatus(ctx, db, status); werr != nil {
+		return errors.Join(err, werr)
+	}
+	return err
 }
 
 // failure is a permanent error: retrying cannot fix it, only a change to the Database or to
@@ -157,6 +209,18 @@ type failure struct {
 
 func (f *failure) Error() string { return f.message }
 
+// external reports whether the failure comes from an object the informers do not watch (a
+// name taken by an object we do not own, a refused expansion, a terminating namespace): it
+// may go away without an event, so the Reconciler looks again after RequeueAfterExternal.
+// Spec errors wait for a change of the Database.
+func (f *failure) external() bool {
+	switch f.reason {
+	case ReasonChildConflict, ReasonStorageExpansionFailed, ReasonNamespaceTerminating, ReasonInvalidCredentials:
+		return true
+	}
+	return false
+}
+
 // waitError says a child is being deleted and must be gone before the Reconciler goes on.
 type waitError struct{ what string }
 
@@ -165,6 +229,10 @@ func (w *waitError) Error() string { return "waiting: " + w.what }
 // writeError turns a failed write of a child into a failure when the API server refused the
 // object itself (422: retrying sends the same object), and otherwise into a transient error.
 func writeError(err error, verb, kind, name string) error {
+	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		return &failure{reason: ReasonNamespaceTerminating, message: fmt.Sprintf(
+			"cannot %s %s %q: the namespace is being deleted", verb, kind, name)}
+	}
 	if apierrors.IsInvalid(err) {
 		return &failure{reason: ReasonInvalidChild, message: fmt.Sprintf("cannot %s %s %q: %v", verb, kind, name, err)}
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -26,12 +27,19 @@ import (
 
 var requeue = database.Result{RequeueAfter: 10 * time.Second}
 
+// requeueExternal is the Result of a Database stopped by an object the informers do not see.
+var requeueExternal = database.Result{RequeueAfter: time.Minute}
+
+// listClaims is the read of the data claims every Reconcile makes before the StatefulSet.
+const listClaims = "list persistentvolumeclaims"
+
 // firstReconcile is what a first Reconcile of the seed example does, in order.
 var firstReconcile = []string{
 	"update databases my-database",
 	"create secrets my-database-credentials",
 	"create services my-database-headless",
 	"create services my-database",
+	"list persistentvolumeclaims",
 	"create statefulsets my-database",
 	"create poddisruptionbudgets my-database",
 	"update databases/status my-database",
@@ -64,7 +72,7 @@ func TestFirstReconcileAddsTheFinalizerBeforeCreatingChildrenThenWritesStatus(t 
 	require.Equal(t, examplev1.DatabasePhaseProvisioning, db.Status.Phase)
 	require.Equal(t, int64(1), db.Status.ObservedGeneration)
 	require.Equal(t, int32(0), db.Status.ReadyReplicas)
-	require.Equal(t, "app.kubernetes.io/instance=my-database,app.kubernetes.io/name=postgresql", db.Status.Selector)
+	require.Equal(t, "app.kubernetes.io/instance=my-database,app.kubernetes.io/managed-by=database-controller,app.kubernetes.io/name=postgresql", db.Status.Selector)
 	at := metav1.NewTime(start)
 	require.Equal(t, []metav1.Condition{
 		{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Provisioning", Message: "0/3 replicas ready", ObservedGeneration: 1, LastTransitionTime: at},
@@ -100,7 +108,8 @@ func TestChildrenFollowTheEngineTable(t *testing.T) {
 
 			owner := metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "Database", Name: name, UID: dbUID,
 				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
-			selector := map[string]string{"app.kubernetes.io/name": string(tc.engine), "app.kubernetes.io/instance": name}
+			selector := map[string]string{"app.kubernetes.io/name": string(tc.engine), "app.kubernetes.io/instance": name,
+				"app.kubernetes.io/managed-by": "database-controller"}
 			labels := map[string]string{
 				"app.kubernetes.io/name": string(tc.engine), "app.kubernetes.io/instance": name,
 				"app.kubernetes.io/component": "database", "app.kubernetes.io/part-of": "database-apiserver",
@@ -161,6 +170,7 @@ func TestChildrenFollowTheEngineTable(t *testing.T) {
 			require.Equal(t, map[string]string{
 				"app.kubernetes.io/name":             selector["app.kubernetes.io/name"],
 				"app.kubernetes.io/instance":         "my-database",
+				"app.kubernetes.io/managed-by":       "database-controller",
 				"statefulset.kubernetes.io/pod-name": "my-database-0",
 			}, client.Spec.Selector)
 			require.Equal(t, ports, client.Spec.Ports)
@@ -247,7 +257,7 @@ func TestSecondReconcileWritesNothing(t *testing.T) {
 			result, err := f.reconcile()
 			require.NoError(t, err)
 			require.Equal(t, requeue, result, "replicas are not ready yet")
-			require.Empty(t, f.actions)
+			require.Equal(t, []string{listClaims}, f.actions)
 			require.Empty(t, f.events())
 		})
 	}
@@ -260,7 +270,7 @@ func TestReadyDatabaseIsLeftAlone(t *testing.T) {
 		result, err := f.reconcile()
 		require.NoError(t, err)
 		require.Equal(t, database.Result{}, result)
-		require.Empty(t, f.actions)
+		require.Equal(t, []string{listClaims}, f.actions)
 	}
 	db := f.database()
 	require.Equal(t, int32(3), db.Status.ReadyReplicas)
@@ -280,11 +290,11 @@ func TestScaleUpdatesTheStatefulSetAndRemovesThePodDisruptionBudgetAtOne(t *test
 		events   []string
 	}{{
 		replicas: 5,
-		actions:  []string{"update statefulsets my-database", "update databases/status my-database"},
+		actions:  []string{listClaims, "update statefulsets my-database", "update databases/status my-database"},
 		events:   []string{"Normal Updated Updated StatefulSet my-database: replicas 3 → 5"},
 	}, {
 		replicas: 1,
-		actions: []string{"update statefulsets my-database", "delete poddisruptionbudgets my-database",
+		actions: []string{listClaims, "update statefulsets my-database", "delete poddisruptionbudgets my-database",
 			"update databases/status my-database"},
 		events: []string{"Normal Updated Updated StatefulSet my-database: replicas 5 → 1",
 			"Normal Deleted Deleted PodDisruptionBudget my-database: replicas is 1"},
@@ -303,7 +313,7 @@ func TestScaleUpdatesTheStatefulSetAndRemovesThePodDisruptionBudgetAtOne(t *test
 		result, err = f.reconcile()
 		require.NoError(t, err)
 		require.Equal(t, database.Result{}, result)
-		require.Equal(t, []string{"update databases/status my-database"}, f.actions)
+		require.Equal(t, []string{listClaims, "update databases/status my-database"}, f.actions)
 		db := f.database()
 		require.Equal(t, examplev1.DatabasePhaseReady, db.Status.Phase)
 		require.Equal(t, step.replicas, db.Status.ReadyReplicas)
@@ -321,7 +331,7 @@ func TestVersionChangeRollsTheImage(t *testing.T) {
 	result, err := f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, requeue, result)
-	require.Equal(t, []string{"update statefulsets my-database", "update databases/status my-database"}, f.actions)
+	require.Equal(t, []string{listClaims, "update statefulsets my-database", "update databases/status my-database"}, f.actions)
 	require.Equal(t, []string{"Normal Updated Updated StatefulSet my-database: image postgres:14.5 → postgres:14.6"}, f.events())
 	sts := f.statefulSet()
 	require.Equal(t, "postgres:14.6", sts.Spec.Template.Spec.Containers[0].Image)
@@ -368,6 +378,7 @@ func TestStorageIncreaseExpandsClaimsAndReplacesTheStatefulSetKeepingPods(t *tes
 	require.NoError(t, err)
 	require.Equal(t, requeue, result)
 	require.Equal(t, []string{
+		listClaims,
 		"patch persistentvolumeclaims data-my-database-0",
 		"patch persistentvolumeclaims data-my-database-1",
 		"patch persistentvolumeclaims data-my-database-2",
@@ -404,7 +415,7 @@ func TestStorageIncreaseExpandsClaimsAndReplacesTheStatefulSetKeepingPods(t *tes
 	result, err = f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, requeue, result)
-	require.Empty(t, f.actions, "the replacement happens once")
+	require.Equal(t, []string{listClaims}, f.actions, "the replacement happens once")
 }
 
 func TestStorageIncreaseWaitsWhileTheOldStatefulSetIsStillBeingDeleted(t *testing.T) {
@@ -418,6 +429,7 @@ func TestStorageIncreaseWaitsWhileTheOldStatefulSetIsStillBeingDeleted(t *testin
 	require.NoError(t, err)
 	require.Equal(t, requeue, result)
 	require.Equal(t, []string{
+		listClaims,
 		"patch persistentvolumeclaims data-my-database-0",
 		"patch persistentvolumeclaims data-my-database-1",
 		"patch persistentvolumeclaims data-my-database-2",
@@ -432,7 +444,7 @@ func TestStorageIncreaseWaitsWhileTheOldStatefulSetIsStillBeingDeleted(t *testin
 	result, err = f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, requeue, result)
-	require.Equal(t, []string{"create statefulsets my-database", "update databases/status my-database"}, f.actions,
+	require.Equal(t, []string{listClaims, "create statefulsets my-database", "update databases/status my-database"}, f.actions,
 		"the old StatefulSet is gone: create it, no second delete nor patch")
 }
 
@@ -472,7 +484,7 @@ func TestChildNameTakenByAnObjectWeDoNotOwnIsNeverWritten(t *testing.T) {
 			before := f.service(name)
 			result, err := f.reconcile()
 			require.NoError(t, err)
-			require.Equal(t, database.Result{}, result, "no retry until something changes")
+			require.Equal(t, requeueExternal, result, "no event tells when the Service goes: look again in a minute")
 			require.Equal(t, tc.first, f.actions)
 			events := f.events()
 			require.Contains(t, events, "Warning ChildConflict "+tc.message)
@@ -490,7 +502,7 @@ func TestChildNameTakenByAnObjectWeDoNotOwnIsNeverWritten(t *testing.T) {
 
 			result, err = f.reconcile()
 			require.NoError(t, err)
-			require.Equal(t, database.Result{}, result)
+			require.Equal(t, requeueExternal, result)
 			require.Equal(t, tc.second, f.actions, "no status write and no write to the Service")
 			require.Empty(t, f.events(), "the Warning is emitted once per transition")
 			require.Equal(t, before, f.service(name))
@@ -500,11 +512,11 @@ func TestChildNameTakenByAnObjectWeDoNotOwnIsNeverWritten(t *testing.T) {
 
 func TestDeletion(t *testing.T) {
 	workload := []string{
-		"update databases/status my-database",
 		"delete statefulsets my-database",
 		"delete services my-database-headless",
 		"delete services my-database",
 		"delete poddisruptionbudgets my-database",
+		"list pods",
 		"list persistentvolumeclaims",
 	}
 	deleteData := []string{
@@ -513,6 +525,7 @@ func TestDeletion(t *testing.T) {
 		"delete persistentvolumeclaims data-my-database-2",
 		"get secrets my-database-credentials",
 		"delete secrets my-database-credentials",
+		"update databases/status my-database",
 		"update databases my-database",
 	}
 	releaseData := []string{
@@ -521,6 +534,7 @@ func TestDeletion(t *testing.T) {
 		"patch persistentvolumeclaims data-my-database-2",
 		"get secrets my-database-credentials",
 		"patch secrets my-database-credentials",
+		"update databases/status my-database",
 		"update databases my-database",
 	}
 	kept := "Normal CleanupDone Cleanup done with deletionPolicy %s: deleted the workload; kept PersistentVolumeClaim data-my-database-0, PersistentVolumeClaim data-my-database-1, PersistentVolumeClaim data-my-database-2, Secret my-database-credentials, released from the Database"
@@ -577,6 +591,7 @@ func TestDeletion(t *testing.T) {
 				m := obj.(metav1.Object)
 				require.Empty(t, m.GetOwnerReferences(), "released: the garbage collector must not take %s", d.n)
 				require.NotContains(t, m.GetLabels(), database.ManagedByLabel)
+				require.Equal(t, "production/my-database", m.GetAnnotations()[database.RetainedFromAnnotation], "marked for a Database of the same name")
 				require.Equal(t, name, m.GetLabels()["app.kubernetes.io/instance"])
 			}
 			if tc.keep {
@@ -596,9 +611,11 @@ func TestDeletionToleratesChildrenAlreadyGone(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, database.Result{}, result)
 	require.Equal(t, []string{
-		"update databases/status my-database",
+		"get statefulsets my-database",
+		"list pods",
 		"list persistentvolumeclaims",
 		"get secrets my-database-credentials",
+		"update databases/status my-database",
 		"update databases my-database",
 	}, f.actions)
 	require.Empty(t, f.database().Finalizers)
@@ -619,9 +636,11 @@ func TestDeletionLeavesChildrenOfOthersAlone(t *testing.T) {
 	_, err := f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, []string{
-		"update databases/status my-database",
+		"get statefulsets my-database",
+		"list pods",
 		"list persistentvolumeclaims",
 		"get secrets my-database-credentials",
+		"update databases/status my-database",
 		"update databases my-database",
 	}, f.actions)
 	require.True(t, f.exists(services, name))
@@ -654,8 +673,8 @@ func TestDeletionKeepsTheFinalizerWhenCleanupFails(t *testing.T) {
 
 	_, err = f.reconcile()
 	require.NoError(t, err)
-	require.Equal(t, []string{"delete services my-database-headless", "list persistentvolumeclaims",
-		"get secrets my-database-credentials", "update databases my-database"}, f.actions)
+	require.Equal(t, []string{"get statefulsets my-database", "delete services my-database-headless", "list pods", "list persistentvolumeclaims",
+		"get secrets my-database-credentials", "update databases/status my-database", "update databases my-database"}, f.actions)
 	require.Empty(t, f.database().Finalizers)
 }
 
@@ -694,9 +713,9 @@ func TestStatusIsWrittenOnlyWhenItChanges(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, step.result, result)
 		if step.write {
-			require.Equal(t, []string{"update databases/status my-database"}, f.actions)
+			require.Equal(t, []string{listClaims, "update databases/status my-database"}, f.actions)
 		} else {
-			require.Empty(t, f.actions)
+			require.Equal(t, []string{listClaims}, f.actions)
 		}
 		db := f.database()
 		require.Equal(t, step.phase, db.Status.Phase)
@@ -726,7 +745,7 @@ func TestExistingSecretIsNeverRegenerated(t *testing.T) {
 		}
 		return s
 	}
-	rest := []string{"create services my-database-headless", "create services my-database",
+	rest := []string{"create services my-database-headless", "create services my-database", listClaims,
 		"create statefulsets my-database", "create poddisruptionbudgets my-database", "update databases/status my-database"}
 	for _, tc := range []struct {
 		name    string
@@ -735,10 +754,16 @@ func TestExistingSecretIsNeverRegenerated(t *testing.T) {
 		data    map[string]string
 		phase   examplev1.DatabasePhase
 	}{{
-		name:    "complete: untouched",
-		secret:  ours(map[string]string{"username": "postgres", "password": "kept", "host": "h", "port": "1", "database": "d", "uri": "u"}),
+		name:    "complete and current: untouched",
+		secret:  ours(map[string]string{"username": "postgres", "password": "kept", "host": "my-database.production.svc", "port": "5432", "database": "my_database", "uri": "postgresql://postgres:kept@my-database.production.svc:5432/my_database"}),
 		actions: append([]string{"update databases my-database"}, rest...),
-		data:    map[string]string{"username": "postgres", "password": "kept", "host": "h", "port": "1", "database": "d", "uri": "u"},
+		data:    map[string]string{"username": "postgres", "password": "kept", "host": "my-database.production.svc", "port": "5432", "database": "my_database", "uri": "postgresql://postgres:kept@my-database.production.svc:5432/my_database"},
+		phase:   examplev1.DatabasePhaseProvisioning,
+	}, {
+		name:    "password edited by hand: the uri and the other derived keys follow, the password stays",
+		secret:  ours(map[string]string{"username": "postgres", "password": "edited", "host": "h", "port": "1", "database": "d", "uri": "postgresql://postgres:old@h:1/d"}),
+		actions: append([]string{"update databases my-database", "update secrets my-database-credentials"}, rest...),
+		data:    map[string]string{"username": "postgres", "password": "edited", "host": "my-database.production.svc", "port": "5432", "database": "my_database", "uri": "postgresql://postgres:edited@my-database.production.svc:5432/my_database"},
 		phase:   examplev1.DatabasePhaseProvisioning,
 	}, {
 		name:    "missing keys that follow from the credentials: filled",
@@ -775,7 +800,7 @@ func TestDeletedSecretIsGeneratedAgainWithAWarning(t *testing.T) {
 	require.NoError(t, f.kube.Tracker().Delete(secrets, namespace, name+"-credentials"))
 	_, err := f.reconcile()
 	require.NoError(t, err)
-	require.Equal(t, []string{"create secrets my-database-credentials"}, f.actions)
+	require.Equal(t, []string{"create secrets my-database-credentials", listClaims}, f.actions)
 	require.Equal(t, []string{
 		"Normal SecretGenerated Generated credentials in Secret my-database-credentials",
 		"Warning CredentialsRegenerated Secret my-database-credentials was deleted and has been generated again; an initialised data directory keeps the old credentials",
@@ -806,7 +831,7 @@ func TestPermanentErrorsFailWithoutRetry(t *testing.T) {
 				field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), name, "too long")}))
 		},
 		actions: []string{"update databases my-database", "create secrets my-database-credentials",
-			"create services my-database-headless", "create services my-database", "create statefulsets my-database",
+			"create services my-database-headless", "create services my-database", listClaims, "create statefulsets my-database",
 			"update databases/status my-database"},
 		reason: "InvalidChild",
 	}} {
@@ -834,18 +859,32 @@ func TestPermanentErrorsFailWithoutRetry(t *testing.T) {
 	}
 }
 
-func TestTransientErrorsAreReturnedWithoutStatus(t *testing.T) {
+func TestTransientErrorsAreReportedAndReturned(t *testing.T) {
 	f := newFixture(t, seedDatabase())
-	f.inject("create", "statefulsets", 1, apierrors.NewInternalError(errors.New("etcd timeout")))
+	f.inject("create", "statefulsets", 2, apierrors.NewInternalError(errors.New("etcd timeout")))
 	_, err := f.reconcile()
 	require.ErrorContains(t, err, "etcd timeout")
-	require.Equal(t, firstReconcile[:5], f.actions)
+	require.Equal(t, append(slices.Clone(firstReconcile[:6]), "update databases/status my-database"), f.actions)
+	const msg = `create StatefulSet "my-database": Internal error occurred: etcd timeout`
+	require.Contains(t, f.events(), "Warning ReconcileError "+msg)
+	db := f.database()
+	require.Equal(t, examplev1.DatabasePhasePending, db.Status.Phase)
+	progressing := condition(db, "Progressing")
+	require.Equal(t, metav1.ConditionFalse, progressing.Status)
+	require.Equal(t, "ReconcileError", progressing.Reason)
+	require.Equal(t, msg, progressing.Message)
+
+	_, err = f.reconcile()
+	require.ErrorContains(t, err, "etcd timeout")
+	require.Equal(t, []string{listClaims, "create statefulsets my-database"}, f.actions, "the same error writes no status again")
+	require.Equal(t, []string{"Warning ReconcileError " + msg}, f.events(), "the recorder aggregates repeats")
 
 	result, err := f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, requeue, result)
-	require.Equal(t, []string{"create statefulsets my-database", "create poddisruptionbudgets my-database",
+	require.Equal(t, []string{listClaims, "create statefulsets my-database", "create poddisruptionbudgets my-database",
 		"update databases/status my-database"}, f.actions, "the retry resumes where it stopped")
+	require.Equal(t, "Updating", condition(f.database(), "Progressing").Reason)
 }
 
 func TestFinalizerConflictReadsAgainAndRetries(t *testing.T) {
@@ -865,19 +904,49 @@ func TestStatusConflictIsReturnedForRequeue(t *testing.T) {
 	require.Equal(t, firstReconcile, f.actions)
 }
 
-func TestStorageExpansionRefusedFails(t *testing.T) {
+func TestStorageExpansionRefusedDegradesWithoutBlockingOtherChanges(t *testing.T) {
 	f := newFixture(t, seedDatabase())
 	f.ready()
 	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Storage = "200Gi" })
-	f.inject("patch", "persistentvolumeclaims", 1, apierrors.NewForbidden(schema.GroupResource{Resource: "persistentvolumeclaims"},
+	f.inject("patch", "persistentvolumeclaims", 100, apierrors.NewForbidden(schema.GroupResource{Resource: "persistentvolumeclaims"},
 		"data-my-database-0", errors.New("only dynamically provisioned pvc can be resized")))
+	patches := []string{listClaims, "patch persistentvolumeclaims data-my-database-0",
+		"patch persistentvolumeclaims data-my-database-1", "patch persistentvolumeclaims data-my-database-2"}
 	result, err := f.reconcile()
 	require.NoError(t, err)
-	require.Equal(t, database.Result{}, result)
-	require.Equal(t, []string{"patch persistentvolumeclaims data-my-database-0", "update databases/status my-database"}, f.actions)
+	require.Equal(t, requeueExternal, result, "retried every minute")
+	require.Equal(t, append(slices.Clone(patches), "update databases/status my-database"), f.actions, "no StatefulSet replacement")
+	events := f.events()
+	require.Len(t, events, 1)
+	require.Regexp(t, "^Warning StorageExpansionFailed cannot grow PersistentVolumeClaim data-my-database-0 from 100Gi to 200Gi", events[0])
 	db := f.database()
-	require.Equal(t, examplev1.DatabasePhaseFailed, db.Status.Phase)
-	require.Equal(t, "StorageExpansionFailed", condition(db, "Ready").Reason)
-	require.Equal(t, int32(3), db.Status.ReadyReplicas, "the running replicas are still reported")
+	require.Equal(t, examplev1.DatabasePhaseDegraded, db.Status.Phase)
+	require.Equal(t, metav1.ConditionTrue, condition(db, "Ready").Status, "the database still serves")
+	require.Equal(t, int32(3), db.Status.ReadyReplicas)
+	for typ, status := range map[string]metav1.ConditionStatus{"Progressing": metav1.ConditionFalse, "Degraded": metav1.ConditionTrue} {
+		require.Equal(t, status, condition(db, typ).Status, typ)
+		require.Equal(t, "StorageExpansionFailed", condition(db, typ).Reason, typ)
+	}
 	require.Equal(t, "100Gi", ptr.To(f.statefulSet().Spec.VolumeClaimTemplates[0].Spec.Resources.Requests[corev1.ResourceStorage]).String())
+
+	// Other changes still flow to the StatefulSet.
+	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Replicas, db.Spec.Version = ptr.To[int32](5), "14.6" })
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, append(slices.Clone(patches), "update statefulsets my-database", "update databases/status my-database"), f.actions)
+	require.Equal(t, []string{"Normal Updated Updated StatefulSet my-database: replicas 3 → 5, image postgres:14.5 → postgres:14.6"}, f.events())
+	sts := f.statefulSet()
+	require.Equal(t, int32(5), *sts.Spec.Replicas)
+	require.Equal(t, "postgres:14.6", sts.Spec.Template.Spec.Containers[0].Image)
+
+	// Unchanged: the expansion is tried again, nothing else is written.
+	f.setStatefulSetStatus(5, "rev-2", "rev-2")
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	f.actions = nil
+	result, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, requeueExternal, result)
+	require.Equal(t, patches, f.actions)
+	require.Empty(t, f.events())
 }

@@ -47,6 +47,10 @@ const (
 	ReasonInvalidChild           = "InvalidChild"
 	ReasonInvalidCredentials     = "InvalidCredentials"
 	ReasonStorageExpansionFailed = "StorageExpansionFailed"
+	ReasonNamespaceTerminating   = "NamespaceTerminating"
+	// ReasonReconcileError is a transient error (Progressing False and a Warning Event),
+	// retried with backoff.
+	ReasonReconcileError = "ReconcileError"
 
 	// Events only.
 	ReasonCreated                = "Created"
@@ -58,6 +62,7 @@ const (
 	ReasonCredentialsRegenerated = "CredentialsRegenerated"
 	ReasonCleanupDone            = "CleanupDone"
 	ReasonDoNotTerminate         = "DoNotTerminate"
+	ReasonAdopted                = "Adopted"
 )
 
 // observation is what computeStatus needs from a Reconcile.
@@ -70,6 +75,9 @@ type observation struct {
 	failure *failure
 	// waiting, if not empty, says which child's deletion the Reconcile waits for.
 	waiting string
+	// expansion, if set, is a volume expansion the API server refused: the Database runs on
+	// with its volumes at their current size.
+	expansion *failure
 }
 
 // rolledOut reports whether the StatefulSet controller has observed sts's current generation
@@ -168,6 +176,15 @@ func computeStatus(db *examplev1.Database, obs observation, now metav1.Time) exa
 		degraded = cond{metav1.ConditionFalse, ReasonAsExpected, ""}
 	}
 
+	if obs.expansion != nil && obs.failure == nil {
+		// Everything else is rolled out; the spec's storage is not.
+		progressing = cond{metav1.ConditionFalse, obs.expansion.reason, obs.expansion.message}
+		degraded = cond{metav1.ConditionTrue, obs.expansion.reason, obs.expansion.message}
+		if status.Phase == examplev1.DatabasePhaseReady {
+			status.Phase = examplev1.DatabasePhaseDegraded
+		}
+	}
+
 	for _, c := range []struct {
 		typ string
 		cond
@@ -181,15 +198,26 @@ func computeStatus(db *examplev1.Database, obs observation, now metav1.Time) exa
 }
 
 // deletingStatus is db's status while its deletion policy's cleanup runs: phase Deleting,
-// Ready False and Progressing True with reason Deleting.
-func deletingStatus(db *examplev1.Database, policy examplev1.DeletionPolicy, now metav1.Time) examplev1.DatabaseStatus {
+// the ready replicas of the StatefulSet as it is now, Ready False, Degraded False, and
+// Progressing True with reason Deleting (and what the cleanup waits for), or False with
+// reason ReconcileError when the cleanup hit err.
+func deletingStatus(db *examplev1.Database, policy examplev1.DeletionPolicy, ready int32, waiting string, err error, now metav1.Time) examplev1.DatabaseStatus {
 	status := *db.Status.DeepCopy()
 	status.Phase = examplev1.DatabasePhaseDeleting
 	status.ObservedGeneration = db.Generation
+	status.ReadyReplicas = ready
 	msg := fmt.Sprintf("cleaning up with deletionPolicy %s", policy)
+	progressing := metav1.Condition{Type: ConditionProgressing, Status: metav1.ConditionTrue, Reason: ReasonDeleting, Message: msg}
+	switch {
+	case err != nil:
+		progressing.Status, progressing.Reason, progressing.Message = metav1.ConditionFalse, ReasonReconcileError, err.Error()
+	case waiting != "":
+		progressing.Message = msg + ": waiting: " + waiting
+	}
 	for _, c := range []metav1.Condition{
 		{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonDeleting, Message: msg},
-		{Type: ConditionProgressing, Status: metav1.ConditionTrue, Reason: ReasonDeleting, Message: msg},
+		progressing,
+		{Type: ConditionDegraded, Status: metav1.ConditionFalse, Reason: ReasonDeleting, Message: msg},
 	} {
 		c.ObservedGeneration, c.LastTransitionTime = db.Generation, now
 		meta.SetStatusCondition(&status.Conditions, c)

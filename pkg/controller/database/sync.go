@@ -3,7 +3,7 @@ package database
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,9 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -31,7 +29,18 @@ import (
 // transient error.
 func (r *Reconciler) reconcileChildren(ctx context.Context, db *examplev1.Database) (observation, error) {
 	obs := observation{replicas: ptr.Deref(db.Spec.Replicas, fallbackReplicas)}
-	sts, err := r.applyChildren(ctx, db)
+	var claimsDone bool
+	sts, expansion, err := r.applyChildren(ctx, db, &claimsDone)
+	obs.expansion = expansion
+	var waiting *waitError
+	var failed *failure
+	if !claimsDone && !protected(db) && (errors.As(err, &waiting) || errors.As(err, &failed) && failed.reason == ReasonNamespaceTerminating) {
+		// The pass stopped before the claims (a namespace deletion is under way): a policy
+		// that no longer protects them must still release them.
+		if uerr := r.unprotectClaims(ctx, db); uerr != nil {
+			return observation{replicas: obs.replicas, statefulSet: r.cachedStatefulSet(db)}, uerr
+		}
+	}
 	if err != nil {
 		obs.statefulSet = r.cachedStatefulSet(db)
 		return obs, err
@@ -40,30 +49,33 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, db *examplev1.Databa
 	return obs, nil
 }
 
-func (r *Reconciler) applyChildren(ctx context.Context, db *examplev1.Database) (*appsv1.StatefulSet, error) {
+// applyChildren reconciles every child; a refused volume expansion is returned as expansion
+// and does not stop the rest (the StatefulSet then keeps its volumeClaimTemplates).
+// claimsDone is set once the claims are reconciled.
+func (r *Reconciler) applyChildren(ctx context.Context, db *examplev1.Database, claimsDone *bool) (sts *appsv1.StatefulSet, expansion *failure, err error) {
 	d, err := resolve(db)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := r.reconcileSecret(ctx, db, d); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, want := range []*corev1.Service{newHeadlessService(db, d), newClientService(db, d)} {
 		if err := r.reconcileService(ctx, db, want); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	if err := r.expandClaims(ctx, db, d); err != nil {
-		return nil, err
+	if expansion, err = r.reconcileClaims(ctx, db, d); err != nil {
+		return nil, expansion, err
 	}
-	sts, err := r.reconcileStatefulSet(ctx, db, d)
-	if err != nil {
-		return nil, err
+	*claimsDone = true
+	if sts, err = r.reconcileStatefulSet(ctx, db, d, expansion == nil); err != nil {
+		return nil, expansion, err
 	}
 	if err := r.reconcilePodDisruptionBudget(ctx, db, d); err != nil {
-		return nil, err
+		return nil, expansion, err
 	}
-	return sts, nil
+	return sts, expansion, nil
 }
 
 // cachedStatefulSet is db's StatefulSet from the lister, or nil when there is none of ours.
@@ -110,9 +122,10 @@ type childOps[T childObject] struct {
 // writing only when they differ. It returns the object as last read or written.
 //
 // A name taken by an object db does not control is never adopted nor written: ensureChild returns
-// a ChildConflict failure. When the cache misses an object that exists (it is not labelled
-// as ours, or the informer lags), the create fails with AlreadyExists and ensureChild reads the
-// object from the API server to decide the same way. A child of ours being deleted is waited
+// a ChildConflict failure; the only exception is an object a Retain released from a Database
+// of the same name (isRetainedFor), which is adopted. When the cache misses an object that
+// exists (it is not labelled as ours, or the informer lags), the create fails with
+// AlreadyExists and ensureChild reads the object from the API server to decide the same way. A child of ours being deleted is waited
 // for (*waitError).
 func ensureChild[T childObject](ctx context.Context, r *Reconciler, db *examplev1.Database, c childOps[T]) (T, error) {
 	var zero T
@@ -138,13 +151,20 @@ func ensureChild[T childObject](ctx context.Context, r *Reconciler, db *examplev
 		return zero, err
 	}
 
+	adopting := false
 	if !isControlledBy(have, db) {
-		return zero, conflictFailure(c.kind, have)
+		if !isRetainedFor(have, db) {
+			return zero, conflictFailure(c.kind, have)
+		}
+		adopting = true
 	}
 	if have.GetDeletionTimestamp() != nil {
 		return zero, &waitError{what: fmt.Sprintf("%s %s is being deleted", c.kind, c.name)}
 	}
 	update := have.DeepCopyObject().(T)
+	if adopting {
+		adopt(update, db, *metav1.NewControllerRef(db, databaseGVK))
+	}
 	if err := c.sync(update); err != nil {
 		return zero, err
 	}
@@ -154,6 +174,10 @@ func ensureChild[T childObject](ctx context.Context, r *Reconciler, db *examplev
 	updated, err := c.client.Update(ctx, update, metav1.UpdateOptions{})
 	if err != nil {
 		return zero, writeError(err, "update", c.kind, c.name)
+	}
+	if adopting {
+		r.event(ctx, db, corev1.EventTypeNormal, ReasonAdopted, "Adopted retained %s %s", c.kind, c.name)
+		return updated, nil
 	}
 	msg := fmt.Sprintf("Updated %s %s", c.kind, c.name)
 	if c.describe != nil {
@@ -186,12 +210,19 @@ func (r *Reconciler) event(ctx context.Context, db *examplev1.Database, eventTyp
 // username and password are never regenerated while the Secret exists, since the engine keeps
 // them in its data directory. A Secret of ours without them is a failure.
 func (r *Reconciler) reconcileSecret(ctx context.Context, db *examplev1.Database, d desiredState) error {
+	if err := r.unprotectDeletedSecret(ctx, db); err != nil {
+		return err
+	}
 	_, err := ensureChild(ctx, r, db, childOps[*corev1.Secret]{
 		kind:   "Secret",
 		name:   secretName(db),
 		client: r.kube.CoreV1().Secrets(db.Namespace),
 		cached: r.listers.Secrets.Secrets(db.Namespace).Get,
-		build:  func() *corev1.Secret { return newSecret(db, newCredentials(db, d, rand.Text())) },
+		build: func() *corev1.Secret {
+			s := newSecret(db, newCredentials(db, d, rand.Text()))
+			setProtection(s, protected(db))
+			return s
+		},
 		created: func() {
 			r.event(ctx, db, corev1.EventTypeNormal, ReasonSecretGenerated, "Generated credentials in Secret %s", secretName(db))
 			if r.cachedStatefulSet(db) != nil {
@@ -208,24 +239,46 @@ func (r *Reconciler) reconcileSecret(ctx context.Context, db *examplev1.Database
 				}
 			}
 			have.Labels = mergeLabels(have.Labels, childLabels(db))
+			setProtection(have, protected(db))
 			fillCredentials(db, d, have.Data)
 			return nil
 		},
 		describe: func(old, updated *corev1.Secret) string {
-			var added []string
-			for k := range updated.Data {
-				if _, ok := old.Data[k]; !ok {
-					added = append(added, k)
+			var changed []string
+			for k, v := range updated.Data {
+				if o, ok := old.Data[k]; !ok || string(o) != string(v) {
+					changed = append(changed, k)
 				}
 			}
-			if len(added) == 0 {
+			slices.Sort(changed)
+			if slices.Contains(updated.Finalizers, ProtectFinalizer) != slices.Contains(old.Finalizers, ProtectFinalizer) {
+				changed = append(changed, "finalizer "+ProtectFinalizer)
+			}
+			if len(changed) == 0 {
 				return "labels"
 			}
-			slices.Sort(added)
-			return "added " + strings.Join(added, ", ")
+			return "set " + strings.Join(changed, ", ")
 		},
 	})
 	return err
+}
+
+// unprotectDeletedSecret removes ProtectFinalizer from db's credentials Secret when it is
+// being deleted (a namespace deletion) and the deletion policy no longer asks for
+// protection: ensureChild only waits for a child being deleted.
+func (r *Reconciler) unprotectDeletedSecret(ctx context.Context, db *examplev1.Database) error {
+	have, err := r.listers.Secrets.Secrets(db.Namespace).Get(secretName(db))
+	if err != nil || !isControlledBy(have, db) || have.DeletionTimestamp == nil || protected(db) {
+		return nil
+	}
+	update := have.DeepCopy()
+	if !setProtection(update, false) {
+		return nil
+	}
+	if _, err := r.kube.CoreV1().Secrets(db.Namespace).Update(ctx, update, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("update Secret %q: %w", have.Name, err)
+	}
+	return nil
 }
 
 // reconcileService makes the Service want exist with the fields we own.
@@ -271,12 +324,15 @@ func (r *Reconciler) reconcilePodDisruptionBudget(ctx context.Context, db *examp
 // propagationPolicy Orphan, so the Pods keep running, and creates it again; the new one adopts
 // the Pods, which match its selector. Until the old one is gone (the garbage collector
 // orphans its Pods first), the create reports AlreadyExists and the Reconciler waits.
-func (r *Reconciler) reconcileStatefulSet(ctx context.Context, db *examplev1.Database, d desiredState) (*appsv1.StatefulSet, error) {
+//
+// grow is false when a volume expansion was refused: the StatefulSet is then kept with its
+// volumeClaimTemplates (and every other change still applied).
+func (r *Reconciler) reconcileStatefulSet(ctx context.Context, db *examplev1.Database, d desiredState, grow bool) (*appsv1.StatefulSet, error) {
 	client := r.kube.AppsV1().StatefulSets(db.Namespace)
 	cached := r.listers.StatefulSets.StatefulSets(db.Namespace).Get
 	want := newStatefulSet(db, d)
 
-	if have, err := cached(want.Name); err == nil && isControlledBy(have, db) && have.DeletionTimestamp == nil {
+	if have, err := cached(want.Name); err == nil && isControlledBy(have, db) && have.DeletionTimestamp == nil && grow {
 		if size, ok := claimTemplateStorage(have); ok && size.Cmp(d.storage) < 0 {
 			return r.replaceStatefulSet(ctx, db, have, want, size, d.storage)
 		}
@@ -324,49 +380,6 @@ func (r *Reconciler) replaceStatefulSet(ctx context.Context, db *examplev1.Datab
 	}
 	r.event(ctx, db, corev1.EventTypeNormal, ReasonCreated, "Created StatefulSet %s", want.Name)
 	return created, nil
-}
-
-// expandClaims asks for spec.storage on each bound data volume of db that is smaller (a merge
-// patch of spec.resources.requests.storage; the StorageClass must allow expansion). Claims not
-// bound yet are left for a later pass: only bound claims may be resized. A refusal from the
-// API server is a failure.
-func (r *Reconciler) expandClaims(ctx context.Context, db *examplev1.Database, d desiredState) error {
-	claims, err := r.listers.PersistentVolumeClaims.PersistentVolumeClaims(db.Namespace).List(labels.SelectorFromSet(selectorLabels(db)))
-	if err != nil {
-		return err
-	}
-	slices.SortFunc(claims, func(a, b *corev1.PersistentVolumeClaim) int { return strings.Compare(a.Name, b.Name) })
-	client := r.kube.CoreV1().PersistentVolumeClaims(db.Namespace)
-	for _, claim := range claims {
-		if !isDataClaim(db, claim) || !isControlledBy(claim, db) || claim.DeletionTimestamp != nil ||
-			claim.Status.Phase != corev1.ClaimBound {
-			continue
-		}
-		size := claim.Spec.Resources.Requests[corev1.ResourceStorage]
-		if size.Cmp(d.storage) >= 0 {
-			continue
-		}
-		patch, err := json.Marshal(map[string]any{"spec": map[string]any{"resources": map[string]any{
-			"requests": map[string]string{string(corev1.ResourceStorage): d.storage.String()},
-		}}})
-		if err != nil {
-			return err
-		}
-		_, err = client.Patch(ctx, claim.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			continue
-		case apierrors.IsInvalid(err) || apierrors.IsForbidden(err):
-			return &failure{reason: ReasonStorageExpansionFailed, message: fmt.Sprintf(
-				"cannot grow PersistentVolumeClaim %s from %s to %s (its StorageClass must allow volume expansion): %v",
-				claim.Name, size.String(), d.storage.String(), err)}
-		case err != nil:
-			return fmt.Errorf("patch PersistentVolumeClaim %q: %w", claim.Name, err)
-		}
-		r.event(ctx, db, corev1.EventTypeNormal, ReasonResizing,
-			"Requested %s for PersistentVolumeClaim %s (was %s)", d.storage.String(), claim.Name, size.String())
-	}
-	return nil
 }
 
 // deleter is the part of a typed client deleteChild uses.
