@@ -78,6 +78,13 @@ type Config struct {
 	APIServerBinary string
 	// APIServerArgs are appended to the flags the cluster sets for our server.
 	APIServerArgs []string
+	// KubeAPIServerArgs are appended to the flags the cluster sets for kube-apiserver (later
+	// flags win, e.g. --profiling=true for a benchmark's profiles).
+	KubeAPIServerArgs []string
+	// ControllerManagerArgs and SchedulerArgs are appended to the flags the cluster sets for
+	// kube-controller-manager and kube-scheduler (e.g. a benchmark's client QPS).
+	ControllerManagerArgs []string
+	SchedulerArgs         []string
 	// ControllerBinary is database-controller; empty runs without it. It needs APIServerBinary.
 	// It runs once our server is registered, with --kubeconfig for its own identity
 	// (ControllerUser, RBAC from artifacts/rbac) and --health-probe-bind-address on a free
@@ -438,6 +445,7 @@ func (c *Cluster) startKubeAPIServer(ctx context.Context) error {
 		"--profiling=false",
 		"--v=1",
 	}
+	args = append(args, c.cfg.KubeAPIServerArgs...)
 	proc, err := c.start("kube-apiserver", filepath.Join(c.cfg.KubeBinDir, "kube-apiserver"), args)
 	if err != nil {
 		return err
@@ -477,19 +485,19 @@ type componentPort struct {
 }
 
 func (c *Cluster) startControllerManager() (componentPort, error) {
-	return c.startComponent("kube-controller-manager", c.pki.ControllerMgr,
+	return c.startComponent("kube-controller-manager", c.pki.ControllerMgr, append([]string{
 		// nodeipam needs a cluster CIDR and real nodes; kwok assigns pod IPs itself.
 		"--controllers=*,-nodeipam",
 		"--use-service-account-credentials=true",
-		"--service-account-private-key-file="+c.pki.ServiceAccountKey,
-		"--root-ca-file="+c.pki.ServingCA.CertFile,
-		"--cluster-signing-cert-file="+c.pki.ClientCA.CertFile,
-		"--cluster-signing-key-file="+c.pki.ClientCA.KeyFile,
-	)
+		"--service-account-private-key-file=" + c.pki.ServiceAccountKey,
+		"--root-ca-file=" + c.pki.ServingCA.CertFile,
+		"--cluster-signing-cert-file=" + c.pki.ClientCA.CertFile,
+		"--cluster-signing-key-file=" + c.pki.ClientCA.KeyFile,
+	}, c.cfg.ControllerManagerArgs...)...)
 }
 
 func (c *Cluster) startScheduler() (componentPort, error) {
-	return c.startComponent("kube-scheduler", c.pki.Scheduler)
+	return c.startComponent("kube-scheduler", c.pki.Scheduler, c.cfg.SchedulerArgs...)
 }
 
 // startComponent starts the Kubernetes component name (a binary in KubeBinDir) as the

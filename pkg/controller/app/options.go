@@ -78,15 +78,21 @@ type Options struct {
 
 // NewOptions returns the default options: 4 workers, a 10 minute resync, leader election on
 // the Lease database-system/database-controller with Kubernetes components' timings, health
-// probes on :8081, protobuf for built-in kinds at 20 QPS (burst 30), text logs.
+// probes on :8081, protobuf at 100 QPS (burst 200) per client, text logs.
+//
+// The client-side limit is a backstop, not the throttle: the workers bound how many requests
+// are in flight, and kube-apiserver's API Priority and Fairness protects it. At 20 QPS
+// (burst 30), the former default, the controller spent most of its time waiting for its own
+// rate limiter when many Databases arrived at once (hack/bench: 300 new Databases Ready in
+// 87 s against 58 s at 200 QPS; docs/benchmarks.md).
 func NewOptions() *Options {
 	gates := featuregate.NewFeatureGate()
 	utilruntime.Must(logsapi.AddFeatureGates(gates))
 	return &Options{
 		ClientConnection: componentbaseconfig.ClientConnectionConfiguration{
 			ContentType: contentTypeProtobuf,
-			QPS:         20,
-			Burst:       30,
+			QPS:         100,
+			Burst:       200,
 		},
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
 			LeaderElect:       true,

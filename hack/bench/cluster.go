@@ -1,0 +1,293 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	"example.com/database-apiserver/internal/localcluster"
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+)
+
+// Process names of the servers, as localcluster names its children.
+const (
+	procKube = "kube-apiserver"
+	procOurs = "database-apiserver"
+	procCtl  = localcluster.ControllerName
+	// procBench is this process: the benchmark's clients and the embedded etcd both servers use.
+	procBench = "bench (clients + etcd)"
+)
+
+// target is one way of reaching a Database API.
+type target struct {
+	Name string
+	// Desc says what it is, for the report.
+	Desc string
+	// Procs are the server processes a request of this target goes through.
+	Procs  []string
+	client *dbClient
+	// ours is true for example.com (served by our server), false for the CRD.
+	ours bool
+}
+
+type bench struct {
+	o            options
+	sc           scale
+	cluster      *localcluster.Cluster
+	clusterStart time.Duration
+	stateDir     string
+	removeState  bool
+
+	kube    kubernetes.Interface
+	targets []*target // ours-json, ours-proto, ours-direct, crd
+	crd     *target
+	direct  *target
+	// cpu measures the two API servers.
+	cpu cpuMeter
+	// adminDirect is the admin identity at our server's own port (for /metrics, /debug/pprof).
+	adminDirect *rest.Config
+}
+
+func newBench(ctx context.Context, o options, root string, sc scale) (_ *bench, err error) {
+	b := &bench{o: o, sc: sc}
+	if _, err := os.Stat(o.crdPath); err != nil {
+		return nil, fmt.Errorf("the seed CRD: %w (set -crd)", err)
+	}
+	b.stateDir = o.stateDir
+	if b.stateDir == "" {
+		if b.stateDir, err = os.MkdirTemp("", "database-bench-"); err != nil {
+			return nil, err
+		}
+		b.removeState = !o.keepState
+	}
+	cfg, err := localcluster.DefaultConfig(root, b.stateDir)
+	if err != nil {
+		return nil, err
+	}
+	// Without leader election, a controller started again reconciles at once instead of
+	// waiting for the Lease of the one stopped before the API benchmark to expire.
+	cfg.ControllerArgs = append([]string{"--leader-elect=false"}, strings.Fields(o.controllerArgs)...)
+	cfg.APIServerArgs = strings.Fields(o.apiserverArgs)
+	cfg.KubeAPIServerArgs = strings.Fields(o.kubeArgs)
+	cfg.ControllerManagerArgs = strings.Fields(o.kcmArgs)
+	cfg.SchedulerArgs = strings.Fields(o.schedulerArgs)
+	if o.profileDir != "" {
+		cfg.KubeAPIServerArgs = append(cfg.KubeAPIServerArgs, "--profiling=true")
+		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
+			return nil, err
+		}
+		cfg.ControllerArgs = append(cfg.ControllerArgs, "--profiling")
+	}
+	cfg.Timeout = 3 * time.Minute
+	cfg.Logf = func(format string, args ...any) { logf("localcluster: "+format, args...) }
+
+	t := time.Now()
+	b.cluster, err = localcluster.Start(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			b.stop()
+		}
+	}()
+	b.clusterStart = time.Since(t)
+	// The API benchmark measures the API alone: the controller would reconcile every Database.
+	if err := b.cluster.Kill(procCtl); err != nil {
+		return nil, err
+	}
+	if b.kube, err = kubernetes.NewForConfig(b.cluster.AdminConfig); err != nil {
+		return nil, err
+	}
+	b.cpu = cpuMeter{procKube: b.cluster.PID(procKube), procOurs: b.cluster.PID(procOurs), procBench: os.Getpid()}
+	for name, pid := range b.cpu {
+		if pid == 0 {
+			return nil, fmt.Errorf("no pid for %s", name)
+		}
+	}
+
+	if err := b.installCRD(ctx); err != nil {
+		return nil, err
+	}
+	b.adminDirect = rest.CopyConfig(b.cluster.AdminConfig)
+	b.adminDirect.Host = b.cluster.APIServerURL
+
+	mk := func(name, desc string, cfg *rest.Config, gv schema.GroupVersion, ct string, procs ...string) error {
+		c, err := newDBClient(cfg, gv, ct)
+		if err != nil {
+			return err
+		}
+		tg := &target{Name: name, Desc: desc, Procs: procs, client: c, ours: gv == examplev1.SchemeGroupVersion}
+		b.targets = append(b.targets, tg)
+		return nil
+	}
+	admin := b.cluster.AdminConfig
+	for _, e := range []error{
+		mk("ours-json", "example.com through kube-apiserver (aggregator), JSON", admin, examplev1.SchemeGroupVersion, contentJSON, procKube, procOurs),
+		mk("ours-proto", "example.com through kube-apiserver (aggregator), protobuf", admin, examplev1.SchemeGroupVersion, contentProtobuf, procKube, procOurs),
+		mk("ours-direct", "example.com on our server's own port, protobuf", b.adminDirect, examplev1.SchemeGroupVersion, contentProtobuf, procOurs),
+		mk("crd", "crd.example.com (the seed CRD) through kube-apiserver, JSON", admin, crdGroupVersion, contentJSON, procKube),
+	} {
+		if e != nil {
+			return nil, e
+		}
+	}
+	b.direct, b.crd = b.targets[2], b.targets[3]
+	return b, nil
+}
+
+func (b *bench) stop() {
+	if b.cluster != nil {
+		b.cluster.Stop()
+		b.cluster = nil
+	}
+	if b.removeState {
+		os.RemoveAll(b.stateDir)
+	} else {
+		logf("state and logs kept in %s", b.stateDir)
+	}
+}
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// installCRD creates the seed's CRD with its group moved to crd.example.com (example.com is
+// ours) and without its short name (db is ours too), and waits until it serves.
+func (b *bench) installCRD(ctx context.Context) error {
+	data, err := os.ReadFile(b.o.crdPath)
+	if err != nil {
+		return err
+	}
+	obj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(data, &obj.Object); err != nil {
+		return fmt.Errorf("%s: %w", b.o.crdPath, err)
+	}
+	plural, _, _ := unstructured.NestedString(obj.Object, "spec", "names", "plural")
+	if plural != "databases" {
+		return fmt.Errorf("%s: expected the plural databases, got %q", b.o.crdPath, plural)
+	}
+	obj.SetName("databases." + crdGroupVersion.Group)
+	if err := unstructured.SetNestedField(obj.Object, crdGroupVersion.Group, "spec", "group"); err != nil {
+		return err
+	}
+	unstructured.RemoveNestedField(obj.Object, "spec", "names", "shortNames")
+
+	dyn, err := dynamic.NewForConfig(b.cluster.AdminConfig)
+	if err != nil {
+		return err
+	}
+	if _, err := dyn.Resource(crdGVR).Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the CRD: %w", err)
+	}
+	probe, err := newDBClient(b.cluster.AdminConfig, crdGroupVersion, contentJSON)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, err := probe.List(ctx, "default", metav1.ListOptions{Limit: 1})
+		if err == nil {
+			logf("CRD databases.%s serving", crdGroupVersion.Group)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the CRD does not serve: %w", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (b *bench) ensureNamespace(ctx context.Context, name string) error {
+	_, err := b.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// metricsText fetches /metrics of a server with cfg's identity (our server or kube-apiserver).
+func metricsText(ctx context.Context, cfg *rest.Config) (string, error) {
+	rt, err := rest.TransportFor(cfg)
+	if err != nil {
+		return "", err
+	}
+	return httpGet(ctx, &http.Client{Transport: rt, Timeout: 30 * time.Second}, cfg.Host+"/metrics")
+}
+
+func httpGet(ctx context.Context, client *http.Client, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return string(body), nil
+}
+
+// profileCPU records a CPU profile of seconds from a server's /debug/pprof/profile into path,
+// in the background; the returned function waits for it.
+func profileCPU(ctx context.Context, cfg *rest.Config, url, path string, seconds int) func() error {
+	done := make(chan error, 1)
+	go func() {
+		var client *http.Client
+		if cfg != nil {
+			rt, err := rest.TransportFor(cfg)
+			if err != nil {
+				done <- err
+				return
+			}
+			client = &http.Client{Transport: rt}
+		} else {
+			client = http.DefaultClient
+		}
+		body, err := httpGet(ctx, client, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", url, seconds))
+		if err == nil {
+			err = os.WriteFile(path, []byte(body), 0o644)
+		}
+		done <- err
+	}()
+	return func() error { return <-done }
+}
+
+// gitCommit is the checked-out commit, "-dirty" when the work tree has changes (read-only git).
+func gitCommit(root string) string {
+	out, err := exec.Command("git", "-C", root, "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	commit := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+		commit += "-dirty"
+	}
+	return commit
+}
+
+var errIncomplete = errors.New("incomplete")
+
+// httpClient reads the controller's plain-HTTP /metrics.
+var httpClient = &http.Client{Timeout: 30 * time.Second}

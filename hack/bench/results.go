@@ -1,0 +1,340 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+type results struct {
+	Meta    meta         `json:"meta"`
+	Targets []targetInfo `json:"targets"`
+	// IdleCPU is each server's CPU use (cores) with no benchmark traffic, measured before the
+	// API rows; the rows' CPU numbers include it.
+	IdleCPU    map[string]float64 `json:"idleCPUCores"`
+	Rows       []row              `json:"rows"`
+	Watch      []watchRow         `json:"watch"`
+	Memory     *memoryResult      `json:"memory,omitempty"`
+	Controller []controllerRun    `json:"controller"`
+}
+
+type meta struct {
+	Started      string  `json:"started"`
+	Seconds      float64 `json:"seconds"`
+	ClusterStart float64 `json:"clusterStartSeconds"`
+	Quick        bool    `json:"quick"`
+	CPUs         int     `json:"cpus"`
+	GoVersion    string  `json:"goVersion"`
+	Commit       string  `json:"commit"`
+	LoadStart    string  `json:"loadAverageAtStart"`
+	LoadEnd      string  `json:"loadAverageAtEnd"`
+	Scale        scale   `json:"scale"`
+	// Extra flags given to the components (hack/bench flags).
+	ExtraArgs map[string]string `json:"extraArgs,omitempty"`
+}
+
+type targetInfo struct {
+	Name  string   `json:"name"`
+	Desc  string   `json:"description"`
+	Procs []string `json:"serverProcesses"`
+}
+
+// row is one line of the table: one verb, on one target, at one concurrency.
+type row struct {
+	Target      string `json:"target"`
+	Verb        string `json:"verb"`
+	Objects     int    `json:"objects,omitempty"` // LIST: objects in the namespace
+	Concurrency int    `json:"concurrency"`
+	Ops         int    `json:"ops"`
+	Errors      int    `json:"errors"`
+	FirstError  string `json:"firstError,omitempty"`
+	Seconds     float64
+	Throughput  float64   `json:"throughput"` // successful requests per second
+	Latency     latencies `json:"latencyMs"`
+	// CPU is the CPU seconds each server process used during the row.
+	CPU map[string]float64 `json:"cpuSeconds"`
+	// ServerCPUPer1k is the CPU seconds of the processes the target's requests go through,
+	// per 1,000 successful requests.
+	ServerCPUPer1k float64 `json:"serverCPUSecondsPer1k"`
+	// AllCPUPer1k adds this process (the clients, and the etcd both servers share) and the
+	// server process the target does not use (idle, or watching): everything the row cost.
+	AllCPUPer1k float64 `json:"allCPUSecondsPer1k"`
+}
+
+type watchRow struct {
+	Target   string    `json:"target"`
+	Watchers int       `json:"watchers"`
+	Writes   int       `json:"writes"`
+	Events   int       `json:"events"`
+	Missing  int       `json:"missing"`
+	Latency  latencies `json:"latencyMs"`
+}
+
+type memSample struct {
+	RSSMiB       float64 `json:"rssMiB"`
+	HWMMiB       float64 `json:"peakRssMiB"`
+	HeapInuseMiB float64 `json:"heapInuseMiB"`
+}
+
+type memoryResult struct {
+	Objects int `json:"objects"`
+	// Our server before and after Objects Databases were created on its own port, and at the
+	// end (with the CRD's objects created too).
+	OursBefore memSample `json:"oursBefore"`
+	OursAfter  memSample `json:"oursAfter"`
+	OursEnd    memSample `json:"oursEnd"`
+	// kube-apiserver at the start, after our Databases (which it did not serve), and after
+	// Objects objects of the CRD.
+	KubeBefore memSample `json:"kubeBefore"`
+	KubeMid    memSample `json:"kubeMid"`
+	KubeAfter  memSample `json:"kubeAfter"`
+	// What holding Objects objects added to each server's resident memory and Go heap.
+	OursDeltaMiB  float64 `json:"oursRssDeltaMiB"`
+	KubeDeltaMiB  float64 `json:"kubeRssDeltaMiB"`
+	OursHeapDelta float64 `json:"oursHeapDeltaMiB"`
+	KubeHeapDelta float64 `json:"kubeHeapDeltaMiB"`
+	// Ratio is OursDeltaMiB / KubeDeltaMiB (goal ≤ 0.5).
+	Ratio float64 `json:"ratio"`
+}
+
+// controllerRun is one controller (or floor) run.
+type controllerRun struct {
+	Kind        string `json:"kind"` // "controller" or "floor"
+	Databases   int    `json:"databases"`
+	Concurrency int    `json:"concurrency"` // the controller's workers; the floor's clients
+	Complete    bool   `json:"complete"`
+	Ready       int    `json:"ready"`
+	// Seconds is the time from the first create to the last Database Ready (controller) or
+	// the last StatefulSet ready (floor).
+	Seconds float64 `json:"seconds"`
+	// StatefulSetsSeconds is the time until the last StatefulSet was ready (both kinds).
+	StatefulSetsSeconds float64 `json:"statefulSetsSeconds"`
+	CreateSeconds       float64 `json:"createSeconds"` // creating the Databases (the floor: every child)
+	ReadyP50            float64 `json:"readyP50Seconds"`
+	ReadyP99            float64 `json:"readyP99Seconds"`
+	// Curve is the number of ready objects over time (seconds).
+	Curve [][2]float64 `json:"curve"`
+
+	// Controller only, from its /metrics.
+	Reconciles          float64            `json:"reconciles,omitempty"`
+	ReconcilesPerSecond float64            `json:"reconcilesPerSecond,omitempty"`
+	ReconcileErrors     float64            `json:"reconcileErrors,omitempty"`
+	QueueLatencyMs      *latencies         `json:"queueLatencyMs,omitempty"`
+	ReconcileMs         *latencies         `json:"reconcileDurationMs,omitempty"`
+	Requests            float64            `json:"controllerRequests,omitempty"`
+	RequestsByVerb      map[string]float64 `json:"controllerRequestsByVerb,omitempty"`
+	RSSMiB              float64            `json:"controllerRssMiB,omitempty"`
+	PeakRSSMiB          float64            `json:"controllerPeakRssMiB,omitempty"`
+	CPU                 map[string]float64 `json:"cpuSeconds"`
+	Args                []string           `json:"controllerArgs,omitempty"`
+}
+
+// crdRow finds the CRD's row matching r.
+func crdRow(res *results, r row) *row {
+	for i := range res.Rows {
+		c := &res.Rows[i]
+		if c.Target == "crd" && c.Verb == r.Verb && c.Objects == r.Objects && c.Concurrency == r.Concurrency {
+			return c
+		}
+	}
+	return nil
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return round3(a / b)
+}
+
+func verbName(r row) string {
+	if r.Objects > 0 {
+		return fmt.Sprintf("list %d", r.Objects)
+	}
+	return r.Verb
+}
+
+// printTable writes the results as Markdown tables: every row with its ratio ours/CRD.
+func printTable(w io.Writer, res *results) {
+	if len(res.Rows) > 0 {
+		fmt.Fprintf(w, "\n### API: throughput, latency and the ratio ours/CRD (same verb, same concurrency)\n\n")
+		fmt.Fprintln(w, "| verb | conc | target | req/s | p50 ms | p99 ms | ours/CRD req/s | ours/CRD p99 | server CPU s/1k req | errors |")
+		fmt.Fprintln(w, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+		for _, r := range res.Rows {
+			c := crdRow(res, r)
+			rt, rp := "", ""
+			if c != nil {
+				rt = fmt.Sprintf("%.2f×", ratio(r.Throughput, c.Throughput))
+				rp = fmt.Sprintf("%.2f×", ratio(r.Latency.P99, c.Latency.P99))
+			}
+			fmt.Fprintf(w, "| %s | %d | %s | %.1f | %.1f | %.1f | %s | %s | %.2f | %d |\n",
+				verbName(r), r.Concurrency, r.Target, r.Throughput, r.Latency.P50, r.Latency.P99, rt, rp, r.ServerCPUPer1k, r.Errors)
+		}
+	}
+	if len(res.Watch) > 0 {
+		var crd *watchRow
+		for i := range res.Watch {
+			if res.Watch[i].Target == "crd" {
+				crd = &res.Watch[i]
+			}
+		}
+		fmt.Fprintf(w, "\n### Watch: from the start of a create to its event at each of %d watchers\n\n", res.Watch[0].Watchers)
+		fmt.Fprintln(w, "| target | events | missing | p50 ms | p99 ms | max ms | ours/CRD p50 | ours/CRD p99 |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
+		for _, x := range res.Watch {
+			r50, r99 := "", ""
+			if crd != nil {
+				r50 = fmt.Sprintf("%.2f×", ratio(x.Latency.P50, crd.Latency.P50))
+				r99 = fmt.Sprintf("%.2f×", ratio(x.Latency.P99, crd.Latency.P99))
+			}
+			fmt.Fprintf(w, "| %s | %d | %d | %.1f | %.1f | %.1f | %s | %s |\n", x.Target, x.Events, x.Missing,
+				x.Latency.P50, x.Latency.P99, x.Latency.Max, r50, r99)
+		}
+	}
+	if m := res.Memory; m != nil {
+		fmt.Fprintf(w, "\n### Memory to hold %d objects (resident set, VmRSS; Go heap in use from /metrics)\n\n", m.Objects)
+		fmt.Fprintln(w, "| server | objects | RSS before MiB | RSS after MiB | RSS added MiB | heap added MiB |")
+		fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|")
+		fmt.Fprintf(w, "| database-apiserver | %d Databases | %.0f | %.0f | %.0f | %.0f |\n", m.Objects, m.OursBefore.RSSMiB, m.OursAfter.RSSMiB, m.OursDeltaMiB, m.OursHeapDelta)
+		fmt.Fprintf(w, "| kube-apiserver | %d CRD objects | %.0f | %.0f | %.0f | %.0f |\n", m.Objects, m.KubeMid.RSSMiB, m.KubeAfter.RSSMiB, m.KubeDeltaMiB, m.KubeHeapDelta)
+		fmt.Fprintf(w, "\nratio ours/CRD (RSS added): **%.2f×**; our server's whole RSS holding them: %.0f MiB\n", m.Ratio, m.OursAfter.RSSMiB)
+	}
+	if len(res.Controller) > 0 {
+		fmt.Fprintf(w, "\n### Controller: time until every Database is Ready, against the floor (a plain client creating the same children)\n\n")
+		fmt.Fprintln(w, "| run | databases | conc | complete | seconds | StatefulSets ready s | ratio to floor | reconciles | reconciles/s | queue p50/p99 ms | reconcile p50/p99 ms | requests/db | RSS MiB (peak) |")
+		fmt.Fprintln(w, "|---|---:|---:|---|---:|---:|---:|---:|---:|---|---|---:|---|")
+		for _, c := range res.Controller {
+			rf := ""
+			if c.Kind == "controller" {
+				for _, f := range res.Controller {
+					if f.Kind == "floor" && f.Databases == c.Databases && f.Seconds > 0 {
+						rf = fmt.Sprintf("**%.2f×**", c.Seconds/f.Seconds)
+					}
+				}
+			}
+			q, rec, reqs, rss := "", "", "", ""
+			if c.QueueLatencyMs != nil {
+				q = histQuantiles(c.QueueLatencyMs)
+			}
+			if c.ReconcileMs != nil {
+				rec = histQuantiles(c.ReconcileMs)
+			}
+			if c.Kind == "controller" {
+				reqs = fmt.Sprintf("%.1f", c.Requests/float64(c.Databases))
+				rss = fmt.Sprintf("%.0f (%.0f)", c.RSSMiB, c.PeakRSSMiB)
+			}
+			fmt.Fprintf(w, "| %s | %d | %d | %v | %.1f | %.1f | %s | %.0f | %.1f | %s | %s | %s | %s |\n",
+				c.Kind, c.Databases, c.Concurrency, c.Complete, c.Seconds, c.StatefulSetsSeconds, rf,
+				c.Reconciles, c.ReconcilesPerSecond, q, rec, reqs, rss)
+		}
+	}
+	fmt.Fprintf(w, "\nGoals (issue 6):\n\n")
+	for _, g := range goals(res) {
+		fmt.Fprintf(w, "- %s\n", g)
+	}
+}
+
+// histQuantiles prints p50 / p99 of a histogram, "≥" where the quantile is past its top bucket.
+func histQuantiles(l *latencies) string {
+	f := func(name string, v float64) string {
+		for _, c := range l.Capped {
+			if c == name {
+				return fmt.Sprintf("≥%.0f", v)
+			}
+		}
+		return fmt.Sprintf("%.0f", v)
+	}
+	return f("p50", l.P50) + " / " + f("p99", l.P99)
+}
+
+// goals evaluates the issue's goals from the results.
+func goals(res *results) []string {
+	var out []string
+	mark := func(ok bool) string {
+		if ok {
+			return "MET"
+		}
+		return "NOT MET"
+	}
+	for _, ours := range []string{"ours-proto", "ours-json"} {
+		var worst *row
+		worstRatio := 0.0
+		n := 0
+		for _, r := range res.Rows {
+			if r.Target != ours || r.Concurrency != 8 || r.Objects == res.Meta.Scale.ListLarge {
+				continue
+			}
+			c := crdRow(res, r)
+			if c == nil {
+				continue
+			}
+			n++
+			if x := ratio(r.Throughput, c.Throughput); worst == nil || x < worstRatio {
+				worst, worstRatio = &r, x
+			}
+		}
+		if n > 0 {
+			out = append(out, fmt.Sprintf("%s: every verb at concurrency 8 ≥ 1.0× the CRD's throughput: %s (lowest: %s at %.2f×)",
+				ours, mark(worstRatio >= 1), verbName(*worst), worstRatio))
+		}
+		for _, r := range res.Rows {
+			if r.Target == ours && r.Concurrency == 8 && r.Objects == res.Meta.Scale.ListLarge {
+				if c := crdRow(res, r); c != nil {
+					x := ratio(r.Throughput, c.Throughput)
+					out = append(out, fmt.Sprintf("%s: LIST of %d at concurrency 8 ≥ 2× the CRD's: %s (%.2f×)", ours, r.Objects, mark(x >= 2), x))
+				}
+			}
+		}
+	}
+	if m := res.Memory; m != nil {
+		out = append(out, fmt.Sprintf("memory for %d objects ≤ 0.5× kube-apiserver's for the CRD's: %s (%.2f×: +%.0f MiB against +%.0f MiB)",
+			m.Objects, mark(m.Ratio > 0 && m.Ratio <= 0.5), m.Ratio, m.OursDeltaMiB, m.KubeDeltaMiB))
+	}
+	for _, c := range res.Controller {
+		if c.Kind != "controller" {
+			continue
+		}
+		for _, f := range res.Controller {
+			if f.Kind == "floor" && f.Databases == c.Databases && f.Seconds > 0 {
+				x := c.Seconds / f.Seconds
+				out = append(out, fmt.Sprintf("controller: time to Ready for %d Databases ≤ 1.3× the floor: %s (%.2f×: %.1f s against %.1f s)",
+					c.Databases, mark(c.Complete && x <= 1.3), x, c.Seconds, f.Seconds))
+			}
+		}
+	}
+	return out
+}
+
+func writeResults(dir string, res *results) error {
+	data, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Benchmark results\n\nWritten by `make bench` (hack/bench) on %s; commit %s; %d CPUs; load average %s at the start, %s at the end; %.0f s in all (control plane start %.0f s).%s\n",
+		res.Meta.Started, res.Meta.Commit, res.Meta.CPUs, res.Meta.LoadStart, res.Meta.LoadEnd, res.Meta.Seconds, res.Meta.ClusterStart,
+		map[bool]string{true: " **Quick run** (-quick): small counts, a smoke test only.", false: ""}[res.Meta.Quick])
+	for _, k := range []string{"kube-apiserver", "database-apiserver", "kube-controller-manager", "kube-scheduler", "database-controller"} {
+		if v := res.Meta.ExtraArgs[k]; v != "" {
+			fmt.Fprintf(&b, "\nExtra flags of %s: `%s`.\n", k, v)
+		}
+	}
+	if len(res.Targets) > 0 {
+		b.WriteString("\nTargets:\n\n")
+		for _, t := range res.Targets {
+			fmt.Fprintf(&b, "- `%s`: %s (server processes: %s)\n", t.Name, t.Desc, strings.Join(t.Procs, ", "))
+		}
+		if len(res.IdleCPU) > 0 {
+			fmt.Fprintf(&b, "\nIdle CPU before the rows (cores, included in the rows' CPU): kube-apiserver %.3f, database-apiserver %.3f.\n",
+				res.IdleCPU[procKube], res.IdleCPU[procOurs])
+		}
+	}
+	printTable(&b, res)
+	return os.WriteFile(filepath.Join(dir, "results.md"), []byte(b.String()), 0o644)
+}
