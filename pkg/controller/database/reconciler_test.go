@@ -33,6 +33,18 @@ var requeueExternal = database.Result{RequeueAfter: time.Minute}
 // listClaims is the read of the data claims every Reconcile makes before the StatefulSet.
 const listClaims = "list persistentvolumeclaims"
 
+// growAndReplaceActions are the calls of one storage increase of the seed Database (three
+// replicas): grow each data claim, orphan-delete and recreate the StatefulSet, report.
+var growAndReplaceActions = []string{
+	listClaims,
+	"patch persistentvolumeclaims data-my-database-0",
+	"patch persistentvolumeclaims data-my-database-1",
+	"patch persistentvolumeclaims data-my-database-2",
+	"delete statefulsets my-database",
+	"create statefulsets my-database",
+	"update databases/status my-database",
+}
+
 // firstReconcile is what a first Reconcile of the seed example does, in order.
 var firstReconcile = []string{
 	"update databases my-database",
@@ -377,15 +389,7 @@ func TestStorageIncreaseExpandsClaimsAndReplacesTheStatefulSetKeepingPods(t *tes
 	result, err := f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, requeue, result)
-	require.Equal(t, []string{
-		listClaims,
-		"patch persistentvolumeclaims data-my-database-0",
-		"patch persistentvolumeclaims data-my-database-1",
-		"patch persistentvolumeclaims data-my-database-2",
-		"delete statefulsets my-database",
-		"create statefulsets my-database",
-		"update databases/status my-database",
-	}, f.actions)
+	require.Equal(t, growAndReplaceActions, f.actions)
 	for _, a := range f.raw {
 		if d, ok := a.(k8stesting.DeleteAction); ok {
 			opts := d.GetDeleteOptions()
@@ -428,15 +432,7 @@ func TestStorageIncreaseWaitsWhileTheOldStatefulSetIsStillBeingDeleted(t *testin
 	result, err := f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, requeue, result)
-	require.Equal(t, []string{
-		listClaims,
-		"patch persistentvolumeclaims data-my-database-0",
-		"patch persistentvolumeclaims data-my-database-1",
-		"patch persistentvolumeclaims data-my-database-2",
-		"delete statefulsets my-database",
-		"create statefulsets my-database",
-		"update databases/status my-database",
-	}, f.actions)
+	require.Equal(t, growAndReplaceActions, f.actions)
 	db := f.database()
 	require.Equal(t, examplev1.DatabasePhaseProvisioning, db.Status.Phase)
 	require.Equal(t, "WaitingForDeletion", condition(db, "Progressing").Reason)
