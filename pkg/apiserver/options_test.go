@@ -50,3 +50,15 @@ func TestStorageMediaTypesReadEachOther(t *testing.T) {
 		}
 	}
 }
+
+// Without --storage-media-type, Databases are written to etcd as protobuf.
+func TestDefaultStorageMediaTypeIsProtobuf(t *testing.T) {
+	o := NewOptions(io.Discard, io.Discard)
+	require.NoError(t, o.applyStorageMediaType())
+	data, err := runtime.Encode(o.RecommendedOptions.Etcd.StorageConfig.Codec, &example.Database{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db"},
+		Spec:       example.DatabaseSpec{Engine: example.EngineMySQL, Version: "8.4"},
+	})
+	require.NoError(t, err)
+	require.True(t, bytes.HasPrefix(data, []byte("k8s\x00")), "%q", data)
+}

@@ -608,36 +608,36 @@ func TestDatabasesAreStoredUnderTheirOwnEtcdPrefix(t *testing.T) {
 	resp, err := etcd.Get(context.Background(), "/registry/example.com/databases/"+ns+"/stored")
 	require.NoError(t, err)
 	require.Len(t, resp.Kvs, 1)
-	require.Contains(t, string(resp.Kvs[0].Value), `"apiVersion":"example.com/v1"`)
-}
-
-// With --storage-media-type=application/vnd.kubernetes.protobuf Databases are
-// stored in etcd as protobuf (JSON is the default, above), and read, listed
-// and watched as usual.
-func TestStorageMediaTypeProtobufStoresProtobuf(t *testing.T) {
-	pbServer, err := framework.Start("--storage-media-type=" + protobufType)
-	require.NoError(t, err)
-	defer pbServer.Stop()
-	client, err := versioned.NewForConfig(pbServer.ClientConfig)
-	require.NoError(t, err)
-	ctx := context.Background()
-	dbs := client.ExampleV1().Databases("stored")
-
-	created, err := dbs.Create(ctx, newDatabase("stored", "pb", examplev1.EnginePostgreSQL, "16"), metav1.CreateOptions{})
-	require.NoError(t, err)
-	etcd, err := clientv3.New(clientv3.Config{Endpoints: []string{pbServer.EtcdURL}, DialTimeout: 5 * time.Second})
-	require.NoError(t, err)
-	defer etcd.Close()
-	resp, err := etcd.Get(ctx, "/registry/example.com/databases/stored/pb")
-	require.NoError(t, err)
-	require.Len(t, resp.Kvs, 1)
+	// Protobuf, the default --storage-media-type: "k8s\x00", then a runtime.Unknown envelope.
 	value := resp.Kvs[0].Value
 	require.True(t, bytes.HasPrefix(value, []byte("k8s\x00")), "%q", value)
 	var envelope runtime.Unknown
 	require.NoError(t, envelope.Unmarshal(value[4:]))
 	require.Equal(t, runtime.TypeMeta{APIVersion: "example.com/v1", Kind: "Database"}, envelope.TypeMeta)
+}
 
-	got, err := dbs.Get(ctx, "pb", metav1.GetOptions{})
+// With --storage-media-type=application/json Databases are stored in etcd as
+// JSON (protobuf is the default, above), and read, listed and watched as usual.
+func TestStorageMediaTypeJSONStoresJSON(t *testing.T) {
+	jsonServer, err := framework.Start("--storage-media-type=" + jsonType)
+	require.NoError(t, err)
+	defer jsonServer.Stop()
+	client, err := versioned.NewForConfig(jsonServer.ClientConfig)
+	require.NoError(t, err)
+	ctx := context.Background()
+	dbs := client.ExampleV1().Databases("stored")
+
+	created, err := dbs.Create(ctx, newDatabase("stored", "js", examplev1.EnginePostgreSQL, "16"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	etcd, err := clientv3.New(clientv3.Config{Endpoints: []string{jsonServer.EtcdURL}, DialTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	defer etcd.Close()
+	resp, err := etcd.Get(ctx, "/registry/example.com/databases/stored/js")
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1)
+	require.True(t, bytes.HasPrefix(resp.Kvs[0].Value, []byte(`{"kind":"Database","apiVersion":"example.com/v1"`)), "%s", resp.Kvs[0].Value)
+
+	got, err := dbs.Get(ctx, "js", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, created, got)
 	list, err := dbs.List(ctx, metav1.ListOptions{})
