@@ -260,8 +260,8 @@ func NewCommand(ctx context.Context, o *Options) *cobra.Command {
 		Use:   database.ControllerName,
 		Short: "Run each example.com Database as a StatefulSet with its Services and credentials",
 		Long: `database-controller watches Databases (example.com/v1, through kube-apiserver) and the
-StatefulSets, Services, Secrets, PersistentVolumeClaims and PodDisruptionBudgets it made for
-them, and reconciles each Database: its finalizer, credentials Secret, headless and client
+StatefulSets, Services, Secrets and PodDisruptionBudgets it made for them (and every
+PersistentVolumeClaim, which it finds by name), and reconciles each Database: its finalizer, credentials Secret, headless and client
 Services, StatefulSet and PodDisruptionBudget, and its status. One replica works at a time,
 elected on a Lease; /healthz, /readyz and /metrics are served over HTTP.`,
 		SilenceUsage: true,

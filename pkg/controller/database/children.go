@@ -53,25 +53,42 @@ func clientServiceName(db *examplev1.Database) string   { return db.Name }
 func statefulSetName(db *examplev1.Database) string     { return db.Name }
 func pdbName(db *examplev1.Database) string             { return db.Name }
 
-// isDataClaim reports whether claim is one of db's data volumes, "data-<name>-<ordinal>" as
-// the StatefulSet controller names claims of the volumeClaimTemplate engine.DataVolumeName.
-func isDataClaim(db *examplev1.Database, claim *corev1.PersistentVolumeClaim) bool {
-	_, ok := claimOrdinal(db, claim.Name)
-	return ok
+// claimOrdinal is the ordinal of the data claim named claimName of db, and false when the
+// name is not "data-<name>-<ordinal>", as the StatefulSet controller names the claims of the
+// volumeClaimTemplate engine.DataVolumeName.
+func claimOrdinal(db *examplev1.Database, claimName string) (int32, bool) {
+	database, ordinal, ok := parseDataClaimName(claimName)
+	if !ok || database != statefulSetName(db) {
+		return 0, false
+	}
+	return ordinal, true
 }
 
-// claimOrdinal is the ordinal of the data claim named claimName of db, and false when the
-// name is not "data-<name>-<ordinal>".
-func claimOrdinal(db *examplev1.Database, claimName string) (int32, bool) {
-	ordinal, ok := strings.CutPrefix(claimName, engine.DataVolumeName+"-"+statefulSetName(db)+"-")
+// dataClaimName is the name of db's data claim of ordinal: "data-<name>-<ordinal>".
+func dataClaimName(db *examplev1.Database, ordinal int32) string {
+	return engine.DataVolumeName + "-" + statefulSetName(db) + "-" + strconv.FormatInt(int64(ordinal), 10)
+}
+
+// parseDataClaimName splits a data claim name "data-<database>-<ordinal>": the database is
+// what lies between "data-" and the last "-", so "data-a-b-0" is ordinal 0 of "a-b" (an
+// ordinal has no "-", so no other split is possible). ok is false for any other name, an
+// empty database, or an ordinal that is not a decimal int32 written without leading zeros
+// (the StatefulSet controller's form).
+func parseDataClaimName(claimName string) (database string, ordinal int32, ok bool) {
+	rest, ok := strings.CutPrefix(claimName, engine.DataVolumeName+"-")
 	if !ok {
-		return 0, false
+		return "", 0, false
 	}
-	n, err := strconv.ParseUint(ordinal, 10, 31)
-	if err != nil || (ordinal != "0" && ordinal[0] == '0') {
-		return 0, false
+	i := strings.LastIndexByte(rest, '-')
+	if i <= 0 {
+		return "", 0, false
 	}
-	return int32(n), true
+	digits := rest[i+1:]
+	n, err := strconv.ParseUint(digits, 10, 31)
+	if err != nil || (digits != "0" && digits[0] == '0') {
+		return "", 0, false
+	}
+	return rest[:i], int32(n), true
 }
 
 // ProtectFinalizer is on db's data claims and credentials Secret while spec.deletionPolicy

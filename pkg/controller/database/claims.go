@@ -1,14 +1,17 @@
 package database
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -16,26 +19,91 @@ import (
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 )
 
-// listDataClaims lists db's data claims from the API server: every claim of the namespace
-// named "data-<name>-<ordinal>", whatever its labels (a label edited by hand must not hide a
-// claim), sorted by ordinal. Ownership is for the caller to check.
-func (r *Reconciler) listDataClaims(ctx context.Context, db *examplev1.Database) ([]corev1.PersistentVolumeClaim, error) {
-	list, err := r.kube.CoreV1().PersistentVolumeClaims(db.Namespace).List(ctx, metav1.ListOptions{})
+// ClaimsByDatabaseIndex names the index of the claim cache (NewClaimInformer,
+// Listers.PersistentVolumeClaims) that finds a Database's data claims by name, whatever their
+// labels: its values are "<namespace>/<database name>" (ClaimsByDatabase).
+const ClaimsByDatabaseIndex = "database"
+
+// ClaimsByDatabase is the index function of ClaimsByDatabaseIndex. For a PersistentVolumeClaim
+// named "data-<database>-<ordinal>", the name the StatefulSet controller gives the claims of a
+// Database's StatefulSet, it returns the one value "<namespace>/<database>", where <database>
+// is what lies between "data-" and the last "-<digits>" ("data-a-b-0" belongs to "a-b"). Other
+// names are not indexed (no value). It fails only for an object without metadata.
+func ClaimsByDatabase(obj any) ([]string, error) {
+	claim, err := meta.Accessor(obj)
 	if err != nil {
-		return nil, fmt.Errorf("list PersistentVolumeClaims: %w", err)
+		return nil, fmt.Errorf("index %s: %w", ClaimsByDatabaseIndex, err)
 	}
-	var claims []corev1.PersistentVolumeClaim
-	for _, c := range list.Items {
-		if isDataClaim(db, &c) {
-			claims = append(claims, c)
+	database, _, ok := parseDataClaimName(claim.GetName())
+	if !ok {
+		return nil, nil
+	}
+	return []string{claimIndexKey(claim.GetNamespace(), database)}, nil
+}
+
+// claimIndexKey is the ClaimsByDatabaseIndex value of the claims of the Database
+// namespace/name.
+func claimIndexKey(namespace, name string) string { return namespace + "/" + name }
+
+// listDataClaims returns db's data claims, every claim named "data-<name>-<ordinal>" whatever
+// its labels (a label edited by hand must not hide a claim), sorted by ordinal. Ownership is
+// for the caller to check. The claims are read from the claim cache (ClaimsByDatabaseIndex),
+// shared with it and not to be modified; the ordinals in [liveFrom, liveTo) that the cache
+// does not hold are read from the API server by name (GET, a 404 meaning absent), for a cache
+// may lag behind a claim created a moment ago. The caller sets that range to the claims that
+// must not be missed: those a StatefulSet is about to mount, or those a deletion must clean
+// up. Nothing is LISTed: a LIST per reconcile of every claim of the namespace made N
+// Databases cost N² in claims read.
+func (r *Reconciler) listDataClaims(ctx context.Context, db *examplev1.Database, liveFrom, liveTo int32) ([]*corev1.PersistentVolumeClaim, error) {
+	objs, err := r.listers.PersistentVolumeClaims.ByIndex(ClaimsByDatabaseIndex, claimIndexKey(db.Namespace, statefulSetName(db)))
+	if err != nil {
+		return nil, fmt.Errorf("list PersistentVolumeClaims from the cache: %w", err)
+	}
+	type ordinalClaim struct {
+		ordinal int32
+		claim   *corev1.PersistentVolumeClaim
+	}
+	var found []ordinalClaim
+	cached := make(map[int32]bool, len(objs))
+	for _, obj := range objs {
+		claim, ok := obj.(*corev1.PersistentVolumeClaim)
+		if !ok {
+			continue
+		}
+		if ordinal, ok := claimOrdinal(db, claim.Name); ok {
+			found = append(found, ordinalClaim{ordinal, claim})
+			cached[ordinal] = true
 		}
 	}
-	slices.SortFunc(claims, func(a, b corev1.PersistentVolumeClaim) int {
-		i, _ := claimOrdinal(db, a.Name)
-		j, _ := claimOrdinal(db, b.Name)
-		return int(i - j)
-	})
+	client := r.kube.CoreV1().PersistentVolumeClaims(db.Namespace)
+	for ordinal := max(liveFrom, 0); ordinal < liveTo; ordinal++ {
+		if cached[ordinal] {
+			continue
+		}
+		claim, err := client.Get(ctx, dataClaimName(db, ordinal), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, fmt.Errorf("get PersistentVolumeClaim %q: %w", dataClaimName(db, ordinal), err)
+		default:
+			found = append(found, ordinalClaim{ordinal, claim})
+		}
+	}
+	slices.SortFunc(found, func(a, b ordinalClaim) int { return cmp.Compare(a.ordinal, b.ordinal) })
+	claims := make([]*corev1.PersistentVolumeClaim, len(found))
+	for i, f := range found {
+		claims[i] = f.claim
+	}
 	return claims, nil
+}
+
+// statefulSetReplicas is the spec.replicas of sts (the claims its Pods mount, ordinals 0 to
+// replicas-1), and 0 for no StatefulSet.
+func statefulSetReplicas(sts *appsv1.StatefulSet) int32 {
+	if sts == nil {
+		return 0
+	}
+	return ptr.Deref(sts.Spec.Replicas, 1)
 }
 
 // claimOwner is the controller reference of db's data claims, as the volumeClaimTemplate
@@ -46,8 +114,9 @@ func claimOwner(db *examplev1.Database) metav1.OwnerReference {
 	return *ref
 }
 
-// reconcileClaims brings db's data claims, as the API server has them, to what db needs,
-// before the StatefulSet is created or scaled:
+// reconcileClaims brings db's data claims (listDataClaims: from the cache, and from the API
+// server for the ordinals about to be mounted) to what db needs, before the StatefulSet is
+// created or scaled:
 //
 //   - a claim released by a Retain of a Database of the same name is adopted (an Event says
 //     so); any other claim the StatefulSet would mount (ordinal < replicas) that db does not
@@ -59,13 +128,17 @@ func claimOwner(db *examplev1.Database) metav1.OwnerReference {
 // A refused expansion does not stop the Reconciler: it is returned as expansion, and the
 // volumes keep their size.
 func (r *Reconciler) reconcileClaims(ctx context.Context, db *examplev1.Database, d desiredState) (expansion *failure, err error) {
-	claims, err := r.listDataClaims(ctx, db)
+	// The claims of the ordinals the StatefulSet is about to mount (it does not exist yet, or
+	// scales up) are read from the API server when the cache misses them: a foreign claim
+	// created a moment ago must be a conflict before it is mounted, which cannot be undone,
+	// and a retained one adopted. The ordinals mounted already come from the cache alone, so
+	// that a steady Database costs no call; changes to claims of ours enqueue it.
+	claims, err := r.listDataClaims(ctx, db, statefulSetReplicas(r.cachedStatefulSet(db)), d.replicas)
 	if err != nil {
 		return nil, err
 	}
 	client := r.kube.CoreV1().PersistentVolumeClaims(db.Namespace)
-	for i := range claims {
-		claim := &claims[i]
+	for _, claim := range claims {
 		ordinal, _ := claimOrdinal(db, claim.Name)
 		adopting := false
 		if !isControlledBy(claim, db) {
@@ -134,14 +207,15 @@ func (r *Reconciler) reconcileClaims(ctx context.Context, db *examplev1.Database
 	return expansion, nil
 }
 
-// unprotectClaims removes ProtectFinalizer from db's data claims that have it.
+// unprotectClaims removes ProtectFinalizer from db's data claims that have it, as the cache
+// has them: a claim of ours the cache has not seen yet enqueues db when it arrives.
 func (r *Reconciler) unprotectClaims(ctx context.Context, db *examplev1.Database) error {
-	claims, err := r.listDataClaims(ctx, db)
+	claims, err := r.listDataClaims(ctx, db, 0, 0)
 	if err != nil {
 		return err
 	}
-	for i := range claims {
-		claim := claims[i].DeepCopy()
+	for _, cached := range claims {
+		claim := cached.DeepCopy()
 		if !isControlledBy(claim, db) || !setProtection(claim, false) {
 			continue
 		}

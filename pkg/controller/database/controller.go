@@ -14,6 +14,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -84,8 +85,9 @@ type reconciler interface {
 }
 
 // Controller feeds the Reconciler from informers: Databases (read through kube-apiserver like
-// any client) and the kinds it owns, scoped by ManagedBySelector. Every event enqueues the
-// Database's namespace/name; N workers reconcile keys from a rate-limited workqueue.
+// any client) and the kinds it owns, scoped by ManagedBySelector except PersistentVolumeClaims
+// (NewClaimInformer). Every event of a Database, or of an object a Database controls, enqueues
+// the Database's namespace/name; N workers reconcile keys from a rate-limited workqueue.
 type Controller struct {
 	reconciler  reconciler
 	queue       workqueue.TypedRateLimitingInterface[cache.ObjectName]
@@ -97,11 +99,31 @@ type Controller struct {
 
 // NewKubeInformerFactory returns the shared informer factory for the kinds a Database owns,
 // listing and watching only objects labelled ManagedBySelector: the controller never caches a
-// cluster's other Secrets or Services. resync is the informers' resync period (0: none).
+// cluster's other Secrets or Services. The one exception is PersistentVolumeClaims: the
+// factory's claim informer is NewClaimInformer's, registered here, unfiltered. resync is the
+// informers' resync period (0: none).
 func NewKubeInformerFactory(kube kubernetes.Interface, resync time.Duration) informers.SharedInformerFactory {
 	selector := ManagedBySelector().String()
-	return informers.NewSharedInformerFactoryWithOptions(kube, resync,
+	factory := informers.NewSharedInformerFactoryWithOptions(kube, resync,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
+	factory.InformerFor(&corev1.PersistentVolumeClaim{}, NewClaimInformer)
+	return factory
+}
+
+// NewClaimInformer returns an informer of the PersistentVolumeClaims of every namespace, with
+// the indexes cache.NamespaceIndex and ClaimsByDatabaseIndex. It is the one kind the
+// controller caches unfiltered, not scoped by ManagedBySelector: the StatefulSet controller
+// mounts a claim by its name, "data-<database>-<ordinal>", whatever its labels, so a claim of
+// ours whose labels were edited by hand, a foreign claim holding such a name (a conflict), and
+// one a deletionPolicy Retain released (to adopt) must all be seen. Reading them from the
+// cache instead of LISTing a namespace's claims on every reconcile keeps N Databases from
+// costing N² claims read. The cost is memory for every claim of the cluster. resync is the
+// resync period (0: none); its signature is that of a factory's InformerFor.
+func NewClaimInformer(kube kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+	return coreinformers.NewPersistentVolumeClaimInformer(kube, metav1.NamespaceAll, resync, cache.Indexers{
+		cache.NamespaceIndex:  cache.MetaNamespaceIndexFunc,
+		ClaimsByDatabaseIndex: ClaimsByDatabase,
+	})
 }
 
 // NewDatabaseInformerFactory returns the shared informer factory for Databases in every
@@ -113,7 +135,9 @@ func NewDatabaseInformerFactory(databases versioned.Interface, resync time.Durat
 // NewController registers event handlers on the informers of kubeInformers (which should come
 // from NewKubeInformerFactory) and databaseInformers, and builds the Reconciler with their
 // listers and an event recorder that writes core/v1 Events through kube. The caller starts the
-// factories (before or after Run); Events are recorded until ctx ends.
+// factories (before or after Run); Events are recorded until ctx ends. It fails when
+// kubeInformers already holds a PersistentVolumeClaim informer other than NewClaimInformer's
+// (one without ClaimsByDatabaseIndex).
 func NewController(ctx context.Context, kube kubernetes.Interface, databases versioned.Interface,
 	kubeInformers informers.SharedInformerFactory, databaseInformers externalversions.SharedInformerFactory) (*Controller, error) {
 	logger := klog.FromContext(ctx)
@@ -127,7 +151,10 @@ func NewController(ctx context.Context, kube kubernetes.Interface, databases ver
 	statefulSets := kubeInformers.Apps().V1().StatefulSets()
 	services := kubeInformers.Core().V1().Services()
 	secrets := kubeInformers.Core().V1().Secrets()
-	pvcs := kubeInformers.Core().V1().PersistentVolumeClaims()
+	claims := kubeInformers.InformerFor(&corev1.PersistentVolumeClaim{}, NewClaimInformer)
+	if _, ok := claims.GetIndexer().GetIndexers()[ClaimsByDatabaseIndex]; !ok {
+		return nil, errors.New("the PersistentVolumeClaim informer has no index " + ClaimsByDatabaseIndex + ": build the factory with NewKubeInformerFactory")
+	}
 	pdbs := kubeInformers.Policy().V1().PodDisruptionBudgets()
 
 	c := &Controller{
@@ -137,7 +164,7 @@ func NewController(ctx context.Context, kube kubernetes.Interface, databases ver
 			Services:               services.Lister(),
 			Secrets:                secrets.Lister(),
 			PodDisruptionBudgets:   pdbs.Lister(),
-			PersistentVolumeClaims: pvcs.Lister(),
+			PersistentVolumeClaims: claims.GetIndexer(),
 		}, recorder, clock.RealClock{}),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
@@ -169,7 +196,7 @@ func NewController(ctx context.Context, kube kubernetes.Interface, databases ver
 		DeleteFunc: c.enqueueOwner,
 	}
 	for _, informer := range []cache.SharedIndexInformer{
-		statefulSets.Informer(), services.Informer(), secrets.Informer(), pvcs.Informer(), pdbs.Informer(),
+		statefulSets.Informer(), services.Informer(), secrets.Informer(), claims, pdbs.Informer(),
 	} {
 		reg, err := informer.AddEventHandler(owned)
 		if err != nil {

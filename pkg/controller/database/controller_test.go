@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -106,13 +107,18 @@ func TestOwnedObjectEventsEnqueueTheControllingDatabase(t *testing.T) {
 	}
 }
 
-func TestInformersSeeOnlyManagedChildren(t *testing.T) {
+func TestInformersSeeOnlyManagedChildrenButEveryClaim(t *testing.T) {
 	managed := map[string]string{ManagedByLabel: ManagedByValue}
 	c, start := newTestController(t,
 		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "production", Name: "ours", Labels: managed,
 			OwnerReferences: controlledBy("example.com/v1", "Database", "ours")}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "production", Name: "foreign",
 			OwnerReferences: controlledBy("example.com/v1", "Database", "foreign")}},
+		// Labels edited by hand: still in the claim cache, and its event maps to its Database.
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "staging", Name: "data-edited-0",
+			Labels: map[string]string{"edited": "by-hand"}, OwnerReferences: controlledBy("example.com/v1", "Database", "edited")}},
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "staging", Name: "data-a-b-1"}},
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "staging", Name: "scratch"}},
 	)
 	require.False(t, c.HasSynced(), "nothing is synced before the informers start")
 
@@ -120,8 +126,28 @@ func TestInformersSeeOnlyManagedChildren(t *testing.T) {
 	defer cancel()
 	start(ctx)
 	require.True(t, cache.WaitForCacheSync(ctx.Done(), c.HasSynced))
-	require.Equal(t, []string{"production/ours"}, drain(c),
-		"an unlabelled object is outside the informers' label selector, even with our owner reference")
+	require.ElementsMatch(t, []string{"production/ours", "staging/edited"}, drain(c),
+		"an unlabelled object is outside the informers' label selector, even with our owner reference; claims are not")
+
+	claims := c.reconciler.(*Reconciler).listers.PersistentVolumeClaims
+	require.Len(t, claims.List(), 3, "every claim of every namespace is cached")
+	for key, want := range map[string][]string{"staging/a-b": {"data-a-b-1"}, "staging/edited": {"data-edited-0"}, "staging/scratch": nil} {
+		objs, err := claims.ByIndex(ClaimsByDatabaseIndex, key)
+		require.NoError(t, err)
+		var names []string
+		for _, obj := range objs {
+			names = append(names, obj.(*corev1.PersistentVolumeClaim).Name)
+		}
+		require.Equal(t, want, names, key)
+	}
+}
+
+func TestNewControllerRefusesAClaimInformerWithoutItsIndex(t *testing.T) {
+	kube := kubefake.NewClientset()
+	kubeInformers := informers.NewSharedInformerFactory(kube, 0)
+	kubeInformers.Core().V1().PersistentVolumeClaims().Informer() // label-scoped or not, it lacks the index
+	_, err := NewController(t.Context(), kube, dbfake.NewClientset(), kubeInformers, NewDatabaseInformerFactory(dbfake.NewClientset(), 0))
+	require.ErrorContains(t, err, ClaimsByDatabaseIndex)
 }
 
 // fakeReconciler returns result and err and records the keys it was given.

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 )
@@ -38,10 +39,11 @@ import (
 // Pods): the cleanup never reports done while such children remain.
 //
 // Only children db controls are touched, and children already gone are fine, so a Database
-// never hangs in Terminating on them. Claims and the Secret are read from the API server, not
-// the cache, claims by name whatever their labels: one the cache has not seen must not be
-// left to the garbage collector under Retain. Any error is returned (the finalizer stays)
-// after trying every other child, with a Warning Event and in status.
+// never hangs in Terminating on them. Claims are found by name whatever their labels, in the
+// claim cache and, for every ordinal a StatefulSet of db may have mounted that the cache
+// misses, on the API server; the Secret is read from the API server: one the cache has not
+// seen must not be left to the garbage collector under Retain. Any error is returned (the
+// finalizer stays) after trying every other child, with a Warning Event and in status.
 func (r *Reconciler) reconcileDelete(ctx context.Context, db *examplev1.Database) (Result, error) {
 	if !slices.Contains(db.Finalizers, FinalizerName) {
 		return Result{}, nil
@@ -92,7 +94,10 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, db *examplev1.Database
 		}
 	}
 
-	kept, err := r.cleanupData(ctx, db, keep)
+	// The claims any StatefulSet of db may have made: those of spec.replicas and of the
+	// StatefulSet's own count (it may lag behind a change of spec.replicas, either way).
+	mounted := max(ptr.Deref(db.Spec.Replicas, fallbackReplicas), statefulSetReplicas(sts))
+	kept, err := r.cleanupData(ctx, db, keep, mounted)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -177,13 +182,15 @@ func (r *Reconciler) deleteOrphanPods(ctx context.Context, db *examplev1.Databas
 }
 
 // cleanupData deletes (keep false) or releases (keep true) db's data claims and credentials
-// Secret, those it controls, as the API server has them (claims by name, whatever their
-// labels). It returns what it kept, as "PersistentVolumeClaim NAME" and "Secret NAME".
-func (r *Reconciler) cleanupData(ctx context.Context, db *examplev1.Database, keep bool) ([]string, error) {
+// Secret, those it controls: claims by name whatever their labels (listDataClaims), those of
+// ordinals 0 to mounted-1 checked on the API server when the cache misses them, and the Secret
+// as the API server has it. It returns what it kept, as "PersistentVolumeClaim NAME" and
+// "Secret NAME".
+func (r *Reconciler) cleanupData(ctx context.Context, db *examplev1.Database, keep bool, mounted int32) ([]string, error) {
 	claims := r.kube.CoreV1().PersistentVolumeClaims(db.Namespace)
 	secrets := r.kube.CoreV1().Secrets(db.Namespace)
 
-	list, err := r.listDataClaims(ctx, db)
+	list, err := r.listDataClaims(ctx, db, 0, mounted)
 	if err != nil {
 		return nil, err
 	}
@@ -197,8 +204,8 @@ func (r *Reconciler) cleanupData(ctx context.Context, db *examplev1.Database, ke
 			kept = append(kept, kind+" "+name)
 		}
 	}
-	for i := range list {
-		if claim := &list[i]; isControlledBy(claim, db) {
+	for _, claim := range list {
+		if isControlledBy(claim, db) {
 			done("PersistentVolumeClaim", claim.Name, deleteOrRelease(ctx, claims, db, keep, claim))
 		}
 	}
@@ -219,22 +226,29 @@ type deleterPatcher[T any] interface {
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
 }
 
-// deleteOrRelease deletes obj (with a UID precondition) or, when keep, applies releasePatch
-// to it. ProtectFinalizer is removed first from an object to delete (the policy changed from
-// DoNotTerminate just before the deletion). An object already gone is not an error.
+// deleteOrRelease deletes obj or, when keep, applies releasePatch to it. ProtectFinalizer is
+// removed first from an object to delete (the policy changed from DoNotTerminate just before
+// the deletion). obj may come from a cache, so the delete is conditional on its UID (never a
+// same-named successor) and resourceVersion: a copy that predates a ProtectFinalizer would
+// leave the object Terminating for good, so a stale one fails with a conflict and the cleanup
+// is retried on a fresh one. An object already gone is not an error.
 func deleteOrRelease[T any](ctx context.Context, client deleterPatcher[T], db *examplev1.Database, keep bool, obj metav1.Object) error {
 	var err error
 	protectedNow := slices.Contains(obj.GetFinalizers(), ProtectFinalizer)
 	switch {
 	case keep:
-		_, err = client.Patch(ctx, obj.GetName(), types.StrategicMergePatchType, releasePatch(db, protectedNow), metav1.PatchOptions{})
+		_, err = client.Patch(ctx, obj.GetName(), types.StrategicMergePatchType, releasePatch(db), metav1.PatchOptions{})
 	case protectedNow:
 		_, err = client.Patch(ctx, obj.GetName(), types.StrategicMergePatchType, unprotectPatch(), metav1.PatchOptions{})
 		if err == nil && obj.GetDeletionTimestamp() == nil {
 			err = client.Delete(ctx, obj.GetName(), metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(obj.GetUID()))})
 		}
 	case obj.GetDeletionTimestamp() == nil:
-		err = client.Delete(ctx, obj.GetName(), metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(obj.GetUID()))})
+		preconditions := metav1.NewUIDPreconditions(string(obj.GetUID()))
+		if rv := obj.GetResourceVersion(); rv != "" {
+			preconditions.ResourceVersion = &rv
+		}
+		err = client.Delete(ctx, obj.GetName(), metav1.DeleteOptions{Preconditions: preconditions})
 	}
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -251,19 +265,17 @@ func unprotectPatch() []byte {
 }
 
 // releasePatch is the strategic merge patch that releases a child from db: it deletes db's
-// owner reference (by uid, the list's merge key), the managed-by label and, if unprotect,
-// ProtectFinalizer, so neither the garbage collector nor the Reconciler touches the object
-// again; and it marks the object RetainedFromAnnotation, so a new Database of the same name
-// adopts it (with the data and the password the engine keeps).
-func releasePatch(db *examplev1.Database, unprotect bool) []byte {
-	metadata := map[string]any{
-		"labels":          map[string]any{ManagedByLabel: nil},
-		"annotations":     map[string]any{RetainedFromAnnotation: retainedKey(db)},
-		"ownerReferences": []map[string]any{{"$patch": "delete", "uid": db.UID}},
-	}
-	if unprotect {
-		metadata["$deleteFromPrimitiveList/finalizers"] = []string{ProtectFinalizer}
-	}
-	patch, _ := json.Marshal(map[string]any{"metadata": metadata})
+// owner reference (by uid, the list's merge key), the managed-by label and ProtectFinalizer
+// (whether or not a possibly stale copy shows it; deleting an absent one is a no-op), so
+// neither the garbage collector nor the Reconciler touches the object again; and it marks the
+// object RetainedFromAnnotation, so a new Database of the same name adopts it (with the data
+// and the password the engine keeps).
+func releasePatch(db *examplev1.Database) []byte {
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"labels":                              map[string]any{ManagedByLabel: nil},
+		"annotations":                         map[string]any{RetainedFromAnnotation: retainedKey(db)},
+		"ownerReferences":                     []map[string]any{{"$patch": "delete", "uid": db.UID}},
+		"$deleteFromPrimitiveList/finalizers": []string{ProtectFinalizer},
+	}})
 	return patch
 }

@@ -2,6 +2,7 @@ package database_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -57,7 +58,6 @@ func TestDeletionWhileTheStatefulSetIsReplacedDeletesItsOrphanedPods(t *testing.
 		"delete pods my-database-0",
 		"delete pods my-database-1",
 		"delete pods my-database-2",
-		"list persistentvolumeclaims",
 		"delete persistentvolumeclaims data-my-database-0",
 		"delete persistentvolumeclaims data-my-database-1",
 		"delete persistentvolumeclaims data-my-database-2",
@@ -76,8 +76,9 @@ func TestDeletionWhileTheStatefulSetIsReplacedDeletesItsOrphanedPods(t *testing.
 	result, err = f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, database.Result{}, result)
-	require.Equal(t, []string{"get statefulsets my-database", "list pods", "list persistentvolumeclaims",
-		"get secrets my-database-credentials", "update databases/status my-database", "update databases my-database"}, f.actions)
+	require.Equal(t, slices.Concat([]string{"get statefulsets my-database", "list pods"}, getClaims,
+		[]string{"get secrets my-database-credentials", "update databases/status my-database", "update databases my-database"}), f.actions,
+		"the claims deleted by the first pass are looked for again: gone")
 	require.Equal(t, []string{"Normal CleanupDone Cleanup done with deletionPolicy Delete: deleted the workload, volumes and credentials"}, f.events())
 	require.Empty(t, f.database().Finalizers)
 }
@@ -111,7 +112,7 @@ func TestDoNotTerminateProtectsTheClaimsAndTheSecretWithAFinalizer(t *testing.T)
 
 	_, err = f.reconcile()
 	require.NoError(t, err)
-	require.Equal(t, []string{listClaims, "update persistentvolumeclaims data-my-database-0",
+	require.Equal(t, []string{"update persistentvolumeclaims data-my-database-0",
 		"update persistentvolumeclaims data-my-database-1", "update persistentvolumeclaims data-my-database-2"}, f.actions)
 	for i := range 3 {
 		require.Equal(t, []string{database.ProtectFinalizer}, f.claim(fmt.Sprintf("data-my-database-%d", i)).Finalizers)
@@ -129,7 +130,7 @@ func TestDoNotTerminateProtectsTheClaimsAndTheSecretWithAFinalizer(t *testing.T)
 	f.updateDatabase(func(db *examplev1.Database) { db.Spec.DeletionPolicy = examplev1.DeletionPolicyDelete })
 	_, err = f.reconcile()
 	require.NoError(t, err)
-	require.Equal(t, []string{"update secrets my-database-credentials", listClaims, "update persistentvolumeclaims data-my-database-0",
+	require.Equal(t, []string{"update secrets my-database-credentials", "update persistentvolumeclaims data-my-database-0",
 		"update persistentvolumeclaims data-my-database-1", "update persistentvolumeclaims data-my-database-2",
 		"update databases/status my-database"}, f.actions, "the Secret still being deleted stops the pass, not the claims' release")
 	require.Empty(t, f.secret().Finalizers)
@@ -198,51 +199,69 @@ func retained(obj metav1.Object) {
 }
 
 func TestRetainedDataIsAdoptedByADatabaseOfTheSameName(t *testing.T) {
-	old := newFixture(t, seedDatabase())
-	old.ready()
-	secret := old.secret().DeepCopy()
-	retained(secret)
-	objects := []runtime.Object{secret}
-	for i := range 3 {
-		claim := old.claim(fmt.Sprintf("data-my-database-%d", i)).DeepCopy()
-		retained(claim)
-		objects = append(objects, claim)
-	}
-	db := seedDatabase()
-	db.UID = "new-uid"
-	f := newFixture(t, db, objects...)
+	for _, tc := range []struct {
+		name string
+		// cached: the claims are in the claim cache; otherwise only on the API server (released
+		// a moment ago), found by name before the StatefulSet mounts them.
+		cached bool
+		reads  []string
+	}{
+		{"claims in the cache", true, nil},
+		{"claims not yet in the cache", false, getClaims},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old := newFixture(t, seedDatabase())
+			old.ready()
+			secret := old.secret().DeepCopy()
+			retained(secret)
+			objects := []runtime.Object{secret}
+			for i := range 3 {
+				claim := old.claim(fmt.Sprintf("data-my-database-%d", i)).DeepCopy()
+				retained(claim)
+				objects = append(objects, claim)
+			}
+			db := seedDatabase()
+			db.UID = "new-uid"
+			f := newFixture(t, db, objects...)
+			if !tc.cached {
+				for i := range 3 {
+					f.pin(claims, fmt.Sprintf("data-my-database-%d", i), nil)
+				}
+			}
 
-	_, err := f.reconcile()
-	require.NoError(t, err)
-	require.Equal(t, []string{
-		"update databases my-database",
-		"create secrets my-database-credentials",
-		"get secrets my-database-credentials",
-		"update secrets my-database-credentials",
-		"create services my-database-headless",
-		"create services my-database",
-		listClaims,
-		"update persistentvolumeclaims data-my-database-0",
-		"update persistentvolumeclaims data-my-database-1",
-		"update persistentvolumeclaims data-my-database-2",
-		"create statefulsets my-database",
-		"create poddisruptionbudgets my-database",
-		"update databases/status my-database",
-	}, f.actions)
-	events := f.events()
-	for _, e := range []string{"Normal Adopted Adopted retained Secret my-database-credentials",
-		"Normal Adopted Adopted retained PersistentVolumeClaim data-my-database-0"} {
-		require.Contains(t, events, e)
+			_, err := f.reconcile()
+			require.NoError(t, err)
+			require.Equal(t, slices.Concat([]string{
+				"update databases my-database",
+				"create secrets my-database-credentials",
+				"get secrets my-database-credentials",
+				"update secrets my-database-credentials",
+				"create services my-database-headless",
+				"create services my-database",
+			}, tc.reads, []string{
+				"update persistentvolumeclaims data-my-database-0",
+				"update persistentvolumeclaims data-my-database-1",
+				"update persistentvolumeclaims data-my-database-2",
+				"create statefulsets my-database",
+				"create poddisruptionbudgets my-database",
+				"update databases/status my-database",
+			}), f.actions)
+			events := f.events()
+			for _, e := range []string{"Normal Adopted Adopted retained Secret my-database-credentials",
+				"Normal Adopted Adopted retained PersistentVolumeClaim data-my-database-0"} {
+				require.Contains(t, events, e)
+			}
+			require.Equal(t, secret.Data["password"], f.secret().Data["password"], "the data keeps the old password")
+			for _, obj := range []metav1.Object{f.secret(), f.claim("data-my-database-2")} {
+				ref := metav1.GetControllerOf(obj)
+				require.NotNil(t, ref, obj.GetName())
+				require.Equal(t, types.UID("new-uid"), ref.UID)
+				require.NotContains(t, obj.GetAnnotations(), database.RetainedFromAnnotation)
+				require.Equal(t, database.ManagedByValue, obj.GetLabels()[database.ManagedByLabel])
+			}
+			require.NotEqual(t, examplev1.DatabasePhaseFailed, f.database().Status.Phase)
+		})
 	}
-	require.Equal(t, secret.Data["password"], f.secret().Data["password"], "the data keeps the old password")
-	for _, obj := range []metav1.Object{f.secret(), f.claim("data-my-database-2")} {
-		ref := metav1.GetControllerOf(obj)
-		require.NotNil(t, ref, obj.GetName())
-		require.Equal(t, types.UID("new-uid"), ref.UID)
-		require.NotContains(t, obj.GetAnnotations(), database.RetainedFromAnnotation)
-		require.Equal(t, database.ManagedByValue, obj.GetLabels()[database.ManagedByLabel])
-	}
-	require.NotEqual(t, examplev1.DatabasePhaseFailed, f.database().Status.Phase)
 }
 
 func TestForeignClaimWithADataClaimNameIsAConflict(t *testing.T) {
@@ -256,22 +275,37 @@ func TestForeignClaimWithADataClaimNameIsAConflict(t *testing.T) {
 		{"retained from a Database of another engine", map[string]string{database.RetainedFromAnnotation: "production/my-database"},
 			map[string]string{"app.kubernetes.io/name": "mysql"}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			foreign := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "data-my-database-0",
-				UID: "foreign", Annotations: tc.annotations, Labels: tc.labels}}
-			f := newFixture(t, seedDatabase(), foreign)
-			result, err := f.reconcile()
-			require.NoError(t, err)
-			require.Equal(t, requeueExternal, result)
-			require.Equal(t, []string{"update databases my-database", "create secrets my-database-credentials",
-				"create services my-database-headless", "create services my-database", listClaims,
-				"update databases/status my-database"}, f.actions, "no StatefulSet mounts it")
-			db := f.database()
-			require.Equal(t, examplev1.DatabasePhaseFailed, db.Status.Phase)
-			require.Equal(t, "ChildConflict", condition(db, "Ready").Reason)
-			require.Contains(t, condition(db, "Ready").Message, "PersistentVolumeClaim data-my-database-0 already exists")
-			require.Equal(t, foreign, f.claim("data-my-database-0"))
-		})
+		for _, where := range []struct {
+			name string
+			// cached: the foreign claim is in the claim cache; otherwise it was created a moment
+			// ago and only the API server has it.
+			cached bool
+			reads  []string
+		}{
+			{"in the cache", true, getClaims[1:]},
+			{"not yet in the cache", false, getClaims},
+		} {
+			t.Run(tc.name+", "+where.name, func(t *testing.T) {
+				foreign := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "data-my-database-0",
+					UID: "foreign", Annotations: tc.annotations, Labels: tc.labels}}
+				f := newFixture(t, seedDatabase(), foreign)
+				if !where.cached {
+					f.pin(claims, foreign.Name, nil)
+				}
+				result, err := f.reconcile()
+				require.NoError(t, err)
+				require.Equal(t, requeueExternal, result)
+				require.Equal(t, slices.Concat([]string{"update databases my-database", "create secrets my-database-credentials",
+					"create services my-database-headless", "create services my-database"}, where.reads,
+					[]string{"update databases/status my-database"}), f.actions, "no StatefulSet mounts it")
+				require.False(t, f.exists(statefulSets, name))
+				db := f.database()
+				require.Equal(t, examplev1.DatabasePhaseFailed, db.Status.Phase)
+				require.Equal(t, "ChildConflict", condition(db, "Ready").Reason)
+				require.Contains(t, condition(db, "Ready").Message, "PersistentVolumeClaim data-my-database-0 already exists")
+				require.Equal(t, foreign, f.claim("data-my-database-0"))
+			})
+		}
 	}
 }
 
@@ -284,7 +318,8 @@ func TestScalingOntoAForeignClaimIsAConflict(t *testing.T) {
 	result, err := f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, requeueExternal, result)
-	require.Equal(t, []string{listClaims, "update databases/status my-database"}, f.actions)
+	require.Equal(t, []string{"get persistentvolumeclaims data-my-database-4", "update databases/status my-database"}, f.actions,
+		"data-my-database-3 is in the cache; data-my-database-4, about to be mounted too, is not")
 	require.Equal(t, int32(3), *f.statefulSet().Spec.Replicas)
 }
 
@@ -302,7 +337,6 @@ func TestDataClaimsAreFoundByNameWhateverTheirLabels(t *testing.T) {
 		_, err := f.reconcile()
 		require.NoError(t, err)
 		require.Equal(t, []string{
-			listClaims,
 			"patch persistentvolumeclaims data-my-database-0",
 			"update persistentvolumeclaims data-my-database-1",
 			"patch persistentvolumeclaims data-my-database-1",
@@ -310,7 +344,7 @@ func TestDataClaimsAreFoundByNameWhateverTheirLabels(t *testing.T) {
 			"delete statefulsets my-database",
 			"create statefulsets my-database",
 			"update databases/status my-database",
-		}, f.actions)
+		}, f.actions, "data-my-database-1 is found in the claim cache's index, outside ManagedBySelector, with no read from the API server")
 		claim := f.claim("data-my-database-1")
 		require.Equal(t, "200Gi", ptr.To(claim.Spec.Resources.Requests[corev1.ResourceStorage]).String())
 		require.Equal(t, "by-hand", claim.Labels["edited"])

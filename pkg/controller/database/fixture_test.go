@@ -67,8 +67,8 @@ func seedDatabase() *examplev1.Database {
 }
 
 // fixture is a Reconciler on fake clientsets, with listers fed from the fakes' contents
-// (sync) as informers scoped by ManagedBySelector would be, and every API call recorded in
-// order across both clientsets.
+// (sync) as the controller's informers would be (scoped by ManagedBySelector, except claims),
+// and every API call recorded in order across both clientsets.
 type fixture struct {
 	t        *testing.T
 	kube     *kubefake.Clientset
@@ -77,7 +77,10 @@ type fixture struct {
 	clock    *clocktesting.FakePassiveClock
 	r        *database.Reconciler
 
-	indexers  map[schema.GroupVersionResource]cache.Indexer
+	indexers map[schema.GroupVersionResource]cache.Indexer
+	// pinned overrides what sync puts in the listers for these objects (by resource and
+	// name): a stale copy, or nil for an object the informer has not delivered yet.
+	pinned    map[schema.GroupVersionResource]map[string]runtime.Object
 	recording bool
 	actions   []string
 	// raw are the actions of the last reconcile, for their options.
@@ -92,6 +95,7 @@ func newFixture(t *testing.T, db *examplev1.Database, kubeObjects ...runtime.Obj
 		recorder:  record.NewFakeRecorder(100),
 		clock:     clocktesting.NewFakePassiveClock(start),
 		indexers:  map[schema.GroupVersionResource]cache.Indexer{},
+		pinned:    map[schema.GroupVersionResource]map[string]runtime.Object{},
 		recording: true,
 	}
 	if db != nil {
@@ -121,16 +125,17 @@ func newFixture(t *testing.T, db *examplev1.Database, kubeObjects ...runtime.Obj
 		}
 		return false, nil, nil
 	})
-	for _, gvr := range []schema.GroupVersionResource{statefulSets, services, secrets, claims, pdbs, databases} {
+	for _, gvr := range []schema.GroupVersionResource{statefulSets, services, secrets, pdbs, databases} {
 		f.indexers[gvr] = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	}
+	f.indexers[claims] = database.NewClaimInformer(f.kube, 0).GetIndexer()
 	f.r = database.NewReconciler(f.kube, f.dbs, database.Listers{
 		Databases:              examplelisters.NewDatabaseLister(f.indexers[databases]),
 		StatefulSets:           appslisters.NewStatefulSetLister(f.indexers[statefulSets]),
 		Services:               corelisters.NewServiceLister(f.indexers[services]),
 		Secrets:                corelisters.NewSecretLister(f.indexers[secrets]),
 		PodDisruptionBudgets:   policylisters.NewPodDisruptionBudgetLister(f.indexers[pdbs]),
-		PersistentVolumeClaims: corelisters.NewPersistentVolumeClaimLister(f.indexers[claims]),
+		PersistentVolumeClaims: f.indexers[claims],
 	}, f.recorder, f.clock)
 	f.sync()
 	return f
@@ -181,8 +186,8 @@ func describe(a k8stesting.Action) string {
 	return strings.TrimSpace(fmt.Sprintf("%s %s %s", a.GetVerb(), resource, objName))
 }
 
-// sync fills the listers with the fakes' objects: all Databases, and the owned kinds'
-// objects labelled ManagedBySelector, as the controller's informers see them.
+// sync fills the listers with the fakes' objects: all Databases and claims, and the other
+// owned kinds' objects labelled ManagedBySelector, as the controller's informers see them.
 func (f *fixture) sync() {
 	f.t.Helper()
 	f.recording = false
@@ -215,13 +220,34 @@ func (f *fixture) sync() {
 		require.NoError(f.t, err)
 		var keep []any
 		for _, item := range items {
-			if gvr == databases || selector.Matches(labels.Set(item.(metav1.Object).GetLabels())) {
+			if _, pinned := f.pinned[gvr][item.(metav1.Object).GetName()]; pinned {
+				continue
+			}
+			if gvr == databases || gvr == claims || selector.Matches(labels.Set(item.(metav1.Object).GetLabels())) {
 				keep = append(keep, item)
+			}
+		}
+		for _, obj := range f.pinned[gvr] {
+			if obj != nil {
+				keep = append(keep, obj)
 			}
 		}
 		require.NoError(f.t, f.indexers[gvr].Replace(keep, ""))
 	}
 }
+
+// pin makes the listers hold obj for the object named n of gvr, whatever the API server has,
+// until unpin: a stale copy, or with obj nil nothing, as an informer that lags behind.
+func (f *fixture) pin(gvr schema.GroupVersionResource, n string, obj runtime.Object) {
+	if f.pinned[gvr] == nil {
+		f.pinned[gvr] = map[string]runtime.Object{}
+	}
+	f.pinned[gvr][n] = obj
+}
+
+// unpin lets the listers follow the API server again for the object named n of gvr: the
+// informer caught up.
+func (f *fixture) unpin(gvr schema.GroupVersionResource, n string) { delete(f.pinned[gvr], n) }
 
 // reconcile syncs the listers, forgets earlier actions and events, and reconciles the seed
 // key once.

@@ -71,12 +71,15 @@ type Result struct {
 // listers of owned kinds may be scoped by ManagedBySelector: objects the Reconciler does not
 // find in them are created, and a name taken by an object it cannot see is found then.
 type Listers struct {
-	Databases              examplelisters.DatabaseLister
-	StatefulSets           appslisters.StatefulSetLister
-	Services               corelisters.ServiceLister
-	Secrets                corelisters.SecretLister
-	PodDisruptionBudgets   policylisters.PodDisruptionBudgetLister
-	PersistentVolumeClaims corelisters.PersistentVolumeClaimLister
+	Databases            examplelisters.DatabaseLister
+	StatefulSets         appslisters.StatefulSetLister
+	Services             corelisters.ServiceLister
+	Secrets              corelisters.SecretLister
+	PodDisruptionBudgets policylisters.PodDisruptionBudgetLister
+	// PersistentVolumeClaims is the claim cache, unlike the others not scoped by labels
+	// (NewClaimInformer's indexer), with the index ClaimsByDatabaseIndex: the Reconciler finds
+	// a Database's data claims in it by name, since the StatefulSet mounts a claim by name.
+	PersistentVolumeClaims cache.Indexer
 }
 
 // Reconciler turns a Database into its children (credentials Secret, headless and client

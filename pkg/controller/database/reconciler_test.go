@@ -30,13 +30,19 @@ var requeue = database.Result{RequeueAfter: 10 * time.Second}
 // requeueExternal is the Result of a Database stopped by an object the informers do not see.
 var requeueExternal = database.Result{RequeueAfter: time.Minute}
 
-// listClaims is the read of the data claims every Reconcile makes before the StatefulSet.
-const listClaims = "list persistentvolumeclaims"
+// getClaims are the reads of the seed Database's data claims (three replicas) that the
+// StatefulSet is about to mount, by name, when the claim cache does not hold them: before
+// the StatefulSet is created. A Database whose StatefulSet exists reads its claims from the
+// cache alone.
+var getClaims = []string{
+	"get persistentvolumeclaims data-my-database-0",
+	"get persistentvolumeclaims data-my-database-1",
+	"get persistentvolumeclaims data-my-database-2",
+}
 
 // growAndReplaceActions are the calls of one storage increase of the seed Database (three
 // replicas): grow each data claim, orphan-delete and recreate the StatefulSet, report.
 var growAndReplaceActions = []string{
-	listClaims,
 	"patch persistentvolumeclaims data-my-database-0",
 	"patch persistentvolumeclaims data-my-database-1",
 	"patch persistentvolumeclaims data-my-database-2",
@@ -46,16 +52,16 @@ var growAndReplaceActions = []string{
 }
 
 // firstReconcile is what a first Reconcile of the seed example does, in order.
-var firstReconcile = []string{
+var firstReconcile = slices.Concat([]string{
 	"update databases my-database",
 	"create secrets my-database-credentials",
 	"create services my-database-headless",
 	"create services my-database",
-	"list persistentvolumeclaims",
+}, getClaims, []string{
 	"create statefulsets my-database",
 	"create poddisruptionbudgets my-database",
 	"update databases/status my-database",
-}
+})
 
 func TestReconcileOfAMissingDatabaseDoesNothing(t *testing.T) {
 	f := newFixture(t, nil)
@@ -269,7 +275,7 @@ func TestSecondReconcileWritesNothing(t *testing.T) {
 			result, err := f.reconcile()
 			require.NoError(t, err)
 			require.Equal(t, requeue, result, "replicas are not ready yet")
-			require.Equal(t, []string{listClaims}, f.actions)
+			require.Empty(t, f.actions)
 			require.Empty(t, f.events())
 		})
 	}
@@ -282,7 +288,7 @@ func TestReadyDatabaseIsLeftAlone(t *testing.T) {
 		result, err := f.reconcile()
 		require.NoError(t, err)
 		require.Equal(t, database.Result{}, result)
-		require.Equal(t, []string{listClaims}, f.actions)
+		require.Empty(t, f.actions, "a Ready Database costs no API call, not even for its PersistentVolumeClaims")
 	}
 	db := f.database()
 	require.Equal(t, int32(3), db.Status.ReadyReplicas)
@@ -302,11 +308,13 @@ func TestScaleUpdatesTheStatefulSetAndRemovesThePodDisruptionBudgetAtOne(t *test
 		events   []string
 	}{{
 		replicas: 5,
-		actions:  []string{listClaims, "update statefulsets my-database", "update databases/status my-database"},
-		events:   []string{"Normal Updated Updated StatefulSet my-database: replicas 3 → 5"},
+		// The claims of the two new ordinals are not in the cache: read before they are mounted.
+		actions: []string{"get persistentvolumeclaims data-my-database-3", "get persistentvolumeclaims data-my-database-4",
+			"update statefulsets my-database", "update databases/status my-database"},
+		events: []string{"Normal Updated Updated StatefulSet my-database: replicas 3 → 5"},
 	}, {
 		replicas: 1,
-		actions: []string{listClaims, "update statefulsets my-database", "delete poddisruptionbudgets my-database",
+		actions: []string{"update statefulsets my-database", "delete poddisruptionbudgets my-database",
 			"update databases/status my-database"},
 		events: []string{"Normal Updated Updated StatefulSet my-database: replicas 5 → 1",
 			"Normal Deleted Deleted PodDisruptionBudget my-database: replicas is 1"},
@@ -325,7 +333,7 @@ func TestScaleUpdatesTheStatefulSetAndRemovesThePodDisruptionBudgetAtOne(t *test
 		result, err = f.reconcile()
 		require.NoError(t, err)
 		require.Equal(t, database.Result{}, result)
-		require.Equal(t, []string{listClaims, "update databases/status my-database"}, f.actions)
+		require.Equal(t, []string{"update databases/status my-database"}, f.actions)
 		db := f.database()
 		require.Equal(t, examplev1.DatabasePhaseReady, db.Status.Phase)
 		require.Equal(t, step.replicas, db.Status.ReadyReplicas)
@@ -343,7 +351,7 @@ func TestVersionChangeRollsTheImage(t *testing.T) {
 	result, err := f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, requeue, result)
-	require.Equal(t, []string{listClaims, "update statefulsets my-database", "update databases/status my-database"}, f.actions)
+	require.Equal(t, []string{"update statefulsets my-database", "update databases/status my-database"}, f.actions)
 	require.Equal(t, []string{"Normal Updated Updated StatefulSet my-database: image postgres:14.5 → postgres:14.6"}, f.events())
 	sts := f.statefulSet()
 	require.Equal(t, "postgres:14.6", sts.Spec.Template.Spec.Containers[0].Image)
@@ -419,7 +427,7 @@ func TestStorageIncreaseExpandsClaimsAndReplacesTheStatefulSetKeepingPods(t *tes
 	result, err = f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, requeue, result)
-	require.Equal(t, []string{listClaims}, f.actions, "the replacement happens once")
+	require.Empty(t, f.actions, "the replacement happens once")
 }
 
 func TestStorageIncreaseWaitsWhileTheOldStatefulSetIsStillBeingDeleted(t *testing.T) {
@@ -440,8 +448,8 @@ func TestStorageIncreaseWaitsWhileTheOldStatefulSetIsStillBeingDeleted(t *testin
 	result, err = f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, requeue, result)
-	require.Equal(t, []string{listClaims, "create statefulsets my-database", "update databases/status my-database"}, f.actions,
-		"the old StatefulSet is gone: create it, no second delete nor patch")
+	require.Equal(t, []string{"create statefulsets my-database", "update databases/status my-database"}, f.actions,
+		"the old StatefulSet is gone: create it, no second delete nor patch; its claims are all in the cache")
 }
 
 func TestChildNameTakenByAnObjectWeDoNotOwnIsNeverWritten(t *testing.T) {
@@ -513,7 +521,6 @@ func TestDeletion(t *testing.T) {
 		"delete services my-database",
 		"delete poddisruptionbudgets my-database",
 		"list pods",
-		"list persistentvolumeclaims",
 	}
 	deleteData := []string{
 		"delete persistentvolumeclaims data-my-database-0",
@@ -606,14 +613,14 @@ func TestDeletionToleratesChildrenAlreadyGone(t *testing.T) {
 	result, err := f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, database.Result{}, result)
-	require.Equal(t, []string{
+	require.Equal(t, slices.Concat([]string{
 		"get statefulsets my-database",
 		"list pods",
-		"list persistentvolumeclaims",
+	}, getClaims, []string{
 		"get secrets my-database-credentials",
 		"update databases/status my-database",
 		"update databases my-database",
-	}, f.actions)
+	}), f.actions, "the claims of spec.replicas are looked for on the API server: none is in the cache")
 	require.Empty(t, f.database().Finalizers)
 }
 
@@ -634,7 +641,8 @@ func TestDeletionLeavesChildrenOfOthersAlone(t *testing.T) {
 	require.Equal(t, []string{
 		"get statefulsets my-database",
 		"list pods",
-		"list persistentvolumeclaims",
+		"get persistentvolumeclaims data-my-database-1",
+		"get persistentvolumeclaims data-my-database-2",
 		"get secrets my-database-credentials",
 		"update databases/status my-database",
 		"update databases my-database",
@@ -669,8 +677,9 @@ func TestDeletionKeepsTheFinalizerWhenCleanupFails(t *testing.T) {
 
 	_, err = f.reconcile()
 	require.NoError(t, err)
-	require.Equal(t, []string{"get statefulsets my-database", "delete services my-database-headless", "list pods", "list persistentvolumeclaims",
-		"get secrets my-database-credentials", "update databases/status my-database", "update databases my-database"}, f.actions)
+	require.Equal(t, slices.Concat([]string{"get statefulsets my-database", "delete services my-database-headless", "list pods"},
+		getClaims, // deleted by the first pass, gone from the API server as from the cache
+		[]string{"get secrets my-database-credentials", "update databases/status my-database", "update databases my-database"}), f.actions)
 	require.Empty(t, f.database().Finalizers)
 }
 
@@ -709,9 +718,9 @@ func TestStatusIsWrittenOnlyWhenItChanges(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, step.result, result)
 		if step.write {
-			require.Equal(t, []string{listClaims, "update databases/status my-database"}, f.actions)
+			require.Equal(t, []string{"update databases/status my-database"}, f.actions)
 		} else {
-			require.Equal(t, []string{listClaims}, f.actions)
+			require.Empty(t, f.actions)
 		}
 		db := f.database()
 		require.Equal(t, step.phase, db.Status.Phase)
@@ -741,8 +750,8 @@ func TestExistingSecretIsNeverRegenerated(t *testing.T) {
 		}
 		return s
 	}
-	rest := []string{"create services my-database-headless", "create services my-database", listClaims,
-		"create statefulsets my-database", "create poddisruptionbudgets my-database", "update databases/status my-database"}
+	rest := slices.Concat([]string{"create services my-database-headless", "create services my-database"}, getClaims,
+		[]string{"create statefulsets my-database", "create poddisruptionbudgets my-database", "update databases/status my-database"})
 	for _, tc := range []struct {
 		name    string
 		secret  *corev1.Secret
@@ -796,7 +805,7 @@ func TestDeletedSecretIsGeneratedAgainWithAWarning(t *testing.T) {
 	require.NoError(t, f.kube.Tracker().Delete(secrets, namespace, name+"-credentials"))
 	_, err := f.reconcile()
 	require.NoError(t, err)
-	require.Equal(t, []string{"create secrets my-database-credentials", listClaims}, f.actions)
+	require.Equal(t, []string{"create secrets my-database-credentials"}, f.actions)
 	require.Equal(t, []string{
 		"Normal SecretGenerated Generated credentials in Secret my-database-credentials",
 		"Warning CredentialsRegenerated Secret my-database-credentials was deleted and has been generated again; an initialised data directory keeps the old credentials",
@@ -826,9 +835,9 @@ func TestPermanentErrorsFailWithoutRetry(t *testing.T) {
 			f.inject("create", "statefulsets", 1, apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "StatefulSet"}, name,
 				field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), name, "too long")}))
 		},
-		actions: []string{"update databases my-database", "create secrets my-database-credentials",
-			"create services my-database-headless", "create services my-database", listClaims, "create statefulsets my-database",
-			"update databases/status my-database"},
+		actions: slices.Concat([]string{"update databases my-database", "create secrets my-database-credentials",
+			"create services my-database-headless", "create services my-database"}, getClaims,
+			[]string{"create statefulsets my-database", "update databases/status my-database"}),
 		reason: "InvalidChild",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -860,7 +869,8 @@ func TestTransientErrorsAreReportedAndReturned(t *testing.T) {
 	f.inject("create", "statefulsets", 2, apierrors.NewInternalError(errors.New("etcd timeout")))
 	_, err := f.reconcile()
 	require.ErrorContains(t, err, "etcd timeout")
-	require.Equal(t, append(slices.Clone(firstReconcile[:6]), "update databases/status my-database"), f.actions)
+	require.Equal(t, append(slices.Clone(firstReconcile[:slices.Index(firstReconcile, "create statefulsets my-database")+1]),
+		"update databases/status my-database"), f.actions)
 	const msg = `create StatefulSet "my-database": Internal error occurred: etcd timeout`
 	require.Contains(t, f.events(), "Warning ReconcileError "+msg)
 	db := f.database()
@@ -872,14 +882,15 @@ func TestTransientErrorsAreReportedAndReturned(t *testing.T) {
 
 	_, err = f.reconcile()
 	require.ErrorContains(t, err, "etcd timeout")
-	require.Equal(t, []string{listClaims, "create statefulsets my-database"}, f.actions, "the same error writes no status again")
+	require.Equal(t, append(slices.Clone(getClaims), "create statefulsets my-database"), f.actions,
+		"the same error writes no status again; without a StatefulSet, the claims are read again")
 	require.Equal(t, []string{"Warning ReconcileError " + msg}, f.events(), "the recorder aggregates repeats")
 
 	result, err := f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, requeue, result)
-	require.Equal(t, []string{listClaims, "create statefulsets my-database", "create poddisruptionbudgets my-database",
-		"update databases/status my-database"}, f.actions, "the retry resumes where it stopped")
+	require.Equal(t, append(slices.Clone(getClaims), "create statefulsets my-database", "create poddisruptionbudgets my-database",
+		"update databases/status my-database"), f.actions, "the retry resumes where it stopped")
 	require.Equal(t, "Updating", condition(f.database(), "Progressing").Reason)
 }
 
@@ -906,7 +917,7 @@ func TestStorageExpansionRefusedDegradesWithoutBlockingOtherChanges(t *testing.T
 	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Storage = "200Gi" })
 	f.inject("patch", "persistentvolumeclaims", 100, apierrors.NewForbidden(schema.GroupResource{Resource: "persistentvolumeclaims"},
 		"data-my-database-0", errors.New("only dynamically provisioned pvc can be resized")))
-	patches := []string{listClaims, "patch persistentvolumeclaims data-my-database-0",
+	patches := []string{"patch persistentvolumeclaims data-my-database-0",
 		"patch persistentvolumeclaims data-my-database-1", "patch persistentvolumeclaims data-my-database-2"}
 	result, err := f.reconcile()
 	require.NoError(t, err)
@@ -929,7 +940,8 @@ func TestStorageExpansionRefusedDegradesWithoutBlockingOtherChanges(t *testing.T
 	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Replicas, db.Spec.Version = ptr.To[int32](5), "14.6" })
 	_, err = f.reconcile()
 	require.NoError(t, err)
-	require.Equal(t, append(slices.Clone(patches), "update statefulsets my-database", "update databases/status my-database"), f.actions)
+	require.Equal(t, slices.Concat([]string{"get persistentvolumeclaims data-my-database-3", "get persistentvolumeclaims data-my-database-4"},
+		patches, []string{"update statefulsets my-database", "update databases/status my-database"}), f.actions)
 	require.Equal(t, []string{"Normal Updated Updated StatefulSet my-database: replicas 3 → 5, image postgres:14.5 → postgres:14.6"}, f.events())
 	sts := f.statefulSet()
 	require.Equal(t, int32(5), *sts.Spec.Replicas)
