@@ -57,9 +57,9 @@ type scale struct {
 func fullScale() scale {
 	return scale{
 		Concurrency: []int{1, 8, 32},
-		Ops:         map[int]int{1: 300, 8: 1000, 32: 1000},
+		Ops:         map[int]int{1: 480, 8: 2400, 32: 2400},
 		RowBudget:   Duration(20 * time.Second),
-		Rounds:      3,
+		Rounds:      6,
 		ListSmall:   1000,
 		ListLarge:   10000,
 		ListOps:     map[int]int{1: 20, 8: 48, 32: 64},
