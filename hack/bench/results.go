@@ -143,11 +143,12 @@ func crdRow(res *results, r row) *row {
 	return nil
 }
 
+// ratio is a/b (0 when b is 0), unrounded: the tables round it once, when printing.
 func ratio(a, b float64) float64 {
 	if b == 0 {
 		return 0
 	}
-	return round3(a / b)
+	return a / b
 }
 
 func verbName(r row) string {
@@ -250,6 +251,9 @@ func histQuantiles(l *latencies) string {
 	return f("p50", l.P50) + " / " + f("p99", l.P99)
 }
 
+// controllerGoalDatabases is the Database count issue 6 sets the controller's goal for.
+const controllerGoalDatabases = 1000
+
 // goals evaluates the issue's goals from the results.
 func goals(res *results) []string {
 	var out []string
@@ -300,8 +304,12 @@ func goals(res *results) []string {
 		for _, f := range res.Controller {
 			if f.Kind == "floor" && f.Databases == c.Databases && f.Seconds > 0 {
 				x := c.Seconds / f.Seconds
+				verdict := mark(c.Complete && x <= 1.3)
+				if c.Databases != controllerGoalDatabases {
+					verdict = fmt.Sprintf("for reference, the goal is for %d", controllerGoalDatabases)
+				}
 				out = append(out, fmt.Sprintf("controller: time to Ready for %d Databases ≤ 1.3× the floor: %s (%.2f×: %.1f s against %.1f s)",
-					c.Databases, mark(c.Complete && x <= 1.3), x, c.Seconds, f.Seconds))
+					c.Databases, verdict, x, c.Seconds, f.Seconds))
 			}
 		}
 	}
