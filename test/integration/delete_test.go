@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -34,21 +35,31 @@ func TestDoNotTerminateRefusesDeleteUntilThePolicyChanges(t *testing.T) {
 	require.True(t, apierrors.IsNotFound(err), "got %v", err)
 }
 
+// A protected Database does not stop a delete collection (what a namespace
+// deletion sends): the others are deleted whatever their place in the list,
+// and the 403 names the protected ones.
 func TestDeleteCollectionSparesDoNotTerminateDatabases(t *testing.T) {
 	client, _ := clientFor(t)
 	ns := namespace(t)
 	ctx := context.Background()
 	dbs := client.ExampleV1().Databases(ns)
-	protected := newDatabase(ns, "protected", examplev1.EngineMySQL, "8.4")
-	protected.Spec.DeletionPolicy = examplev1.DeletionPolicyDoNotTerminate
-	create(t, client, protected)
-	create(t, client, newDatabase(ns, "disposable", examplev1.EngineMySQL, "8.4"))
+	for _, name := range []string{"a-protected", "b-disposable", "c-protected", "d-disposable"} {
+		db := newDatabase(ns, name, examplev1.EngineMySQL, "8.4")
+		if strings.HasSuffix(name, "-protected") {
+			db.Spec.DeletionPolicy = examplev1.DeletionPolicyDoNotTerminate
+		}
+		create(t, client, db)
+	}
 
 	err := dbs.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 	require.True(t, apierrors.IsForbidden(err), "got %v", err)
+	require.ErrorContains(t, err, "a-protected, c-protected")
 
 	list, err := dbs.List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
-	require.Len(t, list.Items, 1)
-	require.Equal(t, "protected", list.Items[0].Name)
+	var left []string
+	for _, db := range list.Items {
+		left = append(left, db.Name)
+	}
+	require.Equal(t, []string{"a-protected", "c-protected"}, left)
 }

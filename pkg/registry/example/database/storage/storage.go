@@ -5,6 +5,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apimachinery/pkg/api/errors"
@@ -99,10 +100,48 @@ func (r *REST) Delete(ctx context.Context, name string, deleteValidation rest.Va
 	return r.Store.Delete(ctx, name, refuseDoNotTerminate(deleteValidation), options)
 }
 
-// DeleteCollection deletes the selected Databases, refusing each whose
-// spec.deletionPolicy is DoNotTerminate as Delete does; the others are deleted.
+// DeleteCollection deletes the selected Databases one by one, as Delete does,
+// and returns the list of those selected. Those whose spec.deletionPolicy is
+// DoNotTerminate in the list are skipped, so that the others are still deleted
+// (the generic store's DeleteCollection stops at its first refused item, and a
+// namespace deletion would keep every Database listed after a protected one);
+// when any was skipped, it returns a 403 Forbidden that names them and says how
+// to allow their deletion. Any other error stops it and is returned, as the
+// generic store does; so is a Database made DoNotTerminate after the list,
+// which Delete refuses.
 func (r *REST) DeleteCollection(ctx context.Context, deleteValidation rest.ValidateObjectFunc, options *metav1.DeleteOptions, listOptions *internalversion.ListOptions) (runtime.Object, error) {
-	return r.Store.DeleteCollection(ctx, refuseDoNotTerminate(deleteValidation), options, listOptions)
+	if listOptions == nil {
+		listOptions = &internalversion.ListOptions{}
+	}
+	listObj, err := r.Store.List(ctx, listOptions)
+	if err != nil {
+		return nil, err
+	}
+	list, ok := listObj.(*example.DatabaseList)
+	if !ok {
+		return nil, fmt.Errorf("unexpected list type %T", listObj)
+	}
+	var refused []string
+	for i := range list.Items {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		db := &list.Items[i]
+		if db.Spec.DeletionPolicy == example.DeletionPolicyDoNotTerminate {
+			refused = append(refused, db.Name)
+			continue
+		}
+		if _, _, err := r.Delete(ctx, db.Name, deleteValidation, options.DeepCopy()); err != nil && !errors.IsNotFound(err) {
+			return nil, err
+		}
+	}
+	if len(refused) > 0 {
+		return nil, errors.NewForbidden(example.Resource("databases"), "", fmt.Errorf(
+			"not deleted, spec.deletionPolicy is %s: %s (set it to %s or %s to allow deleting them); the others were deleted",
+			example.DeletionPolicyDoNotTerminate, strings.Join(refused, ", "),
+			example.DeletionPolicyRetain, example.DeletionPolicyDelete))
+	}
+	return list, nil
 }
 
 // refuseDoNotTerminate wraps the delete validation (admission) so that it
