@@ -147,7 +147,16 @@ func (a *applier) apply(ctx context.Context, objs ...*unstructured.Unstructured)
 // existing ones exactly as they are.
 func (a *applier) create(ctx context.Context, objs ...*unstructured.Unstructured) error {
 	return a.each(objs, func(ri dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
-		_, err := ri.Create(ctx, obj, metav1.CreateOptions{FieldManager: fieldManager})
+		// A GET first, so that an existing object is not sent again: its create would be
+		// refused, but only after admission had printed its warnings for it.
+		_, err := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("reading %s %s: %w", obj.GetKind(), describe(obj), err)
+		}
+		_, err = ri.Create(ctx, obj, metav1.CreateOptions{FieldManager: fieldManager})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating %s %s: %w", obj.GetKind(), describe(obj), err)
 		}
