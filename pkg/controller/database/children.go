@@ -347,9 +347,11 @@ func syncPodDisruptionBudget(have, want *policyv1.PodDisruptionBudget) {
 // deletion policy decides their fate, not the StatefulSet's. blockOwnerDeletion is false
 // there because the StatefulSet controller, not us, creates the claims, and may not set it
 // on an example.com owner where OwnerReferencesPermissionEnforcement is on.
+//
+// The Reconciler creates the claims of the ordinals the StatefulSet is about to mount itself,
+// from this template (newDataClaim), so that the StatefulSet controller never creates one:
+// it mounts whatever claim has the name, and a foreign one could take it in between.
 func newStatefulSet(db *examplev1.Database, d desiredState) *appsv1.StatefulSet {
-	claimOwner := metav1.NewControllerRef(db, databaseGVK)
-	claimOwner.BlockOwnerDeletion = ptr.To(false)
 	return &appsv1.StatefulSet{
 		ObjectMeta: objectMeta(db, statefulSetName(db), workloadLabels(db)),
 		Spec: appsv1.StatefulSetSpec{
@@ -376,7 +378,7 @@ func newStatefulSet(db *examplev1.Database, d desiredState) *appsv1.StatefulSet 
 				ObjectMeta: metav1.ObjectMeta{
 					Name:            engine.DataVolumeName,
 					Labels:          childLabels(db),
-					OwnerReferences: []metav1.OwnerReference{*claimOwner},
+					OwnerReferences: []metav1.OwnerReference{claimOwner(db)},
 				},
 				Spec: corev1.PersistentVolumeClaimSpec{
 					AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
@@ -387,6 +389,28 @@ func newStatefulSet(db *examplev1.Database, d desiredState) *appsv1.StatefulSet 
 			}},
 		},
 	}
+}
+
+// newDataClaim is the data claim of ordinal of the StatefulSet sts (newStatefulSet) exactly as
+// the StatefulSet controller makes it (getPersistentVolumeClaims in
+// k8s.io/kubernetes/pkg/controller/statefulset): the volumeClaimTemplate engine.DataVolumeName
+// named "<template>-<statefulset>-<ordinal>" in the StatefulSet's namespace, with the
+// StatefulSet's selector labels added to the template's; metadata (owner reference,
+// annotations) and spec otherwise the template's.
+func newDataClaim(sts *appsv1.StatefulSet, ordinal int32) *corev1.PersistentVolumeClaim {
+	var claim *corev1.PersistentVolumeClaim
+	for i := range sts.Spec.VolumeClaimTemplates {
+		if sts.Spec.VolumeClaimTemplates[i].Name == engine.DataVolumeName {
+			claim = sts.Spec.VolumeClaimTemplates[i].DeepCopy()
+		}
+	}
+	if claim == nil {
+		panic("newDataClaim: the StatefulSet has no volumeClaimTemplate " + engine.DataVolumeName)
+	}
+	claim.Name = claim.Name + "-" + sts.Name + "-" + strconv.FormatInt(int64(ordinal), 10)
+	claim.Namespace = sts.Namespace
+	claim.Labels = mergeLabels(claim.Labels, sts.Spec.Selector.MatchLabels)
+	return claim
 }
 
 // syncStatefulSet copies the fields the Reconciler owns from want into have: labels,

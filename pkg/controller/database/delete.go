@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -190,7 +191,7 @@ func (r *Reconciler) cleanupData(ctx context.Context, db *examplev1.Database, ke
 	claims := r.kube.CoreV1().PersistentVolumeClaims(db.Namespace)
 	secrets := r.kube.CoreV1().Secrets(db.Namespace)
 
-	list, err := r.listDataClaims(ctx, db, 0, mounted)
+	list, err := r.listDataClaims(ctx, db, 0, mounted, false)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +207,7 @@ func (r *Reconciler) cleanupData(ctx context.Context, db *examplev1.Database, ke
 	}
 	for _, claim := range list {
 		if isControlledBy(claim, db) {
-			done("PersistentVolumeClaim", claim.Name, deleteOrRelease(ctx, claims, db, keep, claim))
+			done("PersistentVolumeClaim", claim.Name, deleteOrRelease(ctx, claims, claimsResource, db, keep, claim))
 		}
 	}
 	secret, err := secrets.Get(ctx, secretName(db), metav1.GetOptions{})
@@ -215,7 +216,7 @@ func (r *Reconciler) cleanupData(ctx context.Context, db *examplev1.Database, ke
 	case err != nil:
 		errs = append(errs, fmt.Errorf("get Secret %q: %w", secretName(db), err))
 	case isControlledBy(secret, db):
-		done("Secret", secret.Name, deleteOrRelease(ctx, secrets, db, keep, secret))
+		done("Secret", secret.Name, deleteOrRelease(ctx, secrets, secretsResource, db, keep, secret))
 	}
 	return kept, errors.Join(errs...)
 }
@@ -231,15 +232,17 @@ type deleterPatcher[T any] interface {
 // the deletion). obj may come from a cache, so the delete is conditional on its UID (never a
 // same-named successor) and resourceVersion: a copy that predates a ProtectFinalizer would
 // leave the object Terminating for good, so a stale one fails with a conflict and the cleanup
-// is retried on a fresh one. An object already gone is not an error.
-func deleteOrRelease[T any](ctx context.Context, client deleterPatcher[T], db *examplev1.Database, keep bool, obj metav1.Object) error {
+// is retried on a fresh one. The patches carry obj's UID for the same reason: the API server
+// refuses one for a successor (replacedError, a conflict), which is then neither released
+// nor modified. An object already gone is not an error. resource names obj's kind in errors.
+func deleteOrRelease[T any](ctx context.Context, client deleterPatcher[T], resource schema.GroupResource, db *examplev1.Database, keep bool, obj metav1.Object) error {
 	var err error
 	protectedNow := slices.Contains(obj.GetFinalizers(), ProtectFinalizer)
 	switch {
 	case keep:
-		_, err = client.Patch(ctx, obj.GetName(), types.StrategicMergePatchType, releasePatch(db), metav1.PatchOptions{})
+		_, err = client.Patch(ctx, obj.GetName(), types.StrategicMergePatchType, releasePatch(db, obj.GetUID()), metav1.PatchOptions{})
 	case protectedNow:
-		_, err = client.Patch(ctx, obj.GetName(), types.StrategicMergePatchType, unprotectPatch(), metav1.PatchOptions{})
+		_, err = client.Patch(ctx, obj.GetName(), types.StrategicMergePatchType, unprotectPatch(obj.GetUID()), metav1.PatchOptions{})
 		if err == nil && obj.GetDeletionTimestamp() == nil {
 			err = client.Delete(ctx, obj.GetName(), metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(obj.GetUID()))})
 		}
@@ -253,12 +256,47 @@ func deleteOrRelease[T any](ctx context.Context, client deleterPatcher[T], db *e
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
+	if isUIDMismatch(err) {
+		return replacedError(resource, obj, err)
+	}
 	return err
 }
 
-// unprotectPatch is the strategic merge patch that removes ProtectFinalizer.
-func unprotectPatch() []byte {
+// The resources deleteOrRelease and reconcileClaims name in a replacedError.
+var (
+	claimsResource  = corev1.Resource("persistentvolumeclaims")
+	secretsResource = corev1.Resource("secrets")
+)
+
+// isUIDMismatch reports whether err is the API server's refusal of a patch whose metadata.uid
+// is not the uid of the object of that name, an object replaced since it was read: uid is
+// immutable, so the update the patch makes fails validation (422 Invalid, a cause on field
+// metadata.uid; k8s.io/apiserver's patch handler sets no UID precondition of its own).
+func isUIDMismatch(err error) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &status) || status.Status().Details == nil {
+		return false
+	}
+	for _, cause := range status.Status().Details.Causes {
+		if cause.Field == "metadata.uid" {
+			return true
+		}
+	}
+	return false
+}
+
+// replacedError is a Conflict for a patch of obj refused because the object of that name is
+// another one now (isUIDMismatch): like a stale resourceVersion, retried with a fresh copy.
+func replacedError(resource schema.GroupResource, obj metav1.Object, err error) error {
+	return apierrors.NewConflict(resource, obj.GetName(), fmt.Errorf(
+		"the object was replaced since it was read (uid %s expected): %v", obj.GetUID(), err))
+}
+
+// unprotectPatch is the strategic merge patch that removes ProtectFinalizer from the object
+// of uid (another object of the same name makes it fail: isUIDMismatch).
+func unprotectPatch(uid types.UID) []byte {
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid":                                 uid,
 		"$deleteFromPrimitiveList/finalizers": []string{ProtectFinalizer},
 	}})
 	return patch
@@ -269,9 +307,11 @@ func unprotectPatch() []byte {
 // (whether or not a possibly stale copy shows it; deleting an absent one is a no-op), so
 // neither the garbage collector nor the Reconciler touches the object again; and it marks the
 // object RetainedFromAnnotation, so a new Database of the same name adopts it (with the data
-// and the password the engine keeps).
-func releasePatch(db *examplev1.Database) []byte {
+// and the password the engine keeps). It applies only to the object of uid: another object of
+// the same name makes it fail (isUIDMismatch), so a foreign one is never marked.
+func releasePatch(db *examplev1.Database, uid types.UID) []byte {
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid":                                 uid,
 		"labels":                              map[string]any{ManagedByLabel: nil},
 		"annotations":                         map[string]any{RetainedFromAnnotation: retainedKey(db)},
 		"ownerReferences":                     []map[string]any{{"$patch": "delete", "uid": db.UID}},

@@ -14,6 +14,9 @@ type Children struct {
 	HeadlessService *corev1.Service
 	ClientService   *corev1.Service
 	StatefulSet     *appsv1.StatefulSet
+	// DataClaims are the StatefulSet's data claims, ordinals 0 to replicas-1, which the
+	// Reconciler creates before the StatefulSet (with ProtectFinalizer under DoNotTerminate).
+	DataClaims []*corev1.PersistentVolumeClaim
 	// PodDisruptionBudget is nil when replicas is 1.
 	PodDisruptionBudget *policyv1.PodDisruptionBudget
 }
@@ -33,6 +36,11 @@ func NewChildren(db *examplev1.Database, password string) (Children, error) {
 		HeadlessService: newHeadlessService(db, d),
 		ClientService:   newClientService(db, d),
 		StatefulSet:     newStatefulSet(db, d),
+	}
+	for ordinal := range d.replicas {
+		claim := newDataClaim(c.StatefulSet, ordinal)
+		setProtection(claim, protected(db))
+		c.DataClaims = append(c.DataClaims, claim)
 	}
 	if d.replicas > 1 {
 		c.PodDisruptionBudget = newPodDisruptionBudget(db)

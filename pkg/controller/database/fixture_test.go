@@ -114,6 +114,14 @@ func newFixture(t *testing.T, db *examplev1.Database, kubeObjects ...runtime.Obj
 		a.(k8stesting.CreateAction).GetObject().(*appsv1.StatefulSet).Generation = 1
 		return false, nil, nil
 	})
+	// Play the API server's metadata.uid for claims, which the release and unprotect patches
+	// carry (the fake clientset sets none): the form createClaims gives its claims.
+	f.kube.PrependReactor("create", "persistentvolumeclaims", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if claim := a.(k8stesting.CreateAction).GetObject().(*corev1.PersistentVolumeClaim); claim.UID == "" {
+			claim.UID = types.UID(claim.Name + "-uid")
+		}
+		return false, nil, nil
+	})
 	f.kube.PrependReactor("update", "statefulsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		sts := a.(k8stesting.UpdateAction).GetObject().(*appsv1.StatefulSet)
 		if stored, err := f.kube.Tracker().Get(statefulSets, sts.Namespace, sts.Name); err == nil {
@@ -344,12 +352,19 @@ func (f *fixture) setStatefulSetStatus(ready int32, currentRevision, updateRevis
 	require.NoError(f.t, f.kube.Tracker().Update(statefulSets, sts, namespace))
 }
 
-// createClaims plays the StatefulSet controller: claims data-<name>-<i> from the
-// volumeClaimTemplate, bound.
+// createClaims plays the StatefulSet controller and the volume binder: claims
+// data-<name>-<i> from the volumeClaimTemplate where there is none (the Reconciler creates
+// those about to be mounted itself), every one bound.
 func (f *fixture) createClaims(n int) {
 	f.t.Helper()
 	tmpl := f.statefulSet().Spec.VolumeClaimTemplates[0]
 	for i := range n {
+		if existing, err := f.kube.Tracker().Get(claims, namespace, fmt.Sprintf("data-%s-%d", name, i)); err == nil {
+			bound := existing.(*corev1.PersistentVolumeClaim).DeepCopy()
+			bound.Status.Phase = corev1.ClaimBound
+			require.NoError(f.t, f.kube.Tracker().Update(claims, bound, namespace))
+			continue
+		}
 		claim := &corev1.PersistentVolumeClaim{
 			ObjectMeta: *tmpl.ObjectMeta.DeepCopy(),
 			Spec:       *tmpl.Spec.DeepCopy(),

@@ -30,14 +30,25 @@ var requeue = database.Result{RequeueAfter: 10 * time.Second}
 // requeueExternal is the Result of a Database stopped by an object the informers do not see.
 var requeueExternal = database.Result{RequeueAfter: time.Minute}
 
-// getClaims are the reads of the seed Database's data claims (three replicas) that the
-// StatefulSet is about to mount, by name, when the claim cache does not hold them: before
-// the StatefulSet is created. A Database whose StatefulSet exists reads its claims from the
-// cache alone.
+// getClaims are the reads of the seed Database's data claims (three replicas) by name: those
+// the StatefulSet is about to mount, read from the API server whatever the claim cache holds,
+// before the StatefulSet is created; or, in a deletion, those the cache misses. A Database
+// whose StatefulSet exists and is not scaled up reads its claims from the cache alone.
 var getClaims = []string{
 	"get persistentvolumeclaims data-my-database-0",
 	"get persistentvolumeclaims data-my-database-1",
 	"get persistentvolumeclaims data-my-database-2",
+}
+
+// createClaims are the creates of the seed Database's data claims that do not exist, by the
+// Reconciler before the StatefulSet that mounts them, so the StatefulSet controller never
+// creates one; the cache holding no StatefulSet, its name is first checked on the API server
+// (a foreign StatefulSet of that name would mount the claims).
+var createClaims = []string{
+	"get statefulsets my-database",
+	"create persistentvolumeclaims data-my-database-0",
+	"create persistentvolumeclaims data-my-database-1",
+	"create persistentvolumeclaims data-my-database-2",
 }
 
 // growAndReplaceActions are the calls of one storage increase of the seed Database (three
@@ -57,7 +68,7 @@ var firstReconcile = slices.Concat([]string{
 	"create secrets my-database-credentials",
 	"create services my-database-headless",
 	"create services my-database",
-}, getClaims, []string{
+}, getClaims, createClaims, []string{
 	"create statefulsets my-database",
 	"create poddisruptionbudgets my-database",
 	"update databases/status my-database",
@@ -308,8 +319,10 @@ func TestScaleUpdatesTheStatefulSetAndRemovesThePodDisruptionBudgetAtOne(t *test
 		events   []string
 	}{{
 		replicas: 5,
-		// The claims of the two new ordinals are not in the cache: read before they are mounted.
+		// The claims of the two new ordinals are read before they are mounted, and created by
+		// the Reconciler: none exists.
 		actions: []string{"get persistentvolumeclaims data-my-database-3", "get persistentvolumeclaims data-my-database-4",
+			"create persistentvolumeclaims data-my-database-3", "create persistentvolumeclaims data-my-database-4",
 			"update statefulsets my-database", "update databases/status my-database"},
 		events: []string{"Normal Updated Updated StatefulSet my-database: replicas 3 → 5"},
 	}, {
@@ -448,8 +461,8 @@ func TestStorageIncreaseWaitsWhileTheOldStatefulSetIsStillBeingDeleted(t *testin
 	result, err = f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, requeue, result)
-	require.Equal(t, []string{"create statefulsets my-database", "update databases/status my-database"}, f.actions,
-		"the old StatefulSet is gone: create it, no second delete nor patch; its claims are all in the cache")
+	require.Equal(t, slices.Concat(getClaims, []string{"create statefulsets my-database", "update databases/status my-database"}), f.actions,
+		"the old StatefulSet is gone: create it, no second delete nor patch; the claims it mounts are read again, all there")
 }
 
 func TestChildNameTakenByAnObjectWeDoNotOwnIsNeverWritten(t *testing.T) {
@@ -750,7 +763,7 @@ func TestExistingSecretIsNeverRegenerated(t *testing.T) {
 		}
 		return s
 	}
-	rest := slices.Concat([]string{"create services my-database-headless", "create services my-database"}, getClaims,
+	rest := slices.Concat([]string{"create services my-database-headless", "create services my-database"}, getClaims, createClaims,
 		[]string{"create statefulsets my-database", "create poddisruptionbudgets my-database", "update databases/status my-database"})
 	for _, tc := range []struct {
 		name    string
@@ -836,7 +849,7 @@ func TestPermanentErrorsFailWithoutRetry(t *testing.T) {
 				field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), name, "too long")}))
 		},
 		actions: slices.Concat([]string{"update databases my-database", "create secrets my-database-credentials",
-			"create services my-database-headless", "create services my-database"}, getClaims,
+			"create services my-database-headless", "create services my-database"}, getClaims, createClaims,
 			[]string{"create statefulsets my-database", "update databases/status my-database"}),
 		reason: "InvalidChild",
 	}} {
@@ -940,7 +953,8 @@ func TestStorageExpansionRefusedDegradesWithoutBlockingOtherChanges(t *testing.T
 	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Replicas, db.Spec.Version = ptr.To[int32](5), "14.6" })
 	_, err = f.reconcile()
 	require.NoError(t, err)
-	require.Equal(t, slices.Concat([]string{"get persistentvolumeclaims data-my-database-3", "get persistentvolumeclaims data-my-database-4"},
+	require.Equal(t, slices.Concat([]string{"get persistentvolumeclaims data-my-database-3", "get persistentvolumeclaims data-my-database-4",
+		"create persistentvolumeclaims data-my-database-3", "create persistentvolumeclaims data-my-database-4"},
 		patches, []string{"update statefulsets my-database", "update databases/status my-database"}), f.actions)
 	require.Equal(t, []string{"Normal Updated Updated StatefulSet my-database: replicas 3 → 5, image postgres:14.5 → postgres:14.6"}, f.events())
 	sts := f.statefulSet()

@@ -65,11 +65,16 @@ func (r *Reconciler) applyChildren(ctx context.Context, db *examplev1.Database, 
 			return nil, nil, err
 		}
 	}
-	if expansion, err = r.reconcileClaims(ctx, db, d); err != nil {
+	// One read of the StatefulSet from the cache for both steps: the claims about to be
+	// mounted are those past its replicas, and it is that copy (its resourceVersion) that is
+	// scaled, so a stale one fails with a conflict rather than scale past the claims checked.
+	want := newStatefulSet(db, d)
+	cached, cachedErr := r.listers.StatefulSets.StatefulSets(db.Namespace).Get(want.Name)
+	if expansion, err = r.reconcileClaims(ctx, db, d, want, cached, cachedErr); err != nil {
 		return nil, expansion, err
 	}
 	*claimsDone = true
-	if sts, err = r.reconcileStatefulSet(ctx, db, d, expansion == nil); err != nil {
+	if sts, err = r.reconcileStatefulSet(ctx, db, d, want, cached, cachedErr, expansion == nil); err != nil {
 		return nil, expansion, err
 	}
 	if err := r.reconcilePodDisruptionBudget(ctx, db, d); err != nil {
@@ -325,14 +330,16 @@ func (r *Reconciler) reconcilePodDisruptionBudget(ctx context.Context, db *examp
 // the Pods, which match its selector. Until the old one is gone (the garbage collector
 // orphans its Pods first), the create reports AlreadyExists and the Reconciler waits.
 //
+// want is newStatefulSet(db, d); have and haveErr are the lister's answer for it, read once
+// by the caller (reconcileClaims checked the claims against that copy's replicas).
+//
 // grow is false when a volume expansion was refused: the StatefulSet is then kept with its
 // volumeClaimTemplates (and every other change still applied).
-func (r *Reconciler) reconcileStatefulSet(ctx context.Context, db *examplev1.Database, d desiredState, grow bool) (*appsv1.StatefulSet, error) {
+func (r *Reconciler) reconcileStatefulSet(ctx context.Context, db *examplev1.Database, d desiredState, want, have *appsv1.StatefulSet, haveErr error, grow bool) (*appsv1.StatefulSet, error) {
 	client := r.kube.AppsV1().StatefulSets(db.Namespace)
-	cached := r.listers.StatefulSets.StatefulSets(db.Namespace).Get
-	want := newStatefulSet(db, d)
+	cached := func(string) (*appsv1.StatefulSet, error) { return have, haveErr }
 
-	if have, err := cached(want.Name); err == nil && isControlledBy(have, db) && have.DeletionTimestamp == nil && grow {
+	if haveErr == nil && isControlledBy(have, db) && have.DeletionTimestamp == nil && grow {
 		if size, ok := claimTemplateStorage(have); ok && size.Cmp(d.storage) < 0 {
 			return r.replaceStatefulSet(ctx, db, have, want, size, d.storage)
 		}
