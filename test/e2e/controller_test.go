@@ -694,6 +694,20 @@ func TestForeignClaimWithADataClaimNameIsNotMounted(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, pvc.OwnerReferences)
 	require.Equal(t, foreign.Labels, pvc.Labels)
+
+	// Its deletion is an event for the Database of its name: no waiting for the conflict's
+	// one-minute requeue (RequeueAfterExternal), well inside of which the Database is Ready.
+	require.NoError(t, kube(t).CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "data-squatted-0", metav1.DeleteOptions{}))
+	eventually(t, 40*time.Second, func() error {
+		db, err := getDatabase(t, ns, "squatted")
+		if err != nil {
+			return err
+		}
+		if db.Status.Phase != examplev1.DatabasePhaseReady {
+			return fmt.Errorf("phase %s", db.Status.Phase)
+		}
+		return nil
+	})
 }
 
 // TestRefusedExpansionDoesNotBlockOtherChanges: kwok's StorageClass does not allow volume

@@ -183,22 +183,32 @@ func NewController(ctx context.Context, kube kubernetes.Interface, databases ver
 		return nil, err
 	}
 	c.synced = append(c.synced, reg.HasSynced)
-	owned := cache.ResourceEventHandlerFuncs{
-		AddFunc: c.enqueueOwner,
-		UpdateFunc: func(old, obj any) {
-			// A periodic resync of an owned object changes nothing; the Databases' own resync
-			// already reconciles everything.
-			if o, n := old.(metav1.Object), obj.(metav1.Object); o.GetResourceVersion() == n.GetResourceVersion() {
-				return
-			}
-			c.enqueueOwner(obj)
-		},
-		DeleteFunc: c.enqueueOwner,
+	// changes calls enqueue on every add, delete and change of an object; a periodic resync
+	// of an unchanged object is skipped, the Databases' own resync already reconciles
+	// everything.
+	changes := func(enqueue func(any)) cache.ResourceEventHandlerFuncs {
+		return cache.ResourceEventHandlerFuncs{
+			AddFunc: enqueue,
+			UpdateFunc: func(old, obj any) {
+				if o, n := old.(metav1.Object), obj.(metav1.Object); o.GetResourceVersion() == n.GetResourceVersion() {
+					return
+				}
+				enqueue(obj)
+			},
+			DeleteFunc: enqueue,
+		}
 	}
-	for _, informer := range []cache.SharedIndexInformer{
-		statefulSets.Informer(), services.Informer(), secrets.Informer(), claims, pdbs.Informer(),
+	for _, h := range []struct {
+		informer cache.SharedIndexInformer
+		enqueue  func(any)
+	}{
+		{statefulSets.Informer(), c.enqueueOwner},
+		{services.Informer(), c.enqueueOwner},
+		{secrets.Informer(), c.enqueueOwner},
+		{claims, c.enqueueClaim},
+		{pdbs.Informer(), c.enqueueOwner},
 	} {
-		reg, err := informer.AddEventHandler(owned)
+		reg, err := h.informer.AddEventHandler(changes(h.enqueue))
 		if err != nil {
 			return nil, err
 		}
@@ -327,4 +337,22 @@ func (c *Controller) enqueueOwner(obj any) {
 		return
 	}
 	c.queue.Add(cache.ObjectName{Namespace: object.GetNamespace(), Name: owner.Name})
+}
+
+// enqueueClaim enqueues the controller of a PersistentVolumeClaim, as enqueueOwner does, and
+// also the Database its name is a data claim of ("data-<database>-<ordinal>"), whoever
+// controls it: a foreign claim in the way of a Database (a ChildConflict) or a retained one
+// to adopt is seen as soon as it changes or goes away, not only at the next requeue.
+func (c *Controller) enqueueClaim(obj any) {
+	c.enqueueOwner(obj)
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	claim, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	if database, _, ok := parseDataClaimName(claim.GetName()); ok {
+		c.queue.Add(cache.ObjectName{Namespace: claim.GetNamespace(), Name: database})
+	}
 }

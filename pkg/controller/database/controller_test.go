@@ -107,6 +107,24 @@ func TestOwnedObjectEventsEnqueueTheControllingDatabase(t *testing.T) {
 	}
 }
 
+// A claim's events enqueue the Database its name is a data claim of, whoever controls it (a
+// foreign claim that blocked it, now deleted), and its controller.
+func TestClaimEventsEnqueueTheDatabaseTheirNameBelongsTo(t *testing.T) {
+	c, _ := newTestController(t)
+	foreign := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "production", Name: "data-my-db-0"}}
+	c.enqueueClaim(foreign)
+	require.Equal(t, []string{"production/my-db"}, drain(c))
+
+	c.enqueueClaim(cache.DeletedFinalStateUnknown{Key: "production/data-my-db-1", Obj: &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "production", Name: "data-my-db-1"}}})
+	require.Equal(t, []string{"production/my-db"}, drain(c))
+
+	other := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "production", Name: "scratch",
+		OwnerReferences: controlledBy("example.com/v1", "Database", "owner")}}
+	c.enqueueClaim(other)
+	require.Equal(t, []string{"production/owner"}, drain(c))
+}
+
 func TestInformersSeeOnlyManagedChildrenButEveryClaim(t *testing.T) {
 	managed := map[string]string{ManagedByLabel: ManagedByValue}
 	c, start := newTestController(t,
@@ -126,8 +144,8 @@ func TestInformersSeeOnlyManagedChildrenButEveryClaim(t *testing.T) {
 	defer cancel()
 	start(ctx)
 	require.True(t, cache.WaitForCacheSync(ctx.Done(), c.HasSynced))
-	require.ElementsMatch(t, []string{"production/ours", "staging/edited"}, drain(c),
-		"an unlabelled object is outside the informers' label selector, even with our owner reference; claims are not")
+	require.ElementsMatch(t, []string{"production/ours", "staging/edited", "staging/a-b"}, drain(c),
+		"an unlabelled object is outside the informers' label selector, even with our owner reference; claims are not, and a data claim enqueues the Database of its name")
 
 	claims := c.reconciler.(*Reconciler).listers.PersistentVolumeClaims
 	require.Len(t, claims.List(), 3, "every claim of every namespace is cached")

@@ -486,7 +486,7 @@ func TestChildNameTakenByAnObjectWeDoNotOwnIsNeverWritten(t *testing.T) {
 			"create services my-database-headless", "create services my-database", "get services my-database",
 			"update databases/status my-database"},
 		second:  []string{"create services my-database", "get services my-database"},
-		message: "Service my-database already exists and is not controlled by this Database (it has no controller); it is left untouched: delete or rename it, or give the Database another name",
+		message: "Service my-database already exists and is not controlled by this Database (it has no controller); it is left untouched: delete or rename it, or give the Database another name (checked again every minute)",
 	}, {
 		name: "labelled as ours but controlled by another Database",
 		service: theirs(map[string]string{database.ManagedByLabel: database.ManagedByValue}, []metav1.OwnerReference{{
@@ -494,7 +494,7 @@ func TestChildNameTakenByAnObjectWeDoNotOwnIsNeverWritten(t *testing.T) {
 		first: []string{"update databases my-database", "create secrets my-database-credentials",
 			"create services my-database-headless", "update databases/status my-database"},
 		second:  nil,
-		message: "Service my-database already exists and is not controlled by this Database (it is controlled by Database my-database (uid old-uid)); it is left untouched: delete or rename it, or give the Database another name",
+		message: "Service my-database already exists and is not controlled by this Database (it is controlled by Database my-database (uid old-uid)); it is left untouched: delete or rename it, or give the Database another name (checked again every minute)",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, seedDatabase(), tc.service)

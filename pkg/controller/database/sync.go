@@ -199,7 +199,7 @@ func conflictFailure(kind string, obj metav1.Object) error {
 		owner = fmt.Sprintf("it is controlled by %s %s (uid %s)", ref.Kind, ref.Name, ref.UID)
 	}
 	return &failure{reason: ReasonChildConflict, message: fmt.Sprintf(
-		"%s %s already exists and is not controlled by this Database (%s); it is left untouched: delete or rename it, or give the Database another name",
+		"%s %s already exists and is not controlled by this Database (%s); it is left untouched: delete or rename it, or give the Database another name (checked again every minute)",
 		kind, obj.GetName(), owner)}
 }
 
