@@ -90,10 +90,7 @@ func TestFirstReconcileAddsTheFinalizerBeforeCreatingChildrenThenWritesStatus(t 
 	require.Equal(t, firstReconcile, f.actions)
 	require.Equal(t, []string{
 		"Normal SecretGenerated Generated credentials in Secret my-database-credentials",
-		"Normal Created Created Service my-database-headless",
-		"Normal Created Created Service my-database",
-		"Normal Created Created StatefulSet my-database",
-		"Normal Created Created PodDisruptionBudget my-database",
+		"Normal Created Created Service my-database-headless, Service my-database, StatefulSet my-database, PodDisruptionBudget my-database",
 	}, f.events())
 
 	db := f.database()

@@ -57,6 +57,15 @@ func (r *Reconciler) applyChildren(ctx context.Context, db *examplev1.Database, 
 	if err != nil {
 		return nil, nil, err
 	}
+	// One Created Event for the children this pass creates (a new Database has four or five),
+	// rather than one each: every Event is a write kube-apiserver and etcd pay for.
+	created := &createdChildren{}
+	ctx = context.WithValue(ctx, createdChildrenKey{}, created)
+	defer func() {
+		if len(created.names) > 0 {
+			r.event(ctx, db, corev1.EventTypeNormal, ReasonCreated, "Created %s", strings.Join(created.names, ", "))
+		}
+	}()
 	if err := r.reconcileSecret(ctx, db, d); err != nil {
 		return nil, nil, err
 	}
@@ -92,6 +101,14 @@ func (r *Reconciler) cachedStatefulSet(db *examplev1.Database) *appsv1.StatefulS
 	return sts
 }
 
+// createdChildren collects the children ("Service NAME") ensureChild creates during one pass
+// of applyChildren, which records them in one Created Event. It travels in the pass's context
+// (createdChildrenKey); a pass is sequential, so it needs no lock.
+type createdChildren struct{ names []string }
+
+// createdChildrenKey is the context key of a pass's *createdChildren.
+type createdChildrenKey struct{}
+
 // childObject is a Kubernetes object of a kind the Reconciler creates.
 type childObject interface {
 	metav1.Object
@@ -115,7 +132,8 @@ type childOps[T childObject] struct {
 	cached func(name string) (T, error)
 	// build returns the object to create, called only when there is none.
 	build func() T
-	// created, if set, records the Events of a creation instead of the default "Created".
+	// created, if set, records the Events of a creation instead of the default: a place in
+	// the pass's one Created Event (createdChildren).
 	created func()
 	// sync copies the fields the Reconciler owns into have, a copy; an error stops ensureChild.
 	sync func(have T) error
@@ -139,9 +157,12 @@ func ensureChild[T childObject](ctx context.Context, r *Reconciler, db *examplev
 	case apierrors.IsNotFound(err):
 		created, err := c.client.Create(ctx, c.build(), metav1.CreateOptions{})
 		if err == nil {
-			if c.created != nil {
+			switch log, ok := ctx.Value(createdChildrenKey{}).(*createdChildren); {
+			case c.created != nil:
 				c.created()
-			} else {
+			case ok:
+				log.names = append(log.names, c.kind+" "+c.name)
+			default:
 				r.event(ctx, db, corev1.EventTypeNormal, ReasonCreated, "Created %s %s", c.kind, c.name)
 			}
 			return created, nil
