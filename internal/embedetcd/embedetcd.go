@@ -9,11 +9,15 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // Server is a running embedded etcd.
 type Server struct {
 	etcd *embed.Etcd
+	// logLevel is etcd's log level: errors while it runs, nothing once Stop closes it.
+	logLevel zap.AtomicLevel
 	// ClientURL is the http:// URL clients dial, e.g. "http://127.0.0.1:41234".
 	ClientURL string
 }
@@ -35,9 +39,18 @@ func Start(opts Options) (*Server, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = "default"
 	cfg.Dir = opts.DataDir
+	// etcd's own logs, errors only, as JSON on stderr, at a level Stop can lower.
+	logLevel := zap.NewAtomicLevelAt(zapcore.ErrorLevel)
+	logConfig := zap.NewProductionConfig()
+	logConfig.Level = logLevel
+	logConfig.Sampling = nil
+	logger, err := logConfig.Build()
+	if err != nil {
+		return nil, fmt.Errorf("etcd logger: %w", err)
+	}
 	cfg.Logger = "zap"
 	cfg.LogLevel = "error"
-	cfg.LogOutputs = []string{"stderr"}
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(logger)
 	clientURL := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", opts.ClientPort)}
 	peerURL := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", opts.PeerPort)}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{clientURL}, []url.URL{clientURL}
@@ -64,10 +77,13 @@ func Start(opts Options) (*Server, error) {
 		e.Close()
 		return nil, fmt.Errorf("embedded etcd not ready after %s", timeout)
 	}
-	return &Server{etcd: e, ClientURL: "http://" + e.Clients[0].Addr().String()}, nil
+	return &Server{etcd: e, logLevel: logLevel, ClientURL: "http://" + e.Clients[0].Addr().String()}, nil
 }
 
-// Stop stops etcd and waits for it to release its data directory.
+// Stop stops etcd and waits for it to release its data directory. Its logs are silenced
+// first: closing its listeners makes every serve loop log its exit as an error ("use of
+// closed network connection"), which on a clean stop is noise.
 func (s *Server) Stop() {
+	s.logLevel.SetLevel(zapcore.FatalLevel)
 	s.etcd.Close()
 }
