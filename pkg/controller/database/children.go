@@ -66,7 +66,13 @@ func claimOrdinal(db *examplev1.Database, claimName string) (int32, bool) {
 
 // dataClaimName is the name of db's data claim of ordinal: "data-<name>-<ordinal>".
 func dataClaimName(db *examplev1.Database, ordinal int32) string {
-	return engine.DataVolumeName + "-" + statefulSetName(db) + "-" + strconv.FormatInt(int64(ordinal), 10)
+	return claimName(engine.DataVolumeName, statefulSetName(db), ordinal)
+}
+
+// claimName is the name the StatefulSet controller gives the claim of ordinal made from the
+// volumeClaimTemplate template of the StatefulSet statefulSet: "<template>-<statefulSet>-<ordinal>".
+func claimName(template, statefulSet string, ordinal int32) string {
+	return template + "-" + statefulSet + "-" + strconv.FormatInt(int64(ordinal), 10)
 }
 
 // parseDataClaimName splits a data claim name "data-<database>-<ordinal>": the database is
@@ -407,7 +413,7 @@ func newDataClaim(sts *appsv1.StatefulSet, ordinal int32) *corev1.PersistentVolu
 	if claim == nil {
 		panic("newDataClaim: the StatefulSet has no volumeClaimTemplate " + engine.DataVolumeName)
 	}
-	claim.Name = claim.Name + "-" + sts.Name + "-" + strconv.FormatInt(int64(ordinal), 10)
+	claim.Name = claimName(claim.Name, sts.Name, ordinal)
 	claim.Namespace = sts.Namespace
 	claim.Labels = mergeLabels(claim.Labels, sts.Spec.Selector.MatchLabels)
 	return claim
