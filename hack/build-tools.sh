@@ -10,6 +10,8 @@ set -o errexit -o nounset -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 GO=${GO:-go}
 BIN=${BIN:-${ROOT}/bin}
+# shellcheck source=hack/lib.sh
+source "${ROOT}/hack/lib.sh"
 # Lower priority: the machine's cores are shared with editors and tests.
 NICE=${NICE:-nice -n 10}
 
@@ -64,7 +66,7 @@ build_cmd "${kwok_dir}" sigs.k8s.io/kwok "${kwok_version}" sigs.k8s.io/kwok/cmd/
 # kwok's own stage files (what its kustomize/stage/fast set uses: node initialize and lease
 # heartbeat, fast pod lifecycle; plus the fast volume lifecycle and its kwok-volume
 # StorageClass), copied from its module so the local cluster reads them next to the binary.
-kwok_src=$(cd "${kwok_dir}" && ${GO} list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+kwok_src=$(cd "${kwok_dir}" && module_dir sigs.k8s.io/kwok)
 stages=${kwok_out}/stages
 if [[ ! -f ${stages}/.complete ]]; then
   echo "copying kwok ${kwok_version} stages into ${stages#"${ROOT}/"}"

@@ -8,8 +8,10 @@ set -o errexit -o nounset -o pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cd "${ROOT}"
+# shellcheck source=hack/lib.sh
+source "${ROOT}/hack/lib.sh"
 MODULE="$(go list -m)"
-CODEGEN_PKG="$(go list -m -f '{{.Dir}}' k8s.io/code-generator)"
+CODEGEN_PKG="$(module_dir k8s.io/code-generator)"
 BOILERPLATE="${ROOT}/hack/boilerplate.go.txt"
 
 # The generators are installed into bin/codegen, never into the user's GOPATH/bin.

@@ -18,9 +18,11 @@ set -o errexit -o nounset -o pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cd "${ROOT}"
+# shellcheck source=hack/lib.sh
+source "${ROOT}/hack/lib.sh"
 MODULE="$(go list -m)"
-CODEGEN_PKG="$(go list -m -f '{{.Dir}}' k8s.io/code-generator)"
-APIMACHINERY_PKG="$(go list -m -f '{{.Dir}}' k8s.io/apimachinery)"
+CODEGEN_PKG="$(module_dir k8s.io/code-generator)"
+APIMACHINERY_PKG="$(module_dir k8s.io/apimachinery)"
 BOILERPLATE="${ROOT}/hack/boilerplate.go.txt"
 
 # The packages to generate, and the Go packages their types refer to. Every
@@ -77,10 +79,7 @@ ensure_protoc
         k8s.io/code-generator/cmd/go-to-protobuf \
         k8s.io/code-generator/cmd/go-to-protobuf/protoc-gen-gogo
 )
-GOGO_PKG="$(cd "${CODEGEN_PKG}" && go list -m -f '{{.Dir}}' github.com/gogo/protobuf)"
-if [[ -z "${GOGO_PKG}" ]]; then
-    GOGO_PKG="$(cd "${CODEGEN_PKG}" && go mod download -json github.com/gogo/protobuf | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
-fi
+GOGO_PKG="$(cd "${CODEGEN_PKG}" && module_dir github.com/gogo/protobuf)"
 
 # goimports, which go-to-protobuf runs on generated.pb.go: golang.org/x/tools
 # at the version our go.mod has, built with its own go.mod (ours lacks the
