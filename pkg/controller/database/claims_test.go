@@ -22,6 +22,7 @@ import (
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/database"
+	"example.com/database-apiserver/pkg/controller/specs"
 )
 
 func TestClaimsByDatabaseIndexesDataClaimNames(t *testing.T) {
@@ -330,7 +331,7 @@ func TestReleaseAndUnprotectPatchesApplyOnlyToTheClaimTheyWereMadeFor(t *testing
 			f.pin(claims, ours.Name, ours)
 			require.NoError(t, f.kube.Tracker().Delete(claims, namespace, ours.Name))
 			foreign := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: ours.Name, UID: "foreign",
-				Finalizers: []string{database.ProtectFinalizer}, Labels: map[string]string{database.ManagedByLabel: "someone-else"}}}
+				Finalizers: []string{database.ProtectFinalizer}, Labels: map[string]string{specs.ManagedByLabel: "someone-else"}}}
 			require.NoError(t, f.kube.Tracker().Add(foreign))
 			f.updateDatabase(func(db *examplev1.Database) {
 				db.Spec.DeletionPolicy = tc.policy

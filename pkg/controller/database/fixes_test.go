@@ -16,6 +16,7 @@ import (
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/database"
+	"example.com/database-apiserver/pkg/controller/specs"
 )
 
 var pods = corev1.SchemeGroupVersion.WithResource("pods")
@@ -197,7 +198,7 @@ func retained(obj metav1.Object) {
 	obj.SetOwnerReferences(nil)
 	obj.SetAnnotations(map[string]string{database.RetainedFromAnnotation: namespace + "/" + name})
 	l := obj.GetLabels()
-	delete(l, database.ManagedByLabel)
+	delete(l, specs.ManagedByLabel)
 	obj.SetLabels(l)
 }
 
@@ -259,7 +260,7 @@ func TestRetainedDataIsAdoptedByADatabaseOfTheSameName(t *testing.T) {
 				require.NotNil(t, ref, obj.GetName())
 				require.Equal(t, types.UID("new-uid"), ref.UID)
 				require.NotContains(t, obj.GetAnnotations(), database.RetainedFromAnnotation)
-				require.Equal(t, database.ManagedByValue, obj.GetLabels()[database.ManagedByLabel])
+				require.Equal(t, specs.ManagedByValue, obj.GetLabels()[specs.ManagedByLabel])
 			}
 			require.NotEqual(t, examplev1.DatabasePhaseFailed, f.database().Status.Phase)
 		})
@@ -351,7 +352,7 @@ func TestDataClaimsAreFoundByNameWhateverTheirLabels(t *testing.T) {
 		claim := f.claim("data-my-database-1")
 		require.Equal(t, "200Gi", ptr.To(claim.Spec.Resources.Requests[corev1.ResourceStorage]).String())
 		require.Equal(t, "by-hand", claim.Labels["edited"])
-		require.Equal(t, database.ManagedByValue, claim.Labels[database.ManagedByLabel])
+		require.Equal(t, specs.ManagedByValue, claim.Labels[specs.ManagedByLabel])
 		require.Equal(t, name, claim.Labels["app.kubernetes.io/instance"])
 	})
 	t.Run("released by Retain", func(t *testing.T) {

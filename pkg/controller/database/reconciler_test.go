@@ -23,6 +23,7 @@ import (
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/database"
+	"example.com/database-apiserver/pkg/controller/specs"
 )
 
 var requeue = database.Result{RequeueAfter: 10 * time.Second}
@@ -486,7 +487,7 @@ func TestChildNameTakenByAnObjectWeDoNotOwnIsNeverWritten(t *testing.T) {
 		message: "Service my-database already exists and is not controlled by this Database (it has no controller); it is left untouched: delete or rename it, or give the Database another name (checked again every minute)",
 	}, {
 		name: "labelled as ours but controlled by another Database",
-		service: theirs(map[string]string{database.ManagedByLabel: database.ManagedByValue}, []metav1.OwnerReference{{
+		service: theirs(map[string]string{specs.ManagedByLabel: specs.ManagedByValue}, []metav1.OwnerReference{{
 			APIVersion: "example.com/v1", Kind: "Database", Name: name, UID: "old-uid", Controller: ptr.To(true)}}),
 		first: []string{"update databases my-database", "create secrets my-database-credentials",
 			"create services my-database-headless", "update databases/status my-database"},
@@ -603,7 +604,7 @@ func TestDeletion(t *testing.T) {
 				require.NoError(t, err)
 				m := obj.(metav1.Object)
 				require.Empty(t, m.GetOwnerReferences(), "released: the garbage collector must not take %s", d.n)
-				require.NotContains(t, m.GetLabels(), database.ManagedByLabel)
+				require.NotContains(t, m.GetLabels(), specs.ManagedByLabel)
 				require.Equal(t, "production/my-database", m.GetAnnotations()[database.RetainedFromAnnotation], "marked for a Database of the same name")
 				require.Equal(t, name, m.GetLabels()["app.kubernetes.io/instance"])
 			}
@@ -639,7 +640,7 @@ func TestDeletionLeavesChildrenOfOthersAlone(t *testing.T) {
 	db.Finalizers = []string{database.FinalizerName}
 	db.DeletionTimestamp = ptr.To(metav1.NewTime(start))
 	other := []metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Database", Name: name, UID: "old-uid", Controller: ptr.To(true)}}
-	managed := map[string]string{database.ManagedByLabel: database.ManagedByValue, "app.kubernetes.io/name": "postgresql", "app.kubernetes.io/instance": name}
+	managed := map[string]string{specs.ManagedByLabel: specs.ManagedByValue, "app.kubernetes.io/name": "postgresql", "app.kubernetes.io/instance": name}
 	f := newFixture(t, db,
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: managed, OwnerReferences: other}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-credentials", Labels: managed, OwnerReferences: other}},
@@ -749,7 +750,7 @@ func TestExistingSecretIsNeverRegenerated(t *testing.T) {
 	ours := func(data map[string]string) *corev1.Secret {
 		s := &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-credentials", Labels: map[string]string{
-				database.ManagedByLabel: database.ManagedByValue, "app.kubernetes.io/name": "postgresql",
+				specs.ManagedByLabel: specs.ManagedByValue, "app.kubernetes.io/name": "postgresql",
 				"app.kubernetes.io/instance": name, "app.kubernetes.io/component": "database",
 				"app.kubernetes.io/part-of": "database-apiserver"}, OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "example.com/v1", Kind: "Database", Name: name, UID: dbUID, Controller: ptr.To(true)}}},
