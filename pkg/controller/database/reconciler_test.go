@@ -841,6 +841,18 @@ func TestPermanentErrorsFailWithoutRetry(t *testing.T) {
 		actions: []string{"update databases my-database", "update databases/status my-database"},
 		reason:  "InvalidSpec",
 	}, {
+		// The API server's DatabaseDefaults plugin is the one source of defaults: the
+		// controller never runs a Database on replicas or storage of its own choosing.
+		name:    "replicas not set",
+		change:  func(db *examplev1.Database) { db.Spec.Replicas = nil },
+		actions: []string{"update databases my-database", "update databases/status my-database"},
+		reason:  "InvalidSpec",
+	}, {
+		name:    "storage not set",
+		change:  func(db *examplev1.Database) { db.Spec.Storage = "" },
+		actions: []string{"update databases my-database", "update databases/status my-database"},
+		reason:  "InvalidSpec",
+	}, {
 		name: "a child the API server refuses",
 		inject: func(f *fixture) {
 			f.inject("create", "statefulsets", 1, apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "StatefulSet"}, name,
