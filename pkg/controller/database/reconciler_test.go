@@ -525,175 +525,6 @@ func TestChildNameTakenByAnObjectWeDoNotOwnIsNeverWritten(t *testing.T) {
 	}
 }
 
-func TestDeletion(t *testing.T) {
-	workload := []string{
-		"delete statefulsets my-database",
-		"delete services my-database-headless",
-		"delete services my-database",
-		"delete poddisruptionbudgets my-database",
-		"list pods",
-	}
-	deleteData := []string{
-		"delete persistentvolumeclaims data-my-database-0",
-		"delete persistentvolumeclaims data-my-database-1",
-		"delete persistentvolumeclaims data-my-database-2",
-		"get secrets my-database-credentials",
-		"delete secrets my-database-credentials",
-		"update databases/status my-database",
-		"update databases my-database",
-	}
-	releaseData := []string{
-		"patch persistentvolumeclaims data-my-database-0",
-		"patch persistentvolumeclaims data-my-database-1",
-		"patch persistentvolumeclaims data-my-database-2",
-		"get secrets my-database-credentials",
-		"patch secrets my-database-credentials",
-		"update databases/status my-database",
-		"update databases my-database",
-	}
-	kept := "Normal CleanupDone Cleanup done with deletionPolicy %s: deleted the workload; kept PersistentVolumeClaim data-my-database-0, PersistentVolumeClaim data-my-database-1, PersistentVolumeClaim data-my-database-2, Secret my-database-credentials, released from the Database"
-	for _, tc := range []struct {
-		policy  examplev1.DeletionPolicy
-		actions []string
-		events  []string
-		keep    bool
-	}{
-		{policy: examplev1.DeletionPolicyDelete, actions: append(workload, deleteData...),
-			events: []string{"Normal CleanupDone Cleanup done with deletionPolicy Delete: deleted the workload, volumes and credentials"}},
-		{policy: "", actions: append(workload, deleteData...),
-			events: []string{"Normal CleanupDone Cleanup done with deletionPolicy Delete: deleted the workload, volumes and credentials"}},
-		{policy: examplev1.DeletionPolicyRetain, actions: append(workload, releaseData...), keep: true,
-			events: []string{fmt.Sprintf(kept, "Retain")}},
-		{policy: examplev1.DeletionPolicyDoNotTerminate, actions: append(workload, releaseData...), keep: true,
-			events: []string{
-				"Warning DoNotTerminate Database is being deleted despite deletionPolicy DoNotTerminate; keeping its PersistentVolumeClaims and Secret as with Retain",
-				fmt.Sprintf(kept, "DoNotTerminate"),
-			}},
-	} {
-		t.Run(string(tc.policy), func(t *testing.T) {
-			f := newFixture(t, seedDatabase())
-			f.ready()
-			password := f.secret().Data["password"]
-			f.updateDatabase(func(db *examplev1.Database) {
-				db.Spec.DeletionPolicy = tc.policy
-				db.DeletionTimestamp = ptr.To(metav1.NewTime(start))
-			})
-
-			result, err := f.reconcile()
-			require.NoError(t, err)
-			require.Equal(t, database.Result{}, result)
-			require.Equal(t, tc.actions, f.actions)
-			require.Equal(t, tc.events, f.events())
-			require.Empty(t, f.database().Finalizers)
-			require.Equal(t, examplev1.DatabasePhaseDeleting, f.database().Status.Phase)
-
-			require.False(t, f.exists(statefulSets, name))
-			require.False(t, f.exists(services, name))
-			require.False(t, f.exists(services, name+"-headless"))
-			require.False(t, f.exists(pdbs, name))
-			data := []struct {
-				gvr schema.GroupVersionResource
-				n   string
-			}{{claims, "data-my-database-0"}, {claims, "data-my-database-1"}, {claims, "data-my-database-2"}, {secrets, "my-database-credentials"}}
-			for _, d := range data {
-				require.Equal(t, tc.keep, f.exists(d.gvr, d.n), d.n)
-				if !tc.keep {
-					continue
-				}
-				obj, err := f.kube.Tracker().Get(d.gvr, namespace, d.n)
-				require.NoError(t, err)
-				m := obj.(metav1.Object)
-				require.Empty(t, m.GetOwnerReferences(), "released: the garbage collector must not take %s", d.n)
-				require.NotContains(t, m.GetLabels(), specs.ManagedByLabel)
-				require.Equal(t, "production/my-database", m.GetAnnotations()[database.RetainedFromAnnotation], "marked for a Database of the same name")
-				require.Equal(t, name, m.GetLabels()["app.kubernetes.io/instance"])
-			}
-			if tc.keep {
-				require.Equal(t, password, f.secret().Data["password"])
-			}
-		})
-	}
-}
-
-func TestDeletionToleratesChildrenAlreadyGone(t *testing.T) {
-	db := seedDatabase()
-	db.Finalizers = []string{database.FinalizerName}
-	db.DeletionTimestamp = ptr.To(metav1.NewTime(start))
-	f := newFixture(t, db)
-
-	result, err := f.reconcile()
-	require.NoError(t, err)
-	require.Equal(t, database.Result{}, result)
-	require.Equal(t, slices.Concat([]string{
-		"get statefulsets my-database",
-		"list pods",
-	}, getClaims, []string{
-		"get secrets my-database-credentials",
-		"update databases/status my-database",
-		"update databases my-database",
-	}), f.actions, "the claims of spec.replicas are looked for on the API server: none is in the cache")
-	require.Empty(t, f.database().Finalizers)
-}
-
-func TestDeletionLeavesChildrenOfOthersAlone(t *testing.T) {
-	db := seedDatabase()
-	db.Finalizers = []string{database.FinalizerName}
-	db.DeletionTimestamp = ptr.To(metav1.NewTime(start))
-	other := []metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Database", Name: name, UID: "old-uid", Controller: ptr.To(true)}}
-	managed := map[string]string{specs.ManagedByLabel: specs.ManagedByValue, "app.kubernetes.io/name": "postgresql", "app.kubernetes.io/instance": name}
-	f := newFixture(t, db,
-		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: managed, OwnerReferences: other}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-credentials", Labels: managed, OwnerReferences: other}},
-		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "data-my-database-0", Labels: managed, OwnerReferences: other}},
-	)
-
-	_, err := f.reconcile()
-	require.NoError(t, err)
-	require.Equal(t, []string{
-		"get statefulsets my-database",
-		"list pods",
-		"get persistentvolumeclaims data-my-database-1",
-		"get persistentvolumeclaims data-my-database-2",
-		"get secrets my-database-credentials",
-		"update databases/status my-database",
-		"update databases my-database",
-	}, f.actions)
-	require.True(t, f.exists(services, name))
-	require.True(t, f.exists(secrets, name+"-credentials"))
-	require.True(t, f.exists(claims, "data-my-database-0"))
-}
-
-func TestDeletionWithoutOurFinalizerDoesNothing(t *testing.T) {
-	db := seedDatabase()
-	db.Finalizers = []string{"someone.else/finalizer"}
-	db.DeletionTimestamp = ptr.To(metav1.NewTime(start))
-	f := newFixture(t, db)
-	result, err := f.reconcile()
-	require.NoError(t, err)
-	require.Equal(t, database.Result{}, result)
-	require.Empty(t, f.actions)
-}
-
-func TestDeletionKeepsTheFinalizerWhenCleanupFails(t *testing.T) {
-	f := newFixture(t, seedDatabase())
-	f.ready()
-	f.updateDatabase(func(db *examplev1.Database) { db.DeletionTimestamp = ptr.To(metav1.NewTime(start)) })
-	f.inject("delete", "services", 1, apierrors.NewInternalError(errors.New("etcd timeout")))
-
-	_, err := f.reconcile()
-	require.ErrorContains(t, err, "etcd timeout")
-	require.NotContains(t, f.actions, "update databases my-database")
-	require.Contains(t, f.actions, "delete secrets my-database-credentials", "the rest of the cleanup still ran")
-	require.Equal(t, []string{database.FinalizerName}, f.database().Finalizers)
-
-	_, err = f.reconcile()
-	require.NoError(t, err)
-	require.Equal(t, slices.Concat([]string{"get statefulsets my-database", "delete services my-database-headless", "list pods"},
-		getClaims, // deleted by the first pass, gone from the API server as from the cache
-		[]string{"get secrets my-database-credentials", "update databases/status my-database", "update databases my-database"}), f.actions)
-	require.Empty(t, f.database().Finalizers)
-}
-
 func TestStatusIsWrittenOnlyWhenItChanges(t *testing.T) {
 	f := newFixture(t, seedDatabase())
 	_, err := f.reconcile()
@@ -887,6 +718,23 @@ func TestPermanentErrorsFailWithoutRetry(t *testing.T) {
 	}
 }
 
+func TestTerminatingNamespaceIsReported(t *testing.T) {
+	f := newFixture(t, seedDatabase())
+	terminating := apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "statefulsets"}, name,
+		fmt.Errorf("unable to create new content in namespace %s because it is being terminated", namespace))
+	terminating.ErrStatus.Details.Causes = append(terminating.ErrStatus.Details.Causes, metav1.StatusCause{
+		Type: corev1.NamespaceTerminatingCause, Message: "namespace production is being terminated", Field: "metadata.namespace"})
+	f.inject("create", "statefulsets", 1, terminating)
+
+	result, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, requeueExternal, result, "not a hot loop of creates")
+	db := f.database()
+	require.Equal(t, metav1.ConditionFalse, condition(db, "Ready").Status)
+	require.Equal(t, "NamespaceTerminating", condition(db, "Ready").Reason)
+	require.Equal(t, `cannot create StatefulSet "my-database": the namespace is being deleted`, condition(db, "Ready").Message)
+}
+
 func TestTransientErrorsAreReportedAndReturned(t *testing.T) {
 	f := newFixture(t, seedDatabase())
 	f.inject("create", "statefulsets", 2, apierrors.NewInternalError(errors.New("etcd timeout")))
@@ -915,15 +763,6 @@ func TestTransientErrorsAreReportedAndReturned(t *testing.T) {
 	require.Equal(t, append(slices.Clone(getClaims), "create statefulsets my-database", "create poddisruptionbudgets my-database",
 		"update databases/status my-database"), f.actions, "the retry resumes where it stopped")
 	require.Equal(t, "Updating", condition(f.database(), "Progressing").Reason)
-}
-
-func TestFinalizerConflictReadsAgainAndRetries(t *testing.T) {
-	f := newFixture(t, seedDatabase())
-	f.inject("update", "databases", 1, apierrors.NewConflict(schema.GroupResource{Group: "example.com", Resource: "databases"}, name, errors.New("modified")))
-	_, err := f.reconcile()
-	require.NoError(t, err)
-	require.Equal(t, append([]string{"update databases my-database", "get databases my-database"}, firstReconcile...), f.actions)
-	require.Equal(t, []string{database.FinalizerName}, f.database().Finalizers)
 }
 
 func TestStatusConflictIsReturnedForRequeue(t *testing.T) {
