@@ -54,7 +54,7 @@ func TestClaimsByDatabaseIndexesDataClaimNames(t *testing.T) {
 func TestScalingOntoAForeignClaimIsAConflict(t *testing.T) {
 	for _, cached := range []bool{true, false} {
 		t.Run(fmt.Sprintf("cached %v", cached), func(t *testing.T) {
-			f := newFixture(t, seedDatabase())
+			f := newFixture(t, exampleDatabase())
 			f.ready()
 			foreign := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "data-my-database-3", UID: "foreign"}}
 			require.NoError(t, f.kube.Tracker().Add(foreign))
@@ -79,7 +79,7 @@ func TestScalingOntoAForeignClaimIsAConflict(t *testing.T) {
 }
 
 func TestScalingUpOntoAClaimReplacedBehindAStaleCacheIsAConflict(t *testing.T) {
-	f := newFixture(t, seedDatabase())
+	f := newFixture(t, exampleDatabase())
 	f.ready()
 	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Replicas = ptr.To[int32](1) })
 	_, err := f.reconcile()
@@ -111,7 +111,7 @@ func TestScalingUpOntoAClaimReplacedBehindAStaleCacheIsAConflict(t *testing.T) {
 func TestTheReconcilerCreatesTheClaimsAsTheStatefulSetControllerWouldBeforeTheStatefulSet(t *testing.T) {
 	for _, policy := range []examplev1.DeletionPolicy{examplev1.DeletionPolicyDelete, examplev1.DeletionPolicyDoNotTerminate} {
 		t.Run(string(policy), func(t *testing.T) {
-			db := seedDatabase()
+			db := exampleDatabase()
 			db.Spec.DeletionPolicy = policy
 			f := newFixture(t, db)
 			_, err := f.reconcile()
@@ -187,7 +187,7 @@ func TestAForeignClaimCreatedBetweenTheReadAndTheCreateIsAConflict(t *testing.T)
 		replicas: 3,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, seedDatabase())
+			f := newFixture(t, exampleDatabase())
 			tc.setup(f)
 			foreign := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: tc.claim, UID: "foreign"}}
 			// Someone creates the claim after the Reconciler read it absent: its create finds it.
@@ -217,7 +217,7 @@ func TestAForeignClaimCreatedBetweenTheReadAndTheCreateIsAConflict(t *testing.T)
 func TestNoClaimIsCreatedForAForeignStatefulSetOfTheName(t *testing.T) {
 	// Unlabelled, so not in the cache: the StatefulSet controller would mount our claims in it.
 	foreign := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: "foreign"}}
-	f := newFixture(t, seedDatabase(), foreign)
+	f := newFixture(t, exampleDatabase(), foreign)
 	result, err := f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, requeueExternal, result)
@@ -252,7 +252,7 @@ func TestForeignClaimWithADataClaimNameIsAConflict(t *testing.T) {
 			t.Run(tc.name+", "+where.name, func(t *testing.T) {
 				foreign := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "data-my-database-0",
 					UID: "foreign", Annotations: tc.annotations, Labels: tc.labels}}
-				f := newFixture(t, seedDatabase(), foreign)
+				f := newFixture(t, exampleDatabase(), foreign)
 				if !where.cached {
 					f.pin(claims, foreign.Name, nil)
 				}
@@ -280,7 +280,7 @@ func TestDataClaimsAreFoundByNameWhateverTheirLabels(t *testing.T) {
 		require.NoError(t, f.kube.Tracker().Update(claims, claim, namespace))
 	}
 	t.Run("expanded, labels restored", func(t *testing.T) {
-		f := newFixture(t, seedDatabase())
+		f := newFixture(t, exampleDatabase())
 		f.ready()
 		edit(f)
 		f.updateDatabase(func(db *examplev1.Database) { db.Spec.Storage = "200Gi" })
@@ -302,7 +302,7 @@ func TestDataClaimsAreFoundByNameWhateverTheirLabels(t *testing.T) {
 		require.Equal(t, name, claim.Labels["app.kubernetes.io/instance"])
 	})
 	t.Run("released by Retain", func(t *testing.T) {
-		db := seedDatabase()
+		db := exampleDatabase()
 		db.Spec.DeletionPolicy = examplev1.DeletionPolicyRetain
 		f := newFixture(t, db)
 		f.ready()

@@ -84,7 +84,7 @@ func TestDeletion(t *testing.T) {
 			}},
 	} {
 		t.Run(string(tc.policy), func(t *testing.T) {
-			f := newFixture(t, seedDatabase())
+			f := newFixture(t, exampleDatabase())
 			f.ready()
 			password := f.secret().Data["password"]
 			f.updateDatabase(func(db *examplev1.Database) {
@@ -129,7 +129,7 @@ func TestDeletion(t *testing.T) {
 }
 
 func TestDeletionToleratesChildrenAlreadyGone(t *testing.T) {
-	db := seedDatabase()
+	db := exampleDatabase()
 	db.Finalizers = []string{database.FinalizerName}
 	db.DeletionTimestamp = ptr.To(metav1.NewTime(start))
 	f := newFixture(t, db)
@@ -149,7 +149,7 @@ func TestDeletionToleratesChildrenAlreadyGone(t *testing.T) {
 }
 
 func TestDeletionLeavesChildrenOfOthersAlone(t *testing.T) {
-	db := seedDatabase()
+	db := exampleDatabase()
 	db.Finalizers = []string{database.FinalizerName}
 	db.DeletionTimestamp = ptr.To(metav1.NewTime(start))
 	other := []metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Database", Name: name, UID: "old-uid", Controller: ptr.To(true)}}
@@ -177,7 +177,7 @@ func TestDeletionLeavesChildrenOfOthersAlone(t *testing.T) {
 }
 
 func TestDeletionWithoutOurFinalizerDoesNothing(t *testing.T) {
-	db := seedDatabase()
+	db := exampleDatabase()
 	db.Finalizers = []string{"someone.else/finalizer"}
 	db.DeletionTimestamp = ptr.To(metav1.NewTime(start))
 	f := newFixture(t, db)
@@ -188,7 +188,7 @@ func TestDeletionWithoutOurFinalizerDoesNothing(t *testing.T) {
 }
 
 func TestDeletionKeepsTheFinalizerWhenCleanupFails(t *testing.T) {
-	f := newFixture(t, seedDatabase())
+	f := newFixture(t, exampleDatabase())
 	f.ready()
 	f.updateDatabase(func(db *examplev1.Database) { db.DeletionTimestamp = ptr.To(metav1.NewTime(start)) })
 	f.inject("delete", "services", 1, apierrors.NewInternalError(errors.New("etcd timeout")))
@@ -208,7 +208,7 @@ func TestDeletionKeepsTheFinalizerWhenCleanupFails(t *testing.T) {
 }
 
 func TestDeletionWhileTheStatefulSetIsReplacedDeletesItsOrphanedPods(t *testing.T) {
-	f := newFixture(t, seedDatabase())
+	f := newFixture(t, exampleDatabase())
 	f.ready()
 	orphanedPods(f)
 	// Not ours: another owner, another name, another app with the same name and instance.
@@ -256,7 +256,7 @@ func TestDeletionWhileTheStatefulSetIsReplacedDeletesItsOrphanedPods(t *testing.
 }
 
 func TestDeletionWaitsForAStatefulSetOrphaningItsPods(t *testing.T) {
-	f := newFixture(t, seedDatabase())
+	f := newFixture(t, exampleDatabase())
 	f.ready()
 	sts := f.statefulSet().DeepCopy()
 	sts.DeletionTimestamp, sts.Finalizers = ptr.To(metav1.NewTime(start)), []string{metav1.FinalizerOrphanDependents}
@@ -275,7 +275,7 @@ func TestDeletionWaitsForAStatefulSetOrphaningItsPods(t *testing.T) {
 func TestDeletionRemovesTheProtectionOfAPolicyChangedJustBefore(t *testing.T) {
 	for _, policy := range []examplev1.DeletionPolicy{examplev1.DeletionPolicyRetain, examplev1.DeletionPolicyDelete} {
 		t.Run(string(policy), func(t *testing.T) {
-			db := seedDatabase()
+			db := exampleDatabase()
 			db.Spec.DeletionPolicy = examplev1.DeletionPolicyDoNotTerminate
 			f := newFixture(t, db)
 			f.ready()
@@ -315,7 +315,7 @@ func TestDeletionFindsClaimsTheCacheHasNotSeen(t *testing.T) {
 		{examplev1.DeletionPolicyRetain, "patch persistentvolumeclaims data-my-database-2", true},
 	} {
 		t.Run(string(tc.policy), func(t *testing.T) {
-			f := newFixture(t, seedDatabase())
+			f := newFixture(t, exampleDatabase())
 			f.ready()
 			f.pin(claims, "data-my-database-2", nil)
 			// Scaled down just before the deletion: the StatefulSet still has three replicas.
@@ -340,7 +340,7 @@ func TestDeletionFindsClaimsTheCacheHasNotSeen(t *testing.T) {
 }
 
 func TestDeletionOfAClaimFromAStaleCacheConflictsInsteadOfLeavingItTerminating(t *testing.T) {
-	db := seedDatabase()
+	db := exampleDatabase()
 	db.Spec.DeletionPolicy = examplev1.DeletionPolicyDoNotTerminate
 	f := newFixture(t, db)
 	f.ready() // protects the claims

@@ -24,7 +24,7 @@ import (
 )
 
 func TestFinalizerConflictReadsAgainAndRetries(t *testing.T) {
-	f := newFixture(t, seedDatabase())
+	f := newFixture(t, exampleDatabase())
 	f.inject("update", "databases", 1, apierrors.NewConflict(schema.GroupResource{Group: "example.com", Resource: "databases"}, name, errors.New("modified")))
 	_, err := f.reconcile()
 	require.NoError(t, err)
@@ -33,7 +33,7 @@ func TestFinalizerConflictReadsAgainAndRetries(t *testing.T) {
 }
 
 func TestDoNotTerminateProtectsTheClaimsAndTheSecretWithAFinalizer(t *testing.T) {
-	db := seedDatabase()
+	db := exampleDatabase()
 	db.Spec.DeletionPolicy = examplev1.DeletionPolicyDoNotTerminate
 	f := newFixture(t, db)
 	_, err := f.reconcile()
@@ -94,7 +94,7 @@ func TestRetainedDataIsAdoptedByADatabaseOfTheSameName(t *testing.T) {
 		{"claims not yet in the cache", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			old := newFixture(t, seedDatabase())
+			old := newFixture(t, exampleDatabase())
 			old.ready()
 			secret := old.secret().DeepCopy()
 			retained(secret)
@@ -104,7 +104,7 @@ func TestRetainedDataIsAdoptedByADatabaseOfTheSameName(t *testing.T) {
 				retained(claim)
 				objects = append(objects, claim)
 			}
-			db := seedDatabase()
+			db := exampleDatabase()
 			db.UID = "new-uid"
 			f := newFixture(t, db, objects...)
 			if !tc.cached {
@@ -178,7 +178,7 @@ func TestReleaseAndUnprotectPatchesApplyOnlyToTheClaimTheyWereMadeFor(t *testing
 		{examplev1.DeletionPolicyDelete}, // unprotectPatch, our claim protected before a policy change
 	} {
 		t.Run(string(tc.policy), func(t *testing.T) {
-			db := seedDatabase()
+			db := exampleDatabase()
 			db.Spec.DeletionPolicy = examplev1.DeletionPolicyDoNotTerminate
 			f := newFixture(t, db)
 			f.ready()

@@ -31,7 +31,7 @@ var requeue = database.Result{RequeueAfter: 10 * time.Second}
 // requeueExternal is the Result of a Database stopped by an object the informers do not see.
 var requeueExternal = database.Result{RequeueAfter: time.Minute}
 
-// getClaims are the reads of the seed Database's data claims (three replicas) by name: those
+// getClaims are the reads of the example Database's data claims (three replicas) by name: those
 // the StatefulSet is about to mount, read from the API server whatever the claim cache holds,
 // before the StatefulSet is created; or, in a deletion, those the cache misses. A Database
 // whose StatefulSet exists and is not scaled up reads its claims from the cache alone.
@@ -41,7 +41,7 @@ var getClaims = []string{
 	"get persistentvolumeclaims data-my-database-2",
 }
 
-// createClaims are the creates of the seed Database's data claims that do not exist, by the
+// createClaims are the creates of the example Database's data claims that do not exist, by the
 // Reconciler before the StatefulSet that mounts them, so the StatefulSet controller never
 // creates one; the cache holding no StatefulSet, its name is first checked on the API server
 // (a foreign StatefulSet of that name would mount the claims).
@@ -52,7 +52,7 @@ var createClaims = []string{
 	"create persistentvolumeclaims data-my-database-2",
 }
 
-// growAndReplaceActions are the calls of one storage increase of the seed Database (three
+// growAndReplaceActions are the calls of one storage increase of the example Database (three
 // replicas): grow each data claim, orphan-delete and recreate the StatefulSet, report.
 var growAndReplaceActions = []string{
 	"patch persistentvolumeclaims data-my-database-0",
@@ -63,7 +63,7 @@ var growAndReplaceActions = []string{
 	"update databases/status my-database",
 }
 
-// firstReconcile is what a first Reconcile of the seed example does, in order.
+// firstReconcile is what a first Reconcile of the example Database does, in order.
 var firstReconcile = slices.Concat([]string{
 	"update databases my-database",
 	"create secrets my-database-credentials",
@@ -84,7 +84,7 @@ func TestReconcileOfAMissingDatabaseDoesNothing(t *testing.T) {
 }
 
 func TestFirstReconcileAddsTheFinalizerBeforeCreatingChildrenThenWritesStatus(t *testing.T) {
-	f := newFixture(t, seedDatabase())
+	f := newFixture(t, exampleDatabase())
 	result, err := f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, requeue, result)
@@ -108,7 +108,7 @@ func TestFirstReconcileAddsTheFinalizerBeforeCreatingChildrenThenWritesStatus(t 
 	}, db.Status.Conditions)
 }
 
-func TestChildrenFollowTheEngineTable(t *testing.T) {
+func TestChildrenFollowTheEngineRecipes(t *testing.T) {
 	for _, tc := range []struct {
 		engine  examplev1.Engine
 		version string
@@ -127,7 +127,7 @@ func TestChildrenFollowTheEngineTable(t *testing.T) {
 			regexp.MustCompile(`^mongodb://admin:([A-Za-z0-9_-]+)@my-database\.production\.svc:27017/\?authSource=admin$`)},
 	} {
 		t.Run(tc.image, func(t *testing.T) {
-			db := seedDatabase()
+			db := exampleDatabase()
 			db.Spec.Engine, db.Spec.Version = tc.engine, tc.version
 			f := newFixture(t, db)
 			_, err := f.reconcile()
@@ -223,7 +223,7 @@ func TestChildrenFollowTheEngineTable(t *testing.T) {
 }
 
 func TestPasswordsAreRandom(t *testing.T) {
-	a, b := newFixture(t, seedDatabase()), newFixture(t, seedDatabase())
+	a, b := newFixture(t, exampleDatabase()), newFixture(t, exampleDatabase())
 	for _, f := range []*fixture{a, b} {
 		_, err := f.reconcile()
 		require.NoError(t, err)
@@ -276,7 +276,7 @@ func TestSecondReconcileWritesNothing(t *testing.T) {
 		{"after the API server's defaults and other labels", serverDefaults},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, seedDatabase())
+			f := newFixture(t, exampleDatabase())
 			_, err := f.reconcile()
 			require.NoError(t, err)
 			tc.change(f)
@@ -291,7 +291,7 @@ func TestSecondReconcileWritesNothing(t *testing.T) {
 }
 
 func TestReadyDatabaseIsLeftAlone(t *testing.T) {
-	f := newFixture(t, seedDatabase())
+	f := newFixture(t, exampleDatabase())
 	f.ready()
 	for range 3 {
 		result, err := f.reconcile()
@@ -308,7 +308,7 @@ func TestReadyDatabaseIsLeftAlone(t *testing.T) {
 }
 
 func TestScaleUpdatesTheStatefulSetAndRemovesThePodDisruptionBudgetAtOne(t *testing.T) {
-	f := newFixture(t, seedDatabase())
+	f := newFixture(t, exampleDatabase())
 	f.ready()
 
 	for _, step := range []struct {
@@ -354,7 +354,7 @@ func TestScaleUpdatesTheStatefulSetAndRemovesThePodDisruptionBudgetAtOne(t *test
 }
 
 func TestVersionChangeRollsTheImage(t *testing.T) {
-	f := newFixture(t, seedDatabase())
+	f := newFixture(t, exampleDatabase())
 	f.ready()
 	password := f.secret().Data["password"]
 
@@ -392,7 +392,7 @@ func TestVersionChangeRollsTheImage(t *testing.T) {
 }
 
 func TestStorageIncreaseExpandsClaimsAndReplacesTheStatefulSetKeepingPods(t *testing.T) {
-	f := newFixture(t, seedDatabase())
+	f := newFixture(t, exampleDatabase())
 	f.ready()
 	oldUID := f.statefulSet().UID
 
@@ -442,7 +442,7 @@ func TestStorageIncreaseExpandsClaimsAndReplacesTheStatefulSetKeepingPods(t *tes
 }
 
 func TestStorageIncreaseWaitsWhileTheOldStatefulSetIsStillBeingDeleted(t *testing.T) {
-	f := newFixture(t, seedDatabase())
+	f := newFixture(t, exampleDatabase())
 	f.ready()
 	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Storage = "200Gi" })
 	// The garbage collector has not orphaned the Pods yet: the name is still taken.
@@ -495,7 +495,7 @@ func TestChildNameTakenByAnObjectWeDoNotOwnIsNeverWritten(t *testing.T) {
 		message: "Service my-database already exists and is not controlled by this Database (it is controlled by Database my-database (uid old-uid)); it is left untouched: delete or rename it, or give the Database another name (checked again every minute)",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, seedDatabase(), tc.service)
+			f := newFixture(t, exampleDatabase(), tc.service)
 			before := f.service(name)
 			result, err := f.reconcile()
 			require.NoError(t, err)
@@ -526,7 +526,7 @@ func TestChildNameTakenByAnObjectWeDoNotOwnIsNeverWritten(t *testing.T) {
 }
 
 func TestStatusIsWrittenOnlyWhenItChanges(t *testing.T) {
-	f := newFixture(t, seedDatabase())
+	f := newFixture(t, exampleDatabase())
 	_, err := f.reconcile()
 	require.NoError(t, err)
 	f.createClaims(3)
@@ -627,7 +627,7 @@ func TestExistingSecretIsNeverRegenerated(t *testing.T) {
 		phase:   examplev1.DatabasePhaseFailed,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, seedDatabase(), tc.secret)
+			f := newFixture(t, exampleDatabase(), tc.secret)
 			_, err := f.reconcile()
 			require.NoError(t, err)
 			require.Equal(t, tc.actions, f.actions)
@@ -642,7 +642,7 @@ func TestExistingSecretIsNeverRegenerated(t *testing.T) {
 }
 
 func TestDeletedSecretIsGeneratedAgainWithAWarning(t *testing.T) {
-	f := newFixture(t, seedDatabase())
+	f := newFixture(t, exampleDatabase())
 	f.ready()
 	require.NoError(t, f.kube.Tracker().Delete(secrets, namespace, name+"-credentials"))
 	_, err := f.reconcile()
@@ -695,7 +695,7 @@ func TestPermanentErrorsFailWithoutRetry(t *testing.T) {
 		reason: "InvalidChild",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			db := seedDatabase()
+			db := exampleDatabase()
 			if tc.change != nil {
 				tc.change(db)
 			}
@@ -719,7 +719,7 @@ func TestPermanentErrorsFailWithoutRetry(t *testing.T) {
 }
 
 func TestTerminatingNamespaceIsReported(t *testing.T) {
-	f := newFixture(t, seedDatabase())
+	f := newFixture(t, exampleDatabase())
 	terminating := apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "statefulsets"}, name,
 		fmt.Errorf("unable to create new content in namespace %s because it is being terminated", namespace))
 	terminating.ErrStatus.Details.Causes = append(terminating.ErrStatus.Details.Causes, metav1.StatusCause{
@@ -736,7 +736,7 @@ func TestTerminatingNamespaceIsReported(t *testing.T) {
 }
 
 func TestTransientErrorsAreReportedAndReturned(t *testing.T) {
-	f := newFixture(t, seedDatabase())
+	f := newFixture(t, exampleDatabase())
 	f.inject("create", "statefulsets", 2, apierrors.NewInternalError(errors.New("etcd timeout")))
 	_, err := f.reconcile()
 	require.ErrorContains(t, err, "etcd timeout")
@@ -766,7 +766,7 @@ func TestTransientErrorsAreReportedAndReturned(t *testing.T) {
 }
 
 func TestStatusConflictIsReturnedForRequeue(t *testing.T) {
-	f := newFixture(t, seedDatabase())
+	f := newFixture(t, exampleDatabase())
 	f.inject("update", "databases/status", 1, apierrors.NewConflict(schema.GroupResource{Group: "example.com", Resource: "databases"}, name, errors.New("modified")))
 	_, err := f.reconcile()
 	require.True(t, apierrors.IsConflict(err), "%v", err)
@@ -774,7 +774,7 @@ func TestStatusConflictIsReturnedForRequeue(t *testing.T) {
 }
 
 func TestStorageExpansionRefusedDegradesWithoutBlockingOtherChanges(t *testing.T) {
-	f := newFixture(t, seedDatabase())
+	f := newFixture(t, exampleDatabase())
 	f.ready()
 	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Storage = "200Gi" })
 	f.inject("patch", "persistentvolumeclaims", 100, apierrors.NewForbidden(schema.GroupResource{Resource: "persistentvolumeclaims"},
