@@ -21,14 +21,16 @@ var (
 	ErrInvalidSpec = errors.New("invalid spec")
 )
 
-// specError is an error of Resolve: a message and the sentinel it stands for.
-type specError struct {
-	kind error
-	msg  string
+// fieldError is an error of Resolve about one field of the spec: "<field>: <err>". It wraps
+// both kind, the sentinel, and err, the cause (a catalog error, say).
+type fieldError struct {
+	field string
+	kind  error
+	err   error
 }
 
-func (e *specError) Error() string { return e.msg }
-func (e *specError) Unwrap() error { return e.kind }
+func (e *fieldError) Error() string   { return e.field + ": " + e.err.Error() }
+func (e *fieldError) Unwrap() []error { return []error{e.kind, e.err} }
 
 // Desired is what a Database's spec resolves to, as stored by the API server: its
 // DatabaseDefaults admission plugin sets spec.replicas and spec.storage when a user omits
@@ -51,27 +53,27 @@ type Desired struct {
 func Resolve(db *examplev1.Database) (Desired, error) {
 	release, err := catalog.Lookup(db.Spec.Engine, db.Spec.Version)
 	if errors.Is(err, catalog.ErrUnknownEngine) {
-		return Desired{}, &specError{ErrInvalidSpec, "spec.engine: " + err.Error()}
+		return Desired{}, &fieldError{"spec.engine", ErrInvalidSpec, err}
 	}
 	if err != nil {
-		return Desired{}, &specError{ErrUnsupportedVersion, "spec.version: " + err.Error()}
+		return Desired{}, &fieldError{"spec.version", ErrUnsupportedVersion, err}
 	}
 	recipe, ok := engine.For(db.Spec.Engine)
 	if !ok {
-		return Desired{}, &specError{ErrInvalidSpec, fmt.Sprintf("spec.engine: the controller has no recipe for engine %q", db.Spec.Engine)}
+		return Desired{}, &fieldError{"spec.engine", ErrInvalidSpec, fmt.Errorf("the controller has no recipe for engine %q", db.Spec.Engine)}
 	}
 	if db.Spec.Replicas == nil {
-		return Desired{}, &specError{ErrInvalidSpec, "spec.replicas: not set; the API server's DatabaseDefaults admission plugin sets it"}
+		return Desired{}, &fieldError{"spec.replicas", ErrInvalidSpec, errNotSet}
 	}
 	if db.Spec.Storage == "" {
-		return Desired{}, &specError{ErrInvalidSpec, "spec.storage: not set; the API server's DatabaseDefaults admission plugin sets it"}
+		return Desired{}, &fieldError{"spec.storage", ErrInvalidSpec, errNotSet}
 	}
 	gi, err := storagesize.Parse(db.Spec.Storage)
 	if err == nil && gi == 0 {
 		err = fmt.Errorf("storage %q must be at least 1Gi", db.Spec.Storage)
 	}
 	if err != nil {
-		return Desired{}, &specError{ErrInvalidSpec, "spec.storage: " + err.Error()}
+		return Desired{}, &fieldError{"spec.storage", ErrInvalidSpec, err}
 	}
 	return Desired{
 		Recipe:   recipe,
@@ -80,3 +82,6 @@ func Resolve(db *examplev1.Database) (Desired, error) {
 		Storage:  *resource.NewQuantity(gi<<30, resource.BinarySI),
 	}, nil
 }
+
+// errNotSet is the cause of a field the API server should have defaulted.
+var errNotSet = errors.New("not set; the API server's DatabaseDefaults admission plugin sets it")
