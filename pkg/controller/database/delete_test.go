@@ -38,6 +38,17 @@ func orphanedPods(f *fixture) {
 	require.NoError(f.t, f.kube.Tracker().Delete(statefulSets, namespace, name))
 }
 
+// deleteDataActions are the calls that delete the example Database's data claims and Secret
+// under deletionPolicy Delete, then write its status.
+var deleteDataActions = []string{
+	"delete persistentvolumeclaims data-my-database-0",
+	"delete persistentvolumeclaims data-my-database-1",
+	"delete persistentvolumeclaims data-my-database-2",
+	"get secrets my-database-credentials",
+	"delete secrets my-database-credentials",
+	"update databases/status my-database",
+}
+
 func TestDeletion(t *testing.T) {
 	workload := []string{
 		"delete statefulsets my-database",
@@ -46,15 +57,7 @@ func TestDeletion(t *testing.T) {
 		"delete poddisruptionbudgets my-database",
 		"list pods",
 	}
-	deleteData := []string{
-		"delete persistentvolumeclaims data-my-database-0",
-		"delete persistentvolumeclaims data-my-database-1",
-		"delete persistentvolumeclaims data-my-database-2",
-		"get secrets my-database-credentials",
-		"delete secrets my-database-credentials",
-		"update databases/status my-database",
-		"update databases my-database",
-	}
+	deleteData := append(slices.Clone(deleteDataActions), "update databases my-database")
 	releaseData := []string{
 		"patch persistentvolumeclaims data-my-database-0",
 		"patch persistentvolumeclaims data-my-database-1",
@@ -221,7 +224,7 @@ func TestDeletionWhileTheStatefulSetIsReplacedDeletesItsOrphanedPods(t *testing.
 	result, err := f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, requeue, result, "the Pods must be gone before the cleanup is done")
-	require.Equal(t, []string{
+	require.Equal(t, slices.Concat([]string{
 		"get statefulsets my-database",
 		"delete services my-database-headless",
 		"delete services my-database",
@@ -230,13 +233,7 @@ func TestDeletionWhileTheStatefulSetIsReplacedDeletesItsOrphanedPods(t *testing.
 		"delete pods my-database-0",
 		"delete pods my-database-1",
 		"delete pods my-database-2",
-		"delete persistentvolumeclaims data-my-database-0",
-		"delete persistentvolumeclaims data-my-database-1",
-		"delete persistentvolumeclaims data-my-database-2",
-		"get secrets my-database-credentials",
-		"delete secrets my-database-credentials",
-		"update databases/status my-database",
-	}, f.actions)
+	}, deleteDataActions), f.actions)
 	require.Empty(t, f.events(), "no CleanupDone while children remain")
 	require.Equal(t, []string{database.FinalizerName}, f.database().Finalizers)
 	require.Equal(t, "cleaning up with deletionPolicy Delete: waiting: Pods left without their StatefulSet are being deleted: my-database-0, my-database-1, my-database-2",
