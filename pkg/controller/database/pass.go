@@ -91,8 +91,8 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 	return obs, nil
 }
 
-// halted completes obs for a pass stopped by h (nil: by an error): db's StatefulSet as the
-// pass read it, and the halt's failure or wait.
+// halted completes obs for a pass stopped by h (nil: by an error): spec.replicas, db's
+// StatefulSet as the pass read it (nil when it is not db's), and the halt's failure or wait.
 func (p *pass) halted(obs observation, h *halt) observation {
 	obs.replicas = ptr.Deref(p.db.Spec.Replicas, 0)
 	if p.statefulSet != nil && isControlledBy(p.statefulSet, p.db) {
