@@ -125,7 +125,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"Path to a kubeconfig. Empty uses the in-cluster configuration of the Pod's ServiceAccount.")
 	fs.StringVar(&o.ClientConnection.ContentType, "content-type", o.ClientConnection.ContentType,
 		"Content type of requests, for built-in kinds and Databases alike: "+contentTypeProtobuf+" or "+contentTypeJSON+
-			" (responses may be JSON either way).")
+			". With "+contentTypeProtobuf+", JSON responses are accepted too.")
 	fs.Float32Var(&o.ClientConnection.QPS, "kube-api-qps", o.ClientConnection.QPS,
 		"Queries per second to kube-apiserver, per client.")
 	fs.Int32Var(&o.ClientConnection.Burst, "kube-api-burst", o.ClientConnection.Burst,
