@@ -27,7 +27,7 @@ import (
 	"example.com/database-apiserver/internal/localcluster"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/app"
-	"example.com/database-apiserver/pkg/controller/database"
+	"example.com/database-apiserver/pkg/controller/specs"
 )
 
 // runController measures the controller: for each size, ABBA-ordered (floor, controller,
@@ -203,7 +203,7 @@ func (b *bench) controllerRun(ctx context.Context, n, workers int, profile bool)
 }
 
 // floorRun creates, with a plain client and conc workers, the children the controller would
-// create for n Databases (database.NewChildren, owner references dropped: there is no
+// create for n Databases (specs.NewChildren, owner references dropped: there is no
 // Database), and times until every StatefulSet is ready.
 func (b *bench) floorRun(ctx context.Context, kube kubernetes.Interface, n, conc int) (controllerRun, error) {
 	ns := fmt.Sprintf("floor-%d", n)
@@ -223,7 +223,7 @@ func (b *bench) floorRun(ctx context.Context, kube kubernetes.Interface, n, conc
 	r := run(ctx, conc, n, time.Hour, func(ctx context.Context, i int) error {
 		db := newDatabase(fmt.Sprintf("db-%04d", i))
 		db.Namespace, db.UID = ns, uuid.NewUUID()
-		c, err := database.NewChildren(db, "floor-password")
+		c, err := specs.NewChildren(db, "floor-password")
 		if err != nil {
 			return err
 		}

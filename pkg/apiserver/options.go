@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,6 +24,7 @@ import (
 	netutils "k8s.io/utils/net"
 
 	dbadmission "example.com/database-apiserver/pkg/admission"
+	"example.com/database-apiserver/pkg/admission/databasedefaults"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	generatedopenapi "example.com/database-apiserver/pkg/generated/openapi"
 
@@ -114,7 +116,22 @@ func (o *Options) Validate() error {
 	var errs []error
 	errs = append(errs, o.ServerRun.Validate()...)
 	errs = append(errs, o.RecommendedOptions.Validate()...)
+	errs = append(errs, o.validateRequiredAdmission()...)
 	return utilerrors.NewAggregate(errs)
+}
+
+// validateRequiredAdmission refuses a server without the DatabaseDefaults admission plugin
+// (turned off with --disable-admission-plugins): it is the one place spec.replicas and
+// spec.storage get their defaults, which validation then requires and the controller acts
+// on, so without it every Database that omits them would be refused.
+func (o *Options) validateRequiredAdmission() []error {
+	a := o.RecommendedOptions.Admission
+	if a != nil && !slices.Contains(a.DisablePlugins, databasedefaults.PluginName) {
+		return nil
+	}
+	return []error{fmt.Errorf(
+		"the %s admission plugin is required: it gives a Database that omits them spec.replicas (%d) and spec.storage (%s), which validation requires and the controller acts on; do not disable it (--admission-control-config-file can change its defaults)",
+		databasedefaults.PluginName, databasedefaults.DefaultReplicas, databasedefaults.DefaultStorage)}
 }
 
 // Config turns the options into a server Config. It makes a self-signed

@@ -5,6 +5,7 @@ import (
 	"io"
 	"testing"
 
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -61,4 +62,25 @@ func TestDefaultStorageMediaTypeIsProtobuf(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.True(t, bytes.HasPrefix(data, []byte("k8s\x00")), "%q", data)
+}
+
+// A server started with --disable-admission-plugins=DatabaseDefaults refuses to start, naming
+// the plugin, rather than answer every Database that omits spec.replicas or spec.storage with
+// a 422; turning off another of our plugins is allowed.
+func TestServerRequiresDatabaseDefaults(t *testing.T) {
+	validate := func(args ...string) error {
+		o := NewOptions(io.Discard, io.Discard)
+		fs := pflag.NewFlagSet("database-apiserver", pflag.ContinueOnError)
+		for _, set := range o.Flags().FlagSets {
+			fs.AddFlagSet(set)
+		}
+		require.NoError(t, fs.Parse(append([]string{"--etcd-servers=http://127.0.0.1:2379"}, args...)))
+		return o.Validate()
+	}
+	err := validate("--disable-admission-plugins=DatabaseDefaults")
+	require.ErrorContains(t, err, "the DatabaseDefaults admission plugin is required")
+	require.ErrorContains(t, err, "spec.replicas (1) and spec.storage (10Gi)")
+
+	require.NoError(t, validate())
+	require.NoError(t, validate("--disable-admission-plugins=DatabaseValidation"))
 }

@@ -14,13 +14,13 @@ import (
 	"strings"
 	"time"
 
-	"example.com/database-apiserver/pkg/apis/example"
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 )
 
 // Errors the catalog wraps, for errors.Is; the messages themselves are
 // sentences meant for the user.
 var (
-	// ErrUnknownEngine: the engine is not one of example.SupportedEngines.
+	// ErrUnknownEngine: the engine is none of the catalog's (mysql, postgresql, mongodb).
 	ErrUnknownEngine = errors.New("unknown engine")
 	// ErrUnsupportedVersion: the version names no image the catalog knows.
 	ErrUnsupportedVersion = errors.New("unsupported version")
@@ -32,7 +32,7 @@ var (
 // its release line and image.
 type Release struct {
 	// Engine is the engine the version belongs to.
-	Engine example.Engine
+	Engine examplev1.Engine
 	// Version is spec.version exactly as given, e.g. "14.5".
 	Version string
 	// Line is the release line: the major for postgresql ("14"), the release
@@ -60,9 +60,9 @@ func (r Release) PastEndOfLife(now time.Time) bool {
 // Components are decimal without leading zeros.
 //
 // The error wraps ErrUnknownEngine for an engine outside
-// example.SupportedEngines, and ErrUnsupportedVersion, listing the supported
+// the catalog's engines, and ErrUnsupportedVersion, listing the supported
 // versions, for any other version ("12", "5.7", "latest", "14.5.1").
-func Lookup(engine example.Engine, version string) (Release, error) {
+func Lookup(engine examplev1.Engine, version string) (Release, error) {
 	c, err := catalogFor(engine)
 	if err != nil {
 		return Release{}, err
@@ -87,7 +87,7 @@ func Lookup(engine example.Engine, version string) (Release, error) {
 // itself or any release in it ("14.x" accepts "14" and "14.5"; "8.4.x"
 // accepts "8.4" and "8.4.2"). It is meant as the list of a field.NotSupported
 // error. It returns nil for an unknown engine.
-func Supported(engine example.Engine) []string {
+func Supported(engine examplev1.Engine) []string {
 	c, err := catalogFor(engine)
 	if err != nil {
 		return nil
@@ -102,7 +102,7 @@ func Supported(engine example.Engine) []string {
 // Lines returns the release line names of engine, oldest first ("13" … "18";
 // "8.0", "8.4", "9.0" … "9.7"; "6.0", "7.0", "8.0"). Each is itself a valid
 // version. It returns nil for an unknown engine.
-func Lines(engine example.Engine) []string {
+func Lines(engine examplev1.Engine) []string {
 	c, err := catalogFor(engine)
 	if err != nil {
 		return nil
@@ -135,7 +135,7 @@ func Lines(engine example.Engine) []string {
 // An unknown engine or a to outside the catalog returns Lookup's error; a
 // from outside the catalog (say, a line since removed) is refused with
 // ErrUnsafeChange, since the change cannot be judged.
-func CheckUpgrade(engine example.Engine, from, to string) error {
+func CheckUpgrade(engine examplev1.Engine, from, to string) error {
 	c, err := catalogFor(engine)
 	if err != nil {
 		return err
@@ -173,10 +173,10 @@ func CheckUpgrade(engine example.Engine, from, to string) error {
 
 	fl, tl := c.lines[f.line], c.lines[t.line]
 	switch engine {
-	case example.EnginePostgreSQL:
+	case examplev1.EnginePostgreSQL:
 		return refuse("a PostgreSQL %s server refuses data files written by major version %s; convert the data with pg_upgrade, or dump it (pg_dump) and restore it (pg_restore) into a new Database at version %q",
 			tl.name, fl.name, to)
-	case example.EngineMongoDB:
+	case examplev1.EngineMongoDB:
 		return refuse("featureCompatibilityVersion must first be set to %q and then stepped one major release at a time (%s) with setFeatureCompatibilityVersion, with a binary upgrade before each step, which changing the image does not do; create a new Database at version %q and move the data with mongodump and mongorestore",
 			fl.name, c.path(f.line, t.line), to)
 	}
@@ -214,7 +214,7 @@ type line struct {
 
 // engineCatalog is what the catalog knows about one engine.
 type engineCatalog struct {
-	engine example.Engine
+	engine examplev1.Engine
 	// image is the Docker Hub repository; the tag is spec.version.
 	image string
 	// lineParts is the number of dot-separated components naming a line:
@@ -324,19 +324,23 @@ func (c *engineCatalog) newestInSeries(series int) string {
 	return newest
 }
 
-func catalogFor(engine example.Engine) (*engineCatalog, error) {
+func catalogFor(engine examplev1.Engine) (*engineCatalog, error) {
 	for _, c := range catalogs {
 		if c.engine == engine {
 			return c, nil
 		}
 	}
-	names := make([]string, len(example.SupportedEngines))
-	for i, e := range example.SupportedEngines {
+	names := make([]string, len(engineOrder))
+	for i, e := range engineOrder {
 		names[i] = string(e)
 	}
 	return nil, &catalogError{kind: ErrUnknownEngine, msg: fmt.Sprintf(
 		"unknown engine %q: supported engines are %s", engine, strings.Join(names, ", "))}
 }
+
+// engineOrder is the order messages name the engines in, that of the API's list of
+// spec.engine values.
+var engineOrder = []examplev1.Engine{examplev1.EngineMySQL, examplev1.EnginePostgreSQL, examplev1.EngineMongoDB}
 
 func day(year int, month time.Month, d int) time.Time {
 	return time.Date(year, month, d, 0, 0, 0, 0, time.UTC)
@@ -350,7 +354,7 @@ func single(name string, series int, endOfLife time.Time) line {
 
 var catalogs = []*engineCatalog{
 	{
-		engine:    example.EnginePostgreSQL,
+		engine:    examplev1.EnginePostgreSQL,
 		image:     "postgres",
 		lineParts: 1,
 		form:      `MAJOR or MAJOR.MINOR (e.g. "14" or "14.5")`,
@@ -367,7 +371,7 @@ var catalogs = []*engineCatalog{
 		},
 	},
 	{
-		engine:    example.EngineMySQL,
+		engine:    examplev1.EngineMySQL,
 		image:     "mysql",
 		lineParts: 2,
 		form:      `SERIES or SERIES.PATCH (e.g. "8.4" or "8.4.2")`,
@@ -392,7 +396,7 @@ var catalogs = []*engineCatalog{
 		},
 	},
 	{
-		engine:    example.EngineMongoDB,
+		engine:    examplev1.EngineMongoDB,
 		image:     "mongo",
 		lineParts: 2,
 		form:      `SERIES or SERIES.PATCH (e.g. "7.0" or "7.0.12")`,

@@ -24,6 +24,7 @@ import (
 
 	"example.com/database-apiserver/pkg/admission/internal/attributes"
 	"example.com/database-apiserver/pkg/apis/example"
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/catalog"
 )
 
@@ -96,14 +97,14 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		return nil
 	}
 
-	release, err := catalog.Lookup(engine, version)
+	release, err := catalog.Lookup(examplev1.Engine(engine), version)
 	if err != nil {
 		// The release lines: each is itself a valid version, so everything the
 		// message lists is accepted (a release within a line, "14.5", is too).
-		return invalid(db, field.NotSupported(versionPath, version, catalog.Lines(engine)))
+		return invalid(db, field.NotSupported(versionPath, version, catalog.Lines(examplev1.Engine(engine))))
 	}
 	if old != nil && old.Spec.Engine == engine {
-		if err := catalog.CheckUpgrade(engine, old.Spec.Version, version); err != nil {
+		if err := catalog.CheckUpgrade(examplev1.Engine(engine), old.Spec.Version, version); err != nil {
 			return invalid(db, field.Forbidden(versionPath, err.Error()))
 		}
 	}

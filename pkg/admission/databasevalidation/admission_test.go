@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"example.com/database-apiserver/pkg/apis/example"
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/catalog"
 )
 
@@ -121,7 +122,7 @@ func TestValidateRefusesUpgradesTheCatalogCallsUnsafe(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			reason := catalog.CheckUpgrade(tc.engine, tc.from, tc.to)
+			reason := catalog.CheckUpgrade(examplev1.Engine(tc.engine), tc.from, tc.to)
 			require.Error(t, reason)
 			err, _ := validate(t, now, database(tc.engine, tc.to), database(tc.engine, tc.from))
 			requireFieldError(t, err, metav1.CauseTypeForbidden, reason.Error())

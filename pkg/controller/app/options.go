@@ -124,8 +124,8 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	fs.StringVar(&o.ClientConnection.Kubeconfig, "kubeconfig", o.ClientConnection.Kubeconfig,
 		"Path to a kubeconfig. Empty uses the in-cluster configuration of the Pod's ServiceAccount.")
 	fs.StringVar(&o.ClientConnection.ContentType, "content-type", o.ClientConnection.ContentType,
-		"Content type of requests for built-in kinds: "+contentTypeProtobuf+" or "+contentTypeJSON+
-			". Databases are always sent as JSON.")
+		"Content type of requests, for built-in kinds and Databases alike: "+contentTypeProtobuf+" or "+contentTypeJSON+
+			". With "+contentTypeProtobuf+", JSON responses are accepted too.")
 	fs.Float32Var(&o.ClientConnection.QPS, "kube-api-qps", o.ClientConnection.QPS,
 		"Queries per second to kube-apiserver, per client.")
 	fs.Int32Var(&o.ClientConnection.Burst, "kube-api-burst", o.ClientConnection.Burst,
@@ -199,7 +199,7 @@ type Config struct {
 	Options *Options
 	// Kube talks to kube-apiserver about built-in kinds (in --content-type).
 	Kube kubernetes.Interface
-	// Databases talks to example.com through kube-apiserver, always in JSON.
+	// Databases talks to example.com through kube-apiserver (in --content-type).
 	Databases versioned.Interface
 	// LeaderElection is a separate client, so a busy controller cannot starve lease renewal.
 	LeaderElection kubernetes.Interface

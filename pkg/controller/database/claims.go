@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/controller/specs"
 )
 
 // ClaimsByDatabaseIndex names the index of the claim cache (NewClaimInformer,
@@ -34,7 +35,7 @@ func ClaimsByDatabase(obj any) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", ClaimsByDatabaseIndex, err)
 	}
-	database, _, ok := parseDataClaimName(claim.GetName())
+	database, _, ok := specs.ParseDataClaimName(claim.GetName())
 	if !ok {
 		return nil, nil
 	}
@@ -44,6 +45,284 @@ func ClaimsByDatabase(obj any) ([]string, error) {
 // claimIndexKey is the ClaimsByDatabaseIndex value of the claims of the Database
 // namespace/name.
 func claimIndexKey(namespace, name string) string { return namespace + "/" + name }
+
+// reconcileClaims brings the data claims to what the pass's Database needs, before its
+// StatefulSet is created or scaled. The ordinals from the cached StatefulSet's spec.replicas
+// (mountedReplicas, 0 for none) to the Database's are exactly those the StatefulSet is about
+// to mount, since the next step creates or scales that very copy (its resourceVersion makes
+// a stale one fail). The steps:
+//
+//   - readClaims reads and judges the claims, those ordinals from the API server;
+//   - createClaims creates the missing ones of those ordinals, so that the StatefulSet
+//     controller, which mounts any claim of the right name whoever made it, finds ours and
+//     never creates one itself;
+//   - keepClaims keeps up each claim: its metadata, adopting retained ones (syncClaim), then
+//     its size, requesting spec.storage from a bound claim that is smaller (expandClaim).
+//
+// A refused expansion does not halt the pass: it is returned as expansion, and the volumes
+// keep their size. A claim of ours being deleted among those about to be mounted halts it
+// (a wait), after the others are done: the StatefulSet controller would create its
+// successor itself.
+func (p *pass) reconcileClaims(ctx context.Context) (expansion *failure, h *halt, err error) {
+	work, h, err := p.readClaims(ctx)
+	if h == nil && err == nil {
+		work, h, err = p.createClaims(ctx, work)
+	}
+	if h != nil || err != nil {
+		return nil, h, err
+	}
+	return p.keepClaims(ctx, work)
+}
+
+// mountedReplicas is the number of claims the cached StatefulSet mounts: its spec.replicas,
+// and 0 when there is none of the Database's.
+func (p *pass) mountedReplicas() int32 {
+	if p.statefulSet == nil || !isControlledBy(p.statefulSet, p.db) {
+		return 0
+	}
+	return statefulSetReplicas(p.statefulSet)
+}
+
+// aboutToMount reports whether the StatefulSet is about to mount the claim of ordinal: it is
+// past the cached StatefulSet's replicas and below the Database's.
+func (p *pass) aboutToMount(ordinal int32) bool {
+	return p.mountedReplicas() <= ordinal && ordinal < p.desired.Replicas
+}
+
+// claimWork is a data claim the pass keeps up: one of ours, or one to adopt.
+type claimWork struct {
+	claim    *corev1.PersistentVolumeClaim
+	ordinal  int32
+	adopting bool
+}
+
+// readClaims reads the Database's data claims and judges each (judgeClaim), before anything
+// is written. The ordinals about to be mounted are read from the API server, whatever the
+// cache holds (listDataClaims fresh): a mount cannot be undone, and the cache may still show
+// a claim of ours that was deleted and replaced by a foreign one of the same name. The other
+// ordinals come from the cache alone, so that a steady Database costs no call; changes to
+// claims of ours enqueue it.
+func (p *pass) readClaims(ctx context.Context) ([]claimWork, *halt, error) {
+	claims, err := p.r.listDataClaims(ctx, p.db, p.mountedReplicas(), p.desired.Replicas, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	var work []claimWork
+	for _, claim := range claims {
+		ordinal, _ := specs.DataClaimOrdinal(p.db, claim.Name)
+		w, h := p.judgeClaim(claim, ordinal)
+		if h != nil {
+			return nil, h, nil
+		}
+		if w != nil {
+			work = append(work, *w)
+		}
+	}
+	return work, nil, nil
+}
+
+// judgeClaim decides what the pass does with claim, of ordinal: keep it up (a claim of ours,
+// or one a Retain released from a Database of the same name, to adopt), or nothing (nil: a
+// foreign claim the StatefulSet does not mount). A foreign claim it would mount is a
+// ChildConflict halt, left untouched, and one being deleted is waited for.
+func (p *pass) judgeClaim(claim *corev1.PersistentVolumeClaim, ordinal int32) (*claimWork, *halt) {
+	w := &claimWork{claim: claim, ordinal: ordinal}
+	if isControlledBy(claim, p.db) {
+		return w, nil
+	}
+	switch {
+	case isRetainedFor(claim, p.db) && claim.DeletionTimestamp == nil:
+		w.adopting = true
+		return w, nil
+	case ordinal >= p.desired.Replicas:
+		return nil, nil
+	case claim.DeletionTimestamp != nil:
+		return nil, waitFor("PersistentVolumeClaim %s is being deleted", claim.Name)
+	default:
+		return nil, conflictFailure("PersistentVolumeClaim", claim)
+	}
+}
+
+// createClaims creates the claims about to be mounted that work lacks (createDataClaim) and
+// returns work with them, sorted by ordinal. Our claims carry the StatefulSet's claim names,
+// so none is made while a foreign StatefulSet holds that name: it would mount them.
+func (p *pass) createClaims(ctx context.Context, work []claimWork) ([]claimWork, *halt, error) {
+	present := make(map[int32]bool, len(work))
+	for _, w := range work {
+		present[w.ordinal] = true
+	}
+	checked := false
+	for ordinal := p.mountedReplicas(); ordinal < p.desired.Replicas; ordinal++ {
+		if present[ordinal] {
+			continue
+		}
+		if !checked {
+			if h, err := p.statefulSetNameFree(ctx); h != nil || err != nil {
+				return nil, h, err
+			}
+			checked = true
+		}
+		w, h, err := p.createDataClaim(ctx, ordinal)
+		if h != nil || err != nil {
+			return nil, h, err
+		}
+		work = append(work, w)
+	}
+	slices.SortFunc(work, func(a, b claimWork) int { return cmp.Compare(a.ordinal, b.ordinal) })
+	return work, nil, nil
+}
+
+// statefulSetNameFree halts with a ChildConflict when the StatefulSet's name is taken by one
+// the Database does not control, as the cache has it or, when the cache has none (it sees
+// only labelled ones), as the API server has it.
+func (p *pass) statefulSetNameFree(ctx context.Context) (*halt, error) {
+	sts := p.statefulSet
+	if sts == nil {
+		var err error
+		sts, err = p.r.kube.AppsV1().StatefulSets(p.db.Namespace).Get(ctx, specs.StatefulSetName(p.db), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("get StatefulSet %q: %w", specs.StatefulSetName(p.db), err)
+		}
+	}
+	if !isControlledBy(sts, p.db) {
+		return conflictFailure("StatefulSet", sts), nil
+	}
+	return nil, nil
+}
+
+// createDataClaim creates the data claim of ordinal from the desired StatefulSet's template
+// (specs.DataClaim), as the StatefulSet controller would, with ProtectFinalizer per the
+// deletion policy. When the name was taken since it was read (AlreadyExists), the claim is
+// read again and judged (judgeClaim): a foreign one halts the pass before the StatefulSet is
+// created or scaled.
+func (p *pass) createDataClaim(ctx context.Context, ordinal int32) (claimWork, *halt, error) {
+	client := p.r.kube.CoreV1().PersistentVolumeClaims(p.db.Namespace)
+	claim := specs.DataClaim(p.wantStatefulSet, ordinal)
+	setProtection(claim, protected(p.db))
+	created, err := client.Create(ctx, claim, metav1.CreateOptions{})
+	if err == nil {
+		return claimWork{claim: created, ordinal: ordinal}, nil, nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		h, err := writeError(err, "create", "PersistentVolumeClaim", claim.Name)
+		return claimWork{}, h, err
+	}
+	live, err := client.Get(ctx, claim.Name, metav1.GetOptions{})
+	if err != nil {
+		// Gone again (NotFound): the next pass creates it.
+		return claimWork{}, nil, fmt.Errorf("get PersistentVolumeClaim %q: %w", claim.Name, err)
+	}
+	w, h := p.judgeClaim(live, ordinal)
+	if h != nil {
+		return claimWork{}, h, nil
+	}
+	return *w, nil, nil // ordinal < replicas: judgeClaim never returns nil without a halt
+}
+
+// keepClaims keeps up each claim of work, in order of ordinal: its metadata (syncClaim), then
+// its size (expandClaim). It returns the first refused expansion, and a wait halt for the
+// first claim about to be mounted that is being deleted, after the others are done.
+func (p *pass) keepClaims(ctx context.Context, work []claimWork) (expansion *failure, h *halt, err error) {
+	var waiting *halt
+	for _, w := range work {
+		claim, h, err := p.syncClaim(ctx, w)
+		switch {
+		case h != nil || err != nil:
+			return nil, h, err
+		case claim == nil:
+			continue
+		case claim.DeletionTimestamp != nil:
+			if p.aboutToMount(w.ordinal) && waiting == nil {
+				waiting = waitFor("PersistentVolumeClaim %s is being deleted", claim.Name)
+			}
+			continue
+		case claim.Status.Phase != corev1.ClaimBound:
+			continue
+		}
+		refused, err := p.expandClaim(ctx, claim)
+		if err != nil {
+			return nil, nil, err
+		}
+		if expansion == nil {
+			expansion = refused
+		}
+	}
+	return expansion, waiting, nil
+}
+
+// syncClaim keeps up the metadata of the claim of w: adopts a retained one (an Event says
+// so), restores our labels and sets ProtectFinalizer per the deletion policy (also on a
+// claim being deleted, so a policy change releases it). It returns the claim as written, or
+// nil for one gone meanwhile that the StatefulSet does not mount; one about to be mounted
+// that is gone is an error (it must be created again first), and a refused write a halt.
+func (p *pass) syncClaim(ctx context.Context, w claimWork) (*corev1.PersistentVolumeClaim, *halt, error) {
+	claim := w.claim
+	update := claim.DeepCopy()
+	if w.adopting {
+		adopt(update, specs.ClaimOwnerReference(p.db))
+	}
+	update.Labels = specs.MergeLabels(update.Labels, specs.ChildLabels(p.db))
+	setProtection(update, protected(p.db))
+	if equality.Semantic.DeepEqual(claim.ObjectMeta, update.ObjectMeta) {
+		return claim, nil, nil
+	}
+	updated, err := p.r.kube.CoreV1().PersistentVolumeClaims(p.db.Namespace).Update(ctx, update, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		if p.aboutToMount(w.ordinal) {
+			return nil, nil, fmt.Errorf("PersistentVolumeClaim %q was deleted meanwhile: %w", claim.Name, err)
+		}
+		return nil, nil, nil
+	}
+	if err != nil {
+		h, err := writeError(err, "update", "PersistentVolumeClaim", claim.Name)
+		return nil, h, err
+	}
+	if w.adopting {
+		p.r.event(ctx, p.db, corev1.EventTypeNormal, ReasonAdopted, "Adopted retained PersistentVolumeClaim %s", claim.Name)
+	}
+	return updated, nil, nil
+}
+
+// expandClaim requests spec.storage, with a merge patch, from claim, a bound claim, when it
+// is smaller. The patch carries the claim's uid, so a claim replaced by another of the same
+// name since it was read is refused (a conflict error). An expansion the API server refuses
+// (its StorageClass does not allow volume expansion) is returned as refused, and the pass
+// goes on with the volume at its size.
+func (p *pass) expandClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) (refused *failure, err error) {
+	want := p.desired.Storage
+	size := claim.Spec.Resources.Requests[corev1.ResourceStorage]
+	if size.Cmp(want) >= 0 {
+		return nil, nil
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": claim.UID},
+		"spec": map[string]any{"resources": map[string]any{
+			"requests": map[string]string{string(corev1.ResourceStorage): want.String()},
+		}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	_, err = p.r.kube.CoreV1().PersistentVolumeClaims(p.db.Namespace).Patch(ctx, claim.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case isUIDMismatch(err):
+		return nil, replacedError(claimsResource, claim, err)
+	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err):
+		return &failure{reason: ReasonStorageExpansionFailed, message: fmt.Sprintf(
+			"cannot grow PersistentVolumeClaim %s from %s to %s (its StorageClass must allow volume expansion; retried every minute), the volumes keep their size: %v",
+			claim.Name, size.String(), want.String(), err)}, nil
+	case err != nil:
+		return nil, fmt.Errorf("patch PersistentVolumeClaim %q: %w", claim.Name, err)
+	}
+	p.r.event(ctx, p.db, corev1.EventTypeNormal, ReasonResizing,
+		"Requested %s for PersistentVolumeClaim %s (was %s)", want.String(), claim.Name, size.String())
+	return nil, nil
+}
 
 // listDataClaims returns db's data claims, every claim named "data-<name>-<ordinal>" whatever
 // its labels (a label edited by hand must not hide a claim), sorted by ordinal. Ownership is
@@ -57,7 +336,7 @@ func claimIndexKey(namespace, name string) string { return namespace + "/" + nam
 // clean up. Nothing is LISTed: a LIST per reconcile of every claim of the namespace made N
 // Databases cost N² in claims read.
 func (r *Reconciler) listDataClaims(ctx context.Context, db *examplev1.Database, liveFrom, liveTo int32, fresh bool) ([]*corev1.PersistentVolumeClaim, error) {
-	objs, err := r.listers.PersistentVolumeClaims.ByIndex(ClaimsByDatabaseIndex, claimIndexKey(db.Namespace, statefulSetName(db)))
+	objs, err := r.listers.PersistentVolumeClaims.ByIndex(ClaimsByDatabaseIndex, claimIndexKey(db.Namespace, specs.StatefulSetName(db)))
 	if err != nil {
 		return nil, fmt.Errorf("list PersistentVolumeClaims from the cache: %w", err)
 	}
@@ -74,7 +353,7 @@ func (r *Reconciler) listDataClaims(ctx context.Context, db *examplev1.Database,
 		if !ok {
 			continue
 		}
-		if ordinal, ok := claimOrdinal(db, claim.Name); ok && !live(ordinal) {
+		if ordinal, ok := specs.DataClaimOrdinal(db, claim.Name); ok && !live(ordinal) {
 			found = append(found, ordinalClaim{ordinal, claim})
 			cached[ordinal] = true
 		}
@@ -84,11 +363,11 @@ func (r *Reconciler) listDataClaims(ctx context.Context, db *examplev1.Database,
 		if cached[ordinal] {
 			continue
 		}
-		claim, err := client.Get(ctx, dataClaimName(db, ordinal), metav1.GetOptions{})
+		claim, err := client.Get(ctx, specs.DataClaimName(db, ordinal), metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
-			return nil, fmt.Errorf("get PersistentVolumeClaim %q: %w", dataClaimName(db, ordinal), err)
+			return nil, fmt.Errorf("get PersistentVolumeClaim %q: %w", specs.DataClaimName(db, ordinal), err)
 		default:
 			found = append(found, ordinalClaim{ordinal, claim})
 		}
@@ -108,241 +387,6 @@ func statefulSetReplicas(sts *appsv1.StatefulSet) int32 {
 		return 0
 	}
 	return ptr.Deref(sts.Spec.Replicas, 1)
-}
-
-// claimOwner is the controller reference of db's data claims, as the volumeClaimTemplate
-// carries it (blockOwnerDeletion false).
-func claimOwner(db *examplev1.Database) metav1.OwnerReference {
-	ref := metav1.NewControllerRef(db, databaseGVK)
-	ref.BlockOwnerDeletion = ptr.To(false)
-	return *ref
-}
-
-// mountedReplicas is the number of claims the StatefulSet sts (as the lister returned it,
-// with err) mounts: its spec.replicas, and 0 when there is none of db's.
-func mountedReplicas(db *examplev1.Database, sts *appsv1.StatefulSet, err error) int32 {
-	if err != nil || sts == nil || !isControlledBy(sts, db) {
-		return 0
-	}
-	return statefulSetReplicas(sts)
-}
-
-// reconcileClaims brings db's data claims to what db needs, before the StatefulSet want
-// (newStatefulSet) is created or scaled. sts and stsErr are the cache's answer for it: the
-// caller creates or scales that very copy (its resourceVersion makes a stale one fail), so
-// the ordinals from its spec.replicas (mountedReplicas, 0 for none) to db's are exactly
-// those the StatefulSet is about to mount.
-//
-//   - Those ordinals are read from the API server, whatever the cache holds (listDataClaims
-//     fresh): a mount cannot be undone, and the cache may still show a claim of ours that was
-//     deleted and replaced by a foreign one of the same name. The other ordinals come from
-//     the cache alone, so that a steady Database costs no call; changes to claims of ours
-//     enqueue it.
-//   - A claim released by a Retain of a Database of the same name is adopted (an Event says
-//     so); any other claim the StatefulSet would mount (ordinal < replicas) that db does not
-//     control is a ChildConflict, left untouched; one being deleted is waited for. All claims
-//     are judged before anything is written.
-//   - The claims of those ordinals that do not exist are created here (newDataClaim, as the
-//     StatefulSet controller would, with ProtectFinalizer per the policy), so that the
-//     StatefulSet controller, which mounts any claim of the right name whoever made it, finds
-//     ours and never creates one itself: a foreign claim can no longer slip in between our
-//     check and its create. A create that finds the name taken (AlreadyExists) reads the
-//     claim and judges it by the same rules, so a foreign one stops the pass before the
-//     StatefulSet is created or scaled.
-//   - On claims of ours: our labels restored, ProtectFinalizer per the deletion policy (also
-//     on a claim being deleted, so a policy change releases it), and spec.storage requested
-//     from each bound claim that is smaller. A claim of ours being deleted among those about to
-//     be mounted is waited for (*waitError), after the others are done: the StatefulSet
-//     controller would create its successor itself.
-//
-// A refused expansion does not stop the Reconciler: it is returned as expansion, and the
-// volumes keep their size.
-func (r *Reconciler) reconcileClaims(ctx context.Context, db *examplev1.Database, d desiredState, want, sts *appsv1.StatefulSet, stsErr error) (expansion *failure, err error) {
-	from, to := mountedReplicas(db, sts, stsErr), d.replicas
-	stsChecked := false
-	claims, err := r.listDataClaims(ctx, db, from, to, true)
-	if err != nil {
-		return nil, err
-	}
-	var work []claimWork
-	present := make(map[int32]bool, len(claims))
-	for _, claim := range claims {
-		ordinal, _ := claimOrdinal(db, claim.Name)
-		present[ordinal] = true
-		w, err := judgeClaim(db, d, claim, ordinal)
-		if err != nil {
-			return nil, err
-		}
-		if w != nil {
-			work = append(work, *w)
-		}
-	}
-	for ordinal := from; ordinal < to; ordinal++ {
-		if present[ordinal] {
-			continue
-		}
-		if !stsChecked {
-			// Our claims carry the StatefulSet's claim names: never made for a foreign
-			// StatefulSet of that name, which would mount them.
-			if err := r.statefulSetNameFree(ctx, db, sts, stsErr); err != nil {
-				return nil, err
-			}
-			stsChecked = true
-		}
-		w, err := r.createDataClaim(ctx, db, d, want, ordinal)
-		if err != nil {
-			return nil, err
-		}
-		work = append(work, w)
-	}
-	slices.SortFunc(work, func(a, b claimWork) int { return cmp.Compare(a.ordinal, b.ordinal) })
-
-	client := r.kube.CoreV1().PersistentVolumeClaims(db.Namespace)
-	var waiting error
-	for _, w := range work {
-		claim := w.claim
-		update := claim.DeepCopy()
-		if w.adopting {
-			adopt(update, db, claimOwner(db))
-		}
-		update.Labels = mergeLabels(update.Labels, childLabels(db))
-		setProtection(update, protected(db))
-		if !equality.Semantic.DeepEqual(claim.ObjectMeta, update.ObjectMeta) {
-			updated, err := client.Update(ctx, update, metav1.UpdateOptions{})
-			if apierrors.IsNotFound(err) {
-				if from <= w.ordinal && w.ordinal < to {
-					// Deleted meanwhile: it must be created again before it is mounted.
-					return nil, fmt.Errorf("PersistentVolumeClaim %q was deleted meanwhile: %w", claim.Name, err)
-				}
-				continue
-			}
-			if err != nil {
-				return nil, writeError(err, "update", "PersistentVolumeClaim", claim.Name)
-			}
-			if w.adopting {
-				r.event(ctx, db, corev1.EventTypeNormal, ReasonAdopted, "Adopted retained PersistentVolumeClaim %s", claim.Name)
-			}
-			claim = updated
-		}
-
-		if claim.DeletionTimestamp != nil {
-			if from <= w.ordinal && w.ordinal < to && waiting == nil {
-				waiting = &waitError{what: fmt.Sprintf("PersistentVolumeClaim %s is being deleted", claim.Name)}
-			}
-			continue
-		}
-		if claim.Status.Phase != corev1.ClaimBound {
-			continue
-		}
-		size := claim.Spec.Resources.Requests[corev1.ResourceStorage]
-		if size.Cmp(d.storage) >= 0 {
-			continue
-		}
-		// metadata.uid: a claim of the cache replaced by another of the same name is refused.
-		patch, err := json.Marshal(map[string]any{
-			"metadata": map[string]any{"uid": claim.UID},
-			"spec": map[string]any{"resources": map[string]any{
-				"requests": map[string]string{string(corev1.ResourceStorage): d.storage.String()},
-			}},
-		})
-		if err != nil {
-			return nil, err
-		}
-		_, err = client.Patch(ctx, claim.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			continue
-		case isUIDMismatch(err):
-			return nil, replacedError(claimsResource, claim, err)
-		case apierrors.IsInvalid(err) || apierrors.IsForbidden(err):
-			if expansion == nil {
-				expansion = &failure{reason: ReasonStorageExpansionFailed, message: fmt.Sprintf(
-					"cannot grow PersistentVolumeClaim %s from %s to %s (its StorageClass must allow volume expansion; retried every minute), the volumes keep their size: %v",
-					claim.Name, size.String(), d.storage.String(), err)}
-			}
-			continue
-		case err != nil:
-			return nil, fmt.Errorf("patch PersistentVolumeClaim %q: %w", claim.Name, err)
-		}
-		r.event(ctx, db, corev1.EventTypeNormal, ReasonResizing,
-			"Requested %s for PersistentVolumeClaim %s (was %s)", d.storage.String(), claim.Name, size.String())
-	}
-	return expansion, waiting
-}
-
-// statefulSetNameFree returns a ChildConflict when the StatefulSet's name is taken by one db
-// does not control, as the cache has it (sts, stsErr) or, when the cache has none (it sees only
-// labelled ones), as the API server has it.
-func (r *Reconciler) statefulSetNameFree(ctx context.Context, db *examplev1.Database, sts *appsv1.StatefulSet, stsErr error) error {
-	if apierrors.IsNotFound(stsErr) {
-		sts, stsErr = r.kube.AppsV1().StatefulSets(db.Namespace).Get(ctx, statefulSetName(db), metav1.GetOptions{})
-		if apierrors.IsNotFound(stsErr) {
-			return nil
-		}
-	}
-	if stsErr != nil {
-		return fmt.Errorf("get StatefulSet %q: %w", statefulSetName(db), stsErr)
-	}
-	if !isControlledBy(sts, db) {
-		return conflictFailure("StatefulSet", sts)
-	}
-	return nil
-}
-
-// claimWork is a data claim reconcileClaims keeps up: one of ours, or one to adopt.
-type claimWork struct {
-	claim    *corev1.PersistentVolumeClaim
-	ordinal  int32
-	adopting bool
-}
-
-// judgeClaim decides what reconcileClaims does with claim, of ordinal: keep it up (a claim
-// of ours, or a retained one to adopt), or nothing (nil: a foreign claim the StatefulSet does
-// not mount); a foreign claim it would mount is a ChildConflict, and one being deleted is
-// waited for.
-func judgeClaim(db *examplev1.Database, d desiredState, claim *corev1.PersistentVolumeClaim, ordinal int32) (*claimWork, error) {
-	w := &claimWork{claim: claim, ordinal: ordinal}
-	if isControlledBy(claim, db) {
-		return w, nil
-	}
-	switch {
-	case isRetainedFor(claim, db) && claim.DeletionTimestamp == nil:
-		w.adopting = true
-		return w, nil
-	case ordinal >= d.replicas:
-		return nil, nil
-	case claim.DeletionTimestamp != nil:
-		return nil, &waitError{what: fmt.Sprintf("PersistentVolumeClaim %s is being deleted", claim.Name)}
-	default:
-		return nil, conflictFailure("PersistentVolumeClaim", claim)
-	}
-}
-
-// createDataClaim creates db's data claim of ordinal from the StatefulSet want
-// (newDataClaim), with ProtectFinalizer per the deletion policy. When the name was taken since
-// it was read (AlreadyExists), the claim is read again and judged (judgeClaim): a foreign
-// one is a ChildConflict, and the StatefulSet is not created or scaled in this pass.
-func (r *Reconciler) createDataClaim(ctx context.Context, db *examplev1.Database, d desiredState, want *appsv1.StatefulSet, ordinal int32) (claimWork, error) {
-	client := r.kube.CoreV1().PersistentVolumeClaims(db.Namespace)
-	claim := newDataClaim(want, ordinal)
-	setProtection(claim, protected(db))
-	created, err := client.Create(ctx, claim, metav1.CreateOptions{})
-	if err == nil {
-		return claimWork{claim: created, ordinal: ordinal}, nil
-	}
-	if !apierrors.IsAlreadyExists(err) {
-		return claimWork{}, writeError(err, "create", "PersistentVolumeClaim", claim.Name)
-	}
-	live, err := client.Get(ctx, claim.Name, metav1.GetOptions{})
-	if err != nil {
-		// Gone again (NotFound): the next pass creates it.
-		return claimWork{}, fmt.Errorf("get PersistentVolumeClaim %q: %w", claim.Name, err)
-	}
-	w, err := judgeClaim(db, d, live, ordinal)
-	if err != nil {
-		return claimWork{}, err
-	}
-	return *w, nil // ordinal < d.replicas: judgeClaim never returns nil without an error
 }
 
 // unprotectClaims removes ProtectFinalizer from db's data claims that have it, as the cache

@@ -1,8 +1,6 @@
 package database_test
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,17 +9,14 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/database"
+	"example.com/database-apiserver/pkg/controller/specs"
 )
 
 func TestClaimsByDatabaseIndexesDataClaimNames(t *testing.T) {
@@ -53,107 +48,38 @@ func TestClaimsByDatabaseIndexesDataClaimNames(t *testing.T) {
 	require.Error(t, err)
 }
 
-func TestScalingOntoAForeignClaimTheCacheHasNotSeenIsAConflict(t *testing.T) {
-	f := newFixture(t, seedDatabase())
-	f.ready()
-	foreign := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "data-my-database-3", UID: "foreign"}}
-	require.NoError(t, f.kube.Tracker().Add(foreign))
-	f.pin(claims, foreign.Name, nil) // created a moment ago: the informer has not delivered it
-	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Replicas = ptr.To[int32](5) })
-
-	result, err := f.reconcile()
-	require.NoError(t, err)
-	require.Equal(t, requeueExternal, result)
-	require.Equal(t, []string{
-		"get persistentvolumeclaims data-my-database-3",
-		"get persistentvolumeclaims data-my-database-4",
-		"update databases/status my-database",
-	}, f.actions, "the ordinals about to be mounted are read by name; the StatefulSet is not scaled")
-	require.Equal(t, int32(3), *f.statefulSet().Spec.Replicas)
-	require.Equal(t, "ChildConflict", condition(f.database(), "Ready").Reason)
-	require.Equal(t, foreign, f.claim(foreign.Name))
-}
-
-func TestDeletionFindsClaimsTheCacheHasNotSeen(t *testing.T) {
-	for _, tc := range []struct {
-		policy examplev1.DeletionPolicy
-		write  string
-		kept   bool
-	}{
-		{examplev1.DeletionPolicyDelete, "delete persistentvolumeclaims data-my-database-2", false},
-		{examplev1.DeletionPolicyRetain, "patch persistentvolumeclaims data-my-database-2", true},
-	} {
-		t.Run(string(tc.policy), func(t *testing.T) {
-			f := newFixture(t, seedDatabase())
+// Scaling up onto a data claim name held by a foreign claim stops before the StatefulSet is
+// scaled, whether the claim cache holds the claim or it was created a moment ago and only the
+// API server has it: the ordinals about to be mounted are read by name either way.
+func TestScalingOntoAForeignClaimIsAConflict(t *testing.T) {
+	for _, cached := range []bool{true, false} {
+		t.Run(fmt.Sprintf("cached %v", cached), func(t *testing.T) {
+			f := newFixture(t, exampleDatabase())
 			f.ready()
-			f.pin(claims, "data-my-database-2", nil)
-			// Scaled down just before the deletion: the StatefulSet still has three replicas.
-			f.updateDatabase(func(db *examplev1.Database) {
-				db.Spec.Replicas = ptr.To[int32](1)
-				db.Spec.DeletionPolicy = tc.policy
-				db.DeletionTimestamp = ptr.To(metav1.NewTime(start))
-			})
-
-			_, err := f.reconcile()
-			require.NoError(t, err)
-			require.Contains(t, f.actions, "get persistentvolumeclaims data-my-database-2")
-			require.Contains(t, f.actions, tc.write)
-			require.NotContains(t, f.actions, "list persistentvolumeclaims")
-			require.Empty(t, f.database().Finalizers)
-			require.Equal(t, tc.kept, f.exists(claims, "data-my-database-2"))
-			if tc.kept {
-				require.Empty(t, f.claim("data-my-database-2").OwnerReferences, "released, not left to the garbage collector")
+			foreign := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "data-my-database-3", UID: "foreign"}}
+			require.NoError(t, f.kube.Tracker().Add(foreign))
+			if !cached {
+				f.pin(claims, foreign.Name, nil) // created a moment ago: the informer has not delivered it
 			}
+			f.updateDatabase(func(db *examplev1.Database) { db.Spec.Replicas = ptr.To[int32](5) })
+
+			result, err := f.reconcile()
+			require.NoError(t, err)
+			require.Equal(t, requeueExternal, result)
+			require.Equal(t, []string{
+				"get persistentvolumeclaims data-my-database-3",
+				"get persistentvolumeclaims data-my-database-4",
+				"update databases/status my-database",
+			}, f.actions, "both ordinals about to be mounted are read by name; nothing is created and the StatefulSet is not scaled")
+			require.Equal(t, int32(3), *f.statefulSet().Spec.Replicas)
+			require.Equal(t, "ChildConflict", condition(f.database(), "Ready").Reason)
+			require.Equal(t, foreign, f.claim(foreign.Name))
 		})
 	}
 }
 
-func TestDeletionOfAClaimFromAStaleCacheConflictsInsteadOfLeavingItTerminating(t *testing.T) {
-	db := seedDatabase()
-	db.Spec.DeletionPolicy = examplev1.DeletionPolicyDoNotTerminate
-	f := newFixture(t, db)
-	f.ready() // protects the claims
-	live := f.claim("data-my-database-0").DeepCopy()
-	require.Equal(t, []string{database.ProtectFinalizer}, live.Finalizers)
-	live.ResourceVersion = "2"
-	require.NoError(t, f.kube.Tracker().Update(claims, live, namespace))
-	// The cache still has the claim as it was before the Reconciler protected it.
-	stale := live.DeepCopy()
-	stale.ResourceVersion, stale.Finalizers = "1", nil
-	f.pin(claims, stale.Name, stale)
-	// The API server's resourceVersion precondition, which the fake clientset does not check.
-	f.kube.PrependReactor("delete", "persistentvolumeclaims", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		d := a.(k8stesting.DeleteAction)
-		want := d.GetDeleteOptions().Preconditions
-		stored, err := f.kube.Tracker().Get(claims, namespace, d.GetName())
-		if err != nil || want == nil || want.ResourceVersion == nil || *want.ResourceVersion == stored.(metav1.Object).GetResourceVersion() {
-			return false, nil, nil
-		}
-		f.record(a) // handled here, before the fixture's recording reactor
-		return true, nil, apierrors.NewConflict(claims.GroupResource(), d.GetName(), errors.New("the object has been modified"))
-	})
-	f.updateDatabase(func(db *examplev1.Database) {
-		db.Spec.DeletionPolicy = examplev1.DeletionPolicyDelete
-		db.DeletionTimestamp = ptr.To(metav1.NewTime(start))
-	})
-
-	_, err := f.reconcile()
-	require.True(t, apierrors.IsConflict(err), "%v", err)
-	require.Contains(t, f.actions, "delete persistentvolumeclaims data-my-database-0")
-	require.Equal(t, []string{database.FinalizerName}, f.database().Finalizers, "the cleanup is not done")
-	require.Equal(t, []string{database.ProtectFinalizer}, f.claim(stale.Name).Finalizers)
-	require.Nil(t, f.claim(stale.Name).DeletionTimestamp, "not left Terminating with the finalizer")
-
-	f.unpin(claims, stale.Name)
-	_, err = f.reconcile()
-	require.NoError(t, err)
-	require.Contains(t, f.actions, "patch persistentvolumeclaims data-my-database-0")
-	require.False(t, f.exists(claims, stale.Name))
-	require.Empty(t, f.database().Finalizers)
-}
-
 func TestScalingUpOntoAClaimReplacedBehindAStaleCacheIsAConflict(t *testing.T) {
-	f := newFixture(t, seedDatabase())
+	f := newFixture(t, exampleDatabase())
 	f.ready()
 	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Replicas = ptr.To[int32](1) })
 	_, err := f.reconcile()
@@ -185,7 +111,7 @@ func TestScalingUpOntoAClaimReplacedBehindAStaleCacheIsAConflict(t *testing.T) {
 func TestTheReconcilerCreatesTheClaimsAsTheStatefulSetControllerWouldBeforeTheStatefulSet(t *testing.T) {
 	for _, policy := range []examplev1.DeletionPolicy{examplev1.DeletionPolicyDelete, examplev1.DeletionPolicyDoNotTerminate} {
 		t.Run(string(policy), func(t *testing.T) {
-			db := seedDatabase()
+			db := exampleDatabase()
 			db.Spec.DeletionPolicy = policy
 			f := newFixture(t, db)
 			_, err := f.reconcile()
@@ -261,7 +187,7 @@ func TestAForeignClaimCreatedBetweenTheReadAndTheCreateIsAConflict(t *testing.T)
 		replicas: 3,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, seedDatabase())
+			f := newFixture(t, exampleDatabase())
 			tc.setup(f)
 			foreign := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: tc.claim, UID: "foreign"}}
 			// Someone creates the claim after the Reconciler read it absent: its create finds it.
@@ -288,90 +214,10 @@ func TestAForeignClaimCreatedBetweenTheReadAndTheCreateIsAConflict(t *testing.T)
 	}
 }
 
-// serverChecksPatchUID plays the API server's refusal of a patch of a claim whose metadata.uid
-// is not the stored claim's (uid is immutable: 422, a cause on metadata.uid), which the fake
-// clientset does not check.
-func serverChecksPatchUID(f *fixture) {
-	f.kube.PrependReactor("patch", "persistentvolumeclaims", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		p := a.(k8stesting.PatchAction)
-		var patch struct {
-			Metadata struct {
-				UID *types.UID `json:"uid"`
-			} `json:"metadata"`
-		}
-		require.NoError(f.t, json.Unmarshal(p.GetPatch(), &patch))
-		stored, err := f.kube.Tracker().Get(claims, namespace, p.GetName())
-		if err != nil || patch.Metadata.UID == nil || *patch.Metadata.UID == stored.(metav1.Object).GetUID() {
-			return false, nil, nil
-		}
-		f.record(a) // handled here, before the fixture's recording reactor
-		return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "PersistentVolumeClaim"}, p.GetName(),
-			field.ErrorList{field.Invalid(field.NewPath("metadata", "uid"), *patch.Metadata.UID, "field is immutable")})
-	})
-}
-
-func TestReleaseAndUnprotectPatchesApplyOnlyToTheClaimTheyWereMadeFor(t *testing.T) {
-	for _, tc := range []struct {
-		policy examplev1.DeletionPolicy
-	}{
-		{examplev1.DeletionPolicyRetain}, // releasePatch
-		{examplev1.DeletionPolicyDelete}, // unprotectPatch, our claim protected before a policy change
-	} {
-		t.Run(string(tc.policy), func(t *testing.T) {
-			db := seedDatabase()
-			db.Spec.DeletionPolicy = examplev1.DeletionPolicyDoNotTerminate
-			f := newFixture(t, db)
-			f.ready()
-			serverChecksPatchUID(f)
-			// The cache still holds our data-my-database-2 (protected); on the API server a
-			// foreign claim, protected by some other owner, has taken its name.
-			ours := f.claim("data-my-database-2").DeepCopy()
-			require.Equal(t, []string{database.ProtectFinalizer}, ours.Finalizers)
-			f.pin(claims, ours.Name, ours)
-			require.NoError(t, f.kube.Tracker().Delete(claims, namespace, ours.Name))
-			foreign := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: ours.Name, UID: "foreign",
-				Finalizers: []string{database.ProtectFinalizer}, Labels: map[string]string{database.ManagedByLabel: "someone-else"}}}
-			require.NoError(t, f.kube.Tracker().Add(foreign))
-			f.updateDatabase(func(db *examplev1.Database) {
-				db.Spec.DeletionPolicy = tc.policy
-				db.DeletionTimestamp = ptr.To(metav1.NewTime(start))
-			})
-
-			_, err := f.reconcile()
-			require.True(t, apierrors.IsConflict(err), "retried with a fresh copy: %v", err)
-			require.Contains(t, f.actions, "patch persistentvolumeclaims data-my-database-2")
-			for _, a := range f.raw {
-				if p, ok := a.(k8stesting.PatchAction); ok && p.GetResource() == claims {
-					var patch struct {
-						Metadata struct {
-							UID types.UID `json:"uid"`
-						} `json:"metadata"`
-					}
-					require.NoError(t, json.Unmarshal(p.GetPatch(), &patch))
-					require.Equal(t, types.UID(p.GetName()+"-uid"), patch.Metadata.UID, "%s %s", p.GetName(), p.GetPatch())
-				}
-			}
-			require.Equal(t, foreign, f.claim(foreign.Name), "the foreign claim is neither released nor modified")
-			require.Equal(t, []string{database.FinalizerName}, f.database().Finalizers, "the cleanup is not done")
-			for _, e := range f.events() {
-				require.NotContains(t, e, "CleanupDone")
-			}
-
-			// The cache catches up: the foreign claim is not ours, the cleanup completes.
-			f.unpin(claims, ours.Name)
-			_, err = f.reconcile()
-			require.NoError(t, err)
-			require.NotContains(t, f.actions, "patch persistentvolumeclaims data-my-database-2")
-			require.Empty(t, f.database().Finalizers)
-			require.Equal(t, foreign, f.claim(foreign.Name))
-		})
-	}
-}
-
 func TestNoClaimIsCreatedForAForeignStatefulSetOfTheName(t *testing.T) {
 	// Unlabelled, so not in the cache: the StatefulSet controller would mount our claims in it.
 	foreign := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: "foreign"}}
-	f := newFixture(t, seedDatabase(), foreign)
+	f := newFixture(t, exampleDatabase(), foreign)
 	result, err := f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, requeueExternal, result)
@@ -380,4 +226,91 @@ func TestNoClaimIsCreatedForAForeignStatefulSetOfTheName(t *testing.T) {
 		[]string{"get statefulsets my-database", "update databases/status my-database"}), f.actions)
 	require.Contains(t, condition(f.database(), "Ready").Message, "StatefulSet my-database already exists")
 	require.False(t, f.exists(claims, "data-my-database-0"))
+}
+
+func TestForeignClaimWithADataClaimNameIsAConflict(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		labels      map[string]string
+	}{
+		{"unmarked", nil, nil},
+		{"retained from another Database", map[string]string{database.RetainedFromAnnotation: "other/my-database"}, nil},
+		{"retained from a Database of another engine", map[string]string{database.RetainedFromAnnotation: "production/my-database"},
+			map[string]string{"app.kubernetes.io/name": "mysql"}},
+	} {
+		for _, where := range []struct {
+			name string
+			// cached: the foreign claim is in the claim cache; otherwise it was created a moment
+			// ago and only the API server has it. Either way the claims about to be mounted are
+			// read by name, and none is created before the conflict.
+			cached bool
+		}{
+			{"in the cache", true},
+			{"not yet in the cache", false},
+		} {
+			t.Run(tc.name+", "+where.name, func(t *testing.T) {
+				foreign := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "data-my-database-0",
+					UID: "foreign", Annotations: tc.annotations, Labels: tc.labels}}
+				f := newFixture(t, exampleDatabase(), foreign)
+				if !where.cached {
+					f.pin(claims, foreign.Name, nil)
+				}
+				result, err := f.reconcile()
+				require.NoError(t, err)
+				require.Equal(t, requeueExternal, result)
+				require.Equal(t, slices.Concat([]string{"update databases my-database", "create secrets my-database-credentials",
+					"create services my-database-headless", "create services my-database"}, getClaims,
+					[]string{"update databases/status my-database"}), f.actions, "no StatefulSet mounts it")
+				require.False(t, f.exists(statefulSets, name))
+				db := f.database()
+				require.Equal(t, examplev1.DatabasePhaseFailed, db.Status.Phase)
+				require.Equal(t, "ChildConflict", condition(db, "Ready").Reason)
+				require.Contains(t, condition(db, "Ready").Message, "PersistentVolumeClaim data-my-database-0 already exists")
+				require.Equal(t, foreign, f.claim("data-my-database-0"))
+			})
+		}
+	}
+}
+
+func TestDataClaimsAreFoundByNameWhateverTheirLabels(t *testing.T) {
+	edit := func(f *fixture) {
+		claim := f.claim("data-my-database-1").DeepCopy()
+		claim.Labels = map[string]string{"edited": "by-hand"}
+		require.NoError(t, f.kube.Tracker().Update(claims, claim, namespace))
+	}
+	t.Run("expanded, labels restored", func(t *testing.T) {
+		f := newFixture(t, exampleDatabase())
+		f.ready()
+		edit(f)
+		f.updateDatabase(func(db *examplev1.Database) { db.Spec.Storage = "200Gi" })
+		_, err := f.reconcile()
+		require.NoError(t, err)
+		require.Equal(t, []string{
+			"patch persistentvolumeclaims data-my-database-0",
+			"update persistentvolumeclaims data-my-database-1",
+			"patch persistentvolumeclaims data-my-database-1",
+			"patch persistentvolumeclaims data-my-database-2",
+			"delete statefulsets my-database",
+			"create statefulsets my-database",
+			"update databases/status my-database",
+		}, f.actions, "data-my-database-1 is found in the claim cache's index, outside ManagedBySelector, with no read from the API server")
+		claim := f.claim("data-my-database-1")
+		require.Equal(t, "200Gi", ptr.To(claim.Spec.Resources.Requests[corev1.ResourceStorage]).String())
+		require.Equal(t, "by-hand", claim.Labels["edited"])
+		require.Equal(t, specs.ManagedByValue, claim.Labels[specs.ManagedByLabel])
+		require.Equal(t, name, claim.Labels["app.kubernetes.io/instance"])
+	})
+	t.Run("released by Retain", func(t *testing.T) {
+		db := exampleDatabase()
+		db.Spec.DeletionPolicy = examplev1.DeletionPolicyRetain
+		f := newFixture(t, db)
+		f.ready()
+		edit(f)
+		f.updateDatabase(func(db *examplev1.Database) { db.DeletionTimestamp = ptr.To(metav1.NewTime(start)) })
+		_, err := f.reconcile()
+		require.NoError(t, err)
+		require.Contains(t, f.actions, "patch persistentvolumeclaims data-my-database-1")
+		require.Empty(t, f.claim("data-my-database-1").OwnerReferences, "the garbage collector must not take it")
+	})
 }

@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/controller/specs"
 	dbfake "example.com/database-apiserver/pkg/generated/clientset/versioned/fake"
 )
 
@@ -126,7 +127,7 @@ func TestClaimEventsEnqueueTheDatabaseTheirNameBelongsTo(t *testing.T) {
 }
 
 func TestInformersSeeOnlyManagedChildrenButEveryClaim(t *testing.T) {
-	managed := map[string]string{ManagedByLabel: ManagedByValue}
+	managed := map[string]string{specs.ManagedByLabel: specs.ManagedByValue}
 	c, start := newTestController(t,
 		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "production", Name: "ours", Labels: managed,
 			OwnerReferences: controlledBy("example.com/v1", "Database", "ours")}},

@@ -2,7 +2,6 @@ package database
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -18,10 +17,11 @@ import (
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/controller/specs"
 )
 
 // reconcileDelete runs the cleanup of spec.deletionPolicy for a Database being deleted, then
-// removes FinalizerName (issue #4, section 4), and reports phase Deleting.
+// removes FinalizerName, and reports phase Deleting.
 //
 //   - Delete ("" too): the StatefulSet, both Services, the PodDisruptionBudget, the data
 //     PersistentVolumeClaims and the Secret are deleted (ProtectFinalizer removed first).
@@ -78,13 +78,13 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, db *examplev1.Database
 		// Pods are ours to delete.
 		pending = append(pending, fmt.Sprintf("StatefulSet %s is being deleted", sts.Name))
 	default:
-		collect(deleteChild(ctx, db, "StatefulSet", func(string) (*appsv1.StatefulSet, error) { return sts, nil },
-			r.kube.AppsV1().StatefulSets(ns), statefulSetName(db)))
+		collect(deleteChild(ctx, db, "StatefulSet", r.kube.AppsV1().StatefulSets(ns), sts))
 	}
-	for _, name := range []string{headlessServiceName(db), clientServiceName(db)} {
-		collect(deleteChild(ctx, db, "Service", r.listers.Services.Services(ns).Get, r.kube.CoreV1().Services(ns), name))
+	for _, name := range []string{specs.HeadlessServiceName(db), specs.ClientServiceName(db)} {
+		collect(deleteCachedChild(ctx, db, "Service", r.listers.Services.Services(ns).Get, r.kube.CoreV1().Services(ns), name))
 	}
-	collect(deleteChild(ctx, db, "PodDisruptionBudget", r.listers.PodDisruptionBudgets.PodDisruptionBudgets(ns).Get, r.kube.PolicyV1().PodDisruptionBudgets(ns), pdbName(db)))
+	collect(deleteCachedChild(ctx, db, "PodDisruptionBudget", r.listers.PodDisruptionBudgets.PodDisruptionBudgets(ns).Get,
+		r.kube.PolicyV1().PodDisruptionBudgets(ns), specs.PodDisruptionBudgetName(db)))
 	if sts == nil || sts.DeletionTimestamp == nil {
 		orphans, err := r.deleteOrphanPods(ctx, db)
 		if err != nil {
@@ -97,7 +97,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, db *examplev1.Database
 
 	// The claims any StatefulSet of db may have made: those of spec.replicas and of the
 	// StatefulSet's own count (it may lag behind a change of spec.replicas, either way).
-	mounted := max(ptr.Deref(db.Spec.Replicas, fallbackReplicas), statefulSetReplicas(sts))
+	mounted := max(ptr.Deref(db.Spec.Replicas, 0), statefulSetReplicas(sts))
 	kept, err := r.cleanupData(ctx, db, keep, mounted)
 	if err != nil {
 		errs = append(errs, err)
@@ -137,15 +137,15 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, db *examplev1.Database
 // labels were edited, the informer lags), from the API server; nil when there is none of
 // ours.
 func (r *Reconciler) liveStatefulSet(ctx context.Context, db *examplev1.Database) (*appsv1.StatefulSet, error) {
-	sts, err := r.listers.StatefulSets.StatefulSets(db.Namespace).Get(statefulSetName(db))
+	sts, err := r.listers.StatefulSets.StatefulSets(db.Namespace).Get(specs.StatefulSetName(db))
 	if apierrors.IsNotFound(err) {
-		sts, err = r.kube.AppsV1().StatefulSets(db.Namespace).Get(ctx, statefulSetName(db), metav1.GetOptions{})
+		sts, err = r.kube.AppsV1().StatefulSets(db.Namespace).Get(ctx, specs.StatefulSetName(db), metav1.GetOptions{})
 	}
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, nil
 	case err != nil:
-		return nil, fmt.Errorf("get StatefulSet %q: %w", statefulSetName(db), err)
+		return nil, fmt.Errorf("get StatefulSet %q: %w", specs.StatefulSetName(db), err)
 	case !isControlledBy(sts, db):
 		return nil, nil
 	}
@@ -158,14 +158,14 @@ func (r *Reconciler) liveStatefulSet(ctx context.Context, db *examplev1.Database
 // there (their deletion requested), which the cleanup waits for.
 func (r *Reconciler) deleteOrphanPods(ctx context.Context, db *examplev1.Database) ([]string, error) {
 	client := r.kube.CoreV1().Pods(db.Namespace)
-	list, err := client.List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(selectorLabels(db)).String()})
+	list, err := client.List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(specs.SelectorLabels(db)).String()})
 	if err != nil {
 		return nil, fmt.Errorf("list Pods: %w", err)
 	}
 	var orphans []string
 	var errs []error
 	for _, pod := range list.Items {
-		ordinal, ok := strings.CutPrefix(pod.Name, statefulSetName(db)+"-")
+		ordinal, ok := strings.CutPrefix(pod.Name, specs.StatefulSetName(db)+"-")
 		if !ok || strings.Trim(ordinal, "0123456789") != "" || ordinal == "" || metav1.GetControllerOf(&pod) != nil {
 			continue
 		}
@@ -210,11 +210,11 @@ func (r *Reconciler) cleanupData(ctx context.Context, db *examplev1.Database, ke
 			done("PersistentVolumeClaim", claim.Name, deleteOrRelease(ctx, claims, claimsResource, db, keep, claim))
 		}
 	}
-	secret, err := secrets.Get(ctx, secretName(db), metav1.GetOptions{})
+	secret, err := secrets.Get(ctx, specs.SecretName(db), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
-		errs = append(errs, fmt.Errorf("get Secret %q: %w", secretName(db), err))
+		errs = append(errs, fmt.Errorf("get Secret %q: %w", specs.SecretName(db), err))
 	case isControlledBy(secret, db):
 		done("Secret", secret.Name, deleteOrRelease(ctx, secrets, secretsResource, db, keep, secret))
 	}
@@ -260,62 +260,4 @@ func deleteOrRelease[T any](ctx context.Context, client deleterPatcher[T], resou
 		return replacedError(resource, obj, err)
 	}
 	return err
-}
-
-// The resources deleteOrRelease and reconcileClaims name in a replacedError.
-var (
-	claimsResource  = corev1.Resource("persistentvolumeclaims")
-	secretsResource = corev1.Resource("secrets")
-)
-
-// isUIDMismatch reports whether err is the API server's refusal of a patch whose metadata.uid
-// is not the uid of the object of that name, an object replaced since it was read: uid is
-// immutable, so the update the patch makes fails validation (422 Invalid, a cause on field
-// metadata.uid; k8s.io/apiserver's patch handler sets no UID precondition of its own).
-func isUIDMismatch(err error) bool {
-	var status apierrors.APIStatus
-	if !apierrors.IsInvalid(err) || !errors.As(err, &status) || status.Status().Details == nil {
-		return false
-	}
-	for _, cause := range status.Status().Details.Causes {
-		if cause.Field == "metadata.uid" {
-			return true
-		}
-	}
-	return false
-}
-
-// replacedError is a Conflict for a patch of obj refused because the object of that name is
-// another one now (isUIDMismatch): like a stale resourceVersion, retried with a fresh copy.
-func replacedError(resource schema.GroupResource, obj metav1.Object, err error) error {
-	return apierrors.NewConflict(resource, obj.GetName(), fmt.Errorf(
-		"the object was replaced since it was read (uid %s expected): %v", obj.GetUID(), err))
-}
-
-// unprotectPatch is the strategic merge patch that removes ProtectFinalizer from the object
-// of uid (another object of the same name makes it fail: isUIDMismatch).
-func unprotectPatch(uid types.UID) []byte {
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
-		"uid":                                 uid,
-		"$deleteFromPrimitiveList/finalizers": []string{ProtectFinalizer},
-	}})
-	return patch
-}
-
-// releasePatch is the strategic merge patch that releases a child from db: it deletes db's
-// owner reference (by uid, the list's merge key), the managed-by label and ProtectFinalizer
-// (whether or not a possibly stale copy shows it; deleting an absent one is a no-op), so
-// neither the garbage collector nor the Reconciler touches the object again; and it marks the
-// object RetainedFromAnnotation, so a new Database of the same name adopts it (with the data
-// and the password the engine keeps). It applies only to the object of uid: another object of
-// the same name makes it fail (isUIDMismatch), so a foreign one is never marked.
-func releasePatch(db *examplev1.Database, uid types.UID) []byte {
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
-		"uid":                                 uid,
-		"labels":                              map[string]any{ManagedByLabel: nil},
-		"annotations":                         map[string]any{RetainedFromAnnotation: retainedKey(db)},
-		"ownerReferences":                     []map[string]any{{"$patch": "delete", "uid": db.UID}},
-		"$deleteFromPrimitiveList/finalizers": []string{ProtectFinalizer},
-	}})
-	return patch
 }

@@ -51,9 +51,9 @@ var (
 	databases    = examplev1.SchemeGroupVersion.WithResource("databases")
 )
 
-// seedDatabase is the seed's example (seed-database.yaml) as stored: defaulted, with a UID
-// and generation 1.
-func seedDatabase() *examplev1.Database {
+// exampleDatabase is the example Database (artifacts/examples/database.yaml) as the API
+// server stores it: defaulted, with a UID and generation 1.
+func exampleDatabase() *examplev1.Database {
 	return &examplev1.Database{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: dbUID, Generation: 1, ResourceVersion: "1"},
 		Spec: examplev1.DatabaseSpec{
@@ -257,7 +257,7 @@ func (f *fixture) pin(gvr schema.GroupVersionResource, n string, obj runtime.Obj
 // informer caught up.
 func (f *fixture) unpin(gvr schema.GroupVersionResource, n string) { delete(f.pinned[gvr], n) }
 
-// reconcile syncs the listers, forgets earlier actions and events, and reconciles the seed
+// reconcile syncs the listers, forgets earlier actions and events, and reconciles the example
 // key once.
 func (f *fixture) reconcile() (database.Result, error) {
 	f.t.Helper()
@@ -377,7 +377,7 @@ func (f *fixture) createClaims(n int) {
 	}
 }
 
-// ready brings the seed Database to phase Ready through the Reconciler: first Reconcile,
+// ready brings the example Database to phase Ready through the Reconciler: first Reconcile,
 // then the StatefulSet controller's work (claims, every replica ready), then a second
 // Reconcile that writes the Ready status.
 func (f *fixture) ready() {

@@ -1,15 +1,20 @@
-// Package database is the Database controller (issue #4). The Reconciler turns each
-// example.com/v1 Database into its credentials Secret, headless and client Services,
-// StatefulSet and PodDisruptionBudget, cleans up by spec.deletionPolicy, and reports the
-// state in the Database's status; the Controller (controller.go) feeds it keys from
-// informers through a rate-limited workqueue.
+// Package database is the Database controller. The Reconciler turns each example.com/v1
+// Database into its credentials Secret, headless and client Services, StatefulSet and
+// PodDisruptionBudget (built by package specs), cleans up by spec.deletionPolicy, and
+// reports the state in the Database's status; the Controller (controller.go) feeds it keys
+// from informers through a rate-limited workqueue.
+//
+// Reconcile (this file) runs one pass (pass.go: the Secret and Services; claims.go: the
+// data claims; workload.go: the StatefulSet and PodDisruptionBudget), then writes status
+// (status.go); a Database being deleted goes to delete.go instead. The pieces they share
+// have their own files: child writes (childwrite.go), ownership and adoption
+// (ownership.go), errors (errors.go) and Events (events.go).
 package database
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,35 +29,24 @@ import (
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/controller/specs"
 	"example.com/database-apiserver/pkg/generated/clientset/versioned"
 	examplelisters "example.com/database-apiserver/pkg/generated/listers/example/v1"
 )
 
-// FinalizerName is the finalizer the Reconciler puts on every Database before creating its
-// children, and removes once the deletion policy's cleanup is done (the seed's finalizer).
-const FinalizerName = "database.example.com/finalizer"
-
-// ManagedByLabel and ManagedByValue mark every child of a Database (the Kubernetes
-// recommended label app.kubernetes.io/managed-by); the controller's informers for owned
-// kinds see only objects selected by ManagedBySelector.
-const (
-	ManagedByLabel = "app.kubernetes.io/managed-by"
-	ManagedByValue = "database-controller"
-)
-
-// ManagedBySelector selects the objects the Reconciler manages: ManagedByLabel=ManagedByValue.
+// ManagedBySelector selects the objects the Reconciler manages:
+// specs.ManagedByLabel=specs.ManagedByValue. The controller's informers for owned kinds see
+// only objects it selects.
 func ManagedBySelector() labels.Selector {
-	return labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue})
+	return labels.SelectorFromSet(labels.Set{specs.ManagedByLabel: specs.ManagedByValue})
 }
 
 // RequeueAfterNotReady is how long the Reconciler waits before looking again at a Database
-// whose replicas are not all ready (the seed's RequeueAfter for "waiting on an external
-// condition"); the StatefulSet informer usually wakes it sooner.
+// whose replicas are not all ready; the StatefulSet informer usually wakes it sooner.
 const RequeueAfterNotReady = 10 * time.Second
 
 // RequeueAfterExternal is how long the Reconciler waits before looking again at a Database
@@ -60,8 +54,8 @@ const RequeueAfterNotReady = 10 * time.Second
 // holding a child's name, a StorageClass refusing an expansion, a terminating namespace.
 const RequeueAfterExternal = time.Minute
 
-// Result tells the caller when to look at the Database again (the seed's ctrl.Result). A zero
-// Result means "only when something changes".
+// Result tells the caller when to look at the Database again. A zero Result means "only
+// when something changes".
 type Result struct {
 	// RequeueAfter, when positive, asks for another Reconcile after this long.
 	RequeueAfter time.Duration
@@ -102,7 +96,7 @@ func NewReconciler(kube kubernetes.Interface, databases versioned.Interface, lis
 }
 
 // Reconcile brings the children of the Database named key to the desired state and writes
-// status (issue #4, sections 2 to 5).
+// status.
 //
 // It returns (Result{}, nil) for a Database that no longer exists, that is Ready, or that
 // failed on its spec (phase Failed: a version the catalog does not know, an invalid spec;
@@ -129,25 +123,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.ObjectName) (Resul
 	if db, err = r.setFinalizer(ctx, db, true); err != nil {
 		return Result{}, fmt.Errorf("adding finalizer %s: %w", FinalizerName, err)
 	}
-
-	obs, err := r.reconcileChildren(ctx, db)
-	var failed *failure
-	var waiting *waitError
-	switch {
-	case errors.As(err, &failed):
-		obs.failure = failed
-	case errors.As(err, &waiting):
-		obs.waiting = waiting.what
-	case err != nil:
+	obs, err := r.sync(ctx, db)
+	if err != nil {
 		return Result{}, r.reportError(ctx, db, computeStatus(db, obs, r.now()), err)
 	}
+	return r.report(ctx, db, obs)
+}
 
+// report writes the status obs gives db and says when to look again. A failure, or a refused
+// volume expansion, is also a Warning Event, once per transition rather than on every
+// resync of an unchanged one.
+func (r *Reconciler) report(ctx context.Context, db *examplev1.Database, obs observation) (Result, error) {
 	status := computeStatus(db, obs, r.now())
 	if !equality.Semantic.DeepEqual(db.Status, status) {
-		// Once per transition, not on every resync of an unchanged failure.
 		switch {
-		case failed != nil:
-			r.event(ctx, db, corev1.EventTypeWarning, failed.reason, "%s", failed.message)
+		case obs.failure != nil:
+			r.event(ctx, db, corev1.EventTypeWarning, obs.failure.reason, "%s", obs.failure.message)
 		case obs.expansion != nil && !sameCondition(db.Status, status, ConditionProgressing):
 			r.event(ctx, db, corev1.EventTypeWarning, obs.expansion.reason, "%s", obs.expansion.message)
 		}
@@ -156,7 +147,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.ObjectName) (Resul
 		return Result{}, err
 	}
 	switch {
-	case failed != nil && failed.external():
+	case obs.failure != nil && obs.failure.external():
 		return Result{RequeueAfter: RequeueAfterExternal}, nil
 	case status.Phase == examplev1.DatabasePhaseFailed:
 		return Result{}, nil
@@ -201,47 +192,6 @@ func (r *Reconciler) reportError(ctx context.Context, db *examplev1.Database, st
 	return err
 }
 
-// failure is a permanent error: retrying cannot fix it, only a change to the Database or to
-// the offending object can. Reconcile reports it as phase Failed and returns no error.
-type failure struct {
-	// reason is the CamelCase reason of the conditions and the Warning Event.
-	reason string
-	// message says what is wrong and what to do.
-	message string
-}
-
-func (f *failure) Error() string { return f.message }
-
-// external reports whether the failure comes from an object the informers do not watch (a
-// name taken by an object we do not own, a refused expansion, a terminating namespace): it
-// may go away without an event, so the Reconciler looks again after RequeueAfterExternal.
-// Spec errors wait for a change of the Database.
-func (f *failure) external() bool {
-	switch f.reason {
-	case ReasonChildConflict, ReasonStorageExpansionFailed, ReasonNamespaceTerminating, ReasonInvalidCredentials:
-		return true
-	}
-	return false
-}
-
-// waitError says a child is being deleted and must be gone before the Reconciler goes on.
-type waitError struct{ what string }
-
-func (w *waitError) Error() string { return "waiting: " + w.what }
-
-// writeError turns a failed write of a child into a failure when the API server refused the
-// object itself (422: retrying sends the same object), and otherwise into a transient error.
-func writeError(err error, verb, kind, name string) error {
-	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-		return &failure{reason: ReasonNamespaceTerminating, message: fmt.Sprintf(
-			"cannot %s %s %q: the namespace is being deleted", verb, kind, name)}
-	}
-	if apierrors.IsInvalid(err) {
-		return &failure{reason: ReasonInvalidChild, message: fmt.Sprintf("cannot %s %s %q: %v", verb, kind, name, err)}
-	}
-	return fmt.Errorf("%s %s %q: %w", verb, kind, name, err)
-}
-
 // writeStatus writes status through databases/status when it differs from db's, and returns
 // the Database as written (db itself when nothing changed).
 func (r *Reconciler) writeStatus(ctx context.Context, db *examplev1.Database, status examplev1.DatabaseStatus) (*examplev1.Database, error) {
@@ -257,49 +207,6 @@ func (r *Reconciler) writeStatus(ctx context.Context, db *examplev1.Database, st
 	}
 	klog.FromContext(ctx).V(2).Info("Updated status", "phase", status.Phase, "readyReplicas", status.ReadyReplicas)
 	return out, nil
-}
-
-// setFinalizer adds FinalizerName to db (present) or removes it, with an Update; on a
-// conflict it reads the Database again from the API server and retries
-// (retry.RetryOnConflict). It returns the Database as written, or db when nothing was to do.
-// A Database already gone when removing is not an error.
-func (r *Reconciler) setFinalizer(ctx context.Context, db *examplev1.Database, present bool) (*examplev1.Database, error) {
-	client := r.databases.ExampleV1().Databases(db.Namespace)
-	current, out := db, db
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		update := current.DeepCopy()
-		has := slices.Contains(update.Finalizers, FinalizerName)
-		switch {
-		case present == has:
-			out = current
-			return nil
-		case present && update.DeletionTimestamp != nil:
-			return fmt.Errorf("database %s/%s is being deleted", db.Namespace, db.Name)
-		case present:
-			update.Finalizers = append(update.Finalizers, FinalizerName)
-		default:
-			update.Finalizers = slices.DeleteFunc(update.Finalizers, func(f string) bool { return f == FinalizerName })
-		}
-		written, err := client.Update(ctx, update, metav1.UpdateOptions{})
-		switch {
-		case err == nil:
-			out = written
-			return nil
-		case apierrors.IsNotFound(err) && !present:
-			return nil
-		case apierrors.IsConflict(err):
-			fresh, getErr := client.Get(ctx, db.Name, metav1.GetOptions{})
-			if getErr != nil {
-				if apierrors.IsNotFound(getErr) && !present {
-					return nil
-				}
-				return getErr
-			}
-			current = fresh
-		}
-		return err
-	})
-	return out, err
 }
 
 // now is the time conditions transition at, to the second as the API server stores it.

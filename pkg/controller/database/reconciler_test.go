@@ -23,6 +23,7 @@ import (
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/database"
+	"example.com/database-apiserver/pkg/controller/specs"
 )
 
 var requeue = database.Result{RequeueAfter: 10 * time.Second}
@@ -30,7 +31,7 @@ var requeue = database.Result{RequeueAfter: 10 * time.Second}
 // requeueExternal is the Result of a Database stopped by an object the informers do not see.
 var requeueExternal = database.Result{RequeueAfter: time.Minute}
 
-// getClaims are the reads of the seed Database's data claims (three replicas) by name: those
+// getClaims are the reads of the example Database's data claims (three replicas) by name: those
 // the StatefulSet is about to mount, read from the API server whatever the claim cache holds,
 // before the StatefulSet is created; or, in a deletion, those the cache misses. A Database
 // whose StatefulSet exists and is not scaled up reads its claims from the cache alone.
@@ -40,7 +41,7 @@ var getClaims = []string{
 	"get persistentvolumeclaims data-my-database-2",
 }
 
-// createClaims are the creates of the seed Database's data claims that do not exist, by the
+// createClaims are the creates of the example Database's data claims that do not exist, by the
 // Reconciler before the StatefulSet that mounts them, so the StatefulSet controller never
 // creates one; the cache holding no StatefulSet, its name is first checked on the API server
 // (a foreign StatefulSet of that name would mount the claims).
@@ -51,7 +52,7 @@ var createClaims = []string{
 	"create persistentvolumeclaims data-my-database-2",
 }
 
-// growAndReplaceActions are the calls of one storage increase of the seed Database (three
+// growAndReplaceActions are the calls of one storage increase of the example Database (three
 // replicas): grow each data claim, orphan-delete and recreate the StatefulSet, report.
 var growAndReplaceActions = []string{
 	"patch persistentvolumeclaims data-my-database-0",
@@ -62,7 +63,7 @@ var growAndReplaceActions = []string{
 	"update databases/status my-database",
 }
 
-// firstReconcile is what a first Reconcile of the seed example does, in order.
+// firstReconcile is what a first Reconcile of the example Database does, in order.
 var firstReconcile = slices.Concat([]string{
 	"update databases my-database",
 	"create secrets my-database-credentials",
@@ -83,7 +84,7 @@ func TestReconcileOfAMissingDatabaseDoesNothing(t *testing.T) {
 }
 
 func TestFirstReconcileAddsTheFinalizerBeforeCreatingChildrenThenWritesStatus(t *testing.T) {
-	f := newFixture(t, seedDatabase())
+	f := newFixture(t, exampleDatabase())
 	result, err := f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, requeue, result)
@@ -107,7 +108,7 @@ func TestFirstReconcileAddsTheFinalizerBeforeCreatingChildrenThenWritesStatus(t 
 	}, db.Status.Conditions)
 }
 
-func TestChildrenFollowTheEngineTable(t *testing.T) {
+func TestChildrenFollowTheEngineRecipes(t *testing.T) {
 	for _, tc := range []struct {
 		engine  examplev1.Engine
 		version string
@@ -126,7 +127,7 @@ func TestChildrenFollowTheEngineTable(t *testing.T) {
 			regexp.MustCompile(`^mongodb://admin:([A-Za-z0-9_-]+)@my-database\.production\.svc:27017/\?authSource=admin$`)},
 	} {
 		t.Run(tc.image, func(t *testing.T) {
-			db := seedDatabase()
+			db := exampleDatabase()
 			db.Spec.Engine, db.Spec.Version = tc.engine, tc.version
 			f := newFixture(t, db)
 			_, err := f.reconcile()
@@ -222,7 +223,7 @@ func TestChildrenFollowTheEngineTable(t *testing.T) {
 }
 
 func TestPasswordsAreRandom(t *testing.T) {
-	a, b := newFixture(t, seedDatabase()), newFixture(t, seedDatabase())
+	a, b := newFixture(t, exampleDatabase()), newFixture(t, exampleDatabase())
 	for _, f := range []*fixture{a, b} {
 		_, err := f.reconcile()
 		require.NoError(t, err)
@@ -275,7 +276,7 @@ func TestSecondReconcileWritesNothing(t *testing.T) {
 		{"after the API server's defaults and other labels", serverDefaults},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, seedDatabase())
+			f := newFixture(t, exampleDatabase())
 			_, err := f.reconcile()
 			require.NoError(t, err)
 			tc.change(f)
@@ -290,7 +291,7 @@ func TestSecondReconcileWritesNothing(t *testing.T) {
 }
 
 func TestReadyDatabaseIsLeftAlone(t *testing.T) {
-	f := newFixture(t, seedDatabase())
+	f := newFixture(t, exampleDatabase())
 	f.ready()
 	for range 3 {
 		result, err := f.reconcile()
@@ -307,7 +308,7 @@ func TestReadyDatabaseIsLeftAlone(t *testing.T) {
 }
 
 func TestScaleUpdatesTheStatefulSetAndRemovesThePodDisruptionBudgetAtOne(t *testing.T) {
-	f := newFixture(t, seedDatabase())
+	f := newFixture(t, exampleDatabase())
 	f.ready()
 
 	for _, step := range []struct {
@@ -353,7 +354,7 @@ func TestScaleUpdatesTheStatefulSetAndRemovesThePodDisruptionBudgetAtOne(t *test
 }
 
 func TestVersionChangeRollsTheImage(t *testing.T) {
-	f := newFixture(t, seedDatabase())
+	f := newFixture(t, exampleDatabase())
 	f.ready()
 	password := f.secret().Data["password"]
 
@@ -391,7 +392,7 @@ func TestVersionChangeRollsTheImage(t *testing.T) {
 }
 
 func TestStorageIncreaseExpandsClaimsAndReplacesTheStatefulSetKeepingPods(t *testing.T) {
-	f := newFixture(t, seedDatabase())
+	f := newFixture(t, exampleDatabase())
 	f.ready()
 	oldUID := f.statefulSet().UID
 
@@ -441,7 +442,7 @@ func TestStorageIncreaseExpandsClaimsAndReplacesTheStatefulSetKeepingPods(t *tes
 }
 
 func TestStorageIncreaseWaitsWhileTheOldStatefulSetIsStillBeingDeleted(t *testing.T) {
-	f := newFixture(t, seedDatabase())
+	f := newFixture(t, exampleDatabase())
 	f.ready()
 	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Storage = "200Gi" })
 	// The garbage collector has not orphaned the Pods yet: the name is still taken.
@@ -486,7 +487,7 @@ func TestChildNameTakenByAnObjectWeDoNotOwnIsNeverWritten(t *testing.T) {
 		message: "Service my-database already exists and is not controlled by this Database (it has no controller); it is left untouched: delete or rename it, or give the Database another name (checked again every minute)",
 	}, {
 		name: "labelled as ours but controlled by another Database",
-		service: theirs(map[string]string{database.ManagedByLabel: database.ManagedByValue}, []metav1.OwnerReference{{
+		service: theirs(map[string]string{specs.ManagedByLabel: specs.ManagedByValue}, []metav1.OwnerReference{{
 			APIVersion: "example.com/v1", Kind: "Database", Name: name, UID: "old-uid", Controller: ptr.To(true)}}),
 		first: []string{"update databases my-database", "create secrets my-database-credentials",
 			"create services my-database-headless", "update databases/status my-database"},
@@ -494,7 +495,7 @@ func TestChildNameTakenByAnObjectWeDoNotOwnIsNeverWritten(t *testing.T) {
 		message: "Service my-database already exists and is not controlled by this Database (it is controlled by Database my-database (uid old-uid)); it is left untouched: delete or rename it, or give the Database another name (checked again every minute)",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, seedDatabase(), tc.service)
+			f := newFixture(t, exampleDatabase(), tc.service)
 			before := f.service(name)
 			result, err := f.reconcile()
 			require.NoError(t, err)
@@ -524,177 +525,8 @@ func TestChildNameTakenByAnObjectWeDoNotOwnIsNeverWritten(t *testing.T) {
 	}
 }
 
-func TestDeletion(t *testing.T) {
-	workload := []string{
-		"delete statefulsets my-database",
-		"delete services my-database-headless",
-		"delete services my-database",
-		"delete poddisruptionbudgets my-database",
-		"list pods",
-	}
-	deleteData := []string{
-		"delete persistentvolumeclaims data-my-database-0",
-		"delete persistentvolumeclaims data-my-database-1",
-		"delete persistentvolumeclaims data-my-database-2",
-		"get secrets my-database-credentials",
-		"delete secrets my-database-credentials",
-		"update databases/status my-database",
-		"update databases my-database",
-	}
-	releaseData := []string{
-		"patch persistentvolumeclaims data-my-database-0",
-		"patch persistentvolumeclaims data-my-database-1",
-		"patch persistentvolumeclaims data-my-database-2",
-		"get secrets my-database-credentials",
-		"patch secrets my-database-credentials",
-		"update databases/status my-database",
-		"update databases my-database",
-	}
-	kept := "Normal CleanupDone Cleanup done with deletionPolicy %s: deleted the workload; kept PersistentVolumeClaim data-my-database-0, PersistentVolumeClaim data-my-database-1, PersistentVolumeClaim data-my-database-2, Secret my-database-credentials, released from the Database"
-	for _, tc := range []struct {
-		policy  examplev1.DeletionPolicy
-		actions []string
-		events  []string
-		keep    bool
-	}{
-		{policy: examplev1.DeletionPolicyDelete, actions: append(workload, deleteData...),
-			events: []string{"Normal CleanupDone Cleanup done with deletionPolicy Delete: deleted the workload, volumes and credentials"}},
-		{policy: "", actions: append(workload, deleteData...),
-			events: []string{"Normal CleanupDone Cleanup done with deletionPolicy Delete: deleted the workload, volumes and credentials"}},
-		{policy: examplev1.DeletionPolicyRetain, actions: append(workload, releaseData...), keep: true,
-			events: []string{fmt.Sprintf(kept, "Retain")}},
-		{policy: examplev1.DeletionPolicyDoNotTerminate, actions: append(workload, releaseData...), keep: true,
-			events: []string{
-				"Warning DoNotTerminate Database is being deleted despite deletionPolicy DoNotTerminate; keeping its PersistentVolumeClaims and Secret as with Retain",
-				fmt.Sprintf(kept, "DoNotTerminate"),
-			}},
-	} {
-		t.Run(string(tc.policy), func(t *testing.T) {
-			f := newFixture(t, seedDatabase())
-			f.ready()
-			password := f.secret().Data["password"]
-			f.updateDatabase(func(db *examplev1.Database) {
-				db.Spec.DeletionPolicy = tc.policy
-				db.DeletionTimestamp = ptr.To(metav1.NewTime(start))
-			})
-
-			result, err := f.reconcile()
-			require.NoError(t, err)
-			require.Equal(t, database.Result{}, result)
-			require.Equal(t, tc.actions, f.actions)
-			require.Equal(t, tc.events, f.events())
-			require.Empty(t, f.database().Finalizers)
-			require.Equal(t, examplev1.DatabasePhaseDeleting, f.database().Status.Phase)
-
-			require.False(t, f.exists(statefulSets, name))
-			require.False(t, f.exists(services, name))
-			require.False(t, f.exists(services, name+"-headless"))
-			require.False(t, f.exists(pdbs, name))
-			data := []struct {
-				gvr schema.GroupVersionResource
-				n   string
-			}{{claims, "data-my-database-0"}, {claims, "data-my-database-1"}, {claims, "data-my-database-2"}, {secrets, "my-database-credentials"}}
-			for _, d := range data {
-				require.Equal(t, tc.keep, f.exists(d.gvr, d.n), d.n)
-				if !tc.keep {
-					continue
-				}
-				obj, err := f.kube.Tracker().Get(d.gvr, namespace, d.n)
-				require.NoError(t, err)
-				m := obj.(metav1.Object)
-				require.Empty(t, m.GetOwnerReferences(), "released: the garbage collector must not take %s", d.n)
-				require.NotContains(t, m.GetLabels(), database.ManagedByLabel)
-				require.Equal(t, "production/my-database", m.GetAnnotations()[database.RetainedFromAnnotation], "marked for a Database of the same name")
-				require.Equal(t, name, m.GetLabels()["app.kubernetes.io/instance"])
-			}
-			if tc.keep {
-				require.Equal(t, password, f.secret().Data["password"])
-			}
-		})
-	}
-}
-
-func TestDeletionToleratesChildrenAlreadyGone(t *testing.T) {
-	db := seedDatabase()
-	db.Finalizers = []string{database.FinalizerName}
-	db.DeletionTimestamp = ptr.To(metav1.NewTime(start))
-	f := newFixture(t, db)
-
-	result, err := f.reconcile()
-	require.NoError(t, err)
-	require.Equal(t, database.Result{}, result)
-	require.Equal(t, slices.Concat([]string{
-		"get statefulsets my-database",
-		"list pods",
-	}, getClaims, []string{
-		"get secrets my-database-credentials",
-		"update databases/status my-database",
-		"update databases my-database",
-	}), f.actions, "the claims of spec.replicas are looked for on the API server: none is in the cache")
-	require.Empty(t, f.database().Finalizers)
-}
-
-func TestDeletionLeavesChildrenOfOthersAlone(t *testing.T) {
-	db := seedDatabase()
-	db.Finalizers = []string{database.FinalizerName}
-	db.DeletionTimestamp = ptr.To(metav1.NewTime(start))
-	other := []metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Database", Name: name, UID: "old-uid", Controller: ptr.To(true)}}
-	managed := map[string]string{database.ManagedByLabel: database.ManagedByValue, "app.kubernetes.io/name": "postgresql", "app.kubernetes.io/instance": name}
-	f := newFixture(t, db,
-		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: managed, OwnerReferences: other}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-credentials", Labels: managed, OwnerReferences: other}},
-		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "data-my-database-0", Labels: managed, OwnerReferences: other}},
-	)
-
-	_, err := f.reconcile()
-	require.NoError(t, err)
-	require.Equal(t, []string{
-		"get statefulsets my-database",
-		"list pods",
-		"get persistentvolumeclaims data-my-database-1",
-		"get persistentvolumeclaims data-my-database-2",
-		"get secrets my-database-credentials",
-		"update databases/status my-database",
-		"update databases my-database",
-	}, f.actions)
-	require.True(t, f.exists(services, name))
-	require.True(t, f.exists(secrets, name+"-credentials"))
-	require.True(t, f.exists(claims, "data-my-database-0"))
-}
-
-func TestDeletionWithoutOurFinalizerDoesNothing(t *testing.T) {
-	db := seedDatabase()
-	db.Finalizers = []string{"someone.else/finalizer"}
-	db.DeletionTimestamp = ptr.To(metav1.NewTime(start))
-	f := newFixture(t, db)
-	result, err := f.reconcile()
-	require.NoError(t, err)
-	require.Equal(t, database.Result{}, result)
-	require.Empty(t, f.actions)
-}
-
-func TestDeletionKeepsTheFinalizerWhenCleanupFails(t *testing.T) {
-	f := newFixture(t, seedDatabase())
-	f.ready()
-	f.updateDatabase(func(db *examplev1.Database) { db.DeletionTimestamp = ptr.To(metav1.NewTime(start)) })
-	f.inject("delete", "services", 1, apierrors.NewInternalError(errors.New("etcd timeout")))
-
-	_, err := f.reconcile()
-	require.ErrorContains(t, err, "etcd timeout")
-	require.NotContains(t, f.actions, "update databases my-database")
-	require.Contains(t, f.actions, "delete secrets my-database-credentials", "the rest of the cleanup still ran")
-	require.Equal(t, []string{database.FinalizerName}, f.database().Finalizers)
-
-	_, err = f.reconcile()
-	require.NoError(t, err)
-	require.Equal(t, slices.Concat([]string{"get statefulsets my-database", "delete services my-database-headless", "list pods"},
-		getClaims, // deleted by the first pass, gone from the API server as from the cache
-		[]string{"get secrets my-database-credentials", "update databases/status my-database", "update databases my-database"}), f.actions)
-	require.Empty(t, f.database().Finalizers)
-}
-
 func TestStatusIsWrittenOnlyWhenItChanges(t *testing.T) {
-	f := newFixture(t, seedDatabase())
+	f := newFixture(t, exampleDatabase())
 	_, err := f.reconcile()
 	require.NoError(t, err)
 	f.createClaims(3)
@@ -749,7 +581,7 @@ func TestExistingSecretIsNeverRegenerated(t *testing.T) {
 	ours := func(data map[string]string) *corev1.Secret {
 		s := &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-credentials", Labels: map[string]string{
-				database.ManagedByLabel: database.ManagedByValue, "app.kubernetes.io/name": "postgresql",
+				specs.ManagedByLabel: specs.ManagedByValue, "app.kubernetes.io/name": "postgresql",
 				"app.kubernetes.io/instance": name, "app.kubernetes.io/component": "database",
 				"app.kubernetes.io/part-of": "database-apiserver"}, OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "example.com/v1", Kind: "Database", Name: name, UID: dbUID, Controller: ptr.To(true)}}},
@@ -795,7 +627,7 @@ func TestExistingSecretIsNeverRegenerated(t *testing.T) {
 		phase:   examplev1.DatabasePhaseFailed,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, seedDatabase(), tc.secret)
+			f := newFixture(t, exampleDatabase(), tc.secret)
 			_, err := f.reconcile()
 			require.NoError(t, err)
 			require.Equal(t, tc.actions, f.actions)
@@ -810,7 +642,7 @@ func TestExistingSecretIsNeverRegenerated(t *testing.T) {
 }
 
 func TestDeletedSecretIsGeneratedAgainWithAWarning(t *testing.T) {
-	f := newFixture(t, seedDatabase())
+	f := newFixture(t, exampleDatabase())
 	f.ready()
 	require.NoError(t, f.kube.Tracker().Delete(secrets, namespace, name+"-credentials"))
 	_, err := f.reconcile()
@@ -840,6 +672,18 @@ func TestPermanentErrorsFailWithoutRetry(t *testing.T) {
 		actions: []string{"update databases my-database", "update databases/status my-database"},
 		reason:  "InvalidSpec",
 	}, {
+		// The API server's DatabaseDefaults plugin is the one source of defaults: the
+		// controller never runs a Database on replicas or storage of its own choosing.
+		name:    "replicas not set",
+		change:  func(db *examplev1.Database) { db.Spec.Replicas = nil },
+		actions: []string{"update databases my-database", "update databases/status my-database"},
+		reason:  "InvalidSpec",
+	}, {
+		name:    "storage not set",
+		change:  func(db *examplev1.Database) { db.Spec.Storage = "" },
+		actions: []string{"update databases my-database", "update databases/status my-database"},
+		reason:  "InvalidSpec",
+	}, {
 		name: "a child the API server refuses",
 		inject: func(f *fixture) {
 			f.inject("create", "statefulsets", 1, apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "StatefulSet"}, name,
@@ -851,7 +695,7 @@ func TestPermanentErrorsFailWithoutRetry(t *testing.T) {
 		reason: "InvalidChild",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			db := seedDatabase()
+			db := exampleDatabase()
 			if tc.change != nil {
 				tc.change(db)
 			}
@@ -874,8 +718,25 @@ func TestPermanentErrorsFailWithoutRetry(t *testing.T) {
 	}
 }
 
+func TestTerminatingNamespaceIsReported(t *testing.T) {
+	f := newFixture(t, exampleDatabase())
+	terminating := apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "statefulsets"}, name,
+		fmt.Errorf("unable to create new content in namespace %s because it is being terminated", namespace))
+	terminating.ErrStatus.Details.Causes = append(terminating.ErrStatus.Details.Causes, metav1.StatusCause{
+		Type: corev1.NamespaceTerminatingCause, Message: "namespace production is being terminated", Field: "metadata.namespace"})
+	f.inject("create", "statefulsets", 1, terminating)
+
+	result, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, requeueExternal, result, "not a hot loop of creates")
+	db := f.database()
+	require.Equal(t, metav1.ConditionFalse, condition(db, "Ready").Status)
+	require.Equal(t, "NamespaceTerminating", condition(db, "Ready").Reason)
+	require.Equal(t, `cannot create StatefulSet "my-database": the namespace is being deleted`, condition(db, "Ready").Message)
+}
+
 func TestTransientErrorsAreReportedAndReturned(t *testing.T) {
-	f := newFixture(t, seedDatabase())
+	f := newFixture(t, exampleDatabase())
 	f.inject("create", "statefulsets", 2, apierrors.NewInternalError(errors.New("etcd timeout")))
 	_, err := f.reconcile()
 	require.ErrorContains(t, err, "etcd timeout")
@@ -904,17 +765,8 @@ func TestTransientErrorsAreReportedAndReturned(t *testing.T) {
 	require.Equal(t, "Updating", condition(f.database(), "Progressing").Reason)
 }
 
-func TestFinalizerConflictReadsAgainAndRetries(t *testing.T) {
-	f := newFixture(t, seedDatabase())
-	f.inject("update", "databases", 1, apierrors.NewConflict(schema.GroupResource{Group: "example.com", Resource: "databases"}, name, errors.New("modified")))
-	_, err := f.reconcile()
-	require.NoError(t, err)
-	require.Equal(t, append([]string{"update databases my-database", "get databases my-database"}, firstReconcile...), f.actions)
-	require.Equal(t, []string{database.FinalizerName}, f.database().Finalizers)
-}
-
 func TestStatusConflictIsReturnedForRequeue(t *testing.T) {
-	f := newFixture(t, seedDatabase())
+	f := newFixture(t, exampleDatabase())
 	f.inject("update", "databases/status", 1, apierrors.NewConflict(schema.GroupResource{Group: "example.com", Resource: "databases"}, name, errors.New("modified")))
 	_, err := f.reconcile()
 	require.True(t, apierrors.IsConflict(err), "%v", err)
@@ -922,7 +774,7 @@ func TestStatusConflictIsReturnedForRequeue(t *testing.T) {
 }
 
 func TestStorageExpansionRefusedDegradesWithoutBlockingOtherChanges(t *testing.T) {
-	f := newFixture(t, seedDatabase())
+	f := newFixture(t, exampleDatabase())
 	f.ready()
 	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Storage = "200Gi" })
 	f.inject("patch", "persistentvolumeclaims", 100, apierrors.NewForbidden(schema.GroupResource{Resource: "persistentvolumeclaims"},

@@ -9,9 +9,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/controller/specs"
 )
 
-// Condition types of a Database's status (issue #4, section 3). `kubectl wait
+// Condition types of a Database's status. `kubectl wait
 // --for=condition=Ready db/NAME` waits on ConditionReady.
 const (
 	// ConditionReady is True when every replica is ready at the current generation.
@@ -111,7 +112,7 @@ func readyReplicas(sts *appsv1.StatefulSet) int32 {
 func computeStatus(db *examplev1.Database, obs observation, now metav1.Time) examplev1.DatabaseStatus {
 	status := *db.Status.DeepCopy()
 	status.ObservedGeneration = db.Generation
-	status.Selector = podSelector(db)
+	status.Selector = specs.PodSelector(db)
 	status.ReadyReplicas = readyReplicas(obs.statefulSet)
 
 	type cond struct {

@@ -1,7 +1,7 @@
 // Package engine holds what the database controller knows about each engine: its port, data
 // directory, credentials environment, probes, file-system group and resource requests. The
-// facts come from DESIGN.md ("Engines") and from the official images' entrypoints
-// (docker-library postgres, mysql and mongo); the image itself comes from pkg/catalog.
+// facts come from the official images' entrypoints (docker-library postgres, mysql
+// and mongo); the image itself comes from pkg/catalog.
 package engine
 
 import (
@@ -188,8 +188,9 @@ var recipes = map[examplev1.Engine]Recipe{
 				secretEnv("POSTGRES_USER", secret, SecretKeyUsername),
 				secretEnv("POSTGRES_PASSWORD", secret, SecretKeyPassword),
 				secretEnv("POSTGRES_DB", secret, SecretKeyDatabase),
-				// A subdirectory: initdb refuses a mount point that holds lost+found, and
-				// the postgres 18 images moved their default data directory (DESIGN.md).
+				// A subdirectory: initdb refuses a mount point that holds lost+found. Set
+				// explicitly, so every major uses the same path: the postgres 18 images
+				// moved their default to /var/lib/postgresql/18/docker.
 				{Name: "PGDATA", Value: "/var/lib/postgresql/data/pgdata"},
 			}
 		},

@@ -26,7 +26,7 @@ func envSource(env []corev1.EnvVar) map[string]string {
 	return out
 }
 
-func TestContainerFollowsTheDesignEngineTable(t *testing.T) {
+func TestContainerFollowsTheEngineRecipe(t *testing.T) {
 	for _, tc := range []struct {
 		engine    examplev1.Engine
 		port      int32

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/randfill"
 
 	"example.com/database-apiserver/pkg/apis/example"
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/catalog"
 )
 
@@ -31,7 +32,7 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 
 func fuzzDatabaseSpec(s *example.DatabaseSpec, c randfill.Continue) {
 	s.Engine = example.SupportedEngines[c.Intn(len(example.SupportedEngines))]
-	lines := catalog.Lines(s.Engine)
+	lines := catalog.Lines(examplev1.Engine(s.Engine))
 	s.Version = lines[c.Intn(len(lines))]
 	if c.Bool() {
 		s.Version += "." + strconv.Itoa(c.Intn(40))

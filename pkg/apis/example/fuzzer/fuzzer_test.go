@@ -13,6 +13,7 @@ import (
 	"example.com/database-apiserver/pkg/apis/example"
 	examplefuzzer "example.com/database-apiserver/pkg/apis/example/fuzzer"
 	"example.com/database-apiserver/pkg/apis/example/install"
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/apis/example/validation"
 	"example.com/database-apiserver/pkg/catalog"
 )
@@ -30,7 +31,7 @@ func TestFuzzedDatabasesAreValidShaped(t *testing.T) {
 		var db example.Database
 		f.Fill(&db)
 
-		_, err := catalog.Lookup(db.Spec.Engine, db.Spec.Version)
+		_, err := catalog.Lookup(examplev1.Engine(db.Spec.Engine), db.Spec.Version)
 		require.NoError(t, err)
 
 		for _, e := range validation.ValidateDatabaseSpec(&db.Spec, field.NewPath("spec")) {

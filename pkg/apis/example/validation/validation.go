@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"example.com/database-apiserver/pkg/apis/example"
+	"example.com/database-apiserver/pkg/storagesize"
 )
 
 // controllerRevisionHashLength is the length of the hash a StatefulSet
@@ -50,7 +51,7 @@ const versionFmt = `[A-Za-z0-9_][A-Za-z0-9_.-]*`
 
 var (
 	versionRegexp = regexp.MustCompile("^" + versionFmt + "$")
-	storageRegexp = regexp.MustCompile(example.StoragePattern)
+	storageRegexp = regexp.MustCompile(storagesize.Pattern)
 )
 
 // ValidateDatabaseName is the ValidateNameFunc of Databases: name must be a
@@ -155,20 +156,20 @@ func ValidateReplicas(replicas int32, fldPath *field.Path) field.ErrorList {
 }
 
 // ValidateStorage validates a volume size at fldPath: Required when empty;
-// Invalid unless it matches example.StoragePattern (seed CRD), is at least
-// 1Gi and at most example.MaxStorageGi.
+// Invalid unless it matches storagesize.Pattern (seed CRD), is at least
+// 1Gi and at most storagesize.MaxGi.
 func ValidateStorage(storage string, fldPath *field.Path) field.ErrorList {
 	if storage == "" {
 		return field.ErrorList{field.Required(fldPath, "")}
 	}
 	if !storageRegexp.MatchString(storage) {
 		return field.ErrorList{field.Invalid(fldPath, storage,
-			validation.RegexError("must be a whole number of gibibytes", example.StoragePattern, "10Gi", "100Gi"))}
+			validation.RegexError("must be a whole number of gibibytes", storagesize.Pattern, "10Gi", "100Gi"))}
 	}
-	gi, err := example.ParseStorage(storage)
+	gi, err := storagesize.Parse(storage)
 	switch {
 	case err != nil:
-		return field.ErrorList{field.Invalid(fldPath, storage, fmt.Sprintf("must be at most %dGi", example.MaxStorageGi))}
+		return field.ErrorList{field.Invalid(fldPath, storage, fmt.Sprintf("must be at most %dGi", storagesize.MaxGi))}
 	case gi == 0:
 		return field.ErrorList{field.Invalid(fldPath, storage, "must be at least 1Gi")}
 	}
@@ -187,8 +188,8 @@ func ValidateDatabaseUpdate(newDB, oldDB *example.Database) field.ErrorList {
 	if newDB.Spec.Engine != oldDB.Spec.Engine {
 		errs = append(errs, field.Invalid(specPath.Child("engine"), string(newDB.Spec.Engine), "engine type is immutable"))
 	}
-	newGi, newErr := example.ParseStorage(newDB.Spec.Storage)
-	oldGi, oldErr := example.ParseStorage(oldDB.Spec.Storage)
+	newGi, newErr := storagesize.Parse(newDB.Spec.Storage)
+	oldGi, oldErr := storagesize.Parse(oldDB.Spec.Storage)
 	if newErr == nil && oldErr == nil && newGi < oldGi {
 		errs = append(errs, field.Invalid(specPath.Child("storage"), newDB.Spec.Storage,
 			fmt.Sprintf("may not shrink from %s to %s: a PersistentVolumeClaim cannot be made smaller", oldDB.Spec.Storage, newDB.Spec.Storage)))

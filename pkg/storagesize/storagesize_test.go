@@ -1,4 +1,4 @@
-package example_test
+package storagesize_test
 
 import (
 	"strings"
@@ -6,10 +6,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"example.com/database-apiserver/pkg/apis/example"
+	"example.com/database-apiserver/pkg/storagesize"
 )
 
-func TestParseStorageReturnsWholeGibibytes(t *testing.T) {
+func TestParseReturnsWholeGibibytes(t *testing.T) {
 	tests := []struct {
 		storage string
 		want    int64
@@ -19,18 +19,18 @@ func TestParseStorageReturnsWholeGibibytes(t *testing.T) {
 		{"0Gi", 0},
 		{"000Gi", 0},
 		{"0100Gi", 100},
-		{"8589934591Gi", example.MaxStorageGi},
+		{"8589934591Gi", storagesize.MaxGi},
 	}
 	for _, tt := range tests {
 		t.Run(tt.storage, func(t *testing.T) {
-			got, err := example.ParseStorage(tt.storage)
+			got, err := storagesize.Parse(tt.storage)
 			require.NoError(t, err)
 			require.Equal(t, tt.want, got)
 		})
 	}
 }
 
-func TestParseStorageRefusesOtherForms(t *testing.T) {
+func TestParseRefusesOtherForms(t *testing.T) {
 	tests := []struct {
 		storage string
 		says    string
@@ -48,13 +48,13 @@ func TestParseStorageRefusesOtherForms(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.storage, func(t *testing.T) {
-			_, err := example.ParseStorage(tt.storage)
+			_, err := storagesize.Parse(tt.storage)
 			require.ErrorContains(t, err, tt.says)
 		})
 	}
 }
 
-func TestCanonicalStorageDropsLeadingZerosOnly(t *testing.T) {
+func TestCanonicalDropsLeadingZerosOnly(t *testing.T) {
 	for in, want := range map[string]string{
 		"100Gi":                              "100Gi",
 		"0100Gi":                             "100Gi",
@@ -64,6 +64,6 @@ func TestCanonicalStorageDropsLeadingZerosOnly(t *testing.T) {
 		"99999999999999999999999999999999Gi": "99999999999999999999999999999999Gi",
 		"":                                   "",
 	} {
-		require.Equal(t, want, example.CanonicalStorage(in), "input %q", in)
+		require.Equal(t, want, storagesize.Canonical(in), "input %q", in)
 	}
 }

@@ -1,0 +1,148 @@
+package specs
+
+import (
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/controller/engine"
+)
+
+// Children are the objects the controller creates for a Database that has none yet, but for
+// the data claims (DataClaim).
+type Children struct {
+	Secret          *corev1.Secret
+	HeadlessService *corev1.Service
+	ClientService   *corev1.Service
+	StatefulSet     *appsv1.StatefulSet
+	// PodDisruptionBudget is nil when replicas is 1.
+	PodDisruptionBudget *policyv1.PodDisruptionBudget
+}
+
+// NewChildren builds the children of db exactly as the controller builds them on its first
+// pass, with password in the credentials Secret. It fails as Resolve does.
+func NewChildren(db *examplev1.Database, password string) (Children, error) {
+	d, err := Resolve(db)
+	if err != nil {
+		return Children{}, err
+	}
+	c := Children{
+		Secret:          Secret(db, d, password),
+		HeadlessService: HeadlessService(db, d),
+		ClientService:   ClientService(db, d),
+		StatefulSet:     StatefulSet(db, d),
+	}
+	if d.Replicas > 1 {
+		c.PodDisruptionBudget = PodDisruptionBudget(db)
+	}
+	return c, nil
+}
+
+// Secret is the credentials Secret "<name>-credentials" for a new user of the engine with
+// password: every key of the engine package's SecretKey* that applies to the engine.
+func Secret(db *examplev1.Database, d Desired, password string) *corev1.Secret {
+	data := map[string][]byte{
+		engine.SecretKeyUsername: []byte(d.Recipe.Username),
+		engine.SecretKeyPassword: []byte(password),
+	}
+	FillCredentials(db, d, data)
+	return &corev1.Secret{
+		ObjectMeta: objectMeta(db, SecretName(db), ChildLabels(db)),
+		Type:       corev1.SecretTypeOpaque,
+		Data:       data,
+	}
+}
+
+// FillCredentials sets the keys of the credentials that follow from the Database and the
+// user and password already in data (host, port, database, uri), so a password edited by
+// hand is reflected in the uri; it never changes the username or the password.
+func FillCredentials(db *examplev1.Database, d Desired, data map[string][]byte) {
+	host := ClientServiceName(db) + "." + db.Namespace + ".svc"
+	database := d.Recipe.DatabaseName(db.Name)
+	derived := map[string]string{
+		engine.SecretKeyHost: host,
+		engine.SecretKeyPort: strconv.Itoa(int(d.Recipe.Port)),
+		engine.SecretKeyURI:  d.Recipe.URI(string(data[engine.SecretKeyUsername]), string(data[engine.SecretKeyPassword]), host, database),
+	}
+	if database != "" {
+		derived[engine.SecretKeyDatabase] = database
+	}
+	for k, v := range derived {
+		data[k] = []byte(v)
+	}
+}
+
+func servicePorts(d Desired) []corev1.ServicePort {
+	return []corev1.ServicePort{{
+		Name:       d.Recipe.PortName,
+		Protocol:   corev1.ProtocolTCP,
+		Port:       d.Recipe.Port,
+		TargetPort: intstr.FromString(d.Recipe.PortName),
+	}}
+}
+
+// HeadlessService is "<name>-headless", the StatefulSet's governing Service: stable DNS
+// names for every Pod, ready or not (peers must find each other during startup).
+func HeadlessService(db *examplev1.Database, d Desired) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: objectMeta(db, HeadlessServiceName(db), ChildLabels(db)),
+		Spec: corev1.ServiceSpec{
+			Type:                     corev1.ServiceTypeClusterIP,
+			ClusterIP:                corev1.ClusterIPNone,
+			PublishNotReadyAddresses: true,
+			Selector:                 SelectorLabels(db),
+			Ports:                    servicePorts(d),
+		},
+	}
+}
+
+// ClientService is "<name>", the ClusterIP Service clients connect to (the Secret's host).
+// It routes to the first Pod only: the replicas do not replicate data between them, so
+// spreading connections over them would split one database's writes across several.
+func ClientService(db *examplev1.Database, d Desired) *corev1.Service {
+	selector := SelectorLabels(db)
+	selector[appsv1.StatefulSetPodNameLabel] = StatefulSetName(db) + "-0"
+	return &corev1.Service{
+		ObjectMeta: objectMeta(db, ClientServiceName(db), ChildLabels(db)),
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: selector,
+			Ports:    servicePorts(d),
+		},
+	}
+}
+
+// SyncService copies the fields the controller owns from want into have: our labels, type,
+// ports, selector and publishNotReadyAddresses. The cluster IP is immutable and kept.
+func SyncService(have, want *corev1.Service) {
+	have.Labels = MergeLabels(have.Labels, want.Labels)
+	have.Spec.Type = want.Spec.Type
+	have.Spec.Ports = want.Spec.Ports
+	have.Spec.Selector = want.Spec.Selector
+	have.Spec.PublishNotReadyAddresses = want.Spec.PublishNotReadyAddresses
+}
+
+// PodDisruptionBudget is "<name>", allowing one Pod down at a time (for replicas > 1).
+func PodDisruptionBudget(db *examplev1.Database) *policyv1.PodDisruptionBudget {
+	return &policyv1.PodDisruptionBudget{
+		ObjectMeta: objectMeta(db, PodDisruptionBudgetName(db), ChildLabels(db)),
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Selector:       &metav1.LabelSelector{MatchLabels: SelectorLabels(db)},
+		},
+	}
+}
+
+// SyncPodDisruptionBudget copies our labels, maxUnavailable and selector from want into have.
+func SyncPodDisruptionBudget(have, want *policyv1.PodDisruptionBudget) {
+	have.Labels = MergeLabels(have.Labels, want.Labels)
+	have.Spec.MinAvailable = nil
+	have.Spec.MaxUnavailable = want.Spec.MaxUnavailable
+	have.Spec.Selector = want.Spec.Selector
+}
