@@ -16,12 +16,13 @@ import (
 	"example.com/database-apiserver/pkg/apis/example/validation"
 )
 
-// The seed's Default() webhook: spec.replicas 1 and spec.storage "10Gi" when
-// omitted. A DatabaseDefaultsConfiguration may replace either.
+// The defaults of a Database that omits spec.replicas, spec.storage or
+// spec.deletionPolicy: one Pod with a 10Gi volume, deleted with its data. A
+// DatabaseDefaultsConfiguration may replace each.
 const (
 	DefaultReplicas int32 = 1
 	DefaultStorage        = "10Gi"
-	// DefaultDeletionPolicy is the spec.deletionPolicy of a Database that omits it (issue #4).
+	// DefaultDeletionPolicy is the spec.deletionPolicy of a Database that omits it.
 	DefaultDeletionPolicy = example.DeletionPolicyDelete
 )
 
@@ -42,8 +43,8 @@ const ConfigurationKind = "DatabaseDefaultsConfiguration"
 //	storage: 50Gi
 //	deletionPolicy: Retain
 //
-// Omitted fields keep the seed's defaults (DefaultReplicas, DefaultStorage)
-// and DefaultDeletionPolicy.
+// Omitted fields keep DefaultReplicas, DefaultStorage and
+// DefaultDeletionPolicy.
 type Configuration struct {
 	metav1.TypeMeta `json:",inline"`
 
@@ -88,7 +89,7 @@ func init() {
 
 // LoadConfiguration reads a DatabaseDefaultsConfiguration (YAML or JSON) from
 // config, which may be nil for "no configuration", and returns it with the
-// seed's defaults filled in for omitted fields.
+// package defaults filled in for omitted fields.
 //
 // It returns an error when the document is not an
 // admission.example.com/v1alpha1 DatabaseDefaultsConfiguration, when it has

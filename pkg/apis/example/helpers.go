@@ -7,8 +7,7 @@ import (
 	"strings"
 )
 
-// StoragePattern is the form of spec.storage: whole gibibytes, e.g. "100Gi"
-// (seed CRD: spec.storage pattern).
+// StoragePattern is the form of spec.storage: whole gibibytes, e.g. "100Gi".
 const StoragePattern = `^[0-9]+Gi$`
 
 // MaxStorageGi is the largest spec.storage, in gibibytes, whose size in bytes
