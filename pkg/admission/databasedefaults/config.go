@@ -6,12 +6,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"example.com/database-apiserver/pkg/admission/internal/configuration"
 	"example.com/database-apiserver/pkg/apis/example"
 	"example.com/database-apiserver/pkg/apis/example/validation"
 )
@@ -28,7 +25,7 @@ const (
 
 // ConfigurationGroupVersion is the apiVersion of the plugin's configuration:
 // admission.example.com/v1alpha1.
-var ConfigurationGroupVersion = schema.GroupVersion{Group: "admission.example.com", Version: "v1alpha1"}
+var ConfigurationGroupVersion = configuration.GroupVersion
 
 // ConfigurationKind is the kind of the plugin's configuration.
 const ConfigurationKind = "DatabaseDefaultsConfiguration"
@@ -76,16 +73,7 @@ func (c *Configuration) DeepCopyObject() runtime.Object {
 	return &out
 }
 
-var (
-	configScheme = runtime.NewScheme()
-	// Strict: unknown and duplicate fields are errors that name the field.
-	configCodecs = serializer.NewCodecFactory(configScheme, serializer.EnableStrict)
-)
-
-func init() {
-	configScheme.AddKnownTypeWithName(ConfigurationGroupVersion.WithKind(ConfigurationKind), &Configuration{})
-	utilruntime.Must(configScheme.SetVersionPriority(ConfigurationGroupVersion))
-}
+var decoder = configuration.NewDecoder(PluginName, ConfigurationKind, &Configuration{})
 
 // LoadConfiguration reads a DatabaseDefaultsConfiguration (YAML or JSON) from
 // config, which may be nil for "no configuration", and returns it with the
@@ -97,26 +85,15 @@ func init() {
 // validation.ValidateReplicas or validation.ValidateStorage (e.g. replicas 11,
 // storage "10GB"); the error names the field.
 func LoadConfiguration(config io.Reader) (*Configuration, error) {
-	cfg := &Configuration{}
-	if config != nil {
-		data, err := io.ReadAll(config)
-		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", ConfigurationKind, err)
-		}
-		obj, _, err := configCodecs.UniversalDeserializer().Decode(data, nil, nil)
-		if runtime.IsNotRegisteredError(err) || runtime.IsMissingKind(err) || runtime.IsMissingVersion(err) {
-			return nil, wrongKindError(data)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("decoding %s: %w", ConfigurationKind, err)
-		}
-		decoded, ok := obj.(*Configuration)
-		if !ok {
-			return nil, wrongKindError(data)
-		}
-		cfg = decoded
+	obj, err := decoder.Decode(config)
+	if err != nil {
+		return nil, err
 	}
-	cfg.APIVersion, cfg.Kind = ConfigurationGroupVersion.WithKind(ConfigurationKind).ToAPIVersionAndKind()
+	cfg, ok := obj.(*Configuration)
+	if !ok {
+		cfg = &Configuration{}
+		cfg.APIVersion, cfg.Kind = ConfigurationGroupVersion.WithKind(ConfigurationKind).ToAPIVersionAndKind()
+	}
 	if cfg.Replicas == nil {
 		r := DefaultReplicas
 		cfg.Replicas = &r
@@ -131,16 +108,6 @@ func LoadConfiguration(config io.Reader) (*Configuration, error) {
 		return nil, fmt.Errorf("invalid %s: %w", ConfigurationKind, errs.ToAggregate())
 	}
 	return cfg, nil
-}
-
-// wrongKindError says what the configuration must be and what data claims
-// to be; the decoder's own message names the scheme, which means nothing to an
-// operator.
-func wrongKindError(data []byte) error {
-	var got metav1.TypeMeta
-	_ = utilyaml.Unmarshal(data, &got) // best effort: the error is about the kind either way
-	return fmt.Errorf("the %s configuration must have apiVersion %q and kind %q, got apiVersion %q and kind %q",
-		PluginName, ConfigurationGroupVersion, ConfigurationKind, got.APIVersion, got.Kind)
 }
 
 // validateConfiguration holds the defaults to the rules the Database fields
