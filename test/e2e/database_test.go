@@ -44,7 +44,7 @@ func TestAPIResourcesListDatabasesWithShortNameDB(t *testing.T) {
 	t.Fatalf("no databases in kubectl api-resources:\n%s", out)
 }
 
-func TestApplySeedExampleAndGetPrintsSeedColumns(t *testing.T) {
+func TestApplyExampleAndGetPrintsThePrinterColumns(t *testing.T) {
 	out := kubectl(t, "apply", "-f", "artifacts/examples/")
 	require.Contains(t, out, "database.example.com/my-database")
 

@@ -15,7 +15,7 @@ import (
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 )
 
-func TestSeedExampleAppliesUnchanged(t *testing.T) {
+func TestExampleAppliesUnchanged(t *testing.T) {
 	client, _ := clientFor(t)
 	data, err := os.ReadFile("../../artifacts/examples/database.yaml")
 	require.NoError(t, err)

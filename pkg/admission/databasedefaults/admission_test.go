@@ -177,7 +177,7 @@ func TestLoadConfigurationRefusesBadConfigurations(t *testing.T) {
 	}
 }
 
-func TestLoadConfigurationWithoutConfigGivesTheSeedDefaults(t *testing.T) {
+func TestLoadConfigurationWithoutConfigGivesThePackageDefaults(t *testing.T) {
 	cfg, err := LoadConfiguration(nil)
 	require.NoError(t, err)
 	require.Equal(t, &Configuration{

@@ -49,7 +49,7 @@ func TestMaxNameLengthLeavesRoomForTheControllerRevisionHashLabel(t *testing.T) 
 	require.Equal(t, 52, validation.MaxNameLength)
 }
 
-func TestValidateDatabaseAcceptsTheSeedExampleAndEveryEngine(t *testing.T) {
+func TestValidateDatabaseAcceptsTheExampleAndEveryEngine(t *testing.T) {
 	require.Empty(t, validation.ValidateDatabase(exampleDatabase()))
 
 	for _, spec := range []example.DatabaseSpec{
@@ -216,7 +216,7 @@ func TestValidateDatabaseUpdateEnforcesTransitions(t *testing.T) {
 	}
 }
 
-func TestValidateDatabaseUpdateEngineErrorMatchesTheSeed(t *testing.T) {
+func TestValidateDatabaseUpdateSaysEngineTypeIsImmutable(t *testing.T) {
 	newDB := exampleDatabase()
 	newDB.Spec.Engine = example.EngineMySQL
 	errs := validation.ValidateDatabaseUpdate(newDB, exampleDatabase())

@@ -38,7 +38,7 @@ func exampleDatabase() *example.Database {
 	}
 }
 
-func TestTableColumnsFollowSeedPrinterColumnsThenWideOnes(t *testing.T) {
+func TestTableColumnsArePrinterColumnsThenWideOnes(t *testing.T) {
 	table, err := TableConvertor{}.ConvertToTable(context.Background(), exampleDatabase(), nil)
 	require.NoError(t, err)
 
@@ -84,7 +84,7 @@ func TestTableColumnsCarryFieldDescriptions(t *testing.T) {
 	}
 }
 
-func TestTableRowOfSeedDatabase(t *testing.T) {
+func TestTableRowOfTheExampleDatabase(t *testing.T) {
 	db := exampleDatabase()
 	table, err := TableConvertor{}.ConvertToTable(context.Background(), db, nil)
 	require.NoError(t, err)
