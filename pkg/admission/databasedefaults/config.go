@@ -1,7 +1,6 @@
 package databasedefaults
 
 import (
-	"fmt"
 	"io"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -85,29 +84,24 @@ var decoder = configuration.NewDecoder(PluginName, ConfigurationKind, &Configura
 // validation.ValidateReplicas or validation.ValidateStorage (e.g. replicas 11,
 // storage "10GB"); the error names the field.
 func LoadConfiguration(config io.Reader) (*Configuration, error) {
-	obj, err := decoder.Decode(config)
+	obj, err := decoder.Load(config, func(obj runtime.Object) field.ErrorList {
+		cfg := obj.(*Configuration)
+		if cfg.Replicas == nil {
+			r := DefaultReplicas
+			cfg.Replicas = &r
+		}
+		if cfg.Storage == "" {
+			cfg.Storage = DefaultStorage
+		}
+		if cfg.DeletionPolicy == "" {
+			cfg.DeletionPolicy = DefaultDeletionPolicy
+		}
+		return validateConfiguration(cfg)
+	})
 	if err != nil {
 		return nil, err
 	}
-	cfg, ok := obj.(*Configuration)
-	if !ok {
-		cfg = &Configuration{}
-		cfg.APIVersion, cfg.Kind = ConfigurationGroupVersion.WithKind(ConfigurationKind).ToAPIVersionAndKind()
-	}
-	if cfg.Replicas == nil {
-		r := DefaultReplicas
-		cfg.Replicas = &r
-	}
-	if cfg.Storage == "" {
-		cfg.Storage = DefaultStorage
-	}
-	if cfg.DeletionPolicy == "" {
-		cfg.DeletionPolicy = DefaultDeletionPolicy
-	}
-	if errs := validateConfiguration(cfg); len(errs) > 0 {
-		return nil, fmt.Errorf("invalid %s: %w", ConfigurationKind, errs.ToAggregate())
-	}
-	return cfg, nil
+	return obj.(*Configuration), nil
 }
 
 // validateConfiguration holds the defaults to the rules the Database fields

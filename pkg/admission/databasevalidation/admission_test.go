@@ -83,43 +83,45 @@ func requireFieldError(t *testing.T, err error, causeType metav1.CauseType, want
 	require.Contains(t, cause.Message, want)
 }
 
+// refusedVersion is a create (old nil) or update whose spec.version the
+// plugin refuses with a message containing wantMsg.
+type refusedVersion struct {
+	name    string
+	obj     *example.Database
+	old     *example.Database
+	wantMsg string
+}
+
+// requireRefused runs each case and requires a 422 with one cause of
+// causeType on spec.version, printed as "spec.version: <prefix> "<version>"",
+// and no warning.
+func requireRefused(t *testing.T, tests []refusedVersion, causeType metav1.CauseType, prefix string) {
+	t.Helper()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err, warnings := validate(t, now, tc.obj, tc.old)
+			requireFieldError(t, err, causeType, tc.wantMsg)
+			require.Contains(t, err.Error(), `spec.version: `+prefix+` "`+tc.obj.Spec.Version+`"`)
+			require.Empty(t, warnings)
+		})
+	}
+}
+
 func TestValidateRefusesVersionsOutsideTheCatalogWithTheSupportedList(t *testing.T) {
-	tests := []struct {
-		name    string
-		obj     *example.Database
-		old     *example.Database
-		wantMsg string
-	}{
+	requireRefused(t, []refusedVersion{
 		{name: "postgresql major too old", obj: database(example.EnginePostgreSQL, "12"),
 			wantMsg: `supported values: "13", "14", "15", "16", "17", "18"`},
 		{name: "mysql 5.7", obj: database(example.EngineMySQL, "5.7"), wantMsg: `"8.0", "8.4", "9.0"`},
 		{name: "mongodb latest", obj: database(example.EngineMongoDB, "latest"), wantMsg: `"6.0", "7.0", "8.0"`},
 		{name: "update to a version outside the catalog", obj: database(example.EnginePostgreSQL, "14.5.1"),
 			old: database(example.EnginePostgreSQL, "14.5"), wantMsg: `"14"`},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			err, warnings := validate(t, now, tc.obj, tc.old)
-			requireFieldError(t, err, metav1.CauseTypeFieldValueNotSupported, tc.wantMsg)
-			require.Contains(t, err.Error(), `spec.version: Unsupported value: "`+tc.obj.Spec.Version+`"`)
-			require.Empty(t, warnings)
-		})
-	}
-}
-
-func TestValidateListsTheNewestReleaseOfEachLineForAnUnknownLine(t *testing.T) {
-	err, _ := validate(t, now, database(example.EnginePostgreSQL, "12"), nil)
-	requireFieldError(t, err, metav1.CauseTypeFieldValueNotSupported,
-		"; or a published release of one of them, the newest being 13.23, 14.24, 15.19, 16.15, 17.11, 18.5")
+		{name: "the newest release of each line", obj: database(example.EnginePostgreSQL, "12"),
+			wantMsg: "; or a published release of one of them, the newest being 13.23, 14.24, 15.19, 16.15, 17.11, 18.5"},
+	}, metav1.CauseTypeFieldValueNotSupported, "Unsupported value:")
 }
 
 func TestValidateRefusesReleasesNeverPublishedWithTheLinesReleases(t *testing.T) {
-	tests := []struct {
-		name    string
-		obj     *example.Database
-		old     *example.Database
-		wantMsg string
-	}{
+	requireRefused(t, []refusedVersion{
 		{name: "postgresql minor past the newest", obj: database(example.EnginePostgreSQL, "16.99"),
 			wantMsg: `postgresql "16.99" is not a published release: the 16 line has 16.0 to 16.15, and "16" alone follows its newest release`},
 		{name: "mongodb patch past the newest", obj: database(example.EngineMongoDB, "7.0.99"), wantMsg: "7.0.14 to 7.0.26"},
@@ -127,15 +129,7 @@ func TestValidateRefusesReleasesNeverPublishedWithTheLinesReleases(t *testing.T)
 		{name: "mysql release withdrawn", obj: database(example.EngineMySQL, "8.0.29"), wantMsg: "8.0.11 to 8.0.28, 8.0.30 to 8.0.37"},
 		{name: "update to a release never published", obj: database(example.EnginePostgreSQL, "14.99"),
 			old: database(example.EnginePostgreSQL, "14.5"), wantMsg: "the 14 line has 14.0 to 14.24"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			err, warnings := validate(t, now, tc.obj, tc.old)
-			requireFieldError(t, err, metav1.CauseTypeFieldValueInvalid, tc.wantMsg)
-			require.Contains(t, err.Error(), `spec.version: Invalid value: "`+tc.obj.Spec.Version+`"`)
-			require.Empty(t, warnings)
-		})
-	}
+	}, metav1.CauseTypeFieldValueInvalid, "Invalid value:")
 }
 
 func TestValidateKeepsAStoredVersionNeverPublishedUntilItChanges(t *testing.T) {

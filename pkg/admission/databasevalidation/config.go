@@ -72,19 +72,13 @@ var decoder = configuration.NewDecoder(PluginName, ConfigurationKind, &Configura
 // unknown or duplicate fields, or when validateConfiguration refuses it; the
 // error names the field.
 func LoadConfiguration(config io.Reader) (*Configuration, error) {
-	obj, err := decoder.Decode(config)
+	obj, err := decoder.Load(config, func(obj runtime.Object) field.ErrorList {
+		return validateConfiguration(obj.(*Configuration))
+	})
 	if err != nil {
 		return nil, err
 	}
-	cfg, ok := obj.(*Configuration)
-	if !ok {
-		cfg = &Configuration{}
-		cfg.APIVersion, cfg.Kind = configuration.GroupVersion.WithKind(ConfigurationKind).ToAPIVersionAndKind()
-	}
-	if errs := validateConfiguration(cfg); len(errs) > 0 {
-		return nil, fmt.Errorf("invalid %s: %w", ConfigurationKind, errs.ToAggregate())
-	}
-	return cfg, nil
+	return obj.(*Configuration), nil
 }
 
 // validateConfiguration requires each entry's engine to be a supported one,

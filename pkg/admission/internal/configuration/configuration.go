@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
@@ -25,6 +26,7 @@ var GroupVersion = schema.GroupVersion{Group: "admission.example.com", Version: 
 type Decoder struct {
 	plugin string
 	gvk    schema.GroupVersionKind
+	scheme *runtime.Scheme
 	codecs serializer.CodecFactory
 }
 
@@ -35,17 +37,30 @@ func NewDecoder(plugin, kind string, obj runtime.Object) *Decoder {
 	gvk := GroupVersion.WithKind(kind)
 	scheme.AddKnownTypeWithName(gvk, obj)
 	utilruntime.Must(scheme.SetVersionPriority(GroupVersion))
-	return &Decoder{plugin: plugin, gvk: gvk, codecs: serializer.NewCodecFactory(scheme, serializer.EnableStrict)}
+	return &Decoder{plugin: plugin, gvk: gvk, scheme: scheme, codecs: serializer.NewCodecFactory(scheme, serializer.EnableStrict)}
 }
 
-// Decode reads one configuration document (YAML or JSON) from config and
-// returns it with its apiVersion and kind set, or nil when config is nil
-// ("no configuration"). It returns an error that says so when the document
-// is not of the decoder's apiVersion and kind, has unknown or duplicate fields,
-// or cannot be read or parsed.
-func (d *Decoder) Decode(config io.Reader) (runtime.Object, error) {
+// Load decodes the configuration in config (an empty one when config is
+// nil: "no configuration"), sets its apiVersion and kind, and hands it to
+// complete, which fills in defaults and returns what is invalid in it. It
+// returns an error that says so when the document is not of the decoder's
+// apiVersion and kind, has unknown or duplicate fields, cannot be read or
+// parsed, or when complete finds errors (each names its field).
+func (d *Decoder) Load(config io.Reader, complete func(runtime.Object) field.ErrorList) (runtime.Object, error) {
+	obj, err := d.decode(config)
+	if err != nil {
+		return nil, err
+	}
+	obj.GetObjectKind().SetGroupVersionKind(d.gvk)
+	if errs := complete(obj); len(errs) > 0 {
+		return nil, fmt.Errorf("invalid %s: %w", d.gvk.Kind, errs.ToAggregate())
+	}
+	return obj, nil
+}
+
+func (d *Decoder) decode(config io.Reader) (runtime.Object, error) {
 	if config == nil {
-		return nil, nil
+		return d.scheme.New(d.gvk)
 	}
 	data, err := io.ReadAll(config)
 	if err != nil {
@@ -58,7 +73,6 @@ func (d *Decoder) Decode(config io.Reader) (runtime.Object, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", d.gvk.Kind, err)
 	}
-	obj.GetObjectKind().SetGroupVersionKind(d.gvk)
 	return obj, nil
 }
 
