@@ -81,10 +81,10 @@ images:
 	$(DOCKER) build --target apiserver -t $(IMAGE_REGISTRY)database-apiserver:$(IMAGE_TAG) .
 	$(DOCKER) build --target controller -t $(IMAGE_REGISTRY)database-controller:$(IMAGE_TAG) .
 
-# --- benchmarks (issue 6) --------------------------------------------------
+# --- benchmarks -------------------------------------------------------------
 .PHONY: bench
 
-## bench: our API server against the seed's CRD (../shared/seed/seed-crd.yaml, as the group
+## bench: our API server against a CRD of the same type (hack/bench/crd.yaml, the group
 ## crd.example.com) on one local control plane, and the controller against a plain client;
 ## prints the table and writes docs/benchmarks/ (results.json, results.md, PNG plots). About
 ## 15 minutes on two cores; BENCH_ARGS=-quick is a smoke run of a minute or two (see

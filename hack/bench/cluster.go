@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -66,8 +67,10 @@ type bench struct {
 
 func newBench(ctx context.Context, o options, root string, sc scale) (_ *bench, err error) {
 	b := &bench{o: o, sc: sc}
-	if _, err := os.Stat(o.crdPath); err != nil {
-		return nil, fmt.Errorf("the seed CRD: %w (set -crd)", err)
+	if o.crdPath != "" {
+		if _, err := os.Stat(o.crdPath); err != nil {
+			return nil, fmt.Errorf("the CRD to compare against: %w", err)
+		}
 	}
 	b.stateDir = o.stateDir
 	if b.stateDir == "" {
@@ -142,7 +145,7 @@ func newBench(ctx context.Context, o options, root string, sc scale) (_ *bench, 
 		mk("ours-json", "example.com through kube-apiserver (aggregator), JSON", admin, examplev1.SchemeGroupVersion, contentJSON, procKube, procOurs),
 		mk("ours-proto", "example.com through kube-apiserver (aggregator), protobuf", admin, examplev1.SchemeGroupVersion, contentProtobuf, procKube, procOurs),
 		mk("ours-direct", "example.com on our server's own port, protobuf", b.adminDirect, examplev1.SchemeGroupVersion, contentProtobuf, procOurs),
-		mk("crd", "crd.example.com (the seed CRD) through kube-apiserver, JSON", admin, crdGroupVersion, contentJSON, procKube),
+		mk("crd", "crd.example.com (a CRD of the same type) through kube-apiserver, JSON", admin, crdGroupVersion, contentJSON, procKube),
 	} {
 		if e != nil {
 			return nil, e
@@ -166,20 +169,30 @@ func (b *bench) stop() {
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-// installCRD creates the seed's CRD with its group moved to crd.example.com (example.com is
-// ours) and without its short name (db is ours too), and waits until it serves.
+// crdYAML is the CustomResourceDefinition compared against unless -crd names another.
+//
+//go:embed crd.yaml
+var crdYAML []byte
+
+// installCRD creates the CRD of -crd (crd.yaml by default) with its group set to
+// crd.example.com (example.com is ours) and without short names (db is ours too), and waits
+// until it serves.
 func (b *bench) installCRD(ctx context.Context) error {
-	data, err := os.ReadFile(b.o.crdPath)
-	if err != nil {
-		return err
+	data, source := crdYAML, "crd.yaml"
+	if b.o.crdPath != "" {
+		var err error
+		if data, err = os.ReadFile(b.o.crdPath); err != nil {
+			return err
+		}
+		source = b.o.crdPath
 	}
 	obj := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal(data, &obj.Object); err != nil {
-		return fmt.Errorf("%s: %w", b.o.crdPath, err)
+		return fmt.Errorf("%s: %w", source, err)
 	}
 	plural, _, _ := unstructured.NestedString(obj.Object, "spec", "names", "plural")
 	if plural != "databases" {
-		return fmt.Errorf("%s: expected the plural databases, got %q", b.o.crdPath, plural)
+		return fmt.Errorf("%s: expected the plural databases, got %q", source, plural)
 	}
 	obj.SetName("databases." + crdGroupVersion.Group)
 	if err := unstructured.SetNestedField(obj.Object, crdGroupVersion.Group, "spec", "group"); err != nil {

@@ -1,9 +1,11 @@
-// Command bench measures database-apiserver against the seed's CRD on one local control plane
-// (issue 6), and database-controller against a plain client creating the same objects.
+// Command bench measures database-apiserver against a CustomResourceDefinition of the same
+// Database type on one local control plane, and database-controller against a plain client
+// creating the same objects.
 //
 // It starts the control plane of internal/localcluster (kube-apiserver, our server, etcd,
 // kube-controller-manager, kube-scheduler, kwok) on free ports in a temporary directory,
-// installs the seed's CRD under the group crd.example.com (same schema), stops the controller,
+// installs the CRD of crd.yaml (the group crd.example.com, the same schema, subresources and
+// printer columns as example.com/v1), stops the controller,
 // and drives, alternating between them, four targets with identical client code:
 //
 //	ours-json    example.com through kube-apiserver (the aggregator), JSON
@@ -100,7 +102,7 @@ type options struct {
 func main() {
 	var o options
 	flag.StringVar(&o.root, "root", ".", "repository root (bin/, artifacts/, hack/tools/)")
-	flag.StringVar(&o.crdPath, "crd", "", "the seed CRD (default: ../shared/seed/seed-crd.yaml from -root)")
+	flag.StringVar(&o.crdPath, "crd", "", "a CustomResourceDefinition of databases to compare against, moved to the group crd.example.com (default: crd.yaml, built into the command)")
 	flag.StringVar(&o.outDir, "out", "docs/benchmarks", "where results.json, results.md and the PNG plots go (relative to -root)")
 	flag.StringVar(&o.stateDir, "dir", "", "state directory of the control plane (default: a new temporary one, removed at the end)")
 	flag.BoolVar(&o.keepState, "keep", false, "keep the state directory (logs) at the end")
@@ -137,9 +139,6 @@ func benchmain(ctx context.Context, o options) error {
 	root, err := filepath.Abs(o.root)
 	if err != nil {
 		return err
-	}
-	if o.crdPath == "" {
-		o.crdPath = filepath.Join(root, "..", "shared", "seed", "seed-crd.yaml")
 	}
 	if !filepath.IsAbs(o.outDir) {
 		o.outDir = filepath.Join(root, o.outDir)

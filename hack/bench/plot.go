@@ -1,26 +1,28 @@
 package main
 
 import (
+	"errors"
 	"fmt"
-	"image"
 	"image/color"
-	"image/png"
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// Plots are drawn by hand on an image.RGBA with the 5×7 font of font.go: bar charts (linear or
-// logarithmic) and line charts, enough for the benchmark's figures without a dependency.
+// The figures are drawn with gonum.org/v1/plot: grouped bar charts on a linear or logarithmic
+// Y axis, and line charts, one panel per concurrency or Database count, stacked in one PNG.
 
 var (
-	white     = color.RGBA{255, 255, 255, 255}
-	black     = color.RGBA{30, 30, 30, 255}
-	grey      = color.RGBA{120, 120, 120, 255}
-	lightGrey = color.RGBA{225, 225, 225, 255}
-	red       = color.RGBA{200, 40, 40, 255}
+	grey = color.RGBA{120, 120, 120, 255}
+	red  = color.RGBA{200, 40, 40, 255}
 
 	targetColors = map[string]color.RGBA{
 		"ours-json":   {66, 133, 244, 255},
@@ -30,200 +32,19 @@ var (
 	}
 )
 
-type canvas struct{ img *image.RGBA }
+// dpi is the resolution of the PNGs; px converts pixels at that resolution to a length.
+const dpi = 96
 
-func newCanvas(w, h int) *canvas {
-	c := &canvas{img: image.NewRGBA(image.Rect(0, 0, w, h))}
-	c.fill(0, 0, w, h, white)
-	return c
-}
+func px(n int) vg.Length { return vg.Length(n) * vg.Inch / dpi }
 
-func (c *canvas) set(x, y int, col color.RGBA) {
-	if image.Pt(x, y).In(c.img.Rect) {
-		c.img.SetRGBA(x, y, col)
-	}
-}
-
-func (c *canvas) fill(x0, y0, x1, y1 int, col color.RGBA) {
-	if x0 > x1 {
-		x0, x1 = x1, x0
-	}
-	if y0 > y1 {
-		y0, y1 = y1, y0
-	}
-	for y := y0; y < y1; y++ {
-		for x := x0; x < x1; x++ {
-			c.set(x, y, col)
-		}
-	}
-}
-
-// line draws from (x0,y0) to (x1,y1), width pixels thick; dash > 0 draws dash-pixel dashes.
-func (c *canvas) line(x0, y0, x1, y1 int, col color.RGBA, width, dash int) {
-	dx, dy := math.Abs(float64(x1-x0)), math.Abs(float64(y1-y0))
-	steps := int(math.Max(dx, dy))
-	if steps == 0 {
-		steps = 1
-	}
-	for i := 0; i <= steps; i++ {
-		if dash > 0 && (i/dash)%2 == 1 {
-			continue
-		}
-		x := x0 + int(math.Round(float64(x1-x0)*float64(i)/float64(steps)))
-		y := y0 + int(math.Round(float64(y1-y0)*float64(i)/float64(steps)))
-		for w := 0; w < width; w++ {
-			for v := 0; v < width; v++ {
-				c.set(x+w-width/2, y+v-width/2, col)
-			}
-		}
-	}
-}
-
-func textWidth(s string, scale int) int {
-	n := utf8.RuneCountInString(s)
-	if n == 0 {
-		return 0
-	}
-	return (n*6 - 1) * scale
-}
-
-// text draws s with its top-left corner at (x, y).
-func (c *canvas) text(x, y int, s string, scale int, col color.RGBA) {
-	for _, r := range s {
-		g, ok := glyphs[r]
-		if !ok {
-			g = glyphs['?']
-		}
-		for row := range 7 {
-			for bit := range 5 {
-				if g[row]&(1<<(4-bit)) != 0 {
-					c.fill(x+bit*scale, y+row*scale, x+(bit+1)*scale, y+(row+1)*scale, col)
-				}
-			}
-		}
-		x += 6 * scale
-	}
-}
-
-func (c *canvas) textCentered(cx, y int, s string, scale int, col color.RGBA) {
-	c.text(cx-textWidth(s, scale)/2, y, s, scale, col)
-}
-
-func (c *canvas) textRight(xr, y int, s string, scale int, col color.RGBA) {
-	c.text(xr-textWidth(s, scale), y, s, scale, col)
-}
-
-// textUp draws s rotated a quarter turn counter-clockwise, centred on (cx, cy).
-func (c *canvas) textUp(cx, cy int, s string, scale int, col color.RGBA) {
-	w := textWidth(s, scale)
-	tmp := newCanvas(w, 7*scale)
-	tmp.text(0, 0, s, scale, col)
-	for y := range 7 * scale {
-		for x := range w {
-			if tmp.img.RGBAAt(x, y) == col {
-				c.set(cx-7*scale/2+y, cy+w/2-x, col)
-			}
-		}
-	}
-}
-
-func (c *canvas) save(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := png.Encode(f, c.img); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// axis maps values to [0, 1], linearly or on a log10 scale.
-type axis struct {
-	min, max float64
-	log      bool
-}
-
-func newAxis(values []float64, log bool, extra ...float64) axis {
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, v := range append(values, extra...) {
-		if math.IsNaN(v) || (log && v <= 0) {
-			continue
-		}
-		lo, hi = math.Min(lo, v), math.Max(hi, v)
-	}
-	if math.IsInf(lo, 0) {
-		lo, hi = 0, 1
-	}
-	if log {
-		return axis{min: math.Pow(10, math.Floor(math.Log10(lo))), max: math.Pow(10, math.Ceil(math.Log10(hi*1.05))), log: true}
-	}
-	step := niceStep(hi / 5)
-	return axis{min: 0, max: math.Max(step, math.Ceil(hi*1.08/step)*step)}
-}
-
-func niceStep(x float64) float64 {
-	if x <= 0 {
-		return 1
-	}
-	p := math.Pow(10, math.Floor(math.Log10(x)))
-	for _, m := range []float64{1, 2, 2.5, 5, 10} {
-		if m*p >= x {
-			return m * p
-		}
-	}
-	return 10 * p
-}
-
-func (a axis) frac(v float64) float64 {
-	if a.log {
-		if v <= 0 {
-			return 0
-		}
-		return (math.Log10(v) - math.Log10(a.min)) / (math.Log10(a.max) - math.Log10(a.min))
-	}
-	return (v - a.min) / (a.max - a.min)
-}
-
-func (a axis) ticks() []float64 {
-	var t []float64
-	if a.log {
-		for v := a.min; v <= a.max*1.0001; v *= 10 {
-			t = append(t, v)
-		}
-		return t
-	}
-	step := niceStep((a.max - a.min) / 5)
-	for v := a.min; v <= a.max+step/1000; v += step {
-		t = append(t, v)
-	}
-	return t
-}
-
-func formatNum(v float64) string {
-	switch {
-	case v == 0:
-		return "0"
-	case math.Abs(v) >= 1e6:
-		return fmt.Sprintf("%gM", v/1e6)
-	case math.Abs(v) >= 1e4:
-		return fmt.Sprintf("%gk", v/1e3)
-	case math.Abs(v) >= 100:
-		return fmt.Sprintf("%.0f", v)
-	case math.Abs(v) >= 1:
-		return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", v), "0"), ".")
-	default:
-		return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.3f", v), "0"), ".")
-	}
-}
-
+// series is one bar per category, in one color.
 type series struct {
 	name   string
-	color  color.RGBA
+	color  color.Color
 	values []float64 // NaN: no bar
 }
 
+// refLine is a dashed horizontal line across the plot, in the legend as label.
 type refLine struct {
 	value float64
 	label string
@@ -237,86 +58,174 @@ type barChart struct {
 	refs          []refLine
 	// labelFmt, if set, prints each bar's value above it.
 	labelFmt string
+	// ticks, if set, are the values labelled on the Y axis (by default: every power of ten on a
+	// log scale).
+	ticks []float64
 }
 
-const (
-	marginLeft   = 90
-	marginRight  = 20
-	marginTop    = 64
-	marginBottom = 56
-)
+// groupWidth is the share of each category's slot the bars of its group fill.
+const groupWidth = 0.8
 
-// draw renders the chart in the rectangle (x0, y0, w, h) of c.
-func (bc barChart) draw(c *canvas, x0, y0, w, h int) {
-	var all []float64
-	for _, s := range bc.series {
-		all = append(all, s.values...)
-	}
-	var extra []float64
-	for _, r := range bc.refs {
-		extra = append(extra, r.value)
-	}
-	ax := newAxis(all, bc.log, extra...)
-	px0, py0 := x0+marginLeft, y0+marginTop
-	pw, ph := w-marginLeft-marginRight, h-marginTop-marginBottom
-	yOf := func(v float64) int { return py0 + ph - int(math.Round(ax.frac(v)*float64(ph))) }
+// bars draws one series of a grouped bar chart: the index-th of of bars in each category's slot,
+// from the bottom of the Y axis (plotter.BarChart draws from 0, which a log scale cannot show).
+type bars struct {
+	series
+	index, of int
+}
 
-	c.text(x0+12, y0+10, bc.title, 2, black)
-	drawLegend(c, x0+12, y0+36, bc.series)
-	for _, t := range ax.ticks() {
-		y := yOf(t)
-		c.line(px0, y, px0+pw, y, lightGrey, 1, 0)
-		c.textRight(px0-6, y-7, formatNum(t), 2, grey)
-	}
-	c.textUp(x0+12, py0+ph/2, bc.ylabel, 2, grey)
-	for _, r := range bc.refs {
-		y := yOf(r.value)
-		c.line(px0, y, px0+pw, y, red, 2, 6)
-		c.text(px0+6, y-18, r.label, 2, red)
-	}
-	n := len(bc.categories)
-	if n == 0 {
-		return
-	}
-	groupW := float64(pw) / float64(n)
-	barW := int(groupW * 0.8 / float64(len(bc.series)))
-	for i, cat := range bc.categories {
-		gx := px0 + int(groupW*float64(i)+groupW*0.1)
-		for j, s := range bc.series {
-			v := s.values[i]
-			if math.IsNaN(v) || (bc.log && v <= 0) {
-				continue
-			}
-			bx := gx + j*barW
-			c.fill(bx+1, yOf(v), bx+barW-1, py0+ph, s.color)
-			if bc.labelFmt != "" && barW >= 20 {
-				lbl := fmt.Sprintf(bc.labelFmt, v)
-				scale := 1
-				if textWidth(lbl, 2) <= barW-2 {
-					scale = 2
-				}
-				c.textCentered(bx+barW/2, yOf(v)-8*scale-2, lbl, scale, black)
-			}
+// span returns the X interval, in data units, of the bar of category i.
+func (b *bars) span(i int) (x0, x1 float64) {
+	w := groupWidth / float64(b.of)
+	x0 = float64(i) - groupWidth/2 + float64(b.index)*w
+	return x0, x0 + w
+}
+
+// drawable reports whether v has a bar: a number, and positive on a log scale.
+func drawable(v float64, log bool) bool {
+	return !math.IsNaN(v) && !math.IsInf(v, 0) && (!log || v > 0)
+}
+
+// Plot implements plot.Plotter.
+func (b *bars) Plot(c draw.Canvas, p *plot.Plot) {
+	_, log := p.Y.Scale.(plot.LogScale)
+	trX, trY := p.Transforms(&c)
+	for i, v := range b.values {
+		if !drawable(v, log) {
+			continue
 		}
-		c.textCentered(gx+int(groupW*0.4), py0+ph+10, cat, 2, black)
+		x0, x1 := b.span(i)
+		bottom, top := trY(p.Y.Min), trY(math.Min(v, p.Y.Max))
+		c.FillPolygon(b.color, c.ClipPolygonY([]vg.Point{
+			{X: trX(x0), Y: bottom}, {X: trX(x1), Y: bottom}, {X: trX(x1), Y: top}, {X: trX(x0), Y: top},
+		}))
 	}
-	c.line(px0, py0+ph, px0+pw, py0+ph, black, 2, 0)
-	c.line(px0, py0, px0, py0+ph, black, 2, 0)
 }
 
-func drawLegend(c *canvas, x, y int, ss []series) {
-	for _, s := range ss {
-		c.fill(x, y, x+14, y+14, s.color)
-		c.text(x+20, y, s.name, 2, black)
-		x += 20 + textWidth(s.name, 2) + 24
+// DataRange implements plot.DataRanger: every category's slot, and the bars' values.
+func (b *bars) DataRange() (xmin, xmax, ymin, ymax float64) {
+	lo, hi := valueRange(b.values, false)
+	return -0.5, float64(len(b.values)) - 0.5, lo, hi
+}
+
+// Thumbnail implements plot.Thumbnailer, for the legend.
+func (b *bars) Thumbnail(c *draw.Canvas) {
+	c.FillPolygon(b.color, c.ClipPolygonY([]vg.Point{
+		{X: c.Min.X, Y: c.Min.Y}, {X: c.Max.X, Y: c.Min.Y}, {X: c.Max.X, Y: c.Max.Y}, {X: c.Min.X, Y: c.Max.Y},
+	}))
+}
+
+// labels prints each bar's value, formatted with format, above it.
+func (b *bars) labels(format string, log bool) (*plotter.Labels, error) {
+	var xyl plotter.XYLabels
+	for i, v := range b.values {
+		if !drawable(v, log) {
+			continue
+		}
+		x0, x1 := b.span(i)
+		xyl.XYs = append(xyl.XYs, plotter.XY{X: (x0 + x1) / 2, Y: v})
+		xyl.Labels = append(xyl.Labels, fmt.Sprintf(format, v))
 	}
+	l, err := plotter.NewLabels(xyl)
+	if err != nil {
+		return nil, err
+	}
+	for i := range l.TextStyle {
+		l.TextStyle[i].Font.Size = vg.Points(7)
+		l.TextStyle[i].XAlign, l.TextStyle[i].YAlign = draw.XCenter, draw.YBottom
+	}
+	l.Offset = vg.Point{Y: vg.Points(2)}
+	return l, nil
+}
+
+// valueRange returns the smallest and largest of values that have a bar (positive ones on a log
+// scale), or NaN, NaN when none has.
+func valueRange(values []float64, log bool) (lo, hi float64) {
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for _, v := range values {
+		if drawable(v, log) {
+			lo, hi = math.Min(lo, v), math.Max(hi, v)
+		}
+	}
+	if math.IsInf(lo, 1) {
+		return math.NaN(), math.NaN()
+	}
+	return lo, hi
+}
+
+// yAxisRange is the Y axis of a chart of values: from 0 on a linear scale, from the decade at or
+// below the smallest value on a log scale; with room above the largest for the legend and the
+// value labels. No value gives 0 to 1 (1 to 10 on a log scale).
+func yAxisRange(values []float64, log bool) (lo, hi float64) {
+	lo, hi = valueRange(values, log)
+	switch {
+	case math.IsNaN(lo) && log:
+		return 1, 10
+	case math.IsNaN(lo):
+		return 0, 1
+	case log:
+		return math.Pow(10, math.Floor(math.Log10(lo))), hi * 4
+	default:
+		return 0, math.Max(hi*1.35, math.SmallestNonzeroFloat64)
+	}
+}
+
+// plot builds the chart.
+func (bc barChart) plot() (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = bc.title
+	p.Y.Label.Text = bc.ylabel
+	p.NominalX(bc.categories...)
+	grid := plotter.NewGrid()
+	grid.Vertical.Color = nil
+	p.Add(grid)
+	var all []float64
+	for i, s := range bc.series {
+		if len(s.values) != len(bc.categories) {
+			return nil, fmt.Errorf("%s: series %s has %d values for %d categories", bc.title, s.name, len(s.values), len(bc.categories))
+		}
+		all = append(all, s.values...)
+		b := &bars{series: s, index: i, of: len(bc.series)}
+		p.Add(b)
+		p.Legend.Add(s.name, b)
+		if bc.labelFmt != "" {
+			l, err := b.labels(bc.labelFmt, bc.log)
+			if err != nil {
+				return nil, err
+			}
+			p.Add(l)
+		}
+	}
+	for _, r := range bc.refs {
+		all = append(all, r.value)
+		line, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: r.value}, {X: float64(len(bc.categories)) - 0.5, Y: r.value}})
+		if err != nil {
+			return nil, err
+		}
+		line.Color, line.Width, line.Dashes = red, vg.Points(1.5), []vg.Length{vg.Points(6), vg.Points(4)}
+		p.Add(line)
+		p.Legend.Add(r.label, line)
+	}
+	if bc.log {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	}
+	if bc.ticks != nil {
+		var ticks plot.ConstantTicks
+		for _, v := range bc.ticks {
+			ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'g', -1, 64)})
+		}
+		p.Y.Tick.Marker = ticks
+	}
+	p.Y.Min, p.Y.Max = yAxisRange(all, bc.log)
+	p.Legend.Top, p.Legend.Left = true, true
+	return p, nil
 }
 
 type lineSeries struct {
 	name   string
-	color  color.RGBA
+	color  color.Color
 	points [][2]float64
-	dash   int
+	dashed bool
 }
 
 type lineChart struct {
@@ -324,43 +233,60 @@ type lineChart struct {
 	series                []lineSeries
 }
 
-func (lc lineChart) draw(c *canvas, x0, y0, w, h int) {
-	var xs, ys []float64
+// plot builds the chart, both axes from 0.
+func (lc lineChart) plot() (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = lc.title
+	p.X.Label.Text = lc.xlabel
+	p.Y.Label.Text = lc.ylabel
+	p.Add(plotter.NewGrid())
+	var ys []float64
 	for _, s := range lc.series {
-		for _, p := range s.points {
-			xs, ys = append(xs, p[0]), append(ys, p[1])
+		xys := make(plotter.XYs, len(s.points))
+		for i, pt := range s.points {
+			xys[i] = plotter.XY{X: pt[0], Y: pt[1]}
+			ys = append(ys, pt[1])
 		}
+		line, err := plotter.NewLine(xys)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", lc.title, s.name, err)
+		}
+		line.Color, line.Width = s.color, vg.Points(2)
+		if s.dashed {
+			line.Dashes = []vg.Length{vg.Points(6), vg.Points(4)}
+		}
+		p.Add(line)
+		p.Legend.Add(s.name, line)
 	}
-	ax, ay := newAxis(xs, false), newAxis(ys, false)
-	px0, py0 := x0+marginLeft, y0+marginTop
-	pw, ph := w-marginLeft-marginRight, h-marginTop-marginBottom
-	xOf := func(v float64) int { return px0 + int(math.Round(ax.frac(v)*float64(pw))) }
-	yOf := func(v float64) int { return py0 + ph - int(math.Round(ay.frac(v)*float64(ph))) }
+	p.X.Min = 0
+	p.Y.Min, p.Y.Max = yAxisRange(ys, false)
+	p.Legend.Top, p.Legend.Left = true, true
+	return p, nil
+}
 
-	c.text(x0+12, y0+10, lc.title, 2, black)
-	var legend []series
-	for _, s := range lc.series {
-		legend = append(legend, series{name: s.name, color: s.color})
+// savePanels writes panels stacked top to bottom, each width by height pixels, to path as a PNG.
+func savePanels(path string, width, height int, panels []*plot.Plot) error {
+	if len(panels) == 0 {
+		return errors.New("no panels")
 	}
-	drawLegend(c, x0+12, y0+36, legend)
-	for _, t := range ay.ticks() {
-		c.line(px0, yOf(t), px0+pw, yOf(t), lightGrey, 1, 0)
-		c.textRight(px0-6, yOf(t)-7, formatNum(t), 2, grey)
+	img := vgimg.NewWith(vgimg.UseWH(px(width), px(height*len(panels))), vgimg.UseDPI(dpi))
+	rows := make([][]*plot.Plot, len(panels))
+	for i, p := range panels {
+		rows[i] = []*plot.Plot{p}
 	}
-	for _, t := range ax.ticks() {
-		c.line(xOf(t), py0, xOf(t), py0+ph, lightGrey, 1, 0)
-		c.textCentered(xOf(t), py0+ph+8, formatNum(t), 2, grey)
+	tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadTop: px(8), PadBottom: px(8), PadLeft: px(8), PadRight: px(16), PadY: px(24)}
+	for i, c := range plot.Align(rows, tiles, draw.New(img)) {
+		panels[i].Draw(c[0])
 	}
-	c.textCentered(px0+pw/2, py0+ph+30, lc.xlabel, 2, grey)
-	c.textUp(x0+12, py0+ph/2, lc.ylabel, 2, grey)
-	for _, s := range lc.series {
-		for i := 1; i < len(s.points); i++ {
-			a, b := s.points[i-1], s.points[i]
-			c.line(xOf(a[0]), yOf(a[1]), xOf(b[0]), yOf(b[1]), s.color, 3, s.dash)
-		}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
 	}
-	c.line(px0, py0+ph, px0+pw, py0+ph, black, 2, 0)
-	c.line(px0, py0, px0, py0+ph, black, 2, 0)
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // apiVerbs are the table's verbs in order, LIST by its size.
@@ -391,9 +317,17 @@ var allTargets = []string{"ours-json", "ours-proto", "ours-direct", "crd"}
 
 func writePlots(dir string, res *results) error {
 	var files []string
-	save := func(c *canvas, name string) error {
+	save := func(name string, width, height int, charts ...chart) error {
+		panels := make([]*plot.Plot, len(charts))
+		for i, c := range charts {
+			p, err := c.plot()
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			panels[i] = p
+		}
 		files = append(files, name)
-		return c.save(filepath.Join(dir, name))
+		return savePanels(filepath.Join(dir, name), width, height, panels)
 	}
 	if len(res.Rows) > 0 {
 		verbs := apiVerbs(res)
@@ -404,8 +338,8 @@ func writePlots(dir string, res *results) error {
 		// Ratios ours/CRD, one panel per concurrency.
 		concs := res.Meta.Scale.Concurrency
 		const pw, ph = 1400, 420
-		c := newCanvas(pw, ph*len(concs))
-		for k, conc := range concs {
+		var charts []chart
+		for _, conc := range concs {
 			var ss []series
 			for _, t := range oursTargets {
 				s := series{name: t, color: targetColors[t]}
@@ -419,15 +353,16 @@ func writePlots(dir string, res *results) error {
 				}
 				ss = append(ss, s)
 			}
-			barChart{
+			charts = append(charts, barChart{
 				title:      fmt.Sprintf("Throughput, ours / CRD, concurrency %d (log scale; above the line: ours faster)", conc),
 				ylabel:     "ratio",
 				categories: labels, series: ss, log: true,
 				refs:     []refLine{{1, "1.0x"}},
 				labelFmt: "%.2f",
-			}.draw(c, 0, k*ph, pw, ph)
+				ticks:    []float64{0.25, 0.5, 1, 2, 4, 8},
+			})
 		}
-		if err := save(c, "throughput-ratio.png"); err != nil {
+		if err := save("throughput-ratio.png", pw, ph, charts...); err != nil {
 			return err
 		}
 
@@ -440,8 +375,8 @@ func writePlots(dir string, res *results) error {
 			{"latency-p99.png", "Latency p99 at concurrency %d (ms, log scale)", "ms", func(r *row) float64 { return r.Latency.P99 }},
 			{"cpu.png", "Server CPU per 1,000 requests at concurrency %d (s, log scale)", "CPU s", func(r *row) float64 { return r.ServerCPUPer1k }},
 		} {
-			c := newCanvas(pw, ph*len(concs))
-			for k, conc := range concs {
+			var charts []chart
+			for _, conc := range concs {
 				var ss []series
 				for _, t := range allTargets {
 					s := series{name: t, color: targetColors[t]}
@@ -454,10 +389,9 @@ func writePlots(dir string, res *results) error {
 					}
 					ss = append(ss, s)
 				}
-				barChart{title: fmt.Sprintf(m.title, conc), ylabel: m.ylabel, categories: labels, series: ss, log: true}.
-					draw(c, 0, k*ph, pw, ph)
+				charts = append(charts, barChart{title: fmt.Sprintf(m.title, conc), ylabel: m.ylabel, categories: labels, series: ss, log: true})
 			}
-			if err := save(c, m.file); err != nil {
+			if err := save(m.file, pw, ph, charts...); err != nil {
 				return err
 			}
 		}
@@ -472,10 +406,10 @@ func writePlots(dir string, res *results) error {
 			p50.values = append(p50.values, w.Latency.P50)
 			p99.values = append(p99.values, w.Latency.P99)
 		}
-		c := newCanvas(900, 440)
-		barChart{title: fmt.Sprintf("Watch latency, write to event at %d watchers (ms)", res.Watch[0].Watchers),
-			ylabel: "ms", categories: cats, series: []series{p50, p99}, labelFmt: "%.1f"}.draw(c, 0, 0, 900, 440)
-		if err := save(c, "watch.png"); err != nil {
+		if err := save("watch.png", 900, 440, barChart{
+			title:  fmt.Sprintf("Watch latency, write to event at %d watchers (ms)", res.Watch[0].Watchers),
+			ylabel: "ms", categories: cats, series: []series{p50, p99}, labelFmt: "%.1f",
+		}); err != nil {
 			return err
 		}
 	}
@@ -487,11 +421,11 @@ func writePlots(dir string, res *results) error {
 			values: []float64{m.OursHeapDelta, m.KubeHeapDelta}}
 		total := series{name: "whole RSS after", color: color.RGBA{180, 180, 180, 255},
 			values: []float64{m.OursAfter.RSSMiB, m.KubeAfter.RSSMiB}}
-		c := newCanvas(900, 460)
-		barChart{title: fmt.Sprintf("Memory to hold %d objects (MiB)", m.Objects), ylabel: "MiB",
+		if err := save("memory.png", 900, 460, barChart{
+			title: fmt.Sprintf("Memory to hold %d objects (MiB)", m.Objects), ylabel: "MiB",
 			categories: []string{"our server: Databases", "kube-apiserver: CRD"},
-			series:     []series{rss, heap, total}, labelFmt: "%.0f"}.draw(c, 0, 0, 900, 460)
-		if err := save(c, "memory.png"); err != nil {
+			series:     []series{rss, heap, total}, labelFmt: "%.0f",
+		}); err != nil {
 			return err
 		}
 	}
@@ -503,30 +437,32 @@ func writePlots(dir string, res *results) error {
 		}
 	}
 	if len(sizes) > 0 {
-		const pw, ph = 1100, 440
-		c := newCanvas(pw, ph*len(sizes))
-		for k, n := range sizes {
+		var charts []chart
+		for _, n := range sizes {
 			var ls []lineSeries
 			for _, r := range res.Controller {
 				if r.Databases != n {
 					continue
 				}
-				s := lineSeries{name: fmt.Sprintf("%s (%.0f s)", r.Kind, r.Seconds), color: color.RGBA{15, 157, 88, 255}, points: r.Curve}
+				s := lineSeries{name: fmt.Sprintf("controller: Databases Ready (%.0f s)", r.Seconds), color: color.RGBA{15, 157, 88, 255}, points: r.Curve}
 				if r.Kind == "floor" {
-					s.color, s.dash = grey, 8
+					s.color, s.dashed = grey, true
 					s.name = fmt.Sprintf("floor: plain client (%.0f s)", r.Seconds)
-				} else {
-					s.name = fmt.Sprintf("controller: Databases Ready (%.0f s)", r.Seconds)
 				}
 				ls = append(ls, s)
 			}
-			lineChart{title: fmt.Sprintf("%d Databases created at once: how many are Ready over time", n),
-				xlabel: "seconds since the first create", ylabel: "ready", series: ls}.draw(c, 0, k*ph, pw, ph)
+			charts = append(charts, lineChart{title: fmt.Sprintf("%d Databases created at once: how many are Ready over time", n),
+				xlabel: "seconds since the first create", ylabel: "ready", series: ls})
 		}
-		if err := save(c, "controller.png"); err != nil {
+		if err := save("controller.png", 1100, 440, charts...); err != nil {
 			return err
 		}
 	}
 	fmt.Printf("plots: %s\n", strings.Join(files, ", "))
 	return nil
+}
+
+// chart is a bar or line chart, one panel of a figure.
+type chart interface {
+	plot() (*plot.Plot, error)
 }

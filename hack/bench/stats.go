@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -107,25 +108,34 @@ const clockTicks = 100
 
 // procCPU returns the CPU time (user + system) of pid so far.
 func procCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	path := fmt.Sprintf("/proc/%d/stat", pid)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, err
 	}
-	s := string(b)
+	d, err := statCPU(string(b))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	return d, nil
+}
+
+// statCPU returns utime + stime of a /proc/<pid>/stat line (proc(5)), in clockTicks.
+func statCPU(s string) (time.Duration, error) {
 	// The command name (field 2) may hold spaces; the fields after it start past the last ')'.
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+		return 0, errors.New("unexpected format")
 	}
 	f := strings.Fields(s[i+1:])
 	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
 	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: too few fields", pid)
+		return 0, errors.New("too few fields")
 	}
 	utime, err1 := strconv.ParseInt(f[11], 10, 64)
 	stime, err2 := strconv.ParseInt(f[12], 10, 64)
 	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: bad times", pid)
+		return 0, errors.New("bad times")
 	}
 	return time.Duration(utime+stime) * time.Second / clockTicks, nil
 }
@@ -136,7 +146,14 @@ func procMem(pid int) (rss, hwm int64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	for line := range strings.SplitSeq(string(b), "\n") {
+	rss, hwm = statusMem(string(b))
+	return rss, hwm, nil
+}
+
+// statusMem returns VmRSS and VmHWM of a /proc/<pid>/status text (proc(5)), in bytes; 0 for
+// one it lacks.
+func statusMem(status string) (rss, hwm int64) {
+	for line := range strings.SplitSeq(status, "\n") {
 		name, value, ok := strings.Cut(line, ":")
 		if !ok {
 			continue
@@ -156,7 +173,7 @@ func procMem(pid int) (rss, hwm int64, err error) {
 			hwm = kb << 10
 		}
 	}
-	return rss, hwm, nil
+	return rss, hwm
 }
 
 // loadAvg is /proc/loadavg's first three numbers.

@@ -3,7 +3,12 @@
 // kube-controller-manager, kube-scheduler, kwok (a simulated node whose pods and volumes turn
 // ready), our aggregated API server registered through an APIService, and database-controller.
 //
-// The recipe is DESIGN.md's "Running kube-apiserver and our server together on one machine".
+// kube-apiserver binds to loopback with the endpoint reconciler off (it refuses loopback
+// addresses) and reaches our server as an aggregated API (Kubernetes' API aggregation layer):
+// an APIService whose caBundle verifies our serving certificate, which carries the Service's
+// DNS name, behind an ExternalName Service to localhost (EndpointSlices may not point at
+// loopback), with front-proxy client certificates from a CA of their own.
+//
 // State (PKI, etcd data, logs, kubeconfigs) lives in one directory; starting again on the same
 // directory keeps every object. Every child runs in its own process group and is stopped by
 // Stop, or killed by the kernel if this process dies first.

@@ -31,12 +31,11 @@ var (
 	// generated protobuf marshalling (pkg/apis/example/v1/generated.pb.go),
 	// Scale is autoscaling/v1's, and the meta types are apimachinery's.
 	//
-	// It used to be Codecs less protobuf (a withoutProtobuf wrapper): before
-	// the types had protobuf code, offering protobuf made every request that
-	// lists it first (Accept: protobuf, json, as the namespace controller and
-	// other clients preferring protobuf send) fail with "object does not
-	// implement the protobuf marshalling interface" instead of falling back to
-	// JSON. Keep generated.pb.go current (make generate) when the types change.
+	// Every kind served must marshal as protobuf: a client that lists
+	// protobuf first (Accept: protobuf, json, as the namespace controller and
+	// other clients preferring protobuf send) otherwise gets "object does not
+	// implement the protobuf marshalling interface" instead of JSON. Keep
+	// generated.pb.go current (make generate) when the types change.
 	NegotiatedSerializer runtime.NegotiatedSerializer = Codecs
 )
 

@@ -3,8 +3,11 @@
 // line reaches its vendor's end of life, and which version changes a running
 // database can take in place.
 //
-// The rules come from DESIGN.md ("Engines") and issue #2. The catalog never
-// reads the clock: callers pass "now" to Release.PastEndOfLife.
+// Images are the official ones (docker-library postgres, mysql, mongo), whose
+// tags are the vendors' version numbers; end-of-life dates and upgrade rules
+// come from each vendor's support policy and upgrade documentation, cited
+// where they are used. The catalog never reads the clock: callers pass "now"
+// to Release.PastEndOfLife.
 package catalog
 
 import (
@@ -53,11 +56,12 @@ func (r Release) PastEndOfLife(now time.Time) bool {
 	return !now.Before(r.EndOfLife)
 }
 
-// Lookup resolves version for engine. Accepted forms (DESIGN.md, engine
-// table): postgresql MAJOR or MAJOR.MINOR ("14", "14.5") for majors 13 to 18;
+// Lookup resolves version for engine to its line and image tag. Accepted
+// forms, as the images are tagged: postgresql MAJOR or MAJOR.MINOR ("14", "14.5") for majors 13 to 18;
 // mysql SERIES or SERIES.PATCH ("8.4", "8.4.2") for 8.0, 8.4 and 9.0 to 9.7;
 // mongodb SERIES or SERIES.PATCH ("7.0", "7.0.12") for 6.0, 7.0 and 8.0.
-// Components are decimal without leading zeros.
+// Components are decimal without leading zeros. Lookup does not check that a
+// pinned release was published: CheckRelease does.
 //
 // The error wraps ErrUnknownEngine for an engine outside
 // the catalog's engines, and ErrUnsupportedVersion, listing the supported
@@ -116,8 +120,8 @@ func Lines(engine examplev1.Engine) []string {
 
 // CheckUpgrade returns nil when a running database of engine can change from
 // version from to version to in place, and otherwise an error, wrapping
-// ErrUnsafeChange, that says why and what to do instead. Rules (DESIGN.md,
-// issue #2):
+// ErrUnsafeChange, that says why and what to do instead. Rules, from each
+// engine's upgrade documentation:
 //
 //   - equal versions, and minor or patch upgrades within a line, are safe;
 //   - any downgrade is refused, across lines or within one;

@@ -244,7 +244,7 @@ func TestControllerRBACIsLeastPrivilege(t *testing.T) {
 	}
 }
 
-func TestSeedExampleBecomesReadyWithItsChildren(t *testing.T) {
+func TestExampleBecomesReadyWithItsChildren(t *testing.T) {
 	applyExamples(t)
 	kubectl(t, "wait", "--for=condition=Ready", "db/my-database", "-n", "production", "--timeout=2m")
 	db := waitReady(t, "production", "my-database", 3)

@@ -44,7 +44,7 @@ func TestAPIResourcesListDatabasesWithShortNameDB(t *testing.T) {
 	t.Fatalf("no databases in kubectl api-resources:\n%s", out)
 }
 
-func TestApplySeedExampleAndGetPrintsSeedColumns(t *testing.T) {
+func TestApplyExampleAndGetPrintsThePrinterColumns(t *testing.T) {
 	out := kubectl(t, "apply", "-f", "artifacts/examples/")
 	require.Contains(t, out, "database.example.com/my-database")
 
@@ -97,7 +97,7 @@ func TestScaleChangesSpecReplicas(t *testing.T) {
 	out := kubectl(t, "scale", "db/my-database", "--replicas=5", "-n", "production")
 	require.Contains(t, out, "scaled")
 	require.Equal(t, "5", kubectl(t, "get", "db", "my-database", "-n", "production", "-o", "jsonpath={.spec.replicas}"))
-	applyExamples(t) // back to the seed's 3 replicas for the other tests
+	applyExamples(t) // back to the example's 3 replicas for the other tests
 }
 
 func TestPatchStatusSubresourceChangesOnlyStatus(t *testing.T) {

@@ -270,8 +270,8 @@ func TestDeployPodsRunRestrictedInAFreshNamespace(t *testing.T) {
 }
 
 // TestDeployWorkloadsAreHardened pins what Pod Security's restricted profile does not check:
-// read-only root filesystems, resource requests, probes, and the replicas and flags the
-// issue asks for.
+// read-only root filesystems, resource requests, probes, and the replicas and flags of a
+// highly available install (3 etcd members, 2 API servers, 2 controllers with leader election).
 func TestDeployWorkloadsAreHardened(t *testing.T) {
 	objs := kustomize(t, "artifacts/deploy")
 	for _, w := range []struct {

@@ -154,7 +154,7 @@ func clientsetFor(t *testing.T, cfg *rest.Config) versioned.Interface {
 	return cs
 }
 
-// applyExamples applies artifacts/examples/ (the seed's Database in production), as the
+// applyExamples applies artifacts/examples/ (my-database in production, 3 replicas), as the
 // README tells users to.
 func applyExamples(t *testing.T) {
 	t.Helper()

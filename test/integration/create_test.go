@@ -15,7 +15,7 @@ import (
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 )
 
-func TestSeedExampleAppliesUnchanged(t *testing.T) {
+func TestExampleAppliesUnchanged(t *testing.T) {
 	client, _ := clientFor(t)
 	data, err := os.ReadFile("../../artifacts/examples/database.yaml")
 	require.NoError(t, err)
@@ -69,7 +69,11 @@ func TestInvalidDatabasesAreRefusedWith422NamingTheField(t *testing.T) {
 		{"missing version", `{"metadata":{"name":"a"},"spec":{"engine":"mysql"}}`,
 			"spec.version", []string{"Required value"}},
 		{"version with no image", `{"metadata":{"name":"a"},"spec":{"engine":"postgresql","version":"12"}}`,
-			"spec.version", []string{`Unsupported value: "12"`, "supported values"}},
+			"spec.version", []string{`Unsupported value: "12"`, "supported values", "the newest being 13.23, 14.24"}},
+		{"release never published", `{"metadata":{"name":"a"},"spec":{"engine":"postgresql","version":"16.99"}}`,
+			"spec.version", []string{`Invalid value: "16.99"`, "the 16 line has 16.0 to 16.15"}},
+		{"patch of nine digits", `{"metadata":{"name":"a"},"spec":{"engine":"mongodb","version":"7.0.999999999"}}`,
+			"spec.version", []string{`Invalid value: "7.0.999999999"`, "is not a published release"}},
 		{"name that cannot be a Service", `{"metadata":{"name":"My_DB"},"spec":{"engine":"mysql","version":"8.4"}}`,
 			"metadata.name", []string{"My_DB"}},
 		{"name too long for the StatefulSet's Pods", `{"metadata":{"name":"` + strings.Repeat("a", 53) + `"},"spec":{"engine":"mysql","version":"8.4"}}`,

@@ -33,7 +33,7 @@ import (
 
 const tableAccept = "application/json;as=Table;v=v1;g=meta.k8s.io"
 
-func TestTableOutputHasTheSeedColumns(t *testing.T) {
+func TestTableOutputHasThePrinterColumns(t *testing.T) {
 	client, _ := clientFor(t)
 	ns := namespace(t)
 	db := newDatabase(ns, "tabled", examplev1.EnginePostgreSQL, "14.5")

@@ -1,6 +1,7 @@
 // Package databasedefaults is the DatabaseDefaults mutating admission plugin:
-// it fills in spec.replicas and spec.storage when a Database omits them, as the
-// seed's Default() webhook did, with defaults an operator may override.
+// it fills in spec.replicas, spec.storage and spec.deletionPolicy when a
+// Database omits them (1, "10Gi", Delete), with defaults an operator may
+// override.
 package databasedefaults
 
 import (
@@ -38,7 +39,7 @@ type Plugin struct {
 var _ admission.MutationInterface = &Plugin{}
 
 // New returns the plugin configured by a DatabaseDefaultsConfiguration read
-// from config (nil: the seed's defaults). It returns LoadConfiguration's
+// from config (nil: DefaultReplicas, DefaultStorage, DefaultDeletionPolicy). It returns LoadConfiguration's
 // error when the configuration is malformed or invalid.
 func New(config io.Reader) (*Plugin, error) {
 	cfg, err := LoadConfiguration(config)

@@ -56,13 +56,13 @@ func TestAdmitFillsOnlyOmittedFields(t *testing.T) {
 		wantReplicas int32
 		wantStorage  string
 	}{
-		{name: "create with both omitted gets the seed defaults", op: admission.Create, wantReplicas: 1, wantStorage: "10Gi"},
-		{name: "update with both omitted gets the seed defaults", op: admission.Update, wantReplicas: 1, wantStorage: "10Gi"},
+		{name: "create with both omitted gets the package defaults", op: admission.Create, wantReplicas: 1, wantStorage: "10Gi"},
+		{name: "update with both omitted gets the package defaults", op: admission.Update, wantReplicas: 1, wantStorage: "10Gi"},
 		{name: "explicit values are kept", op: admission.Create, replicas: ptr.To[int32](3), storage: "100Gi", wantReplicas: 3, wantStorage: "100Gi"},
 		{name: "explicit replicas 0 stays 0 for validation to refuse", op: admission.Create, replicas: ptr.To[int32](0), wantReplicas: 0, wantStorage: "10Gi"},
 		{name: "only storage omitted", op: admission.Create, replicas: ptr.To[int32](5), wantReplicas: 5, wantStorage: "10Gi"},
 		{
-			name:   "configured defaults replace the seed's",
+			name:   "configured defaults replace the package's",
 			config: "apiVersion: admission.example.com/v1alpha1\nkind: DatabaseDefaultsConfiguration\nreplicas: 3\nstorage: 50Gi\n",
 			op:     admission.Create, wantReplicas: 3, wantStorage: "50Gi",
 		},
@@ -72,7 +72,7 @@ func TestAdmitFillsOnlyOmittedFields(t *testing.T) {
 			op:     admission.Create, replicas: ptr.To[int32](2), storage: "20Gi", wantReplicas: 2, wantStorage: "20Gi",
 		},
 		{
-			name:   "a configuration with only storage keeps the seed's replicas",
+			name:   "a configuration with only storage keeps the default replicas",
 			config: `{"apiVersion":"admission.example.com/v1alpha1","kind":"DatabaseDefaultsConfiguration","storage":"50Gi"}`,
 			op:     admission.Create, wantReplicas: 1, wantStorage: "50Gi",
 		},
@@ -177,7 +177,7 @@ func TestLoadConfigurationRefusesBadConfigurations(t *testing.T) {
 	}
 }
 
-func TestLoadConfigurationWithoutConfigGivesTheSeedDefaults(t *testing.T) {
+func TestLoadConfigurationWithoutConfigGivesThePackageDefaults(t *testing.T) {
 	cfg, err := LoadConfiguration(nil)
 	require.NoError(t, err)
 	require.Equal(t, &Configuration{

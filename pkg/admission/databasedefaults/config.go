@@ -1,33 +1,30 @@
 package databasedefaults
 
 import (
-	"fmt"
 	"io"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"example.com/database-apiserver/pkg/admission/internal/configuration"
 	"example.com/database-apiserver/pkg/apis/example"
 	"example.com/database-apiserver/pkg/apis/example/validation"
 )
 
-// The seed's Default() webhook: spec.replicas 1 and spec.storage "10Gi" when
-// omitted. A DatabaseDefaultsConfiguration may replace either.
+// The defaults of a Database that omits spec.replicas, spec.storage or
+// spec.deletionPolicy: one Pod with a 10Gi volume, deleted with its data. A
+// DatabaseDefaultsConfiguration may replace each.
 const (
 	DefaultReplicas int32 = 1
 	DefaultStorage        = "10Gi"
-	// DefaultDeletionPolicy is the spec.deletionPolicy of a Database that omits it (issue #4).
+	// DefaultDeletionPolicy is the spec.deletionPolicy of a Database that omits it.
 	DefaultDeletionPolicy = example.DeletionPolicyDelete
 )
 
 // ConfigurationGroupVersion is the apiVersion of the plugin's configuration:
 // admission.example.com/v1alpha1.
-var ConfigurationGroupVersion = schema.GroupVersion{Group: "admission.example.com", Version: "v1alpha1"}
+var ConfigurationGroupVersion = configuration.GroupVersion
 
 // ConfigurationKind is the kind of the plugin's configuration.
 const ConfigurationKind = "DatabaseDefaultsConfiguration"
@@ -42,8 +39,8 @@ const ConfigurationKind = "DatabaseDefaultsConfiguration"
 //	storage: 50Gi
 //	deletionPolicy: Retain
 //
-// Omitted fields keep the seed's defaults (DefaultReplicas, DefaultStorage)
-// and DefaultDeletionPolicy.
+// Omitted fields keep DefaultReplicas, DefaultStorage and
+// DefaultDeletionPolicy.
 type Configuration struct {
 	metav1.TypeMeta `json:",inline"`
 
@@ -75,20 +72,11 @@ func (c *Configuration) DeepCopyObject() runtime.Object {
 	return &out
 }
 
-var (
-	configScheme = runtime.NewScheme()
-	// Strict: unknown and duplicate fields are errors that name the field.
-	configCodecs = serializer.NewCodecFactory(configScheme, serializer.EnableStrict)
-)
-
-func init() {
-	configScheme.AddKnownTypeWithName(ConfigurationGroupVersion.WithKind(ConfigurationKind), &Configuration{})
-	utilruntime.Must(configScheme.SetVersionPriority(ConfigurationGroupVersion))
-}
+var decoder = configuration.NewDecoder(PluginName, ConfigurationKind, &Configuration{})
 
 // LoadConfiguration reads a DatabaseDefaultsConfiguration (YAML or JSON) from
 // config, which may be nil for "no configuration", and returns it with the
-// seed's defaults filled in for omitted fields.
+// package defaults filled in for omitted fields.
 //
 // It returns an error when the document is not an
 // admission.example.com/v1alpha1 DatabaseDefaultsConfiguration, when it has
@@ -96,50 +84,24 @@ func init() {
 // validation.ValidateReplicas or validation.ValidateStorage (e.g. replicas 11,
 // storage "10GB"); the error names the field.
 func LoadConfiguration(config io.Reader) (*Configuration, error) {
-	cfg := &Configuration{}
-	if config != nil {
-		data, err := io.ReadAll(config)
-		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", ConfigurationKind, err)
+	obj, err := decoder.Load(config, func(obj runtime.Object) field.ErrorList {
+		cfg := obj.(*Configuration)
+		if cfg.Replicas == nil {
+			r := DefaultReplicas
+			cfg.Replicas = &r
 		}
-		obj, _, err := configCodecs.UniversalDeserializer().Decode(data, nil, nil)
-		if runtime.IsNotRegisteredError(err) || runtime.IsMissingKind(err) || runtime.IsMissingVersion(err) {
-			return nil, wrongKindError(data)
+		if cfg.Storage == "" {
+			cfg.Storage = DefaultStorage
 		}
-		if err != nil {
-			return nil, fmt.Errorf("decoding %s: %w", ConfigurationKind, err)
+		if cfg.DeletionPolicy == "" {
+			cfg.DeletionPolicy = DefaultDeletionPolicy
 		}
-		decoded, ok := obj.(*Configuration)
-		if !ok {
-			return nil, wrongKindError(data)
-		}
-		cfg = decoded
+		return validateConfiguration(cfg)
+	})
+	if err != nil {
+		return nil, err
 	}
-	cfg.APIVersion, cfg.Kind = ConfigurationGroupVersion.WithKind(ConfigurationKind).ToAPIVersionAndKind()
-	if cfg.Replicas == nil {
-		r := DefaultReplicas
-		cfg.Replicas = &r
-	}
-	if cfg.Storage == "" {
-		cfg.Storage = DefaultStorage
-	}
-	if cfg.DeletionPolicy == "" {
-		cfg.DeletionPolicy = DefaultDeletionPolicy
-	}
-	if errs := validateConfiguration(cfg); len(errs) > 0 {
-		return nil, fmt.Errorf("invalid %s: %w", ConfigurationKind, errs.ToAggregate())
-	}
-	return cfg, nil
-}
-
-// wrongKindError says what the configuration must be and what data claims
-// to be; the decoder's own message names the scheme, which means nothing to an
-// operator.
-func wrongKindError(data []byte) error {
-	var got metav1.TypeMeta
-	_ = utilyaml.Unmarshal(data, &got) // best effort: the error is about the kind either way
-	return fmt.Errorf("the %s configuration must have apiVersion %q and kind %q, got apiVersion %q and kind %q",
-		PluginName, ConfigurationGroupVersion, ConfigurationKind, got.APIVersion, got.Kind)
+	return obj.(*Configuration), nil
 }
 
 // validateConfiguration holds the defaults to the rules the Database fields

@@ -1,7 +1,9 @@
 // Package databasevalidation is the DatabaseValidation validating admission
 // plugin: it holds spec.version to the version catalog (pkg/catalog), refusing
-// versions the catalog does not know and upgrades that are not safe in place,
-// and warns about releases past end of life.
+// versions the catalog does not know, releases never published and upgrades
+// that are not safe in place, and warns about releases past end of life. Its
+// configuration (a DatabaseValidationConfiguration) adds releases published
+// after the catalog was built.
 //
 // The catalog is policy, which an operator may turn off by disabling the
 // plugin. Field invariants (engine enum, replicas range, storage format,
@@ -14,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,21 +35,16 @@ import (
 // an AdmissionConfiguration.
 const PluginName = "DatabaseValidation"
 
-// Register registers the plugin, on the real clock. It takes no
-// configuration: one given is refused, so a misplaced one is not silently
-// ignored.
+// Register registers the plugin, on the real clock. Its configuration, when
+// given, is a DatabaseValidationConfiguration (see Configuration); a bad one
+// makes the server refuse to start.
 func Register(plugins *admission.Plugins) {
 	plugins.Register(PluginName, func(config io.Reader) (admission.Interface, error) {
-		if config != nil {
-			data, err := io.ReadAll(config)
-			if err != nil {
-				return nil, err
-			}
-			if len(data) > 0 {
-				return nil, fmt.Errorf("%s takes no configuration", PluginName)
-			}
+		cfg, err := LoadConfiguration(config)
+		if err != nil {
+			return nil, err
 		}
-		return New(clock.RealClock{}), nil
+		return New(clock.RealClock{}, cfg.published()), nil
 	})
 }
 
@@ -56,16 +54,20 @@ func Register(plugins *admission.Plugins) {
 type Plugin struct {
 	*admission.Handler
 	clock clock.PassiveClock
+	// published are the releases accepted besides the catalog's own.
+	published catalog.Published
 }
 
 var _ admission.ValidationInterface = &Plugin{}
 
 // New returns the plugin; clock says when "now" is for end-of-life warnings
-// (clock.RealClock{} in the server, a fake one in tests).
-func New(clock clock.PassiveClock) *Plugin {
+// (clock.RealClock{} in the server, a fake one in tests), and published, which
+// may be nil, are releases to accept besides the catalog's.
+func New(clock clock.PassiveClock, published catalog.Published) *Plugin {
 	return &Plugin{
-		Handler: admission.NewHandler(admission.Create, admission.Update),
-		clock:   clock,
+		Handler:   admission.NewHandler(admission.Create, admission.Update),
+		clock:     clock,
+		published: published,
 	}
 }
 
@@ -77,13 +79,19 @@ var versionPath = field.NewPath("spec", "version")
 // release later dropped from the catalog does not block metadata, finalizer or
 // scaling updates of existing Databases.
 //
-// It returns a 422 Invalid with field.NotSupported on spec.version (listing
-// catalog.Supported) for a version outside the engine's catalog, and with
-// field.Forbidden on spec.version (the catalog's reason) for an upgrade
-// catalog.CheckUpgrade refuses. A release past end of life is admitted with a
-// warning (the response's Warning header). An empty or unknown engine is left
-// to the strategy's validation, as is an engine change, for which no upgrade
-// is judged.
+// It returns a 422 Invalid on spec.version:
+//   - field.NotSupported, listing the engine's release lines and the newest
+//     release of each, for a version outside the engine's catalog ("12",
+//     "latest");
+//   - field.Invalid, listing the published releases of the line, for a
+//     release of a known line that was never published ("16.99",
+//     catalog.CheckRelease with the configured releases);
+//   - field.Forbidden, with the catalog's reason, for an upgrade
+//     catalog.CheckUpgrade refuses.
+//
+// A release past end of life is admitted with a warning (the response's
+// Warning header). An empty or unknown engine is left to the strategy's
+// validation, as is an engine change, for which no upgrade is judged.
 func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
 	db, old, err := attributes.Databases(a)
 	if err != nil || db == nil {
@@ -100,8 +108,14 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	release, err := catalog.Lookup(examplev1.Engine(engine), version)
 	if err != nil {
 		// The release lines: each is itself a valid version, so everything the
-		// message lists is accepted (a release within a line, "14.5", is too).
-		return invalid(db, field.NotSupported(versionPath, version, catalog.Lines(examplev1.Engine(engine))))
+		// list holds is accepted; the detail adds the newest release of each.
+		notSupported := field.NotSupported(versionPath, version, catalog.Lines(examplev1.Engine(engine)))
+		notSupported.Detail += fmt.Sprintf("; or a published release of one of them, the newest being %s",
+			strings.Join(catalog.NewestReleases(examplev1.Engine(engine)), ", "))
+		return invalid(db, notSupported)
+	}
+	if err := catalog.CheckRelease(examplev1.Engine(engine), version, p.published); err != nil {
+		return invalid(db, field.Invalid(versionPath, version, err.Error()))
 	}
 	if old != nil && old.Spec.Engine == engine {
 		if err := catalog.CheckUpgrade(examplev1.Engine(engine), old.Spec.Version, version); err != nil {

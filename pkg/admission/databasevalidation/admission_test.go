@@ -2,6 +2,7 @@ package databasevalidation
 
 import (
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -63,7 +64,7 @@ func validate(t *testing.T, at time.Time, obj, old *example.Database) (error, []
 	if old != nil {
 		oldObj = old
 	}
-	err := New(clocktesting.NewFakePassiveClock(at)).Validate(ctx, attributesFor(obj, oldObj, databasesGVR, ""), nil)
+	err := New(clocktesting.NewFakePassiveClock(at), nil).Validate(ctx, attributesFor(obj, oldObj, databasesGVR, ""), nil)
 	return err, rec.warnings
 }
 
@@ -83,28 +84,61 @@ func requireFieldError(t *testing.T, err error, causeType metav1.CauseType, want
 	require.Contains(t, cause.Message, want)
 }
 
+// refusedVersion is a create (old nil) or update whose spec.version the
+// plugin refuses with a message containing wantMsg.
+type refusedVersion struct {
+	name    string
+	obj     *example.Database
+	old     *example.Database
+	wantMsg string
+}
+
+// requireRefused runs each case and requires a 422 with one cause of
+// causeType on spec.version, printed as "spec.version: <prefix> "<version>"",
+// and no warning.
+func requireRefused(t *testing.T, tests []refusedVersion, causeType metav1.CauseType, prefix string) {
+	t.Helper()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err, warnings := validate(t, now, tc.obj, tc.old)
+			requireFieldError(t, err, causeType, tc.wantMsg)
+			require.Contains(t, err.Error(), `spec.version: `+prefix+` "`+tc.obj.Spec.Version+`"`)
+			require.Empty(t, warnings)
+		})
+	}
+}
+
 func TestValidateRefusesVersionsOutsideTheCatalogWithTheSupportedList(t *testing.T) {
-	tests := []struct {
-		name    string
-		obj     *example.Database
-		old     *example.Database
-		wantMsg string
-	}{
+	requireRefused(t, []refusedVersion{
 		{name: "postgresql major too old", obj: database(example.EnginePostgreSQL, "12"),
 			wantMsg: `supported values: "13", "14", "15", "16", "17", "18"`},
 		{name: "mysql 5.7", obj: database(example.EngineMySQL, "5.7"), wantMsg: `"8.0", "8.4", "9.0"`},
 		{name: "mongodb latest", obj: database(example.EngineMongoDB, "latest"), wantMsg: `"6.0", "7.0", "8.0"`},
 		{name: "update to a version outside the catalog", obj: database(example.EnginePostgreSQL, "14.5.1"),
 			old: database(example.EnginePostgreSQL, "14.5"), wantMsg: `"14"`},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			err, warnings := validate(t, now, tc.obj, tc.old)
-			requireFieldError(t, err, metav1.CauseTypeFieldValueNotSupported, tc.wantMsg)
-			require.Contains(t, err.Error(), `spec.version: Unsupported value: "`+tc.obj.Spec.Version+`"`)
-			require.Empty(t, warnings)
-		})
-	}
+		{name: "the newest release of each line", obj: database(example.EnginePostgreSQL, "12"),
+			wantMsg: "; or a published release of one of them, the newest being 13.23, 14.24, 15.19, 16.15, 17.11, 18.5"},
+	}, metav1.CauseTypeFieldValueNotSupported, "Unsupported value:")
+}
+
+func TestValidateRefusesReleasesNeverPublishedWithTheLinesReleases(t *testing.T) {
+	requireRefused(t, []refusedVersion{
+		{name: "postgresql minor past the newest", obj: database(example.EnginePostgreSQL, "16.99"),
+			wantMsg: `postgresql "16.99" is not a published release: the 16 line has 16.0 to 16.15, and "16" alone follows its newest release`},
+		{name: "mongodb patch past the newest", obj: database(example.EngineMongoDB, "7.0.99"), wantMsg: "7.0.14 to 7.0.26"},
+		{name: "mongodb patch of nine digits", obj: database(example.EngineMongoDB, "7.0.999999999"), wantMsg: "7.0.0 to 7.0.9"},
+		{name: "mysql release withdrawn", obj: database(example.EngineMySQL, "8.0.29"), wantMsg: "8.0.11 to 8.0.28, 8.0.30 to 8.0.37"},
+		{name: "update to a release never published", obj: database(example.EnginePostgreSQL, "14.99"),
+			old: database(example.EnginePostgreSQL, "14.5"), wantMsg: "the 14 line has 14.0 to 14.24"},
+	}, metav1.CauseTypeFieldValueInvalid, "Invalid value:")
+}
+
+func TestValidateKeepsAStoredVersionNeverPublishedUntilItChanges(t *testing.T) {
+	stored := database(example.EnginePostgreSQL, "16.99")
+	scaled := database(example.EnginePostgreSQL, "16.99")
+	scaled.Spec.Replicas = ptr.To[int32](5)
+	err, _ := validate(t, now, scaled, stored)
+	require.NoError(t, err, "an update that keeps the version is not judged again")
 }
 
 func TestValidateRefusesUpgradesTheCatalogCallsUnsafe(t *testing.T) {
@@ -247,7 +281,7 @@ func TestValidateIgnoresSubresourcesAndOtherResources(t *testing.T) {
 		{name: "scale subresource", resource: databasesGVR, subresource: "scale"},
 		{name: "another resource of the group", resource: databasesGVR.GroupVersion().WithResource("backups")},
 	}
-	plugin := New(clocktesting.NewFakePassiveClock(now))
+	plugin := New(clocktesting.NewFakePassiveClock(now), nil)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			// An unsupported version and an unsafe upgrade: refused on the main resource.
@@ -258,13 +292,13 @@ func TestValidateIgnoresSubresourcesAndOtherResources(t *testing.T) {
 }
 
 func TestValidateRefusesAnotherObjectTypeForDatabases(t *testing.T) {
-	plugin := New(clocktesting.NewFakePassiveClock(now))
+	plugin := New(clocktesting.NewFakePassiveClock(now), nil)
 	err := plugin.Validate(context.Background(), attributesFor(&example.DatabaseList{}, nil, databasesGVR, ""), nil)
 	require.True(t, apierrors.IsBadRequest(err), "got %v", err)
 }
 
 func TestPluginHandlesCreateAndUpdateOnly(t *testing.T) {
-	plugin := New(clocktesting.NewFakePassiveClock(now))
+	plugin := New(clocktesting.NewFakePassiveClock(now), nil)
 	for op, want := range map[admission.Operation]bool{
 		admission.Create: true, admission.Update: true, admission.Delete: false, admission.Connect: false,
 	} {
@@ -272,14 +306,101 @@ func TestPluginHandlesCreateAndUpdateOnly(t *testing.T) {
 	}
 }
 
-func TestRegisteredPluginTakesNoConfiguration(t *testing.T) {
+func TestRegisteredPluginWithoutConfigurationAcceptsTheCatalogsReleases(t *testing.T) {
 	plugins := admission.NewPlugins()
 	Register(plugins)
-
 	plugin, err := plugins.InitPlugin(PluginName, nil, admission.PluginInitializers{})
 	require.NoError(t, err)
 	require.Implements(t, (*admission.ValidationInterface)(nil), plugin)
 
-	_, err = plugins.InitPlugin(PluginName, strings.NewReader("replicas: 3\n"), admission.PluginInitializers{})
-	require.ErrorContains(t, err, "takes no configuration")
+	validator := plugin.(admission.ValidationInterface)
+	require.NoError(t, validator.Validate(context.Background(), attributesFor(database(example.EnginePostgreSQL, "18.5"), nil, databasesGVR, ""), nil))
+	err = validator.Validate(context.Background(), attributesFor(database(example.EnginePostgreSQL, "18.6"), nil, databasesGVR, ""), nil)
+	require.True(t, apierrors.IsInvalid(err), "got %v", err)
+}
+
+// validationConfig is an AdmissionConfiguration's configuration of the plugin
+// with the given body after its apiVersion and kind.
+func validationConfig(body string) *strings.Reader {
+	return strings.NewReader("apiVersion: admission.example.com/v1alpha1\nkind: DatabaseValidationConfiguration\n" + body)
+}
+
+func TestRegisteredPluginAcceptsTheConfiguredReleases(t *testing.T) {
+	plugins := admission.NewPlugins()
+	Register(plugins)
+	plugin, err := plugins.InitPlugin(PluginName, validationConfig(`releases:
+- engine: postgresql
+  versions: ["18.6", "17.12"]
+- engine: mongodb
+  versions: ["8.0.40"]
+`), admission.PluginInitializers{})
+	require.NoError(t, err)
+	validator := plugin.(admission.ValidationInterface)
+	for _, db := range []*example.Database{
+		database(example.EnginePostgreSQL, "18.6"),
+		database(example.EnginePostgreSQL, "17.12"),
+		database(example.EngineMongoDB, "8.0.40"),
+	} {
+		require.NoError(t, validator.Validate(context.Background(), attributesFor(db, nil, databasesGVR, ""), nil), db.Spec.Version)
+	}
+	err = validator.Validate(context.Background(), attributesFor(database(example.EnginePostgreSQL, "18.7"), nil, databasesGVR, ""), nil)
+	require.True(t, apierrors.IsInvalid(err), "got %v", err)
+	require.ErrorContains(t, err, "18.0 to 18.5, 18.6")
+}
+
+func TestLoadConfigurationRefusesBadConfigurations(t *testing.T) {
+	tests := []struct {
+		name   string
+		config *strings.Reader
+		want   []string
+	}{
+		{"another kind", strings.NewReader("apiVersion: admission.example.com/v1alpha1\nkind: DatabaseDefaultsConfiguration\n"),
+			[]string{`must have apiVersion "admission.example.com/v1alpha1" and kind "DatabaseValidationConfiguration"`, `got apiVersion "admission.example.com/v1alpha1" and kind "DatabaseDefaultsConfiguration"`}},
+		{"no kind", strings.NewReader("releases: []\n"), []string{`kind "DatabaseValidationConfiguration", got apiVersion "" and kind ""`}},
+		{"unknown field", validationConfig("release: []\n"), []string{`unknown field "release"`}},
+		{"unknown engine", validationConfig("releases:\n- engine: oracle\n  versions: [\"19.3\"]\n"),
+			[]string{`releases[0].engine: Unsupported value: "oracle"`}},
+		{"engine twice", validationConfig("releases:\n- engine: mysql\n  versions: [\"8.4.12\"]\n- engine: mysql\n  versions: [\"9.7.3\"]\n"),
+			[]string{`releases[1].engine: Duplicate value: "mysql"`}},
+		{"no versions", validationConfig("releases:\n- engine: mysql\n"), []string{`releases[0].versions: Required value`}},
+		{"a line alone", validationConfig("releases:\n- engine: postgresql\n  versions: [\"18\"]\n"),
+			[]string{`releases[0].versions[0]: Invalid value: "18": must pin a release of one of the postgresql lines [13 14 15 16 17 18]`, `(e.g. "18.5")`}},
+		{"a line outside the catalog", validationConfig("releases:\n- engine: postgresql\n  versions: [\"18.6\", \"19.0\"]\n"),
+			[]string{`releases[0].versions[1]: Invalid value: "19.0"`}},
+		{"a version twice", validationConfig("releases:\n- engine: mongodb\n  versions: [\"8.0.40\", \"8.0.40\"]\n"),
+			[]string{`releases[0].versions[1]: Duplicate value: "8.0.40"`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := LoadConfiguration(tc.config)
+			require.Error(t, err)
+			for _, want := range tc.want {
+				require.ErrorContains(t, err, want)
+			}
+		})
+	}
+}
+
+func TestLoadConfigurationWithoutConfigurationAddsNothing(t *testing.T) {
+	for name, config := range map[string]*strings.Reader{"none": nil, "no releases": validationConfig("")} {
+		t.Run(name, func(t *testing.T) {
+			var reader io.Reader
+			if config != nil {
+				reader = config
+			}
+			cfg, err := LoadConfiguration(reader)
+			require.NoError(t, err)
+			require.Equal(t, "admission.example.com/v1alpha1", cfg.APIVersion)
+			require.Equal(t, ConfigurationKind, cfg.Kind)
+			require.Empty(t, cfg.Releases)
+			require.Empty(t, cfg.published())
+		})
+	}
+}
+
+func TestConfigurationDeepCopyIsIndependent(t *testing.T) {
+	cfg := &Configuration{Releases: []EngineReleases{{Engine: example.EnginePostgreSQL, Versions: []string{"18.6"}}}}
+	out := cfg.DeepCopyObject().(*Configuration)
+	out.Releases[0].Versions[0] = "18.7"
+	require.Equal(t, "18.6", cfg.Releases[0].Versions[0])
 }

@@ -7,7 +7,7 @@ import (
 // Engine names a database engine. The set is closed: see SupportedEngines.
 type Engine string
 
-// The engines a Database may run (seed CRD: spec.engine enum).
+// The engines a Database may run: spec.engine is one of these.
 const (
 	EngineMySQL      Engine = "mysql"
 	EnginePostgreSQL Engine = "postgresql"
@@ -39,7 +39,7 @@ var SupportedPhases = []DatabasePhase{
 // DeletionPolicy says what happens to a Database's data when it is deleted.
 type DeletionPolicy string
 
-// The deletion policies (issue #4).
+// The deletion policies; an empty spec.deletionPolicy means Delete.
 const (
 	// DeletionPolicyDelete deletes the StatefulSet, Services, PVCs and Secret.
 	DeletionPolicyDelete DeletionPolicy = "Delete"
@@ -61,7 +61,7 @@ const (
 	ConditionDegraded    = "Degraded"
 )
 
-// Bounds of spec.replicas (seed CRD: minimum 1, maximum 10).
+// Bounds of spec.replicas: 1 to 10 Pods.
 const (
 	MinReplicas int32 = 1
 	MaxReplicas int32 = 10

@@ -6,5 +6,7 @@
 // +groupName=example.com
 
 // Package v1 is version v1 of the example.com API group: the wire format of
-// Database. Field names follow the seed CRD (shared/seed/seed-crd.yaml).
+// Database. Its fields are those a Database CustomResourceDefinition would
+// declare (spec.engine, version, replicas, storage; status.phase,
+// readyReplicas, conditions), so clients of such a CRD work unchanged.
 package v1

@@ -8,7 +8,7 @@ import (
 // +enum
 type Engine string
 
-// The engines a Database may run (seed CRD: spec.engine enum).
+// The engines a Database may run: spec.engine is one of these.
 const (
 	// EngineMySQL runs the mysql image, port 3306.
 	EngineMySQL Engine = "mysql"

@@ -1,9 +1,9 @@
 // Package validation holds the field-level rules of Database objects, which
 // the registry strategy runs on every write (a failure is a 422 Invalid
-// naming the field). Rules come from the seed CRD (engine enum, replicas 1 to
-// 10, storage pattern), the seed's webhooks ("engine type is immutable",
-// "replicas cannot exceed 10") and upstream conventions
-// (k8s.io/apimachinery/pkg/api/validation). Whether a version is in the
+// naming the field): the engine enum, replicas 1 to 10, the storage pattern,
+// an immutable engine and storage that never shrinks, with the messages of the
+// Database API ("engine type is immutable", "replicas cannot exceed 10"), and
+// the upstream conventions of k8s.io/apimachinery/pkg/api/validation. Whether a version is in the
 // engine's catalog, and whether a version change is safe, is judged by the
 // DatabaseValidation admission plugin (pkg/catalog), not here.
 package validation
@@ -88,7 +88,7 @@ func ValidateDatabase(db *example.Database) field.ErrorList {
 
 // ValidateDatabaseSpec validates spec at fldPath:
 //   - engine: Required when empty, NotSupported unless one of
-//     example.SupportedEngines (seed CRD enum);
+//     example.SupportedEngines;
 //   - version: Required when empty, TooLong over MaxVersionLength, Invalid
 //     unless a container image tag;
 //   - replicas: Required when nil (the DatabaseDefaults admission plugin sets
@@ -132,7 +132,7 @@ func ValidateDatabaseSpec(spec *example.DatabaseSpec, fldPath *field.Path) field
 
 // ValidateDeletionPolicy validates a deletion policy at fldPath: NotSupported
 // unless one of example.SupportedDeletionPolicies. An empty spec.deletionPolicy
-// is not validated with it: it means Delete (issue #4).
+// is not validated with it: it means Delete.
 func ValidateDeletionPolicy(policy example.DeletionPolicy, fldPath *field.Path) field.ErrorList {
 	if !slices.Contains(example.SupportedDeletionPolicies, policy) {
 		return field.ErrorList{field.NotSupported(fldPath, string(policy), example.SupportedDeletionPolicies)}
@@ -141,8 +141,8 @@ func ValidateDeletionPolicy(policy example.DeletionPolicy, fldPath *field.Path) 
 }
 
 // ValidateReplicas validates a replica count at fldPath: Invalid below
-// example.MinReplicas or above example.MaxReplicas (seed CRD: minimum 1,
-// maximum 10; seed webhook: "replicas cannot exceed 10").
+// example.MinReplicas or above example.MaxReplicas ("replicas cannot exceed
+// 10").
 func ValidateReplicas(replicas int32, fldPath *field.Path) field.ErrorList {
 	switch {
 	case replicas < example.MinReplicas:
@@ -156,8 +156,8 @@ func ValidateReplicas(replicas int32, fldPath *field.Path) field.ErrorList {
 }
 
 // ValidateStorage validates a volume size at fldPath: Required when empty;
-// Invalid unless it matches storagesize.Pattern (seed CRD), is at least
-// 1Gi and at most storagesize.MaxGi.
+// Invalid unless it matches storagesize.Pattern, is at least 1Gi and at
+// most storagesize.MaxGi.
 func ValidateStorage(storage string, fldPath *field.Path) field.ErrorList {
 	if storage == "" {
 		return field.ErrorList{field.Required(fldPath, "")}
@@ -178,7 +178,7 @@ func ValidateStorage(storage string, fldPath *field.Path) field.ErrorList {
 
 // ValidateDatabaseUpdate validates an update of the main resource: the
 // metadata update rules, every create rule on newDB, and two transitions:
-// spec.engine is immutable (seed webhook: "engine type is immutable") and
+// spec.engine is immutable ("engine type is immutable") and
 // spec.storage may not shrink, because a PersistentVolumeClaim cannot.
 func ValidateDatabaseUpdate(newDB, oldDB *example.Database) field.ErrorList {
 	errs := apimachineryvalidation.ValidateObjectMetaUpdate(&newDB.ObjectMeta, &oldDB.ObjectMeta, field.NewPath("metadata"))

@@ -14,8 +14,8 @@ import (
 	"example.com/database-apiserver/pkg/apis/example/validation"
 )
 
-// seedDatabase is seed-database.yaml as an internal object, as it is stored.
-func seedDatabase() *example.Database {
+// exampleDatabase is artifacts/examples/database.yaml as an internal object, as it is stored.
+func exampleDatabase() *example.Database {
 	return &example.Database{
 		ObjectMeta: metav1.ObjectMeta{Name: "my-database", Namespace: "production", ResourceVersion: "1"},
 		Spec: example.DatabaseSpec{
@@ -49,15 +49,15 @@ func TestMaxNameLengthLeavesRoomForTheControllerRevisionHashLabel(t *testing.T) 
 	require.Equal(t, 52, validation.MaxNameLength)
 }
 
-func TestValidateDatabaseAcceptsTheSeedExampleAndEveryEngine(t *testing.T) {
-	require.Empty(t, validation.ValidateDatabase(seedDatabase()))
+func TestValidateDatabaseAcceptsTheExampleAndEveryEngine(t *testing.T) {
+	require.Empty(t, validation.ValidateDatabase(exampleDatabase()))
 
 	for _, spec := range []example.DatabaseSpec{
 		{Engine: example.EngineMySQL, Version: "8.4.2", Replicas: ptr.To[int32](1), Storage: "1Gi"},
 		{Engine: example.EngineMongoDB, Version: "7.0", Replicas: ptr.To[int32](10), Storage: "2048Gi"},
 		{Engine: example.EnginePostgreSQL, Version: "18", Replicas: ptr.To[int32](2), Storage: "8589934591Gi"},
 	} {
-		db := seedDatabase()
+		db := exampleDatabase()
 		db.Spec = spec
 		require.Empty(t, validation.ValidateDatabase(db), "%+v", spec)
 	}
@@ -91,7 +91,7 @@ func TestValidateDatabaseSpecReportsEachBrokenRuleOnItsField(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			db := seedDatabase()
+			db := exampleDatabase()
 			tt.mutate(&db.Spec)
 			requireErrors(t, validation.ValidateDatabaseSpec(&db.Spec, field.NewPath("spec")), tt.want)
 		})
@@ -100,14 +100,14 @@ func TestValidateDatabaseSpecReportsEachBrokenRuleOnItsField(t *testing.T) {
 
 func TestValidateDatabaseSpecAcceptsEveryDeletionPolicyAndNone(t *testing.T) {
 	for _, policy := range append([]example.DeletionPolicy{""}, example.SupportedDeletionPolicies...) {
-		db := seedDatabase()
+		db := exampleDatabase()
 		db.Spec.DeletionPolicy = policy
 		require.Empty(t, validation.ValidateDatabaseSpec(&db.Spec, field.NewPath("spec")), "policy %q", policy)
 	}
 }
 
 func TestValidateDatabaseSpecMessagesReadAsKubectlPrintsThem(t *testing.T) {
-	spec := seedDatabase().Spec
+	spec := exampleDatabase().Spec
 	spec.Engine = "oracle"
 	spec.Replicas = ptr.To[int32](11)
 	errs := validation.ValidateDatabaseSpec(&spec, field.NewPath("spec"))
@@ -178,7 +178,7 @@ func TestValidateDatabaseChecksObjectMeta(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			db := seedDatabase()
+			db := exampleDatabase()
 			tt.mutate(&db.ObjectMeta)
 			requireErrors(t, validation.ValidateDatabase(db), tt.want)
 		})
@@ -208,18 +208,18 @@ func TestValidateDatabaseUpdateEnforcesTransitions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			oldDB := seedDatabase()
-			newDB := seedDatabase()
+			oldDB := exampleDatabase()
+			newDB := exampleDatabase()
 			tt.mutate(newDB)
 			requireErrors(t, validation.ValidateDatabaseUpdate(newDB, oldDB), tt.wants...)
 		})
 	}
 }
 
-func TestValidateDatabaseUpdateEngineErrorMatchesTheSeed(t *testing.T) {
-	newDB := seedDatabase()
+func TestValidateDatabaseUpdateSaysEngineTypeIsImmutable(t *testing.T) {
+	newDB := exampleDatabase()
 	newDB.Spec.Engine = example.EngineMySQL
-	errs := validation.ValidateDatabaseUpdate(newDB, seedDatabase())
+	errs := validation.ValidateDatabaseUpdate(newDB, exampleDatabase())
 	require.Len(t, errs, 1)
 	require.Equal(t, `spec.engine: Invalid value: "mysql": engine type is immutable`, errs[0].Error())
 }
@@ -274,9 +274,9 @@ func TestValidateDatabaseStatusReportsEachBrokenRuleOnItsField(t *testing.T) {
 }
 
 func TestValidateDatabaseStatusUpdateChecksMetadataAndStatusNotSpec(t *testing.T) {
-	oldDB := seedDatabase()
+	oldDB := exampleDatabase()
 
-	newDB := seedDatabase()
+	newDB := exampleDatabase()
 	newDB.Spec.Replicas = nil // spec is not this subresource's business
 	newDB.Status.ReadyReplicas = 3
 	require.Empty(t, validation.ValidateDatabaseStatusUpdate(newDB, oldDB))

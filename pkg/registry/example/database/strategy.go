@@ -48,7 +48,7 @@ func NewStrategy(typer runtime.ObjectTyper) Strategy {
 	return Strategy{ObjectTyper: typer, NameGenerator: names.SimpleNameGenerator}
 }
 
-// NamespaceScoped returns true: Databases live in a namespace (seed CRD: scope Namespaced).
+// NamespaceScoped returns true: Databases live in a namespace.
 func (Strategy) NamespaceScoped() bool {
 	return true
 }

@@ -22,10 +22,10 @@ func newTestStrategy() Strategy {
 	return NewStrategy(scheme)
 }
 
-// storedDatabase is the seed Database as stored: generation 4, a status
+// storedDatabase is the example Database as stored: generation 4, a status
 // reported by the controller, labels set.
 func storedDatabase() *example.Database {
-	db := seedDatabase()
+	db := exampleDatabase()
 	db.Generation = 4
 	db.Labels = map[string]string{"team": "payments"}
 	db.Status = example.DatabaseStatus{
@@ -42,7 +42,7 @@ func storedDatabase() *example.Database {
 
 func TestStrategyScopeAndUpdatePolicy(t *testing.T) {
 	s := newTestStrategy()
-	require.True(t, s.NamespaceScoped(), "Databases are namespaced (seed CRD scope)")
+	require.True(t, s.NamespaceScoped(), "Databases are namespaced")
 	require.False(t, s.AllowCreateOnUpdate(context.Background()), "PUT must not create a Database")
 	require.True(t, s.AllowUnconditionalUpdate(context.Background()), "an update without resourceVersion is allowed")
 	require.Equal(t, s.NamespaceScoped(), NewStatusStrategy(s).NamespaceScoped())
@@ -63,14 +63,14 @@ func TestPrepareForCreateClearsStatusAndSetsGenerationOne(t *testing.T) {
 // A resourceVersion copied from another object (kubectl get -o yaml, edited
 // and created elsewhere) is storage's to assign, not an error.
 func TestPrepareForCreateClearsResourceVersion(t *testing.T) {
-	db := seedDatabase()
+	db := exampleDatabase()
 	db.ResourceVersion = "5"
 	newTestStrategy().PrepareForCreate(context.Background(), db)
 	require.Empty(t, db.ResourceVersion)
 }
 
 func TestPrepareWritesStorageCanonically(t *testing.T) {
-	db := seedDatabase()
+	db := exampleDatabase()
 	db.Spec.Storage = "0100Gi"
 	newTestStrategy().PrepareForCreate(context.Background(), db)
 	require.Equal(t, "100Gi", db.Spec.Storage)
@@ -238,10 +238,10 @@ func TestMatchDatabaseSelectsOnLabelsAndFields(t *testing.T) {
 
 func TestValidateDelegatesToValidation(t *testing.T) {
 	s := newTestStrategy()
-	valid := seedDatabase()
-	require.Empty(t, s.Validate(context.Background(), valid), "the seed Database must be valid")
+	valid := exampleDatabase()
+	require.Empty(t, s.Validate(context.Background(), valid), "the example Database must be valid")
 
-	invalid := seedDatabase()
+	invalid := exampleDatabase()
 	invalid.Spec.Engine = "oracle"
 	errs := s.Validate(context.Background(), invalid)
 	require.NotEmpty(t, errs)
@@ -295,7 +295,7 @@ func TestStatusValidateUpdateDelegatesToStatusValidation(t *testing.T) {
 func TestNoWarnings(t *testing.T) {
 	s := newTestStrategy()
 	ctx := context.Background()
-	require.Nil(t, s.WarningsOnCreate(ctx, seedDatabase()))
-	require.Nil(t, s.WarningsOnUpdate(ctx, seedDatabase(), seedDatabase()))
-	require.Nil(t, NewStatusStrategy(s).WarningsOnUpdate(ctx, seedDatabase(), seedDatabase()))
+	require.Nil(t, s.WarningsOnCreate(ctx, exampleDatabase()))
+	require.Nil(t, s.WarningsOnUpdate(ctx, exampleDatabase(), exampleDatabase()))
+	require.Nil(t, NewStatusStrategy(s).WarningsOnUpdate(ctx, exampleDatabase(), exampleDatabase()))
 }

@@ -19,10 +19,11 @@ import (
 )
 
 // TableConvertor prints Databases as the server-side table of
-// `kubectl get databases`: the seed CRD's additionalPrinterColumns (Name,
-// Engine, Version, Replicas, Status, Age) at priority 0, and Ready and Storage
-// at priority 1 (`-o wide`). A cell whose field is not set is nil, which
-// kubectl prints as <none>, as it does for the CRD's columns.
+// `kubectl get databases`: the columns a Database CRD would declare as
+// additionalPrinterColumns (Name, Engine, Version, Replicas, Status, Age) at
+// priority 0, and Ready and Storage at priority 1 (`-o wide`). A cell whose
+// field is not set is nil, which kubectl prints as <none>, as it does for a
+// CRD's columns.
 type TableConvertor struct{}
 
 var _ rest.TableConvertor = TableConvertor{}

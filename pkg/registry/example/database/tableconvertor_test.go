@@ -15,9 +15,9 @@ import (
 	"example.com/database-apiserver/pkg/apis/example"
 )
 
-// seedDatabase is seed-database.yaml, created three days ago and reported
+// exampleDatabase is artifacts/examples/database.yaml, created three days ago and reported
 // ready with 2 of its 3 replicas.
-func seedDatabase() *example.Database {
+func exampleDatabase() *example.Database {
 	return &example.Database{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:              "my-database",
@@ -38,8 +38,8 @@ func seedDatabase() *example.Database {
 	}
 }
 
-func TestTableColumnsFollowSeedPrinterColumnsThenWideOnes(t *testing.T) {
-	table, err := TableConvertor{}.ConvertToTable(context.Background(), seedDatabase(), nil)
+func TestTableColumnsArePrinterColumnsThenWideOnes(t *testing.T) {
+	table, err := TableConvertor{}.ConvertToTable(context.Background(), exampleDatabase(), nil)
 	require.NoError(t, err)
 
 	type column struct {
@@ -84,8 +84,8 @@ func TestTableColumnsCarryFieldDescriptions(t *testing.T) {
 	}
 }
 
-func TestTableRowOfSeedDatabase(t *testing.T) {
-	db := seedDatabase()
+func TestTableRowOfTheExampleDatabase(t *testing.T) {
+	db := exampleDatabase()
 	table, err := TableConvertor{}.ConvertToTable(context.Background(), db, nil)
 	require.NoError(t, err)
 
@@ -111,7 +111,7 @@ func TestTableRowPrintsUnsetFieldsAsNone(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			db := seedDatabase()
+			db := exampleDatabase()
 			tc.mutate(db)
 			table, err := TableConvertor{}.ConvertToTable(context.Background(), db, nil)
 			require.NoError(t, err)
@@ -121,7 +121,7 @@ func TestTableRowPrintsUnsetFieldsAsNone(t *testing.T) {
 }
 
 func TestTableOfListCarriesListMetadataAndEveryItem(t *testing.T) {
-	first, second := seedDatabase(), seedDatabase()
+	first, second := exampleDatabase(), exampleDatabase()
 	second.Name = "orders"
 	second.Spec.Engine = example.EngineMySQL
 	list := &example.DatabaseList{
@@ -163,7 +163,7 @@ func TestTableNoHeadersOmitsColumnDefinitions(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			table, err := TableConvertor{}.ConvertToTable(context.Background(), seedDatabase(), tc.options)
+			table, err := TableConvertor{}.ConvertToTable(context.Background(), exampleDatabase(), tc.options)
 			require.NoError(t, err)
 			require.Equal(t, tc.wantColumns, len(table.ColumnDefinitions) > 0)
 			require.Len(t, table.Rows, 1, "rows are printed either way")

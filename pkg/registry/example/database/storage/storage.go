@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/internalversion"
@@ -76,8 +77,8 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (D
 // REST serves databases: create, get, list, watch, update, patch, delete and
 // deletecollection, through the generic store.
 //
-// It has no categories: the seed CRD declares none, and in the "all" category
-// `kubectl delete all --all` would delete Databases, and with them their data.
+// It has no categories: in the "all" category `kubectl delete all --all`
+// would delete Databases, and with them their data.
 type REST struct {
 	*genericregistry.Store
 }
@@ -88,60 +89,112 @@ var (
 	_ rest.StandardStorage      = &REST{}
 )
 
-// ShortNames returns the short names of databases: "db" (seed CRD shortNames).
+// ShortNames returns the short names of databases: "db" (`kubectl get db`).
 func (r *REST) ShortNames() []string {
 	return []string{"db"}
 }
 
 // Delete deletes the named Database unless its spec.deletionPolicy is
 // DoNotTerminate, in which case it returns a 403 Forbidden that says how to
-// allow the deletion (issue #4). Otherwise it is the generic store's Delete.
+// allow the deletion. Otherwise it is the generic store's Delete.
 func (r *REST) Delete(ctx context.Context, name string, deleteValidation rest.ValidateObjectFunc, options *metav1.DeleteOptions) (runtime.Object, bool, error) {
 	return r.Store.Delete(ctx, name, refuseDoNotTerminate(deleteValidation), options)
 }
 
-// DeleteCollection deletes the selected Databases one by one, as Delete does,
-// and returns the list of those selected. Those whose spec.deletionPolicy is
-// DoNotTerminate in the list are skipped, so that the others are still deleted
-// (the generic store's DeleteCollection stops at its first refused item, and a
-// namespace deletion would keep every Database listed after a protected one);
-// when any was skipped, it returns a 403 Forbidden that names them and says how
-// to allow their deletion. Any other error stops it and is returned, as the
-// generic store does; so is a Database made DoNotTerminate after the list,
-// which Delete refuses.
+// DeleteCollectionPageSize is the number of Databases DeleteCollection lists
+// at a time when the request sets no limit: client-go's pager default, so no
+// single read holds a whole large collection in memory.
+const DeleteCollectionPageSize = 500
+
+// DeleteCollection deletes the selected Databases as the generic store's
+// DeleteCollection does: it lists them a page at a time (listOptions.Limit, or
+// DeleteCollectionPageSize when unset; a request that sets a limit deletes
+// that one page only) and hands each item to DeleteCollectionWorkers
+// goroutines, each of which deletes it through Delete with its own copy of
+// options. It returns the list of every Database selected.
+//
+// Databases whose spec.deletionPolicy is DoNotTerminate in the list are
+// skipped, so that the others are still deleted (the generic store stops at
+// its first refused item, and a namespace deletion would keep every Database
+// listed after a protected one); when any was skipped, it returns a 403
+// Forbidden that names them and says how to allow their deletion. Any other
+// error stops it and is returned, as the generic store does; so is a Database
+// made DoNotTerminate after the list, which Delete refuses. A Database deleted
+// meanwhile by someone else is not an error.
 func (r *REST) DeleteCollection(ctx context.Context, deleteValidation rest.ValidateObjectFunc, options *metav1.DeleteOptions, listOptions *internalversion.ListOptions) (runtime.Object, error) {
 	if listOptions == nil {
 		listOptions = &internalversion.ListOptions{}
+	} else {
+		listOptions = listOptions.DeepCopy()
 	}
-	listObj, err := r.Store.List(ctx, listOptions)
-	if err != nil {
+	onePage := listOptions.Limit > 0
+	if !onePage {
+		listOptions.Limit = DeleteCollectionPageSize
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	toDelete := make(chan string, 2*max(r.DeleteCollectionWorkers, 1))
+	for range max(r.DeleteCollectionWorkers, 1) {
+		g.Go(func() error {
+			for name := range toDelete {
+				if _, _, err := r.Delete(gctx, name, deleteValidation, options.DeepCopy()); err != nil && !errors.IsNotFound(err) {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+
+	var (
+		all     example.DatabaseList
+		refused []string
+	)
+	g.Go(func() error {
+		defer close(toDelete)
+		for first := true; ; first = false {
+			listObj, err := r.Store.List(gctx, listOptions)
+			if err != nil {
+				return err
+			}
+			page, ok := listObj.(*example.DatabaseList)
+			if !ok {
+				return fmt.Errorf("unexpected list type %T", listObj)
+			}
+			if first {
+				all.ListMeta = page.ListMeta
+			}
+			all.Items = append(all.Items, page.Items...)
+			for i := range page.Items {
+				db := &page.Items[i]
+				if db.Spec.DeletionPolicy == example.DeletionPolicyDoNotTerminate {
+					refused = append(refused, db.Name)
+					continue
+				}
+				select {
+				case toDelete <- db.Name:
+				case <-gctx.Done():
+					return gctx.Err()
+				}
+			}
+			if onePage || page.Continue == "" {
+				all.Continue, all.RemainingItemCount = page.Continue, page.RemainingItemCount
+				return nil
+			}
+			listOptions.Continue = page.Continue
+			listOptions.ResourceVersion, listOptions.ResourceVersionMatch = "", ""
+		}
+	})
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	list, ok := listObj.(*example.DatabaseList)
-	if !ok {
-		return nil, fmt.Errorf("unexpected list type %T", listObj)
-	}
-	var refused []string
-	for i := range list.Items {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		db := &list.Items[i]
-		if db.Spec.DeletionPolicy == example.DeletionPolicyDoNotTerminate {
-			refused = append(refused, db.Name)
-			continue
-		}
-		if _, _, err := r.Delete(ctx, db.Name, deleteValidation, options.DeepCopy()); err != nil && !errors.IsNotFound(err) {
-			return nil, err
-		}
-	}
+
 	if len(refused) > 0 {
 		return nil, errors.NewForbidden(example.Resource("databases"), "", fmt.Errorf(
 			"not deleted, spec.deletionPolicy is %s: %s (set it to %s or %s to allow deleting them); the others were deleted",
 			example.DeletionPolicyDoNotTerminate, strings.Join(refused, ", "),
 			example.DeletionPolicyRetain, example.DeletionPolicyDelete))
 	}
-	return list, nil
+	return &all, nil
 }
 
 // refuseDoNotTerminate wraps the delete validation (admission) so that it
@@ -212,9 +265,11 @@ var replicasPaths = managedfields.ResourcePathMappings{
 	examplev1.SchemeGroupVersion.String(): fieldpath.MakePathOrDie("spec", "replicas"),
 }
 
-// ScaleREST serves databases/scale as an autoscaling/v1 Scale (seed CRD:
-// specReplicasPath .spec.replicas, statusReplicasPath .status.readyReplicas),
-// for `kubectl scale` and HorizontalPodAutoscalers.
+// ScaleREST serves databases/scale as an autoscaling/v1 Scale whose
+// spec.replicas is the Database's spec.replicas and whose status.replicas is
+// its status.readyReplicas (as a CRD's scale subresource with those
+// specReplicasPath and statusReplicasPath would), for `kubectl scale` and
+// HorizontalPodAutoscalers.
 type ScaleREST struct {
 	store *genericregistry.Store
 }

@@ -3,7 +3,12 @@ package storage
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,21 +37,30 @@ import (
 const namespace = "test"
 
 // newStorage returns the storage of databases on a fresh embedded etcd,
-// storing example.com/v1 JSON as the server does, without a watch cache.
+// storing example.com/v1 protobuf as the server does (its default storage media
+// type), without a watch cache, with one delete-collection worker.
 func newStorage(t *testing.T) DatabaseStorage {
+	t.Helper()
+	return newStorageWithWorkers(t, 1)
+}
+
+// newStorageWithWorkers is newStorage with deleteCollectionWorkers workers.
+func newStorageWithWorkers(t *testing.T, deleteCollectionWorkers int) DatabaseStorage {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	install.Install(scheme)
 	codecs := serializer.NewCodecFactory(scheme)
 
 	_, config := etcd3testing.NewUnsecuredEtcd3TestClientServer(t)
-	config.Codec = codecs.LegacyCodec(examplev1.SchemeGroupVersion)
+	proto, ok := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
+	require.True(t, ok, "the scheme's codecs serve protobuf")
+	config.Codec = codecs.CodecForVersions(proto.Serializer, codecs.UniversalDecoder(), examplev1.SchemeGroupVersion, runtime.InternalGroupVersioner)
 	config.EncodeVersioner = examplev1.SchemeGroupVersion
 	config.LeaseManagerConfig = etcd3.NewDefaultLeaseManagerConfig()
 	restOptions := generic.RESTOptions{
 		StorageConfig:           config.ForResource(example.Resource("databases")),
 		Decorator:               generic.UndecoratedStorage,
-		DeleteCollectionWorkers: 1,
+		DeleteCollectionWorkers: deleteCollectionWorkers,
 		ResourcePrefix:          "example.com/databases",
 	}
 
@@ -56,7 +70,7 @@ func newStorage(t *testing.T) DatabaseStorage {
 	return s
 }
 
-// validDatabase is seed-database.yaml in the test namespace, under name.
+// validDatabase is artifacts/examples/database.yaml in the test namespace, under name.
 func validDatabase(name string) *example.Database {
 	return &example.Database{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
@@ -536,4 +550,96 @@ func TestResetFieldsOfMainAndStatusStores(t *testing.T) {
 	require.False(t, mainReset.Has(fieldpath.MakePathOrDie("spec")))
 	require.True(t, statusReset.Has(fieldpath.MakePathOrDie("spec")))
 	require.False(t, statusReset.Has(fieldpath.MakePathOrDie("status")))
+}
+
+// deleteCollection deletes the Databases of the test namespace as a namespace
+// deletion does, with deleteValidation as admission, and returns the names
+// left.
+func deleteCollection(t *testing.T, s DatabaseStorage, deleteValidation rest.ValidateObjectFunc, listOptions *metainternalversion.ListOptions) (runtime.Object, []string, error) {
+	t.Helper()
+	obj, err := s.Database.DeleteCollection(testContext(s), deleteValidation, &metav1.DeleteOptions{}, listOptions)
+	left, listErr := s.Database.List(testContext(s), &metainternalversion.ListOptions{})
+	require.NoError(t, listErr)
+	var names []string
+	for _, db := range left.(*example.DatabaseList).Items {
+		names = append(names, db.Name)
+	}
+	return obj, names, err
+}
+
+func TestDeleteCollectionDeletesWithTheConfiguredWorkersAtOnce(t *testing.T) {
+	const workers = 4
+	s := newStorageWithWorkers(t, workers)
+	for i := range workers {
+		create(t, s, validDatabase(fmt.Sprintf("db-%d", i)))
+	}
+	// Each delete waits in admission until all workers are in it: one worker
+	// deleting one Database after another would wait out the timeout.
+	var arrived sync.WaitGroup
+	arrived.Add(workers)
+	allIn := make(chan struct{})
+	go func() { arrived.Wait(); close(allIn) }()
+	validation := func(ctx context.Context, obj runtime.Object) error {
+		arrived.Done()
+		select {
+		case <-allIn:
+			return nil
+		case <-time.After(10 * time.Second):
+			return fmt.Errorf("%s: fewer than %d deletes at once", obj.(*example.Database).Name, workers)
+		}
+	}
+
+	obj, left, err := deleteCollection(t, s, validation, nil)
+	require.NoError(t, err)
+	require.Empty(t, left)
+	require.Len(t, obj.(*example.DatabaseList).Items, workers, "the list of every Database deleted")
+}
+
+func TestDeleteCollectionWithALimitDeletesOnePage(t *testing.T) {
+	s := newStorage(t)
+	for _, name := range []string{"a", "b", "c", "d", "e"} {
+		create(t, s, validDatabase(name))
+	}
+	obj, left, err := deleteCollection(t, s, rest.ValidateAllObjectFunc, &metainternalversion.ListOptions{Limit: 2})
+	require.NoError(t, err)
+	require.Equal(t, []string{"c", "d", "e"}, left)
+	page := obj.(*example.DatabaseList)
+	require.Len(t, page.Items, 2)
+	require.NotEmpty(t, page.Continue, "the page says there is more")
+}
+
+func TestDeleteCollectionSkipsDoNotTerminateAndNamesThem(t *testing.T) {
+	s := newStorageWithWorkers(t, 3)
+	for _, name := range []string{"a", "b-protected", "c", "d", "e-protected", "f"} {
+		db := validDatabase(name)
+		if strings.HasSuffix(name, "-protected") {
+			db.Spec.DeletionPolicy = example.DeletionPolicyDoNotTerminate
+		}
+		create(t, s, db)
+	}
+	var admitted atomic.Int32
+	validation := func(context.Context, runtime.Object) error { admitted.Add(1); return nil }
+
+	_, left, err := deleteCollection(t, s, validation, nil)
+	require.True(t, apierrors.IsForbidden(err), "got %v", err)
+	require.ErrorContains(t, err, "b-protected, e-protected")
+	require.Equal(t, []string{"b-protected", "e-protected"}, left)
+	require.EqualValues(t, 4, admitted.Load(), "admission runs once for each Database deleted, never for a protected one")
+}
+
+func TestDeleteCollectionStopsAtAnAdmissionRefusal(t *testing.T) {
+	s := newStorage(t)
+	for _, name := range []string{"a", "b", "c"} {
+		create(t, s, validDatabase(name))
+	}
+	refuseB := func(_ context.Context, obj runtime.Object) error {
+		if obj.(*example.Database).Name == "b" {
+			return apierrors.NewForbidden(example.Resource("databases"), "b", errors.New("refused by policy"))
+		}
+		return nil
+	}
+	_, left, err := deleteCollection(t, s, refuseB, nil)
+	require.True(t, apierrors.IsForbidden(err), "got %v", err)
+	require.ErrorContains(t, err, "refused by policy")
+	require.Equal(t, []string{"b", "c"}, left, "one worker deletes in list order and stops at the refusal")
 }

@@ -1,0 +1,171 @@
+package catalog
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+)
+
+// ErrUnpublishedRelease: the version pins a release of a known line that its
+// vendor never published, so no image has that tag ("16.99", "7.0.99").
+var ErrUnpublishedRelease = errors.New("unpublished release")
+
+// Published is a set of releases published after the catalog was built, keyed
+// by engine name ("postgresql") and then by full version ("18.6"). The
+// DatabaseValidation admission plugin builds it from its configuration.
+type Published map[string]map[string]bool
+
+// Add records version as a published release of engine.
+func (p Published) Add(engine examplev1.Engine, version string) {
+	if p[string(engine)] == nil {
+		p[string(engine)] = map[string]bool{}
+	}
+	p[string(engine)][version] = true
+}
+
+// CheckRelease returns nil when version names an image of engine: a release
+// line alone ("16", "8.4", "7.0", which follows the line's newest release),
+// or a release of the line its vendor published, in the catalog's list
+// (Releases) or in extra, which may be nil.
+//
+// The error is Lookup's for an engine or line outside the catalog, and wraps
+// ErrUnpublishedRelease for a release of a known line that is in neither list;
+// its message names the line's published releases ("the 16 line has 16.0 to
+// 16.15") and says that the line alone follows the newest.
+func CheckRelease(engine examplev1.Engine, version string, extra Published) error {
+	release, err := Lookup(engine, version)
+	if err != nil || release.Floating {
+		return err
+	}
+	if slices.Contains(Releases(engine, release.Line), version) || extra[string(engine)][version] {
+		return nil
+	}
+	published := ranges(release.Line, publishedReleases[string(engine)][release.Line])
+	var added []string
+	for v := range extra[string(engine)] {
+		if strings.HasPrefix(v, release.Line+".") && !slices.Contains(Releases(engine, release.Line), v) {
+			added = append(added, v)
+		}
+	}
+	slices.SortFunc(added, func(a, b string) int {
+		pa, _ := strconv.Atoi(strings.TrimPrefix(a, release.Line+"."))
+		pb, _ := strconv.Atoi(strings.TrimPrefix(b, release.Line+"."))
+		return pa - pb
+	})
+	published = append(published, added...)
+	return &catalogError{kind: ErrUnpublishedRelease, msg: fmt.Sprintf(
+		"%s %q is not a published release: the %s line has %s, and %q alone follows its newest release",
+		engine, version, release.Line, strings.Join(published, ", "), release.Line)}
+}
+
+// IsRelease reports whether version pins a release of one of engine's lines
+// ("18.6", "8.4.12"), published or not: the form an operator may add to
+// Published. A line alone ("18") and a version outside the catalog's lines
+// ("19.0") are not.
+func IsRelease(engine examplev1.Engine, version string) bool {
+	release, err := Lookup(engine, version)
+	return err == nil && !release.Floating
+}
+
+// Releases returns the published releases of engine's line in the catalog,
+// oldest first ("16.0" … "16.15"), or nil for an unknown engine or line.
+func Releases(engine examplev1.Engine, line string) []string {
+	var out []string
+	for _, p := range publishedReleases[string(engine)][line] {
+		out = append(out, line+"."+strconv.Itoa(p))
+	}
+	return out
+}
+
+// NewestReleases returns the newest published release of each of engine's
+// lines in the catalog, oldest line first ("13.23", "14.24", …), or nil for an
+// unknown engine.
+func NewestReleases(engine examplev1.Engine) []string {
+	var out []string
+	for _, line := range Lines(engine) {
+		if r := Releases(engine, line); len(r) > 0 {
+			out = append(out, r[len(r)-1])
+		}
+	}
+	return out
+}
+
+// ranges writes the releases of line as runs, "16.0 to 16.15" or
+// "8.0.11 to 8.0.28, 8.0.30 to 8.0.37", a lone release as itself.
+func ranges(line string, patches []int) []string {
+	var out []string
+	for i := 0; i < len(patches); {
+		j := i
+		for j+1 < len(patches) && patches[j+1] == patches[j]+1 {
+			j++
+		}
+		run := fmt.Sprintf("%s.%d", line, patches[i])
+		if j > i {
+			run += fmt.Sprintf(" to %s.%d", line, patches[j])
+		}
+		out = append(out, run)
+		i = j + 1
+	}
+	return out
+}
+
+// span returns first to last, without the numbers in except.
+func span(first, last int, except ...int) []int {
+	var out []int
+	for n := first; n <= last; n++ {
+		if !slices.Contains(except, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// publishedReleases lists, per engine name and line, the number after the line
+// of every release its vendor published up to November 2026, ascending: the
+// tags the official images (docker-library postgres, mysql, mongo) carry. A
+// release published later, or one this list lacks, is accepted once an
+// operator adds it to the DatabaseValidation configuration; a new line needs
+// a new catalog (its end of life and upgrade rules).
+var publishedReleases = map[string]map[string][]int{
+	// PostgreSQL release notes (https://www.postgresql.org/docs/release/):
+	// MAJOR.0 each September, then minor releases every February, May, August
+	// and November, plus out-of-cycle ones; a major's last minor release comes
+	// out at its end of life.
+	string(examplev1.EnginePostgreSQL): {
+		"13": span(0, 23),
+		"14": span(0, 24),
+		"15": span(0, 19),
+		"16": span(0, 15),
+		"17": span(0, 11),
+		"18": span(0, 5),
+	},
+	// MySQL release notes (https://dev.mysql.com/doc/relnotes/mysql/): 8.0's
+	// first GA release is 8.0.11; 8.0.29, 8.0.38, 8.4.1 and 9.0.0 were
+	// withdrawn by Oracle (an on-disk format bug, a crash at restart with many
+	// tables) and replaced by the next release; each innovation series
+	// (9.0 to 9.6) has a single release, the LTS series one each quarter.
+	string(examplev1.EngineMySQL): {
+		"8.0": span(11, 46, 29, 38),
+		"8.4": span(0, 11, 1),
+		"9.0": {1},
+		"9.1": {0},
+		"9.2": {0},
+		"9.3": {0},
+		"9.4": {0},
+		"9.5": {0},
+		"9.6": {0},
+		"9.7": span(0, 2),
+	},
+	// MongoDB Server release notes
+	// (https://www.mongodb.com/docs/manual/release-notes/): patch releases
+	// roughly monthly; 7.0.10 and 7.0.13 were never released.
+	string(examplev1.EngineMongoDB): {
+		"6.0": span(0, 25),
+		"7.0": span(0, 26, 10, 13),
+		"8.0": span(0, 18),
+	},
+}
