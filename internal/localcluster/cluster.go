@@ -10,8 +10,9 @@
 // loopback), with front-proxy client certificates from a CA of their own.
 //
 // State (PKI, etcd data, logs, kubeconfigs) lives in one directory; starting again on the same
-// directory keeps every object. Every child runs in its own process group and is stopped by
-// Stop, or killed by the kernel if this process dies first.
+// directory keeps every object. Every child runs in its own process group, is started again
+// with a backoff if it exits while the cluster runs, and is stopped by Stop, or killed by the
+// kernel if this process dies first.
 //
 // Identities: the admin kubeconfig is a client certificate with O=system:masters; the
 // controller manager and scheduler use their bootstrap-RBAC users. Our server and our
@@ -30,7 +31,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -42,6 +42,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"example.com/database-apiserver/internal/embedetcd"
 )
@@ -64,6 +65,9 @@ const (
 
 //go:embed node.yaml
 var nodeYAML []byte
+
+//go:embed kwok-pod-ready-again.yaml
+var podReadyAgainYAML []byte
 
 // Config says where the binaries and manifests are and how to run. Zero ports are picked free
 // on 127.0.0.1, so concurrent runs do not collide.
@@ -171,10 +175,11 @@ type Cluster struct {
 
 	apiServerPort int
 
-	mu       sync.Mutex
-	procs    []*process
-	stopping bool
-	failed   chan error
+	mu         sync.Mutex
+	components []*component // in start order
+	backoff    *flowcontrol.Backoff
+	stopping   bool
+	stopped    chan struct{} // closed by Stop
 }
 
 // Start brings up every part and waits until it is ready: kube-apiserver's /readyz, the
@@ -218,7 +223,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		}
 	}
 
-	c := &Cluster{cfg: cfg, failed: make(chan error, 8)}
+	c := &Cluster{cfg: cfg, backoff: newRestartBackoff(), stopped: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			c.Stop()
@@ -318,16 +323,21 @@ func (c *Cluster) Dir() string { return c.cfg.Dir }
 // ServingCAPEM is the CA that signs kube-apiserver's and our server's serving certificates.
 func (c *Cluster) ServingCAPEM() []byte { return c.pki.ServingCA.CertPEM() }
 
-// Failed receives an error when a child exits while the cluster runs.
-func (c *Cluster) Failed() <-chan error { return c.failed }
-
 // Stop stops every child, newest first (SIGTERM to its process group, SIGKILL after 15s),
 // then etcd. It is safe to call more than once.
 func (c *Cluster) Stop() {
 	c.mu.Lock()
-	c.stopping = true
-	procs := c.procs
-	c.procs = nil
+	if !c.stopping {
+		c.stopping = true
+		close(c.stopped)
+	}
+	var procs []*process
+	for _, comp := range c.components {
+		if !comp.held && !comp.proc.hasExited() {
+			procs = append(procs, comp.proc)
+		}
+	}
+	c.components = nil
 	c.mu.Unlock()
 	// Clients first, newest first, then the API servers: our server finishes its graceful
 	// shutdown only once the watches kube-apiserver proxies for the controllers are gone.
@@ -353,35 +363,10 @@ func (c *Cluster) Stop() {
 // apiServers are the children serving the API; Stop stops them after the others.
 var apiServers = map[string]bool{"kube-apiserver": true, "database-apiserver": true}
 
-// start runs a child and watches it: an exit before Stop (and not by Kill) is reported on
-// Failed.
-func (c *Cluster) start(name, binary string, args []string) (*process, error) {
-	p, err := startProcess(name, binary, args, c.LogDir())
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	c.procs = append(c.procs, p)
-	c.mu.Unlock()
-	go func() {
-		<-p.done
-		c.mu.Lock()
-		stopping := c.stopping
-		killed := !slices.Contains(c.procs, p)
-		c.mu.Unlock()
-		if !stopping && !killed {
-			_, err := p.exited()
-			select {
-			case c.failed <- fmt.Errorf("%w; last lines of %s:\n%s", err, p.logPath, p.tail(30)):
-			default:
-			}
-		}
-	}()
-	return p, nil
-}
-
-// wait waits for url to answer 200 and adds the tail of p's log to a failure.
+// wait waits for url to answer 200 and adds the tail of p's log to a failure; it fails at
+// once if p exits. url becomes the readiness probe StartComponent waits for.
 func (c *Cluster) wait(ctx context.Context, p *process, client *http.Client, url string) error {
+	c.setProbe(p, client, url)
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	if err := waitHealthy(ctx, p, client, url); err != nil {
@@ -448,6 +433,10 @@ func (c *Cluster) startKubeAPIServer(ctx context.Context) error {
 		"--proxy-client-cert-file=" + p.FrontProxy.CertFile,
 		"--proxy-client-key-file=" + p.FrontProxy.KeyFile,
 		"--profiling=false",
+		// On SIGTERM, drain the requests in flight, then give the long-running ones (the
+		// watches it proxies to our server, which no watch-termination grace period ends) 2s
+		// instead of --request-timeout (60s) before closing their connections.
+		"--shutdown-send-retry-after=true",
 		"--v=1",
 	}
 	args = append(args, c.cfg.KubeAPIServerArgs...)
@@ -576,7 +565,7 @@ func (c *Cluster) startKwok() (*process, int, error) {
 }
 
 // kwokObjects reads <KwokDir>/stages: Stage objects configure kwok, the rest (the kwok-volume
-// StorageClass, its RBAC) goes to the cluster.
+// StorageClass, its RBAC) goes to the cluster. Our pod-ready-again Stage joins kwok's.
 func (c *Cluster) kwokObjects() (stages, rest []*unstructured.Unstructured, err error) {
 	dir := filepath.Join(c.cfg.KwokDir, "stages")
 	objs, err := readObjects(dir)
@@ -587,7 +576,11 @@ func (c *Cluster) kwokObjects() (stages, rest []*unstructured.Unstructured, err 
 	if len(stages) == 0 {
 		return nil, nil, fmt.Errorf("no kwok Stage in %s", dir)
 	}
-	return stages, rest, nil
+	ours, err := decodeObjects("kwok-pod-ready-again.yaml", podReadyAgainYAML)
+	if err != nil {
+		return nil, nil, err
+	}
+	return append(stages, ours...), rest, nil
 }
 
 // applyBase applies the simulated node, kwok's StorageClass, our namespace and RBAC.

@@ -111,3 +111,77 @@ func requireStatefulSetReady(ctx context.Context, t *testing.T, cs kubernetes.In
 	}
 	t.Logf("StatefulSet 2/2 Ready with bound PVCs in %v", time.Since(start).Round(100*time.Millisecond))
 }
+
+// TestNodeAndPodsReadyAgainAfterAnOutageLongerThanTheNodeLease stops kube-apiserver for longer
+// than the simulated node's Lease (40s). Once it is back, the node lifecycle controller finds
+// the Lease older than its grace period (50s) and marks the node and its Pods NotReady, as it
+// would for a node that stopped sending heartbeats; kwok then renews the Lease, and the node
+// and its Pods must turn Ready again, as a kubelet's would, with no manual step.
+//
+// kwok is stopped with kube-apiserver and started once the controller has given its verdict:
+// left running, it may renew the Lease before the controller looks at it again, and then
+// nothing is marked NotReady at all.
+func TestNodeAndPodsReadyAgainAfterAnOutageLongerThanTheNodeLease(t *testing.T) {
+	cfg, err := DefaultConfig(repoRoot(t), t.TempDir())
+	require.NoError(t, err)
+	cfg.APIServerBinary = ""
+	cfg.ControllerBinary = ""
+	cfg.Logf = t.Logf
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	c, err := Start(ctx, cfg)
+	require.NoError(t, err)
+	defer c.Stop()
+	cs, err := kubernetes.NewForConfig(c.AdminConfig)
+	require.NoError(t, err)
+	requireStatefulSetReady(ctx, t, cs)
+
+	require.NoError(t, c.StopComponent("kwok"))
+	require.NoError(t, c.StopComponent("kube-apiserver"))
+	time.Sleep(45 * time.Second)
+	require.NoError(t, c.StartComponent(ctx, "kube-apiserver"))
+
+	require.Eventually(t, func() bool { // the node lifecycle controller's verdict on the Pods
+		events, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=Pod,reason=NodeNotReady"})
+		return err == nil && len(events.Items) > 0
+	}, 2*time.Minute, time.Second, "the Pods were never marked NotReady")
+	require.NoError(t, c.StartComponent(ctx, "kwok"))
+	start := time.Now()
+	require.Eventually(t, func() bool {
+		node, err := cs.CoreV1().Nodes().Get(ctx, FakeNodeName, metav1.GetOptions{})
+		if err != nil || !nodeReady(node) {
+			return false
+		}
+		pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=e2e"})
+		if err != nil || len(pods.Items) != 2 {
+			return false
+		}
+		for _, pod := range pods.Items {
+			if !podReady(&pod) {
+				return false
+			}
+		}
+		sts, err := cs.AppsV1().StatefulSets("default").Get(ctx, "e2e", metav1.GetOptions{})
+		return err == nil && sts.Status.ReadyReplicas == 2
+	}, 2*time.Minute, time.Second, "the node or its Pods stay NotReady")
+	t.Logf("node and Pods Ready %v after kwok started again", time.Since(start).Round(100*time.Millisecond))
+}
+
+func nodeReady(node *corev1.Node) bool {
+	for _, cond := range node.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == corev1.PodReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -3,8 +3,6 @@ package localcluster
 import (
 	"context"
 	"fmt"
-	"slices"
-	"syscall"
 )
 
 // ControllerName is database-controller's child name: its log is <LogDir>/database-controller.log.
@@ -20,6 +18,12 @@ func (c *Cluster) StartController(ctx context.Context) error {
 	}
 	if c.running(ControllerName) != nil {
 		return fmt.Errorf("localcluster: %s is already running", ControllerName)
+	}
+	c.mu.Lock()
+	again := c.componentLocked(ControllerName) != nil
+	c.mu.Unlock()
+	if again {
+		return c.StartComponent(ctx, ControllerName)
 	}
 	if c.ControllerURL == "" {
 		port, err := freePort()
@@ -45,41 +49,4 @@ func (c *Cluster) StartController(ctx context.Context) error {
 		return err
 	}
 	return c.wait(ctx, p, probe, c.ControllerURL+"/readyz")
-}
-
-// Kill sends SIGKILL to the child called name (e.g. ControllerName) and its process group,
-// as a crash would, and waits until it is gone. It is not reported on Failed, and Stop skips
-// it. Killing a child that does not run is an error.
-func (c *Cluster) Kill(name string) error {
-	c.mu.Lock()
-	p := c.runningLocked(name)
-	if p != nil {
-		c.procs = slices.DeleteFunc(c.procs, func(q *process) bool { return q == p })
-	}
-	c.mu.Unlock()
-	if p == nil {
-		return fmt.Errorf("localcluster: %s is not running", name)
-	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	<-p.done
-	c.cfg.Logf("%-28s killed", name)
-	return nil
-}
-
-// running returns the live child called name, or nil.
-func (c *Cluster) running(name string) *process {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.runningLocked(name)
-}
-
-func (c *Cluster) runningLocked(name string) *process {
-	for _, p := range c.procs {
-		if p.name == name {
-			if done, _ := p.exited(); !done {
-				return p
-			}
-		}
-	}
-	return nil
 }

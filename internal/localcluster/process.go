@@ -20,14 +20,16 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 )
 
-// process is one child of the local cluster: a binary in its own process group, with its
-// output in <state>/logs/<name>.log.
+// process is one run of a child of the local cluster: a binary in its own process group, with
+// its output appended to <state>/logs/<name>.log.
 type process struct {
 	name    string
-	cmd     *exec.Cmd
+	cmd     *exec.Cmd // nil for a run that could not start
 	logPath string
+	started time.Time
 	done    chan struct{} // closed when the process has exited
 	err     error         // exit status, set before done is closed
+	ended   time.Time     // set before done is closed
 }
 
 // startProcess runs binary with args in a new process group. The kernel kills it if this
@@ -46,13 +48,49 @@ func startProcess(name, binary string, args []string, logDir string) (*process, 
 		logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	p := &process{name: name, cmd: cmd, logPath: logPath, started: time.Now(), done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
+		p.ended = time.Now()
+		fmt.Fprintf(logFile, "=== %s %s\n", p.ended.Format(time.RFC3339), p.status())
 		logFile.Close()
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// failedProcess is a run that could not start: it has exited with err.
+func failedProcess(name, logPath string, err error) *process {
+	now := time.Now()
+	p := &process{name: name, logPath: logPath, started: now, ended: now, err: err, done: make(chan struct{})}
+	close(p.done)
+	return p
+}
+
+// status says how the process ended: "exited", "exited: signal: killed", ...
+func (p *process) status() string {
+	if p.err == nil {
+		return "exited"
+	}
+	return "exited: " + p.err.Error()
+}
+
+// hasExited reports whether the process has exited.
+func (p *process) hasExited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// ran is how long the process ran until it exited (or until now).
+func (p *process) ran() time.Duration {
+	if p.hasExited() {
+		return p.ended.Sub(p.started)
+	}
+	return time.Since(p.started)
 }
 
 // exited reports the exit error if the process has already exited.
@@ -70,6 +108,9 @@ func (p *process) exited() (bool, error) {
 
 // stop sends SIGTERM to the process group, then SIGKILL after grace.
 func (p *process) stop(grace time.Duration) {
+	if p.cmd == nil {
+		return
+	}
 	pgid := -p.cmd.Process.Pid
 	_ = syscall.Kill(pgid, syscall.SIGTERM)
 	select {

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apiserver/pkg/server/healthz"
@@ -29,31 +31,30 @@ const leaderHealthzTimeout = 20 * time.Second
 // caches and reports ready, then reconciles with the configured workers while it holds the
 // Lease (or right away without leader election). It returns nil when ctx ends, after the
 // workers have finished and the Lease is released; an error when the health server cannot
-// listen, the caches never sync, or the Lease is lost (the process must exit: another
-// replica leads now).
+// listen or the controller cannot be built.
+//
+// Losing the Lease (kube-apiserver unreachable past the renew deadline, or another replica
+// took it) does not end Run: the workers stop, and a new term starts with new informers (a
+// fresh list of every object, so whatever changed meanwhile is reconciled) and campaigns for
+// the Lease again until it leads or ctx ends.
 func (c *Config) Run(ctx context.Context) error {
 	o := c.Options
 	log := klog.FromContext(ctx).WithName(database.ControllerName)
 	ctx = klog.NewContext(ctx, log)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// Events are recorded until Run returns: the Lease's "stopped leading" comes after ctx ends.
-	eventsCtx, stopEvents := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopEvents()
 
 	database.RegisterMetrics()
-	kubeInformers := database.NewKubeInformerFactory(c.Kube, o.ResyncPeriod)
-	databaseInformers := database.NewDatabaseInformerFactory(c.Databases, o.ResyncPeriod)
-	controller, err := database.NewController(eventsCtx, c.Kube, c.Databases, kubeInformers, databaseInformers)
-	if err != nil {
-		return err
-	}
-
 	var leaderHealth *leaderelection.HealthzAdaptor
 	if o.LeaderElection.LeaderElect {
 		leaderHealth = leaderelection.NewLeaderHealthzAdaptor(leaderHealthzTimeout)
 	}
-	serverDone, err := c.serveHealth(ctx, controller, leaderHealth)
+	var current atomic.Pointer[controllerTerm]
+	synced := func() bool {
+		t := current.Load()
+		return t != nil && t.controller.HasSynced()
+	}
+	serverDone, err := c.serveHealth(ctx, synced, leaderHealth)
 	if err != nil {
 		return err
 	}
@@ -62,43 +63,90 @@ func (c *Config) Run(ctx context.Context) error {
 		<-serverDone
 	}()
 
-	kubeInformers.Start(ctx.Done())
-	databaseInformers.Start(ctx.Done())
-	defer func() {
-		cancel()
-		kubeInformers.Shutdown()
-		databaseInformers.Shutdown()
-	}()
-
 	log.Info("Starting", "workers", o.Workers, "leaderElection", o.LeaderElection.LeaderElect, "identity", c.Identity)
-	if !o.LeaderElection.LeaderElect {
-		if err := controller.Run(ctx, o.Workers); err != nil && ctx.Err() == nil {
+	for {
+		t, err := c.newTerm(ctx)
+		if err != nil {
 			return err
 		}
-		return nil
+		current.Store(t)
+		if !o.LeaderElection.LeaderElect {
+			err = t.controller.Run(ctx, o.Workers)
+			t.stop()
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		err = c.lead(ctx, t, leaderHealth)
+		t.stop()
+		if err != nil || ctx.Err() != nil {
+			return err
+		}
+		log.Info("Lost the lease; the workers stopped, campaigning again with new informers",
+			"lease", o.LeaderElection.ResourceNamespace+"/"+o.LeaderElection.ResourceName)
 	}
-	return c.runLeading(ctx, controller, leaderHealth)
 }
 
-// runLeading runs the controller while this process holds the Lease. On shutdown the workers
-// stop first and the Lease is released after them, so the next leader never overlaps a
-// worker of this one.
-func (c *Config) runLeading(ctx context.Context, controller *database.Controller, health *leaderelection.HealthzAdaptor) error {
+// controllerTerm is one leadership term's controller: its informers (started by newTerm) and the
+// Database controller on them. A controller's queue shuts down when its workers stop, so each
+// term has its own.
+type controllerTerm struct {
+	controller *database.Controller
+	// stop ends the informers and, after them, the Event recorder.
+	stop func()
+}
+
+// newTerm builds the informers and the controller and starts the informers. Events are
+// recorded until stop, so the Lease's "stopped leading" Event, which comes after ctx ends,
+// is still written.
+func (c *Config) newTerm(ctx context.Context) (*controllerTerm, error) {
+	o := c.Options
+	eventsCtx, stopEvents := context.WithCancel(context.WithoutCancel(ctx))
+	kubeInformers := database.NewKubeInformerFactory(c.Kube, o.ResyncPeriod)
+	databaseInformers := database.NewDatabaseInformerFactory(c.Databases, o.ResyncPeriod)
+	controller, err := database.NewController(eventsCtx, c.Kube, c.Databases, kubeInformers, databaseInformers)
+	if err != nil {
+		stopEvents()
+		return nil, err
+	}
+	informersCtx, stopInformers := context.WithCancel(ctx)
+	kubeInformers.Start(informersCtx.Done())
+	databaseInformers.Start(informersCtx.Done())
+	return &controllerTerm{controller: controller, stop: func() {
+		stopInformers()
+		kubeInformers.Shutdown()
+		databaseInformers.Shutdown()
+		stopEvents()
+	}}, nil
+}
+
+// lead campaigns for the Lease and runs t's workers while this process holds it. It returns
+// nil once the workers have stopped, because ctx ended (the Lease is then released after them,
+// so the next leader never overlaps a worker of this one) or because the Lease was lost; an
+// error only when the election cannot be set up.
+func (c *Config) lead(ctx context.Context, t *controllerTerm, health *leaderelection.HealthzAdaptor) error {
 	o := c.Options
 	log := klog.FromContext(ctx)
 	lock, err := resourcelock.New(o.LeaderElection.ResourceLock,
 		o.LeaderElection.ResourceNamespace, o.LeaderElection.ResourceName,
 		c.LeaderElection.CoreV1(), c.LeaderElection.CoordinationV1(),
-		resourcelock.ResourceLockConfig{Identity: c.Identity, EventRecorder: controller.EventRecorder()})
+		resourcelock.ResourceLockConfig{Identity: c.Identity, EventRecorder: t.controller.EventRecorder()})
 	if err != nil {
 		return err
 	}
 
-	// The election outlives ctx until the workers are done, then releases the Lease.
+	// The election outlives ctx while the workers run, then releases the Lease.
 	electionCtx, endElection := context.WithCancel(context.WithoutCancel(ctx))
 	defer endElection()
-	started := make(chan struct{})
-	finished := make(chan error, 1)
+	// workers counts the running OnStartedLeading; once over is set, none starts: the elector
+	// calls OnStartedLeading in a goroutine that may run after its Run returned.
+	var (
+		mu      sync.Mutex
+		over    bool
+		leading bool
+		workers sync.WaitGroup
+	)
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   o.LeaderElection.LeaseDuration.Duration,
@@ -108,13 +156,24 @@ func (c *Config) runLeading(ctx context.Context, controller *database.Controller
 		Name:            o.LeaderElection.ResourceName,
 		WatchDog:        health,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(leading context.Context) {
-				close(started)
-				runCtx, stop := context.WithCancel(leading)
+			OnStartedLeading: func(leadingCtx context.Context) {
+				mu.Lock()
+				if over {
+					mu.Unlock()
+					return
+				}
+				leading = true
+				workers.Add(1)
+				mu.Unlock()
+				defer workers.Done()
+				runCtx, stop := context.WithCancel(leadingCtx)
 				defer stop()
 				defer context.AfterFunc(ctx, stop)()
-				err := controller.Run(runCtx, o.Workers)
-				finished <- err
+				// Run returns once runCtx ends; its only error is caches that never synced
+				// before that, which the next term lists again.
+				if err := t.controller.Run(runCtx, o.Workers); err != nil && ctx.Err() == nil {
+					log.Info("Workers stopped before the caches synced", "err", err)
+				}
 				endElection() // release the Lease now that no worker runs
 			},
 			OnStoppedLeading: func() { log.Info("Stopped leading", "lease", lock.Describe()) },
@@ -130,36 +189,30 @@ func (c *Config) runLeading(ctx context.Context, controller *database.Controller
 	}
 	health.SetLeaderElection(elector)
 
-	go func() {
-		<-ctx.Done()
-		select {
-		case <-started:
-		default:
-			endElection() // not leading: stop trying to acquire
+	// Until this process leads, the campaign ends with ctx.
+	stopCampaign := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !leading {
+			endElection()
 		}
-	}()
+	})
+	defer stopCampaign()
 	elector.Run(electionCtx)
 
-	select {
-	case <-started:
-		err := <-finished
-		if ctx.Err() != nil {
-			return nil // shut down as asked
-		}
-		if err != nil {
-			return err
-		}
-		return fmt.Errorf("lost the lease %s", lock.Describe())
-	default:
-		return nil
-	}
+	mu.Lock()
+	over = true
+	mu.Unlock()
+	workers.Wait()
+	return nil
 }
 
 // serveHealth listens on --health-probe-bind-address (unless "0") and serves /healthz (the
-// process, and the lease renewal while leading), /readyz (every informer cache synced),
+// process, and the lease renewal while leading), /readyz (synced: every informer cache of the
+// current term synced),
 // /metrics (legacyregistry) and, with --profiling, /debug/pprof. The returned channel closes
 // once the server has shut down after ctx ends.
-func (c *Config) serveHealth(ctx context.Context, controller *database.Controller,
+func (c *Config) serveHealth(ctx context.Context, synced func() bool,
 	leaderHealth *leaderelection.HealthzAdaptor) (<-chan struct{}, error) {
 	done := make(chan struct{})
 	addr := c.Options.HealthProbeBindAddress
@@ -174,7 +227,7 @@ func (c *Config) serveHealth(ctx context.Context, controller *database.Controlle
 	}
 	healthz.InstallHandler(mux, checks...)
 	healthz.InstallReadyzHandler(mux, healthz.NamedCheck("informer-sync", func(*http.Request) error {
-		if !controller.HasSynced() {
+		if !synced() {
 			return errors.New("informer caches not synced")
 		}
 		return nil
