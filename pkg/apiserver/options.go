@@ -160,7 +160,19 @@ func (o *Options) Config() (*Config, error) {
 		return nil, err
 	}
 	gateOnRequestHeaderCA(serverConfig)
+	checkPatchFieldTypes(serverConfig)
 	return &Config{GenericConfig: serverConfig}, nil
+}
+
+// checkPatchFieldTypes refuses patches of databases whose fields have values
+// of the wrong type with a 422 (withPatchFieldTypes). The check runs last in
+// the handler chain, after authentication, authorization and priority and
+// fairness, just before the request reaches the API handlers.
+func checkPatchFieldTypes(serverConfig *genericapiserver.RecommendedConfig) {
+	build := serverConfig.BuildHandlerChainFunc
+	serverConfig.BuildHandlerChainFunc = func(handler http.Handler, c *genericapiserver.Config) http.Handler {
+		return build(withPatchFieldTypes(handler, c.Serializer, c.MaxRequestBodyBytes), c)
+	}
 }
 
 // gateOnRequestHeaderCA keeps /readyz false, and answers other requests with a
