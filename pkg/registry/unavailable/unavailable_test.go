@@ -1,0 +1,83 @@
+package unavailable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/storage"
+)
+
+// fakeStorage answers every call with err and counts the calls.
+type fakeStorage struct {
+	storage.Interface
+	err   error
+	calls int
+}
+
+func (f *fakeStorage) Create(context.Context, string, runtime.Object, runtime.Object, uint64) error {
+	f.calls++
+	return f.err
+}
+
+func (f *fakeStorage) Get(context.Context, string, storage.GetOptions, runtime.Object) error {
+	f.calls++
+	return f.err
+}
+
+var databases = schema.GroupResource{Group: "example.com", Resource: "databases"}
+
+func requireServiceUnavailable(t *testing.T, err error) {
+	t.Helper()
+	require.True(t, apierrors.IsServiceUnavailable(err), "%v", err)
+	seconds, ok := apierrors.SuggestsClientDelay(err)
+	require.True(t, ok)
+	require.Equal(t, RetryAfterSeconds, seconds)
+	require.Contains(t, err.Error(), "the storage of databases.example.com is unavailable, retry later")
+}
+
+// An etcd connection lost mid-request (gRPC Unavailable) and etcd's own
+// unavailable errors are a 503 with Retry-After; other errors are unchanged.
+func TestUnreachableEtcdIsServiceUnavailable(t *testing.T) {
+	healthy := func() error { return nil }
+	for _, err := range []error{
+		status.Error(codes.Unavailable, "error reading from server: EOF"),
+		fmt.Errorf("wrapped: %w", status.Error(codes.Unavailable, "connection refused")),
+		rpctypes.Error(rpctypes.ErrGRPCNoLeader),
+		rpctypes.ErrTimeoutDueToConnectionLost,
+	} {
+		s := NewStorage(&fakeStorage{err: err}, databases, healthy)
+		requireServiceUnavailable(t, s.Create(context.Background(), "k", nil, nil, 0))
+	}
+	for _, err := range []error{
+		nil,
+		storage.NewKeyExistsError("k", 1),
+		status.Error(codes.InvalidArgument, "bad"),
+		rpctypes.ErrCompacted,
+		context.DeadlineExceeded,
+		errors.New("other"),
+	} {
+		s := NewStorage(&fakeStorage{err: err}, databases, healthy)
+		require.Equal(t, err, s.Create(context.Background(), "k", nil, nil, 0))
+	}
+}
+
+// While the health check fails, writes and reads of the latest state fail
+// fast without reaching etcd; reads the watch cache can serve go through.
+func TestUnhealthyEtcdFailsFast(t *testing.T) {
+	inner := &fakeStorage{}
+	s := NewStorage(inner, databases, func() error { return errors.New("etcd: context deadline exceeded") })
+	requireServiceUnavailable(t, s.Create(context.Background(), "k", nil, nil, 0))
+	requireServiceUnavailable(t, s.Get(context.Background(), "k", storage.GetOptions{}, nil))
+	require.Zero(t, inner.calls)
+	require.NoError(t, s.Get(context.Background(), "k", storage.GetOptions{ResourceVersion: "0"}, nil))
+	require.Equal(t, 1, inner.calls)
+}
