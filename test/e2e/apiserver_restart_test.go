@@ -78,12 +78,17 @@ type statusCounts struct {
 	mu       sync.Mutex
 	counts   map[int]int
 	examples map[int]string
+	// authnNotReady counts our server's 503s before the front-proxy CA was loaded.
+	authnNotReady int
 }
 
 func (s *statusCounts) add(code int, body string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.counts[code]++
+	if code == http.StatusServiceUnavailable && strings.Contains(body, "cannot authenticate requests yet") {
+		s.authnNotReady++
+	}
 	if _, ok := s.examples[code]; !ok {
 		s.examples[code] = body
 	}
@@ -101,6 +106,7 @@ func (s *statusCounts) String() string {
 	for _, c := range codes {
 		fmt.Fprintf(&b, "%d: %d (e.g. %.200q)\n", c, s.counts[c], s.examples[c])
 	}
+	fmt.Fprintf(&b, "of which 503s before the front-proxy CA was loaded: %d\n", s.authnNotReady)
 	return b.String()
 }
 
