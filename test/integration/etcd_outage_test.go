@@ -97,4 +97,16 @@ func TestEtcdOutageIsServiceUnavailable(t *testing.T) {
 	require.Equal(t, int32(1), *got.Spec.Replicas, "no write of the outage was stored")
 	_, err = dbs.Get(ctx, "during", metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err), "no write of the outage was stored: %v", err)
+
+	// etcd lost right after writes succeeded: the next write is answered within seconds, a
+	// 503 (refused before it reached etcd) or a 504 (cancelled in flight once the health
+	// check failed, maybe applied), both with Retry-After.
+	s.StopEtcd()
+	started := time.Now()
+	resp, body := send(http.MethodPost, path, []byte(`{"apiVersion":"example.com/v1","kind":"Database","metadata":{"name":"lost"},"spec":{"engine":"mysql","version":"8.4"}}`), "application/json")
+	took := time.Since(started)
+	t.Logf("POST right after etcd stopped took %v: %d", took, resp.StatusCode)
+	require.Contains(t, []int{http.StatusServiceUnavailable, http.StatusGatewayTimeout}, resp.StatusCode, "%s", body)
+	require.Equal(t, "1", resp.Header.Get("Retry-After"))
+	require.Less(t, took, 5*time.Second)
 }

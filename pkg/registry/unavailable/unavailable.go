@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
@@ -79,9 +80,10 @@ func (g restOptionsGetter) GetRESTOptions(resource schema.GroupResource, example
 // 503 ServiceUnavailable with Retry-After RetryAfterSeconds: gRPC Unavailable
 // (etcd stopped, its connection lost mid-request, no leader). Writes, and reads
 // that must reach etcd (an empty resourceVersion: the latest state), fail
-// fast with the same 503 while healthy reports an error, instead of waiting
-// for the request's timeout while etcd's client retries. Reads the watch cache
-// can serve and watches are passed through.
+// fast with the same 503 while healthy reports an error, and are cancelled
+// with a 504 Timeout and Retry-After when it starts failing while they run,
+// instead of waiting for the request's timeout while etcd's client retries.
+// Reads the watch cache can serve and watches are passed through.
 func NewStorage(s storage.Interface, resource schema.GroupResource, healthy func() error) storage.Interface {
 	return &unavailableStorage{Interface: s, resource: resource, healthy: healthy}
 }
@@ -92,16 +94,52 @@ type unavailableStorage struct {
 	healthy  func() error
 }
 
-// check returns the 503 when etcd is reported unhealthy.
-func (s *unavailableStorage) check() error {
+// healthCheckInterval is how often a storage call in progress asks whether
+// etcd is still healthy; the health check probes at most that often anyway.
+const healthCheckInterval = time.Second
+
+// errEtcdUnhealthy is the cause of the cancellation of a call during which the
+// health check started failing.
+type errEtcdUnhealthy struct{ err error }
+
+func (e errEtcdUnhealthy) Error() string { return e.err.Error() }
+
+// guard runs call unless the health check fails, then returns the 503, and
+// interprets its error. While call runs, the health check is asked every
+// healthCheckInterval; when it fails, call is cancelled (etcd's client would
+// retry until the request times out) and guard returns a 504 Timeout with
+// Retry-After, since what was sent may or may not have been applied.
+func (s *unavailableStorage) guard(ctx context.Context, call func(context.Context) error) error {
 	if err := s.healthy(); err != nil {
 		return s.serviceUnavailable(err)
 	}
-	return nil
-}
-
-// interpret returns err as the 503 when it says etcd is unreachable, else as is.
-func (s *unavailableStorage) interpret(err error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		ticker := time.NewTicker(healthCheckInterval)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ticker.C:
+				if err := s.healthy(); err != nil {
+					cancel(errEtcdUnhealthy{err})
+					return
+				}
+			}
+		}
+	}()
+	err := call(ctx)
+	var unhealthy errEtcdUnhealthy
+	if err != nil && errors.As(context.Cause(ctx), &unhealthy) {
+		timeout := apierrors.NewTimeoutError(fmt.Sprintf(
+			"the storage of %s became unavailable during the request, which may or may not have been applied: %v",
+			s.resource, unhealthy.err), RetryAfterSeconds)
+		return timeout
+	}
 	if err != nil && IsUnavailable(err) {
 		return s.serviceUnavailable(err)
 	}
@@ -123,44 +161,49 @@ func (s *unavailableStorage) serviceUnavailable(err error) *apierrors.StatusErro
 }
 
 func (s *unavailableStorage) Create(ctx context.Context, key string, obj, out runtime.Object, ttl uint64) error {
-	if err := s.check(); err != nil {
-		return err
-	}
-	return s.interpret(s.Interface.Create(ctx, key, obj, out, ttl))
+	return s.guard(ctx, func(ctx context.Context) error {
+		return s.Interface.Create(ctx, key, obj, out, ttl)
+	})
 }
 
 func (s *unavailableStorage) Delete(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions,
 	validateDeletion storage.ValidateObjectFunc, cachedExistingObject runtime.Object, opts storage.DeleteOptions) error {
-	if err := s.check(); err != nil {
-		return err
-	}
-	return s.interpret(s.Interface.Delete(ctx, key, out, preconditions, validateDeletion, cachedExistingObject, opts))
+	return s.guard(ctx, func(ctx context.Context) error {
+		return s.Interface.Delete(ctx, key, out, preconditions, validateDeletion, cachedExistingObject, opts)
+	})
 }
 
 func (s *unavailableStorage) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,
 	preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc, cachedExistingObject runtime.Object) error {
-	if err := s.check(); err != nil {
-		return err
-	}
-	return s.interpret(s.Interface.GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions, tryUpdate, cachedExistingObject))
+	return s.guard(ctx, func(ctx context.Context) error {
+		return s.Interface.GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions, tryUpdate, cachedExistingObject)
+	})
 }
 
 func (s *unavailableStorage) Get(ctx context.Context, key string, opts storage.GetOptions, objPtr runtime.Object) error {
-	if opts.ResourceVersion == "" {
-		if err := s.check(); err != nil {
-			return err
-		}
+	if opts.ResourceVersion != "" { // the watch cache may answer
+		return s.interpret(s.Interface.Get(ctx, key, opts, objPtr))
 	}
-	return s.interpret(s.Interface.Get(ctx, key, opts, objPtr))
+	return s.guard(ctx, func(ctx context.Context) error {
+		return s.Interface.Get(ctx, key, opts, objPtr)
+	})
 }
 
 func (s *unavailableStorage) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
-	if opts.ResourceVersion == "" {
-		if err := s.check(); err != nil {
-			return err
-		}
+	if opts.ResourceVersion != "" { // the watch cache may answer
+		return s.interpret(s.Interface.GetList(ctx, key, opts, listObj))
 	}
-	return s.interpret(s.Interface.GetList(ctx, key, opts, listObj))
+	return s.guard(ctx, func(ctx context.Context) error {
+		return s.Interface.GetList(ctx, key, opts, listObj)
+	})
+}
+
+// interpret returns err as the 503 when it says etcd is unreachable, else as is.
+func (s *unavailableStorage) interpret(err error) error {
+	if err != nil && IsUnavailable(err) {
+		return s.serviceUnavailable(err)
+	}
+	return err
 }
 
 // IsUnavailable reports whether err says etcd cannot be reached: a gRPC

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -16,15 +18,22 @@ import (
 	"k8s.io/apiserver/pkg/storage"
 )
 
-// fakeStorage answers every call with err and counts the calls.
+// fakeStorage answers every call with err and counts the calls; with block,
+// Create waits for its context to end, as etcd's client retrying an etcd
+// that went away does.
 type fakeStorage struct {
 	storage.Interface
 	err   error
+	block bool
 	calls int
 }
 
-func (f *fakeStorage) Create(context.Context, string, runtime.Object, runtime.Object, uint64) error {
+func (f *fakeStorage) Create(ctx context.Context, _ string, _, _ runtime.Object, _ uint64) error {
 	f.calls++
+	if f.block {
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	return f.err
 }
 
@@ -80,4 +89,37 @@ func TestUnhealthyEtcdFailsFast(t *testing.T) {
 	require.Zero(t, inner.calls)
 	require.NoError(t, s.Get(context.Background(), "k", storage.GetOptions{ResourceVersion: "0"}, nil))
 	require.Equal(t, 1, inner.calls)
+}
+
+// A call that started while etcd was healthy is cancelled once the health
+// check fails, with a 504 Timeout and Retry-After (it may have been applied),
+// instead of waiting for the request's own timeout.
+func TestEtcdLostDuringACallTimesOutWithRetryAfter(t *testing.T) {
+	var checks atomic.Int32
+	healthy := func() error {
+		if checks.Add(1) == 1 {
+			return nil
+		}
+		return errors.New("etcd: context deadline exceeded")
+	}
+	s := NewStorage(&fakeStorage{block: true}, databases, healthy)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	started := time.Now()
+	err := s.Create(ctx, "k", nil, nil, 0)
+	require.Less(t, time.Since(started), 3*healthCheckInterval)
+	require.True(t, apierrors.IsTimeout(err), "%v", err)
+	seconds, ok := apierrors.SuggestsClientDelay(err)
+	require.True(t, ok)
+	require.Equal(t, RetryAfterSeconds, seconds)
+	require.Contains(t, err.Error(), "may or may not have been applied")
+}
+
+// A call that ends by itself is not cancelled, and a cancellation that is
+// not the health check's is returned as is.
+func TestHealthyCallIsNotCancelled(t *testing.T) {
+	s := NewStorage(&fakeStorage{block: true}, databases, func() error { return nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, s.Create(ctx, "k", nil, nil, 0), context.DeadlineExceeded)
 }
