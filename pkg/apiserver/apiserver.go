@@ -17,6 +17,7 @@ import (
 	"example.com/database-apiserver/pkg/apis/example/install"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	databasestorage "example.com/database-apiserver/pkg/registry/example/database/storage"
+	"example.com/database-apiserver/pkg/registry/unavailable"
 )
 
 var (
@@ -99,7 +100,8 @@ func (c completedConfig) New() (*DatabaseServer, error) {
 	apiGroupInfo := genericapiserver.NewDefaultAPIGroupInfo(example.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	apiGroupInfo.NegotiatedSerializer = NegotiatedSerializer
 
-	databases, err := databasestorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter)
+	// An unreachable etcd is a 503 with Retry-After, not a 500 or a hang.
+	databases, err := databasestorage.NewStorage(Scheme, unavailable.RESTOptionsGetter(c.GenericConfig.RESTOptionsGetter))
 	if err != nil {
 		return nil, fmt.Errorf("building databases storage: %w", err)
 	}

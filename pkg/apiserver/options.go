@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"slices"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -36,6 +38,16 @@ import (
 // <group>/<resource>, so a Database lives at
 // /registry/example.com/databases/<namespace>/<name>.
 const DefaultEtcdPathPrefix = "/registry"
+
+// DefaultShutdownWatchTerminationGracePeriod is the default of
+// --shutdown-watch-termination-grace-period: how long a shutting-down server
+// waits for the watches it ends to drain. k8s.io/apiserver's default, 0, does
+// not end watches at all, so the HTTP server's shutdown waits --request-timeout
+// (60s) for every watch kube-apiserver proxies (the controller's and the
+// garbage collector's are always open) and then fails with "context deadline
+// exceeded". Watch clients (reflectors) resume from their last resourceVersion
+// on another server, so ending their watches loses nothing.
+const DefaultShutdownWatchTerminationGracePeriod = 2 * time.Second
 
 func init() {
 	utilruntime.Must(logsapi.AddFeatureGates(utilfeature.DefaultMutableFeatureGate))
@@ -73,6 +85,7 @@ func NewOptions(out, errOut io.Writer) *Options {
 		StdOut: out,
 		StdErr: errOut,
 	}
+	o.ServerRun.ShutdownWatchTerminationGracePeriod = DefaultShutdownWatchTerminationGracePeriod
 	o.RecommendedOptions.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(
 		examplev1.SchemeGroupVersion, schema.GroupKind{Group: examplev1.GroupName})
 	o.RecommendedOptions.Etcd.DefaultStorageMediaType = runtime.ContentTypeProtobuf
@@ -163,7 +176,40 @@ func (o *Options) Config() (*Config, error) {
 	if err := o.RecommendedOptions.ApplyTo(serverConfig); err != nil {
 		return nil, err
 	}
+	gateOnRequestHeaderCA(serverConfig)
+	checkPatchFieldTypes(serverConfig)
 	return &Config{GenericConfig: serverConfig}, nil
+}
+
+// checkPatchFieldTypes refuses patches of databases whose fields have values
+// of the wrong type with a 422 (withPatchFieldTypes). The check runs last in
+// the handler chain, after authentication, authorization and priority and
+// fairness, just before the request reaches the API handlers.
+func checkPatchFieldTypes(serverConfig *genericapiserver.RecommendedConfig) {
+	build := serverConfig.BuildHandlerChainFunc
+	serverConfig.BuildHandlerChainFunc = func(handler http.Handler, c *genericapiserver.Config) http.Handler {
+		return build(withPatchFieldTypes(handler, c.Serializer, c.MaxRequestBodyBytes), c)
+	}
+}
+
+// gateOnRequestHeaderCA keeps /readyz false, and answers other requests with a
+// 503 and Retry-After, until the front-proxy CA the delegated authentication
+// trusts is loaded (requestHeaderCAReady). Without a requestheader
+// configuration (no authentication kubeconfig, --authentication-skip-lookup)
+// nothing is gated.
+func gateOnRequestHeaderCA(serverConfig *genericapiserver.RecommendedConfig) {
+	var ready requestHeaderCAReady
+	if rh := serverConfig.Authentication.RequestHeaderConfig; rh != nil {
+		ready.ca = rh.CAContentProvider
+	}
+	if ready.ca == nil {
+		return
+	}
+	serverConfig.AddReadyzChecks(ready.healthCheck())
+	build := serverConfig.BuildHandlerChainFunc
+	serverConfig.BuildHandlerChainFunc = func(handler http.Handler, c *genericapiserver.Config) http.Handler {
+		return withRequestHeaderCAReady(build(handler, c), ready, c.Serializer)
+	}
 }
 
 // applyStorageMediaType makes --storage-media-type (default protobuf) choose how

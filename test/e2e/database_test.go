@@ -92,6 +92,25 @@ func TestInvalidDatabaseIsRefusedWithFieldPath(t *testing.T) {
 	}
 }
 
+// TestServerSideApplyWithWrongTypeIsRefusedWithFieldPath: kubectl apply --server-side of a
+// wrongly typed replicas is refused as invalid, naming the field and the value as written.
+func TestServerSideApplyWithWrongTypeIsRefusedWithFieldPath(t *testing.T) {
+	for _, tc := range []struct{ replicas, want string }{
+		{`"3"`, `spec.replicas: Invalid value: "3": must be of type integer`},
+		{`3.5`, `spec.replicas: Invalid value: 3.5: must be of type integer`},
+		{`99999999999`, `spec.replicas: Invalid value: 99999999999: must be an integer from -2147483648 to 2147483647`},
+	} {
+		t.Run(tc.replicas, func(t *testing.T) {
+			manifest := strings.Replace(database("e2e-typed", "postgresql", "16", 1), "replicas: 1", "replicas: "+tc.replicas, 1)
+			require.Contains(t, manifest, "replicas: "+tc.replicas)
+			errOut := kubectlFails(t, cluster.KubeconfigPath, manifest, "apply", "--server-side", "-f", "-")
+			require.Contains(t, errOut, `The Database "e2e-typed" is invalid`)
+			require.Contains(t, errOut, tc.want)
+			require.NotContains(t, errOut, "1215752191")
+		})
+	}
+}
+
 func TestScaleChangesSpecReplicas(t *testing.T) {
 	applyExamples(t)
 	out := kubectl(t, "scale", "db/my-database", "--replicas=5", "-n", "production")

@@ -19,10 +19,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	certutil "k8s.io/client-go/util/cert"
+
+	"example.com/database-apiserver/pkg/apiserver"
 )
 
 // installNamespace is the namespace artifacts/deploy installs into.
@@ -561,4 +564,41 @@ func TestDeployUserRolesGrantEachSubresourceItsVerbs(t *testing.T) {
 			cannot("create", "databases.example.com", "-n", "kube-system"),
 		})
 	})
+}
+
+// TestDeployAPIServerStopsWithinItsTerminationGracePeriod parses the rendered container
+// arguments of database-apiserver with the server's own flags and defaults: the longest stop,
+// --shutdown-delay-duration and then the drain of in-flight requests and the HTTP server's
+// shutdown (both bounded by --request-timeout), must end before the kubelet's SIGKILL at
+// terminationGracePeriodSeconds, and watches must be ended on shutdown (a positive
+// --shutdown-watch-termination-grace-period), else every stop waits --request-timeout for the
+// watches kube-apiserver proxies.
+func TestDeployAPIServerStopsWithinItsTerminationGracePeriod(t *testing.T) {
+	for _, dir := range []string{"artifacts/deploy", "artifacts/deploy/cert-manager"} {
+		t.Run(dir, func(t *testing.T) {
+			d := find(t, kustomize(t, dir), "Deployment", "database-apiserver")
+			graceSeconds, found, err := unstructured.NestedInt64(d.Object, "spec", "template", "spec", "terminationGracePeriodSeconds")
+			require.NoError(t, err)
+			require.True(t, found, "terminationGracePeriodSeconds is set")
+			containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+			args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+
+			o := apiserver.NewOptions(io.Discard, io.Discard)
+			fs := pflag.NewFlagSet("database-apiserver", pflag.ContinueOnError)
+			for _, set := range o.Flags().FlagSets {
+				fs.AddFlagSet(set)
+			}
+			require.NoError(t, fs.Parse(args))
+			run := o.ServerRun
+			require.Positive(t, run.ShutdownWatchTerminationGracePeriod, "--shutdown-watch-termination-grace-period")
+			longestStop := run.ShutdownDelayDuration + max(run.RequestTimeout, run.ShutdownWatchTerminationGracePeriod)
+			if run.ShutdownSendRetryAfter {
+				// The HTTP server shuts down only once requests drained, in at most 2s.
+				longestStop += 2 * time.Second
+			}
+			require.Less(t, longestStop, time.Duration(graceSeconds)*time.Second,
+				"--shutdown-delay-duration %v + --request-timeout %v against terminationGracePeriodSeconds %d",
+				run.ShutdownDelayDuration, run.RequestTimeout, graceSeconds)
+		})
+	}
 }

@@ -10,8 +10,10 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -160,6 +162,33 @@ func (s *TestServer) waitReady() error {
 		return fmt.Errorf("waiting for /readyz: %w (last: %v)", err, lastErr)
 	}
 	return nil
+}
+
+// StopEtcd stops the server's etcd, as an outage would, and leaves the server
+// running. StartEtcd starts it again.
+func (s *TestServer) StopEtcd() {
+	if s.etcd != nil {
+		s.etcd.Stop()
+		s.etcd = nil
+	}
+}
+
+// StartEtcd starts the server's etcd again after StopEtcd, on its data
+// directory and client URL, so the server reconnects and finds every key.
+func (s *TestServer) StartEtcd() error {
+	if s.etcd != nil {
+		return fmt.Errorf("etcd is running")
+	}
+	u, err := url.Parse(s.EtcdURL)
+	if err != nil {
+		return err
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		return err
+	}
+	s.etcd, err = embedetcd.Start(embedetcd.Options{DataDir: filepath.Join(s.dir, "etcd"), ClientPort: port})
+	return err
 }
 
 // Stop shuts the server down gracefully, then etcd, and removes their files.
