@@ -6,6 +6,7 @@
 #   bin/k8s-<version>/{kubelet,kube-proxy}                                      (hack/tools)
 #   bin/cni-<version>/{bridge,host-local,loopback,portmap}                      (hack/tools/cni)
 #   bin/crane-<version>/crane (image registry on loopback, image builds)        (hack/tools/crane)
+#   bin/coredns-<version>/coredns (cluster DNS)                                 (hack/tools/coredns)
 # Versions come from the tools modules' go.mod files. A binary is rebuilt only when it is missing
 # or was built from another version (read back with `go version -m`). A cold build of
 # kube-apiserver takes about 6 minutes on 2 cores. The real node's binaries are built as root
@@ -108,3 +109,10 @@ crane_mod=github.com/google/go-containerregistry
 crane_version=$(module_version "${crane_dir}" "${crane_mod}")
 build_cmd "${crane_dir}" "${crane_mod}" "${crane_version}" "${crane_mod}/cmd/crane" \
   "${BIN}/crane-${crane_version}/crane"
+
+# CoreDNS, the real node's cluster DNS: its own module (it pins its own Kubernetes client).
+coredns_dir=${ROOT}/hack/tools/coredns
+coredns_mod=github.com/coredns/coredns
+coredns_version=$(module_version "${coredns_dir}" "${coredns_mod}")
+build_cmd "${coredns_dir}" "${coredns_mod}" "${coredns_version}" "${coredns_mod}" \
+  "${BIN}/coredns-${coredns_version}/coredns"

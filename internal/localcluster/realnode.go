@@ -53,6 +53,8 @@ type RealNodeConfig struct {
 	CNIBinDir string
 	// Crane serves the image registry on loopback (bin/crane-<version>/crane).
 	Crane string
+	// CoreDNS is the cluster DNS (bin/coredns-<version>/coredns).
+	CoreDNS string
 	// ImagesDir holds the image tarballs and their .tags files (hack/build-node-images.sh:
 	// bin/images).
 	ImagesDir string
@@ -68,7 +70,12 @@ func defaultRealNode(root, kubeBinDir string) (*RealNodeConfig, error) {
 	if err != nil {
 		return nil, err
 	}
+	corednsVersion, err := pinnedVersion(filepath.Join(root, "hack", "tools", "coredns", "go.mod"), "github.com/coredns/coredns")
+	if err != nil {
+		return nil, err
+	}
 	return &RealNodeConfig{
+		CoreDNS:   filepath.Join(root, "bin", "coredns-"+corednsVersion, "coredns"),
 		Kubelet:   filepath.Join(kubeBinDir, "kubelet"),
 		KubeProxy: filepath.Join(kubeBinDir, "kube-proxy"),
 		CNIBinDir: filepath.Join(root, "bin", "cni-"+cniVersion),
@@ -86,13 +93,14 @@ type realNode struct {
 	ipForward    string // net.ipv4.ip_forward before we set it, restored by stop
 	bridgeMade   bool
 	iptables     map[string]map[string]bool // chains before the node started, by family
+	newDirs      []string                   // machineDirs that did not exist before the node started
 	registryPort int
 	socket       string // containerd's CRI socket
 
 	// images are the names Pod specs give the registry's images (podImageNames).
 	images []string
 
-	registry, containerd, kubelet, kubeProxy *process
+	registry, containerd, kubelet, kubeProxy, dns *process
 }
 
 // podImageNames returns the names a Pod spec may give the image pushed as repoTag (a
@@ -127,7 +135,7 @@ func realNodeUnavailable(cfg *RealNodeConfig) string {
 			return tool + " not found (hack/install-node-deps.sh installs it)"
 		}
 	}
-	for _, bin := range []string{cfg.Kubelet, cfg.KubeProxy, cfg.Crane,
+	for _, bin := range []string{cfg.Kubelet, cfg.KubeProxy, cfg.Crane, cfg.CoreDNS,
 		filepath.Join(cfg.CNIBinDir, "bridge"), filepath.Join(cfg.CNIBinDir, "host-local"),
 		filepath.Join(cfg.CNIBinDir, "loopback"), filepath.Join(cfg.CNIBinDir, "portmap")} {
 		if err := requireFile(bin, "run hack/build-tools.sh"); err != nil {
@@ -183,7 +191,7 @@ func (c *Cluster) prepareRealNode() error {
 
 // startRealNode brings the real node up: host network (the bridge, IP forwarding), the
 // registry with the images pushed, containerd, the kubelet (until its node is Ready),
-// kube-proxy (until it is healthy), and the node selection policy.
+// kube-proxy (until it is healthy), the node selection policy, and CoreDNS (until ready).
 func (c *Cluster) startRealNode(ctx context.Context) error {
 	n := c.node
 	for _, d := range []string{"containerd", "kubelet", "cni/net.d", "cni/ipam", "registry", "pod-logs"} {
@@ -219,6 +227,16 @@ func (c *Cluster) startRealNode(ctx context.Context) error {
 	if err := c.startKubeProxy(ctx); err != nil {
 		return err
 	}
+	if err := c.applyRealNodeObjects(ctx); err != nil {
+		return err
+	}
+	return c.startDNS(ctx)
+}
+
+// applyRealNodeObjects applies realnode.yaml: the node selection policy for the registry's
+// images, and CoreDNS's read access.
+func (c *Cluster) applyRealNodeObjects(ctx context.Context) error {
+	n := c.node
 	images, err := json.Marshal(n.images)
 	if err != nil {
 		return err
@@ -270,6 +288,11 @@ func (n *realNode) setupNetwork() error {
 		return err
 	}
 	n.iptables = iptablesSnapshot()
+	for _, d := range machineDirs {
+		if _, err := os.Stat(d); errors.Is(err, os.ErrNotExist) {
+			n.newDirs = append(n.newDirs, d)
+		}
+	}
 	// A bridge left by a killed run is made again, so its address is ours.
 	_ = run("ip", "link", "delete", realNodeBridge)
 	n.bridgeMade = true
@@ -478,7 +501,8 @@ func (c *Cluster) kubeletConfig(port, healthzPort int) ([]byte, error) {
 		"localStorageCapacityIsolation": false,
 		"podLogsDir":                    filepath.Join(n.dir, "pod-logs"),
 		"podCIDR":                       realNodePodCIDR,
-		"clusterDomain":                 "cluster.local",
+		"clusterDomain":                 clusterDomain,
+		"clusterDNS":                    []string{realNodeIP},
 		"serializeImagePulls":           false,
 		"imageGCHighThresholdPercent":   100,
 		"imageGCLowThresholdPercent":    99,
@@ -639,6 +663,9 @@ func (c *Cluster) stopRealNode() {
 		f()
 		logf("%-28s stopped in %v", what, time.Since(t).Round(100*time.Millisecond))
 	}
+	if n.dns != nil {
+		timed("coredns", func() { c.stopChild(n.dns, 5*time.Second) })
+	}
 	if n.kubeProxy != nil {
 		timed("kube-proxy", func() {
 			c.stopChild(n.kubeProxy, 15*time.Second)
@@ -677,6 +704,14 @@ func (c *Cluster) stopRealNode() {
 			logf("%v", err)
 		}
 	}
+	// Deepest first; a directory something else has put files in stays. The kubelet leaves
+	// its device-plugin registration socket behind.
+	for _, d := range n.newDirs {
+		if d == kubeletDevicePlugins {
+			_ = os.Remove(filepath.Join(d, "kubelet.sock"))
+		}
+		_ = os.Remove(d)
+	}
 	if n.ipForward != "" && n.ipForward != "1" {
 		if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte(n.ipForward), 0o644); err != nil {
 			logf("restoring net.ipv4.ip_forward: %v", err)
@@ -693,6 +728,21 @@ func (c *Cluster) stopChild(p *process, grace time.Duration) {
 	c.mu.Unlock()
 	p.stop(grace)
 }
+
+// machineDirs are the fixed directories the real node's programs make outside <Dir>, deepest
+// first: containerd's Pod network namespaces and shim sockets, the CNI result cache, the
+// kubelet's device-plugin socket directory and container log links. Those that did not exist before the node started are
+// removed when it stops, if empty.
+var machineDirs = []string{
+	"/run/netns", "/run/containerd/s", "/run/containerd",
+	"/var/lib/cni/results", "/var/lib/cni",
+	kubeletDevicePlugins, "/var/lib/kubelet",
+	containerLogLinks,
+}
+
+// kubeletDevicePlugins is where the kubelet serves device plugins' registration (a fixed
+// path, whatever its root directory).
+const kubeletDevicePlugins = "/var/lib/kubelet/device-plugins"
 
 // containerLogLinks is where the kubelet links every container's log (a fixed path).
 const containerLogLinks = "/var/log/containers"

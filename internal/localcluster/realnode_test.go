@@ -40,7 +40,7 @@ func TestRealNodePolicyTakesTheLocalImages(t *testing.T) {
 	require.NoError(t, err)
 	objs, err := decodeObjects("realnode.yaml", []byte(strings.ReplaceAll(string(realNodeYAML), "LOCAL_IMAGES", string(images))))
 	require.NoError(t, err)
-	require.Len(t, objs, 2)
+	require.Len(t, objs, 4)
 	conds, _, _ := unstructured.NestedSlice(objs[0].Object, "spec", "matchConditions")
 	require.Equal(t, `object.spec.containers.exists(c, c.image in ["postgres:15","docker.io/library/postgres:15"])`,
 		conds[0].(map[string]any)["expression"])

@@ -34,7 +34,25 @@ func requireRealNode(t *testing.T) {
 // sets, as the Secret's user, on the Secret's database, with password; it runs sql and exits.
 func psqlPod(ns, name, db, password, sql string) string {
 	svcEnv := strings.ToUpper(strings.ReplaceAll(db, "-", "_")) + "_SERVICE_HOST"
+	return pod(ns, name, db, `exec psql -v ON_ERROR_STOP=1 --no-psqlrc --quiet --tuples-only --no-align -h "$`+svcEnv+`" -p "$PGPORT" -c "$SQL"`, sql, password)
+}
+
+// psqlURIPod is psqlPod connecting with the Secret's uri instead, whose host is the client
+// Service's DNS name, after resolving the first replica's name under the headless Service
+// ("<pod>.<headless>.<namespace>.svc"): both through the cluster DNS.
+func psqlURIPod(ns, name, db, sql string) string {
+	replica := db + "-0." + db + "-headless." + ns + ".svc"
+	return pod(ns, name, db, `getent hosts `+replica+` && exec psql "$URI" -v ON_ERROR_STOP=1 --no-psqlrc --quiet --tuples-only --no-align -c "$SQL"`, sql, "")
+}
+
+// pod is a Pod on the real node running script with psql's environment from the Database's
+// Secret (PGPASSWORD is password, or the Secret's when empty; URI the Secret's uri) and SQL.
+func pod(ns, name, db, script, sql, password string) string {
 	secret := db + "-credentials"
+	passwordEnv := fmt.Sprintf("{name: PGPASSWORD, value: %q}", password)
+	if password == "" {
+		passwordEnv = fmt.Sprintf("{name: PGPASSWORD, valueFrom: {secretKeyRef: {name: %s, key: password}}}", secret)
+	}
 	return fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata:
@@ -45,21 +63,28 @@ spec:
   containers:
   - name: psql
     image: postgres:15
-    command: ["sh", "-c", 'exec psql -v ON_ERROR_STOP=1 --no-psqlrc --quiet --tuples-only --no-align -h "$%[3]s" -p "$PGPORT" -c "$SQL"']
+    command: ["sh", "-c", %[3]q]
     env:
     - {name: SQL, value: %[4]q}
-    - {name: PGPASSWORD, value: %[5]q}
+    - %[5]s
+    - {name: URI, valueFrom: {secretKeyRef: {name: %[6]s, key: uri}}}
     - {name: PGUSER, valueFrom: {secretKeyRef: {name: %[6]s, key: username}}}
     - {name: PGDATABASE, valueFrom: {secretKeyRef: {name: %[6]s, key: database}}}
     - {name: PGPORT, valueFrom: {secretKeyRef: {name: %[6]s, key: port}}}
     - {name: PGCONNECT_TIMEOUT, value: "10"}
-`, name, ns, svcEnv, sql, password, secret)
+`, name, ns, script, sql, passwordEnv, secret)
 }
 
 // runPsql runs psqlPod to completion and returns its phase and its log.
 func runPsql(t *testing.T, ns, name, db, password, sql string) (corev1.PodPhase, string) {
 	t.Helper()
-	kubectlIn(t, psqlPod(ns, name, db, password, sql), "apply", "-f", "-")
+	return runPod(t, ns, name, psqlPod(ns, name, db, password, sql))
+}
+
+// runPod applies the Pod manifest, waits until it ends, and returns its phase and its log.
+func runPod(t *testing.T, ns, name, manifest string) (corev1.PodPhase, string) {
+	t.Helper()
+	kubectlIn(t, manifest, "apply", "-f", "-")
 	var pod *corev1.Pod
 	eventually(t, realPodTimeout, func() error {
 		var err error
@@ -153,6 +178,12 @@ spec:
 	phase, out = runPsql(t, ns, "read", db, password, "SELECT count(*) FROM items;")
 	require.Equal(t, corev1.PodSucceeded, phase, out)
 	require.Equal(t, "2", strings.TrimSpace(out), out)
+
+	// The Secret's URI works as given: its host is a cluster DNS name.
+	phase, out = runPod(t, ns, "read-by-uri", psqlURIPod(ns, "read-by-uri", db, "SELECT name FROM items WHERE id = 2;"))
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	require.Regexp(t, `(?m)^10\.245\.0\.\d+\s+`+db+`-0\.`+db+`-headless\.`+ns+`\.svc`, out)
+	require.Equal(t, "pear", lastLines(out, 1), out)
 }
 
 // lastLines returns the last n lines of s.
