@@ -150,6 +150,11 @@ func realNodeUnavailable(cfg *RealNodeConfig) string {
 	if _, err := os.Stat("/sys/fs/cgroup"); err != nil {
 		return "no cgroup file system at /sys/fs/cgroup"
 	}
+	// Traffic from a Pod to a Service whose endpoint is another Pod of the bridge must cross
+	// iptables (kube-proxy's DNAT and its reverse).
+	if b, err := os.ReadFile("/proc/sys/net/bridge/bridge-nf-call-iptables"); err != nil || strings.TrimSpace(string(b)) != "1" {
+		return "net.bridge.bridge-nf-call-iptables is not 1 (load br_netfilter and set it), so Pods could not reach Services"
+	}
 	return ""
 }
 
@@ -304,10 +309,6 @@ func (n *realNode) setupNetwork() error {
 		if err := run("ip", args...); err != nil {
 			return err
 		}
-	}
-	// Pod-to-Service traffic between two Pods of the bridge must cross iptables.
-	if b, err := os.ReadFile("/proc/sys/net/bridge/bridge-nf-call-iptables"); err == nil && strings.TrimSpace(string(b)) != "1" {
-		return errors.New("net.bridge.bridge-nf-call-iptables is 0: Pods could not reach Services (load br_netfilter and set it to 1)")
 	}
 	return nil
 }
