@@ -226,6 +226,11 @@ func (c *Cluster) startRealNode(ctx context.Context) error {
 	if err := pullImages(ctx, n.socket, pull...); err != nil {
 		return c.failure(n.containerd, err)
 	}
+	// Pods a killed run left behind are attached to the bridge it had: the kubelet starts
+	// them again on this one.
+	if err := removeSandboxes(ctx, n.socket, 10*time.Second); err != nil {
+		return c.failure(n.containerd, fmt.Errorf("removing the Pods of an earlier run: %w", err))
+	}
 	if err := c.startKubelet(ctx); err != nil {
 		return err
 	}
