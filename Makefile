@@ -3,7 +3,7 @@ SHELL := /usr/bin/env bash
 GO ?= go
 BIN := bin
 
-.PHONY: all build test test-unit test-integration test-e2e verify generate run clean tools
+.PHONY: all build test test-unit test-integration test-e2e verify generate run clean tools node
 
 all: build
 
@@ -45,14 +45,23 @@ test-integration:
 LOCAL_DIR ?= .local
 
 ## tools: the pinned kube-apiserver, kube-controller-manager, kube-scheduler (bin/k8s-<version>/)
-## and kwok (bin/kwok-<version>/), built from hack/tools; skips what is already built.
+## and kwok (bin/kwok-<version>/), built from hack/tools; skips what is already built. As root
+## also the real node's kubelet, kube-proxy, CNI plugins and crane.
 tools:
 	./hack/build-tools.sh
+
+## node: as root, what the local cluster's real node needs besides tools: Debian's containerd,
+## runc, iptables, debootstrap and psql (hack/install-node-deps.sh), and the images it runs
+## (hack/build-node-images.sh, kept in bin/images and rebuilt only when their inputs change).
+## Not root: says so and does nothing, and the simulated node runs alone.
+node: tools
+	./hack/install-node-deps.sh
+	./hack/build-node-images.sh
 
 ## run: the local control plane in the foreground, with the examples applied; state in
 ## $(LOCAL_DIR) (kept across runs). Ctrl-C stops it. APISERVER_ARGS go to our server,
 ## CONTROLLER_ARGS to the controller.
-run: tools build
+run: tools build node
 	$(GO) build $(BUILD_FLAGS) -o $(BIN)/local-up ./hack/local-up
 	LOCAL_DIR=$(LOCAL_DIR) CONTROLLER_ARGS="$(CONTROLLER_ARGS)" ./$(BIN)/local-up $(APISERVER_ARGS)
 
@@ -63,7 +72,7 @@ clean:
 
 ## test-e2e: kubectl and the clientset against the whole local control plane (temporary state,
 ## free ports).
-test-e2e: tools build
+test-e2e: tools build node
 	$(GO) test -tags e2e -count=1 -timeout 20m ./internal/localcluster/... ./test/e2e/...
 
 # --- images -----------------------------------------------------------------

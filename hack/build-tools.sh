@@ -2,10 +2,20 @@
 # Builds the pinned control-plane binaries the local cluster and the e2e tests run:
 #   bin/k8s-<version>/{kube-apiserver,kube-controller-manager,kube-scheduler}  (hack/tools)
 #   bin/kwok-<version>/kwok and bin/kwok-<version>/stages/*.yaml                 (hack/tools/kwok)
+# and, for the local cluster's real node (internal/localcluster runs it only as root):
+#   bin/k8s-<version>/{kubelet,kube-proxy}                                      (hack/tools)
+#   bin/cni-<version>/{bridge,host-local,loopback,portmap}                      (hack/tools/cni)
+#   bin/crane-<version>/crane (image registry on loopback, image builds)        (hack/tools/crane)
+#   bin/coredns-<version>/coredns (cluster DNS)                                 (hack/tools/coredns)
 # Versions come from the tools modules' go.mod files. A binary is rebuilt only when it is missing
 # or was built from another version (read back with `go version -m`). A cold build of
-# kube-apiserver takes about 6 minutes on 2 cores.
+# kube-apiserver takes about 6 minutes on 2 cores. The real node's binaries are built as root
+# only (the node needs root); NODE_TOOLS=1 builds them anyway, NODE_TOOLS=0 never.
 set -o errexit -o nounset -o pipefail
+if [[ -z ${NODE_TOOLS:-} ]]; then
+  NODE_TOOLS=0
+  [[ $(id -u) == 0 ]] && NODE_TOOLS=1
+fi
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 GO=${GO:-go}
@@ -53,7 +63,9 @@ k8s_minor=${k8s_version#v*.}; k8s_minor=${k8s_minor%%.*}
 k8s_major=${k8s_version#v}; k8s_major=${k8s_major%%.*}
 version_pkg=k8s.io/component-base/version
 k8s_ldflags="-X ${version_pkg}.gitVersion=${k8s_version} -X ${version_pkg}.gitMajor=${k8s_major} -X ${version_pkg}.gitMinor=${k8s_minor} -X ${version_pkg}.gitTreeState=clean"
-for cmd in kube-apiserver kube-controller-manager kube-scheduler; do
+k8s_cmds=(kube-apiserver kube-controller-manager kube-scheduler)
+[[ ${NODE_TOOLS} == 0 ]] || k8s_cmds+=(kubelet kube-proxy)
+for cmd in "${k8s_cmds[@]}"; do
   build_cmd "${k8s_dir}" k8s.io/kubernetes "${k8s_version}" "k8s.io/kubernetes/cmd/${cmd}" \
     "${BIN}/k8s-${k8s_version}/${cmd}" "${k8s_ldflags}"
 done
@@ -80,3 +92,27 @@ if [[ ! -f ${stages}/.complete ]]; then
   done
   touch "${stages}/.complete"
 fi
+
+[[ ${NODE_TOOLS} == 0 ]] && exit 0
+
+# The CNI plugins the real node's network configuration names, each its own command.
+cni_dir=${ROOT}/hack/tools/cni
+cni_mod=github.com/containernetworking/plugins
+cni_version=$(module_version "${cni_dir}" "${cni_mod}")
+for plugin in main/bridge ipam/host-local main/loopback meta/portmap; do
+  build_cmd "${cni_dir}" "${cni_mod}" "${cni_version}" "${cni_mod}/plugins/${plugin}" \
+    "${BIN}/cni-${cni_version}/$(basename "${plugin}")"
+done
+
+crane_dir=${ROOT}/hack/tools/crane
+crane_mod=github.com/google/go-containerregistry
+crane_version=$(module_version "${crane_dir}" "${crane_mod}")
+build_cmd "${crane_dir}" "${crane_mod}" "${crane_version}" "${crane_mod}/cmd/crane" \
+  "${BIN}/crane-${crane_version}/crane"
+
+# CoreDNS, the real node's cluster DNS: its own module (it pins its own Kubernetes client).
+coredns_dir=${ROOT}/hack/tools/coredns
+coredns_mod=github.com/coredns/coredns
+coredns_version=$(module_version "${coredns_dir}" "${coredns_mod}")
+build_cmd "${coredns_dir}" "${coredns_mod}" "${coredns_version}" "${coredns_mod}" \
+  "${BIN}/coredns-${coredns_version}/coredns"

@@ -68,6 +68,13 @@ func run() error {
 	if err := c.CreateMissing(ctx, examples); err != nil {
 		return fmt.Errorf("applying %s: %w", examples, err)
 	}
+	realNode, noRealNode := c.RealNode()
+	if realNode {
+		real := filepath.Join(examples, "real-node")
+		if err := c.CreateMissing(ctx, real); err != nil {
+			return fmt.Errorf("applying %s: %w", real, err)
+		}
+	}
 	fmt.Printf(`
 The local control plane is running (logs in %s).
 
@@ -83,9 +90,20 @@ The local control plane is running (logs in %s).
   kubectl get nodes,pods,pvc -A
 
 The controller's /healthz, /readyz and /metrics: %s
+`, c.LogDir(), c.KubeconfigPath, c.ControllerURL)
+	if realNode {
+		fmt.Printf(`
+A real node (%s) runs the PostgreSQL 15 Pods; demo/shop is a database you can use:
 
-Ctrl-C stops it; the state stays in %s (make clean removes it).
-`, c.LogDir(), c.KubeconfigPath, c.ControllerURL, c.Dir())
+  kubectl wait --for=condition=Ready db/shop -n demo --timeout=5m
+  kubectl port-forward -n demo svc/shop 5432:5432 &
+  PGPASSWORD=$(kubectl get secret shop-credentials -n demo -o jsonpath='{.data.password}' | base64 -d) \
+    psql -h 127.0.0.1 -U postgres -d shop -c 'CREATE TABLE t (x int); INSERT INTO t VALUES (1); SELECT * FROM t'
+`, localcluster.RealNodeName)
+	} else {
+		fmt.Printf("\nNo real node (%s): every Pod is simulated.\n", noRealNode)
+	}
+	fmt.Printf("\nCtrl-C stops it; the state stays in %s (make clean removes it).\n", c.Dir())
 
 	<-ctx.Done()
 	return nil

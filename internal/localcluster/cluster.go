@@ -100,6 +100,10 @@ type Config struct {
 	// port, plus ControllerArgs.
 	ControllerBinary string
 	ControllerArgs   []string
+	// RealNode runs a real node (kubelet, containerd, CNI, kube-proxy) next to the simulated
+	// one when this machine can (root, the runtime installed, the binaries and images built);
+	// nil or unable, the simulated node runs alone and Start logs why.
+	RealNode *RealNodeConfig
 
 	// KubeAPIServerPort and APIServerPort are the secure ports; 0 picks a free one.
 	KubeAPIServerPort int
@@ -122,9 +126,15 @@ func DefaultConfig(root, dir string) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
+	kubeBinDir := filepath.Join(root, "bin", "k8s-"+kubeVersion)
+	realNode, err := defaultRealNode(root, kubeBinDir)
+	if err != nil {
+		return Config{}, err
+	}
 	return Config{
 		Dir:              dir,
-		KubeBinDir:       filepath.Join(root, "bin", "k8s-"+kubeVersion),
+		KubeBinDir:       kubeBinDir,
+		RealNode:         realNode,
 		KwokDir:          filepath.Join(root, "bin", "kwok-"+kwokVersion),
 		ArtifactsDir:     filepath.Join(root, "artifacts"),
 		APIServerBinary:  filepath.Join(root, "bin", "database-apiserver"),
@@ -174,6 +184,10 @@ type Cluster struct {
 	ControllerURL string
 
 	apiServerPort int
+
+	// node is the running real node; nil without one, and then noRealNode says why.
+	node       *realNode
+	noRealNode string
 
 	mu         sync.Mutex
 	components []*component // in start order
@@ -245,6 +259,9 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}); err != nil {
 		return nil, err
 	}
+	if err := c.prepareRealNode(); err != nil {
+		return nil, err
+	}
 	if err := step("etcd", func() (err error) {
 		c.etcd, err = embedetcd.Start(embedetcd.Options{DataDir: filepath.Join(dir, "etcd"), StartTimeout: cfg.Timeout})
 		if err == nil {
@@ -302,6 +319,16 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := step("node "+FakeNodeName, func() error { return c.waitNodeReady(ctx, kwok) }); err != nil {
 		return nil, err
 	}
+	if c.node != nil {
+		if err := step("node "+RealNodeName, func() error { return c.startRealNode(ctx) }); err != nil {
+			return nil, err
+		}
+	} else {
+		cfg.Logf("no real node: %s; every Pod runs on the simulated node", c.noRealNode)
+		if err := c.removeRealNodePolicy(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.ControllerBinary != "" {
 		if err := step(ControllerName, func() error { return c.StartController(ctx) }); err != nil {
 			return nil, err
@@ -331,6 +358,10 @@ func (c *Cluster) Stop() {
 		c.stopping = true
 		close(c.stopped)
 	}
+	c.mu.Unlock()
+	// The real node first: it stops its own children, and its Pods through containerd.
+	c.stopRealNode()
+	c.mu.Lock()
 	var procs []*process
 	for _, comp := range c.components {
 		if !comp.held && !comp.proc.hasExited() {
@@ -530,6 +561,7 @@ func (c *Cluster) startKwok() (*process, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
+	localizeVolumes(stages, filepath.Join(c.cfg.Dir, "volumes"))
 	var b strings.Builder
 	for _, s := range stages {
 		data, err := s.MarshalJSON() // JSON is YAML; one document each

@@ -32,6 +32,7 @@ func TestControlPlaneWithoutAPIServerRestartsOnSameState(t *testing.T) {
 	require.NoError(t, err)
 	cfg.APIServerBinary = ""
 	cfg.ControllerBinary = "" // it needs our API server
+	cfg.RealNode = nil        // the simulated node alone: test/e2e runs the real one
 	cfg.Logf = t.Logf
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -1,0 +1,225 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"example.com/database-apiserver/internal/localcluster"
+	"example.com/database-apiserver/pkg/controller/engine"
+)
+
+// realPodTimeout bounds a real Pod's way to Ready: the first pull of the PostgreSQL image
+// from the loopback registry (about 170 MB), initdb, and the probes' first periods.
+const realPodTimeout = 5 * time.Minute
+
+// requireRealNode fails the test when the cluster runs no real node (it runs one as root with
+// `make test-e2e`, which installs and builds what it needs).
+func requireRealNode(t *testing.T) {
+	t.Helper()
+	ok, why := cluster.RealNode()
+	require.True(t, ok, "the local cluster runs no real node: %s", why)
+}
+
+// psqlPod is a Pod on the real node running psql (the PostgreSQL image holds it) against the
+// Database's client Service, found through the Service environment variables the kubelet
+// sets, as the Secret's user, on the Secret's database, with password; it runs sql and exits.
+func psqlPod(ns, name, db, password, sql string) string {
+	svcEnv := strings.ToUpper(strings.ReplaceAll(db, "-", "_")) + "_SERVICE_HOST"
+	return pod(ns, name, db, `exec psql -v ON_ERROR_STOP=1 --no-psqlrc --quiet --tuples-only --no-align -h "$`+svcEnv+`" -p "$PGPORT" -c "$SQL"`, sql, password)
+}
+
+// psqlURIPod is psqlPod connecting with the Secret's uri instead, whose host is the client
+// Service's DNS name, after resolving the first replica's name under the headless Service
+// ("<pod>.<headless>.<namespace>.svc"): both through the cluster DNS.
+func psqlURIPod(ns, name, db, sql string) string {
+	replica := db + "-0." + db + "-headless." + ns + ".svc"
+	return pod(ns, name, db, `getent hosts `+replica+` && exec psql "$URI" -v ON_ERROR_STOP=1 --no-psqlrc --quiet --tuples-only --no-align -c "$SQL"`, sql, "")
+}
+
+// pod is a Pod on the real node running script with psql's environment from the Database's
+// Secret (PGPASSWORD is password, or the Secret's when empty; URI the Secret's uri) and SQL.
+func pod(ns, name, db, script, sql, password string) string {
+	secret := db + "-credentials"
+	passwordEnv := fmt.Sprintf("{name: PGPASSWORD, value: %q}", password)
+	if password == "" {
+		passwordEnv = fmt.Sprintf("{name: PGPASSWORD, valueFrom: {secretKeyRef: {name: %s, key: password}}}", secret)
+	}
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %[1]s
+  namespace: %[2]s
+spec:
+  restartPolicy: Never
+  containers:
+  - name: psql
+    image: postgres:15
+    command: ["sh", "-c", %[3]q]
+    env:
+    - {name: SQL, value: %[4]q}
+    - %[5]s
+    - {name: URI, valueFrom: {secretKeyRef: {name: %[6]s, key: uri}}}
+    - {name: PGUSER, valueFrom: {secretKeyRef: {name: %[6]s, key: username}}}
+    - {name: PGDATABASE, valueFrom: {secretKeyRef: {name: %[6]s, key: database}}}
+    - {name: PGPORT, valueFrom: {secretKeyRef: {name: %[6]s, key: port}}}
+    - {name: PGCONNECT_TIMEOUT, value: "10"}
+`, name, ns, script, sql, passwordEnv, secret)
+}
+
+// runPsql runs psqlPod to completion and returns its phase and its log.
+func runPsql(t *testing.T, ns, name, db, password, sql string) (corev1.PodPhase, string) {
+	t.Helper()
+	return runPod(t, ns, name, psqlPod(ns, name, db, password, sql))
+}
+
+// runPod applies the Pod manifest, waits until it ends, and returns its phase and its log.
+func runPod(t *testing.T, ns, name, manifest string) (corev1.PodPhase, string) {
+	t.Helper()
+	kubectlIn(t, manifest, "apply", "-f", "-")
+	var pod *corev1.Pod
+	eventually(t, realPodTimeout, func() error {
+		var err error
+		pod, err = kube(t).CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p := pod.Status.Phase; p != corev1.PodSucceeded && p != corev1.PodFailed {
+			return fmt.Errorf("pod %s/%s is %s: %+v", ns, name, p, pod.Status.ContainerStatuses)
+		}
+		return nil
+	})
+	require.Equal(t, localcluster.RealNodeName, pod.Spec.NodeName, "psql ran on the simulated node")
+	return pod.Status.Phase, kubectl(t, "logs", "-n", ns, name)
+}
+
+// serverPod returns the Database's first Pod once it runs Ready on the real node, with a
+// container the runtime started (a containerd ID, not a simulated one).
+func serverPod(t *testing.T, ns, db string, not string) *corev1.Pod {
+	t.Helper()
+	var pod *corev1.Pod
+	eventually(t, realPodTimeout, func() error {
+		var err error
+		pod, err = kube(t).CoreV1().Pods(ns).Get(context.Background(), db+"-0", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if string(pod.UID) == not {
+			return fmt.Errorf("pod %s still the deleted one", pod.Name)
+		}
+		for _, cs := range pod.Status.ContainerStatuses {
+			if cs.Name == engine.ContainerName && cs.Ready {
+				return nil
+			}
+		}
+		return fmt.Errorf("pod %s/%s not ready on %q: %s %+v", ns, pod.Name, pod.Spec.NodeName, pod.Status.Phase, pod.Status.ContainerStatuses)
+	})
+	require.Equal(t, localcluster.RealNodeName, pod.Spec.NodeName)
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == engine.ContainerName {
+			require.True(t, strings.HasPrefix(cs.ContainerID, "containerd://"), "container ID %q", cs.ContainerID)
+		}
+	}
+	return pod
+}
+
+func TestRealPostgreSQLAnswersThroughItsServiceAndKeepsItsData(t *testing.T) {
+	requireRealNode(t)
+	ns := testNamespace(t, "e2e-real-postgres")
+	const db = "orders"
+	kubectlIn(t, `apiVersion: example.com/v1
+kind: Database
+metadata:
+  name: `+db+`
+  namespace: `+ns+`
+spec:
+  engine: postgresql
+  version: "15"
+  storage: 1Gi
+`, "apply", "-f", "-")
+
+	// Ready because the server answers the controller's pg_isready probes.
+	first := serverPod(t, ns, db, "")
+	eventually(t, realPodTimeout, func() error {
+		d, err := getDatabase(t, ns, db)
+		if err != nil {
+			return err
+		}
+		if d.Status.Phase != "Ready" || d.Status.ReadyReplicas != 1 {
+			return fmt.Errorf("database %s: %+v", db, d.Status)
+		}
+		return nil
+	})
+	secret, err := kube(t).CoreV1().Secrets(ns).Get(context.Background(), db+"-credentials", metav1.GetOptions{})
+	require.NoError(t, err)
+	password := string(secret.Data[engine.SecretKeyPassword])
+	require.NotEmpty(t, password)
+
+	phase, out := runPsql(t, ns, "write", db, password,
+		"CREATE TABLE items (id int PRIMARY KEY, name text); INSERT INTO items VALUES (1, 'apple'), (2, 'pear'); SELECT name FROM items ORDER BY id;")
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	require.Equal(t, "apple\npear", strings.TrimSpace(lastLines(out, 2)), out)
+
+	phase, out = runPsql(t, ns, "wrong-password", db, password+"-wrong", "SELECT 1;")
+	require.Equal(t, corev1.PodFailed, phase, out)
+	require.Contains(t, out, "password authentication failed", out)
+
+	// The Pod deleted comes back on the same claim, with the rows.
+	kubectl(t, "delete", "pod", "-n", ns, first.Name, "--wait=true")
+	serverPod(t, ns, db, string(first.UID))
+	phase, out = runPsql(t, ns, "read", db, password, "SELECT count(*) FROM items;")
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	require.Equal(t, "2", strings.TrimSpace(out), out)
+
+	// The Secret's URI works as given: its host is a cluster DNS name.
+	phase, out = runPod(t, ns, "read-by-uri", psqlURIPod(ns, "read-by-uri", db, "SELECT name FROM items WHERE id = 2;"))
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	require.Regexp(t, `(?m)^10\.245\.0\.\d+\s+`+db+`-0\.`+db+`-headless\.`+ns+`\.svc`, out)
+	require.Equal(t, "pear", lastLines(out, 1), out)
+}
+
+// lastLines returns the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func TestRealNodeRunsOnlyTheImagesItHas(t *testing.T) {
+	requireRealNode(t)
+	ns := testNamespace(t, "e2e-real-selection")
+	// PostgreSQL 16 has no local image: the policy leaves its Pod to the simulated node.
+	kubectlIn(t, `apiVersion: example.com/v1
+kind: Database
+metadata:
+  name: other
+  namespace: `+ns+`
+spec:
+  engine: postgresql
+  version: "16"
+  storage: 1Gi
+`, "apply", "-f", "-")
+	eventually(t, 2*time.Minute, func() error {
+		pod, err := kube(t).CoreV1().Pods(ns).Get(context.Background(), "other-0", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if pod.Spec.NodeName != localcluster.FakeNodeName {
+			return fmt.Errorf("pod other-0 on %q", pod.Spec.NodeName)
+		}
+		return nil
+	})
+	node, err := kube(t).CoreV1().Nodes().Get(context.Background(), localcluster.RealNodeName, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Contains(t, node.Spec.Taints, corev1.Taint{Key: localcluster.RealNodeLabel, Value: "true", Effect: corev1.TaintEffectNoSchedule})
+}
