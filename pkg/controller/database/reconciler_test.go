@@ -821,3 +821,43 @@ func TestStorageExpansionRefusedDegradesWithoutBlockingOtherChanges(t *testing.T
 	require.Equal(t, patches, f.actions)
 	require.Empty(t, f.events())
 }
+
+func TestDatabaseDeletedWhileReconciledIsRoutine(t *testing.T) {
+	gone := apierrors.NewNotFound(schema.GroupResource{Group: "example.com", Resource: "databases"}, name)
+	for _, tc := range []struct {
+		name    string
+		inject  func(*fixture)
+		actions []string
+	}{{
+		name:    "adding the finalizer",
+		inject:  func(f *fixture) { f.inject("update", "databases", 1, gone) },
+		actions: []string{"update databases my-database"},
+	}, {
+		name:    "writing status",
+		inject:  func(f *fixture) { f.inject("update", "databases/status", 1, gone) },
+		actions: firstReconcile,
+	}, {
+		name: "writing the status of a transient error",
+		inject: func(f *fixture) {
+			f.inject("create", "statefulsets", 1, apierrors.NewInternalError(errors.New("etcd timeout")))
+			f.inject("update", "databases/status", 1, gone)
+		},
+		actions: append(slices.Clone(firstReconcile[:slices.Index(firstReconcile, "create statefulsets my-database")+1]),
+			"update databases/status my-database"),
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, exampleDatabase())
+			tc.inject(f)
+			result, err := f.reconcile()
+			require.NoError(t, err, "no error to log, no backoff")
+			require.Equal(t, database.Result{}, result, "no requeue")
+			require.Equal(t, tc.actions, f.actions)
+		})
+	}
+
+	// A child's 404 is still an error.
+	f := newFixture(t, exampleDatabase())
+	f.inject("create", "statefulsets", 1, apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "statefulsets"}, name))
+	_, err := f.reconcile()
+	require.True(t, apierrors.IsNotFound(err), "%v", err)
+}
