@@ -35,6 +35,9 @@ type pass struct {
 	statefulSet *appsv1.StatefulSet
 	// created names the children the pass created ("Service NAME"), for recordCreated.
 	created []string
+	// expanding names the mounted claims whose capacity is below spec.storage, with their
+	// sizes ("data-a-0 1Gi of 2Gi"), for the status.
+	expanding []string
 }
 
 // sync brings db's children to its spec in one pass and returns what status needs. The
@@ -88,6 +91,7 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 		return p.halted(obs, h), err
 	}
 	obs.statefulSet = sts
+	obs.expanding = p.expanding
 	return obs, nil
 }
 

@@ -441,6 +441,51 @@ func TestStorageIncreaseExpandsClaimsAndReplacesTheStatefulSetKeepingPods(t *tes
 	require.Empty(t, f.actions, "the replacement happens once")
 }
 
+func TestStorageIncreaseIsReportedUntilTheCapacityFollows(t *testing.T) {
+	f := newFixture(t, exampleDatabase())
+	f.ready()
+	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Storage = "200Gi" })
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, growAndReplaceActions, f.actions)
+
+	// The new StatefulSet adopts the Pods, all ready; the volumes still have 100Gi.
+	f.setStatefulSetStatus(3, "rev-1", "rev-1")
+	result, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, requeue, result, "the claims' informer also wakes it")
+	require.Equal(t, []string{"update databases/status my-database"}, f.actions)
+	db := f.database()
+	require.Equal(t, examplev1.DatabasePhaseProvisioning, db.Status.Phase)
+	const msg = "expanding volumes: data-my-database-0 100Gi of 200Gi, data-my-database-1 100Gi of 200Gi, data-my-database-2 100Gi of 200Gi"
+	for typ, status := range map[string]metav1.ConditionStatus{"Ready": metav1.ConditionFalse, "Progressing": metav1.ConditionTrue} {
+		require.Equal(t, status, condition(db, typ).Status, typ)
+		require.Equal(t, "StorageExpanding", condition(db, typ).Reason, typ)
+		require.Equal(t, msg, condition(db, typ).Message, typ)
+	}
+	require.Equal(t, metav1.ConditionFalse, condition(db, "Degraded").Status)
+
+	// One volume has grown: the others are still reported.
+	claim := f.claim("data-my-database-0").DeepCopy()
+	claim.Status.Capacity = claim.Spec.Resources.Requests.DeepCopy()
+	require.NoError(t, f.kube.Tracker().Update(claims, claim, namespace))
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, []string{"update databases/status my-database"}, f.actions)
+	require.Equal(t, "expanding volumes: data-my-database-1 100Gi of 200Gi, data-my-database-2 100Gi of 200Gi",
+		condition(f.database(), "Progressing").Message)
+
+	f.growClaims()
+	result, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, database.Result{}, result)
+	require.Equal(t, []string{"update databases/status my-database"}, f.actions)
+	db = f.database()
+	require.Equal(t, examplev1.DatabasePhaseReady, db.Status.Phase)
+	require.Equal(t, "AllReplicasReady", condition(db, "Ready").Reason)
+	require.Equal(t, "Complete", condition(db, "Progressing").Reason)
+}
+
 func TestStorageIncreaseWaitsWhileTheOldStatefulSetIsStillBeingDeleted(t *testing.T) {
 	f := newFixture(t, exampleDatabase())
 	f.ready()

@@ -2,6 +2,7 @@ package database
 
 import (
 	"fmt"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -40,6 +41,8 @@ const (
 	ReasonComplete           = "Complete"
 	ReasonAsExpected         = "AsExpected"
 	ReasonDeleting           = "Deleting"
+	// ReasonStorageExpanding: the claims request spec.storage, their capacity is not there yet.
+	ReasonStorageExpanding = "StorageExpanding"
 
 	// Failures (phase Failed): conditions and Warning Events.
 	ReasonChildConflict          = "ChildConflict"
@@ -79,6 +82,9 @@ type observation struct {
 	// expansion, if set, is a volume expansion the API server refused: the Database runs on
 	// with its volumes at their current size.
 	expansion *failure
+	// expanding names the mounted claims whose capacity has not reached spec.storage yet,
+	// with their sizes: a volume expansion under way.
+	expanding []string
 }
 
 // rolledOut reports whether the StatefulSet controller has observed sts's current generation
@@ -107,8 +113,10 @@ func readyReplicas(sts *appsv1.StatefulSet) int32 {
 // status changes; an unchanged status compares equal to db.Status and is not written.
 //
 // Phases: Failed on a failure; Pending without a StatefulSet; Ready when the StatefulSet is
-// rolled out with every desired replica ready; Degraded when a Database Ready at this
-// generation has lost ready replicas without a rollout; Provisioning otherwise.
+// rolled out with every desired replica ready and every mounted claim's capacity at
+// spec.storage (Provisioning, reason StorageExpanding, while a volume expansion runs);
+// Degraded when a Database Ready at this generation has lost ready replicas without a
+// rollout; Provisioning otherwise.
 func computeStatus(db *examplev1.Database, obs observation, now metav1.Time) examplev1.DatabaseStatus {
 	status := *db.Status.DeepCopy()
 	status.ObservedGeneration = db.Generation
@@ -177,6 +185,13 @@ func computeStatus(db *examplev1.Database, obs observation, now metav1.Time) exa
 		degraded = cond{metav1.ConditionFalse, ReasonAsExpected, ""}
 	}
 
+	if len(obs.expanding) > 0 && obs.expansion == nil && status.Phase == examplev1.DatabasePhaseReady {
+		// Everything else is rolled out; the volumes are still growing to the spec's storage.
+		status.Phase = examplev1.DatabasePhaseProvisioning
+		msg := "expanding volumes: " + strings.Join(obs.expanding, ", ")
+		ready = cond{metav1.ConditionFalse, ReasonStorageExpanding, msg}
+		progressing = cond{metav1.ConditionTrue, ReasonStorageExpanding, msg}
+	}
 	if obs.expansion != nil && obs.failure == nil {
 		// Everything else is rolled out; the spec's storage is not.
 		progressing = cond{metav1.ConditionFalse, obs.expansion.reason, obs.expansion.message}
