@@ -162,8 +162,8 @@ func (r *Reconciler) reconcile(ctx context.Context, key cache.ObjectName) (Resul
 	return r.report(ctx, db, obs)
 }
 
-// report writes the status obs gives db and says when to look again. A failure, or a refused
-// volume expansion, is also a Warning Event, once per transition rather than on every
+// report writes the status obs gives db and says when to look again. A failure, a refused
+// volume expansion or a credentials Secret being deleted is also a Warning Event, once per transition rather than on every
 // resync of an unchanged one.
 func (r *Reconciler) report(ctx context.Context, db *examplev1.Database, obs observation) (Result, error) {
 	status := computeStatus(db, obs, r.now())
@@ -173,6 +173,8 @@ func (r *Reconciler) report(ctx context.Context, db *examplev1.Database, obs obs
 			r.event(ctx, db, corev1.EventTypeWarning, obs.failure.reason, "%s", obs.failure.message)
 		case obs.expansion != nil && !sameCondition(db.Status, status, ConditionProgressing):
 			r.event(ctx, db, corev1.EventTypeWarning, obs.expansion.reason, "%s", obs.expansion.message)
+		case obs.credentials != nil && !sameCondition(db.Status, status, ConditionDegraded):
+			r.event(ctx, db, corev1.EventTypeWarning, obs.credentials.reason, "%s", obs.credentials.message)
 		}
 	}
 	if _, err := r.writeStatus(ctx, db, status); err != nil {

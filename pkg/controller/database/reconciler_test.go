@@ -629,7 +629,8 @@ func TestExistingSecretIsNeverRegenerated(t *testing.T) {
 				specs.ManagedByLabel: specs.ManagedByValue, "app.kubernetes.io/name": "postgresql",
 				"app.kubernetes.io/instance": name, "app.kubernetes.io/component": "database",
 				"app.kubernetes.io/part-of": "database-apiserver"}, OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "example.com/v1", Kind: "Database", Name: name, UID: dbUID, Controller: ptr.To(true)}}},
+				APIVersion: "example.com/v1", Kind: "Database", Name: name, UID: dbUID, Controller: ptr.To(true)}},
+				Finalizers: []string{database.CredentialsFinalizer}},
 			Data: map[string][]byte{},
 		}
 		for k, v := range data {
@@ -649,6 +650,16 @@ func TestExistingSecretIsNeverRegenerated(t *testing.T) {
 		name:    "complete and current: untouched",
 		secret:  ours(map[string]string{"username": "postgres", "password": "kept", "host": "my-database.production.svc", "port": "5432", "database": "my_database", "uri": "postgresql://postgres:kept@my-database.production.svc:5432/my_database"}),
 		actions: append([]string{"update databases my-database"}, rest...),
+		data:    map[string]string{"username": "postgres", "password": "kept", "host": "my-database.production.svc", "port": "5432", "database": "my_database", "uri": "postgresql://postgres:kept@my-database.production.svc:5432/my_database"},
+		phase:   examplev1.DatabasePhaseProvisioning,
+	}, {
+		name: "without the credentials finalizer: added",
+		secret: func() *corev1.Secret {
+			s := ours(map[string]string{"username": "postgres", "password": "kept", "host": "my-database.production.svc", "port": "5432", "database": "my_database", "uri": "postgresql://postgres:kept@my-database.production.svc:5432/my_database"})
+			s.Finalizers = nil
+			return s
+		}(),
+		actions: append([]string{"update databases my-database", "update secrets my-database-credentials"}, rest...),
 		data:    map[string]string{"username": "postgres", "password": "kept", "host": "my-database.production.svc", "port": "5432", "database": "my_database", "uri": "postgresql://postgres:kept@my-database.production.svc:5432/my_database"},
 		phase:   examplev1.DatabasePhaseProvisioning,
 	}, {
@@ -682,21 +693,104 @@ func TestExistingSecretIsNeverRegenerated(t *testing.T) {
 			}
 			require.Equal(t, tc.data, got)
 			require.Equal(t, tc.phase, f.database().Status.Phase)
+			if tc.phase != examplev1.DatabasePhaseFailed {
+				require.Equal(t, []string{database.CredentialsFinalizer}, f.secret().Finalizers)
+			}
 		})
 	}
 }
 
-func TestDeletedSecretIsGeneratedAgainWithAWarning(t *testing.T) {
+func TestTheCredentialsSecretIsKeptWhileItsDatabaseExists(t *testing.T) {
+	for _, policy := range []examplev1.DeletionPolicy{examplev1.DeletionPolicyDelete, examplev1.DeletionPolicyRetain} {
+		t.Run(string(policy), func(t *testing.T) {
+			f := newFixture(t, exampleDatabase())
+			f.ready()
+			require.Equal(t, []string{database.CredentialsFinalizer}, f.secret().Finalizers)
+			password := f.secret().Data["password"]
+
+			// kubectl delete secret: the finalizer keeps it, Terminating, with its data.
+			secret := f.secret().DeepCopy()
+			secret.DeletionTimestamp = ptr.To(metav1.NewTime(start))
+			require.NoError(t, f.kube.Tracker().Update(secrets, secret, namespace))
+			_, err := f.reconcile()
+			require.NoError(t, err)
+			require.Equal(t, []string{"update databases/status my-database"}, f.actions, "no Secret written or created")
+			const msg = "Secret my-database-credentials is being deleted; it is kept (finalizer database.example.com/credentials) while the Database exists, since its password is the one the data directory holds; deleting the Database releases it"
+			require.Equal(t, []string{"Warning CredentialsDeleting " + msg}, f.events())
+			db := f.database()
+			require.Equal(t, examplev1.DatabasePhaseDegraded, db.Status.Phase)
+			require.Equal(t, metav1.ConditionTrue, condition(db, "Degraded").Status)
+			require.Equal(t, "CredentialsDeleting", condition(db, "Degraded").Reason)
+			require.Equal(t, msg, condition(db, "Degraded").Message)
+			require.Equal(t, metav1.ConditionTrue, condition(db, "Ready").Status, "the database still serves")
+			require.Equal(t, password, f.secret().Data["password"])
+
+			_, err = f.reconcile()
+			require.NoError(t, err)
+			require.Empty(t, f.actions)
+			require.Empty(t, f.events(), "reported once")
+
+			// The Database goes: its cleanup releases the finalizer.
+			f.updateDatabase(func(db *examplev1.Database) {
+				db.Spec.DeletionPolicy = policy
+				db.DeletionTimestamp = ptr.To(metav1.NewTime(start))
+			})
+			_, err = f.reconcile()
+			require.NoError(t, err)
+			require.Contains(t, f.actions, "patch secrets my-database-credentials")
+			require.NotContains(t, f.actions, "delete secrets my-database-credentials", "already being deleted")
+			require.Empty(t, f.secret().Finalizers)
+			require.Empty(t, f.database().Finalizers)
+		})
+	}
+}
+
+func TestLostCredentialsAreReportedNeverRegenerated(t *testing.T) {
 	f := newFixture(t, exampleDatabase())
 	f.ready()
+	old := f.secret().DeepCopy()
+	// The finalizer forced off: the Secret is gone, the data directory keeps its password.
 	require.NoError(t, f.kube.Tracker().Delete(secrets, namespace, name+"-credentials"))
+	result, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, requeueExternal, result, "a restored Secret may be unlabelled: looked for every minute")
+	require.Equal(t, []string{"get secrets my-database-credentials", "update databases/status my-database"}, f.actions)
+	require.False(t, f.exists(secrets, name+"-credentials"), "no new password")
+	const msg = "Secret my-database-credentials is gone while the data directory keeps its credentials: no new password is generated, the database would not accept it. Restore it: create Secret my-database-credentials with the old username and password and the annotation database.example.com/retained-from=production/my-database (checked again every minute)"
+	require.Equal(t, []string{"Warning CredentialsLost " + msg}, f.events())
+	db := f.database()
+	require.Equal(t, examplev1.DatabasePhaseFailed, db.Status.Phase)
+	require.Equal(t, "CredentialsLost", condition(db, "Degraded").Reason)
+	require.Equal(t, msg, condition(db, "Degraded").Message)
+
+	// The user restores it as the message says: adopted, the password kept.
+	restored := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-credentials",
+		Annotations: map[string]string{database.RetainedFromAnnotation: namespace + "/" + name}},
+		Data: map[string][]byte{"username": old.Data["username"], "password": old.Data["password"]}}
+	require.NoError(t, f.kube.Tracker().Add(restored))
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, []string{"get secrets my-database-credentials", "update secrets my-database-credentials",
+		"update databases/status my-database"}, f.actions)
+	require.Equal(t, old.Data, f.secret().Data)
+	require.Equal(t, []string{database.CredentialsFinalizer}, f.secret().Finalizers)
+	require.True(t, metav1.IsControlledBy(f.secret(), f.database()))
+	require.Equal(t, examplev1.DatabasePhaseReady, f.database().Status.Phase)
+}
+
+func TestRetainedClaimsWithoutTheirSecretAreLostCredentials(t *testing.T) {
+	old := newFixture(t, exampleDatabase())
+	old.ready()
+	claim := old.claim("data-my-database-0").DeepCopy()
+	retained(claim)
+	db := exampleDatabase()
+	db.UID = "new-uid"
+	f := newFixture(t, db, claim)
 	_, err := f.reconcile()
 	require.NoError(t, err)
-	require.Equal(t, []string{"create secrets my-database-credentials"}, f.actions)
-	require.Equal(t, []string{
-		"Normal SecretGenerated Generated credentials in Secret my-database-credentials",
-		"Warning CredentialsRegenerated Secret my-database-credentials was deleted and has been generated again; an initialised data directory keeps the old credentials",
-	}, f.events())
+	require.Equal(t, []string{"update databases my-database", "get secrets my-database-credentials", "update databases/status my-database"}, f.actions)
+	require.False(t, f.exists(secrets, name+"-credentials"))
+	require.Equal(t, "CredentialsLost", condition(f.database(), "Ready").Reason)
 }
 
 func TestPermanentErrorsFailWithoutRetry(t *testing.T) {

@@ -21,7 +21,8 @@ const (
 	// ConditionProgressing is True while a change is being rolled out: creation, scaling,
 	// a rolling update, a StatefulSet replacement, a deletion.
 	ConditionProgressing = "Progressing"
-	// ConditionDegraded is True when a Ready Database lost replicas, or it failed.
+	// ConditionDegraded is True when a Ready Database lost replicas, a volume expansion was
+	// refused, its credentials Secret is being deleted, or it failed.
 	ConditionDegraded = "Degraded"
 )
 
@@ -51,6 +52,10 @@ const (
 	ReasonInvalidChild           = "InvalidChild"
 	ReasonInvalidCredentials     = "InvalidCredentials"
 	ReasonStorageExpansionFailed = "StorageExpansionFailed"
+	ReasonCredentialsLost        = "CredentialsLost"
+	// ReasonCredentialsDeleting (Degraded, not Failed): the credentials Secret is being
+	// deleted and kept by CredentialsFinalizer.
+	ReasonCredentialsDeleting = "CredentialsDeleting"
 	ReasonNamespaceTerminating   = "NamespaceTerminating"
 	// ReasonReconcileError is a transient error (Progressing False and a Warning Event),
 	// retried with backoff.
@@ -63,7 +68,6 @@ const (
 	ReasonReplacing              = "Replacing"
 	ReasonResizing               = "Resizing"
 	ReasonSecretGenerated        = "SecretGenerated"
-	ReasonCredentialsRegenerated = "CredentialsRegenerated"
 	ReasonCleanupDone            = "CleanupDone"
 	ReasonDoNotTerminate         = "DoNotTerminate"
 	ReasonAdopted                = "Adopted"
@@ -82,6 +86,9 @@ type observation struct {
 	// expansion, if set, is a volume expansion the API server refused: the Database runs on
 	// with its volumes at their current size.
 	expansion *failure
+	// credentials, if set, is the credentials Secret being deleted, kept by
+	// CredentialsFinalizer: the Database runs on with it, Degraded.
+	credentials *failure
 	// expanding names the mounted claims whose capacity has not reached spec.storage yet,
 	// with their sizes: a volume expansion under way.
 	expanding []string
@@ -196,6 +203,13 @@ func computeStatus(db *examplev1.Database, obs observation, now metav1.Time) exa
 		// Everything else is rolled out; the spec's storage is not.
 		progressing = cond{metav1.ConditionFalse, obs.expansion.reason, obs.expansion.message}
 		degraded = cond{metav1.ConditionTrue, obs.expansion.reason, obs.expansion.message}
+		if status.Phase == examplev1.DatabasePhaseReady {
+			status.Phase = examplev1.DatabasePhaseDegraded
+		}
+	}
+
+	if obs.credentials != nil && obs.failure == nil {
+		degraded = cond{metav1.ConditionTrue, obs.credentials.reason, obs.credentials.message}
 		if status.Phase == examplev1.DatabasePhaseReady {
 			status.Phase = examplev1.DatabasePhaseDegraded
 		}
