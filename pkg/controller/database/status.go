@@ -55,22 +55,22 @@ const (
 	ReasonCredentialsLost        = "CredentialsLost"
 	// ReasonCredentialsDeleting (Degraded, not Failed): the credentials Secret is being
 	// deleted and kept by CredentialsFinalizer.
-	ReasonCredentialsDeleting = "CredentialsDeleting"
-	ReasonNamespaceTerminating   = "NamespaceTerminating"
+	ReasonCredentialsDeleting  = "CredentialsDeleting"
+	ReasonNamespaceTerminating = "NamespaceTerminating"
 	// ReasonReconcileError is a transient error (Progressing False and a Warning Event),
 	// retried with backoff.
 	ReasonReconcileError = "ReconcileError"
 
 	// Events only.
-	ReasonCreated                = "Created"
-	ReasonUpdated                = "Updated"
-	ReasonDeleted                = "Deleted"
-	ReasonReplacing              = "Replacing"
-	ReasonResizing               = "Resizing"
-	ReasonSecretGenerated        = "SecretGenerated"
-	ReasonCleanupDone            = "CleanupDone"
-	ReasonDoNotTerminate         = "DoNotTerminate"
-	ReasonAdopted                = "Adopted"
+	ReasonCreated         = "Created"
+	ReasonUpdated         = "Updated"
+	ReasonDeleted         = "Deleted"
+	ReasonReplacing       = "Replacing"
+	ReasonResizing        = "Resizing"
+	ReasonSecretGenerated = "SecretGenerated"
+	ReasonCleanupDone     = "CleanupDone"
+	ReasonDoNotTerminate  = "DoNotTerminate"
+	ReasonAdopted         = "Adopted"
 )
 
 // observation is what computeStatus needs from a Reconcile.
