@@ -76,7 +76,7 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 	if h == nil && err == nil {
 		expansion, h, err = p.reconcileClaims(ctx)
 	}
-	obs := observation{replicas: p.desired.Replicas, expansion: expansion}
+	obs := observation{replicas: p.desired.Replicas, expansion: expansion, credentials: p.credentials, expanding: p.expanding}
 	if h != nil && h.releasesClaims() && !protected(p.db) {
 		if err := p.r.unprotectClaims(ctx, p.db); err != nil {
 			return p.halted(observation{}, nil), err
@@ -94,8 +94,6 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 		return p.halted(obs, h), err
 	}
 	obs.statefulSet = sts
-	obs.expanding = p.expanding
-	obs.credentials = p.credentials
 	return obs, nil
 }
 
