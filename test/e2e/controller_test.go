@@ -649,6 +649,36 @@ func TestRetainedDataIsAdoptedByADatabaseOfTheSameName(t *testing.T) {
 	require.Equal(t, db.UID, metav1.GetControllerOf(&c.PVCs[0]).UID, "the kept claim is adopted")
 }
 
+// TestDeletingTheCredentialsSecretKeepsThePassword: kubectl delete on a live Database's
+// Secret leaves it Terminating with its data (the controller's finalizer), the Database
+// reports it, and deleting the Database lets the Secret go.
+func TestDeletingTheCredentialsSecretKeepsThePassword(t *testing.T) {
+	ctx := context.Background()
+	ns := testNamespace(t, "e2e-credentials")
+	kubectlIn(t, databaseIn(ns, "keyed", 1, examplev1.DeletionPolicyDelete), "apply", "-f", "-")
+	waitReady(t, ns, "keyed", 1)
+	before, err := kube(t).CoreV1().Secrets(ns).Get(ctx, "keyed-credentials", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Contains(t, before.Finalizers, "database.example.com/credentials")
+
+	kubectl(t, "delete", "secret", "keyed-credentials", "-n", ns, "--wait=false")
+	db := waitCondition(t, ns, "keyed", "Degraded", "CredentialsDeleting")
+	require.Equal(t, metav1.ConditionTrue, meta.FindStatusCondition(db.Status.Conditions, "Degraded").Status)
+	after, err := kube(t).CoreV1().Secrets(ns).Get(ctx, "keyed-credentials", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, after.DeletionTimestamp)
+	require.Equal(t, before.UID, after.UID, "the same Secret, never a new one")
+	require.Equal(t, before.Data["password"], after.Data["password"], "the password the data directory holds")
+
+	kubectl(t, "delete", "db", "keyed", "-n", ns, "--wait=false")
+	eventually(t, time.Minute, func() error {
+		if _, err := kube(t).CoreV1().Secrets(ns).Get(ctx, "keyed-credentials", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("Secret still there: %v", err)
+		}
+		return nil
+	})
+}
+
 func TestDoNotTerminateProtectsTheDataWithAFinalizer(t *testing.T) {
 	ctx := context.Background()
 	ns := testNamespace(t, "e2e-protect")

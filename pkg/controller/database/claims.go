@@ -57,7 +57,8 @@ func claimIndexKey(namespace, name string) string { return namespace + "/" + nam
 //     controller, which mounts any claim of the right name whoever made it, finds ours and
 //     never creates one itself;
 //   - keepClaims keeps up each claim: its metadata, adopting retained ones (syncClaim), then
-//     its size, requesting spec.storage from a bound claim that is smaller (expandClaim).
+//     its size, requesting spec.storage from a bound claim that is smaller (expandClaim), and
+//     noting the mounted claims whose capacity has not reached it yet (noteExpanding).
 //
 // A refused expansion does not halt the pass: it is returned as expansion, and the volumes
 // keep their size. A claim of ours being deleted among those about to be mounted halts it
@@ -249,8 +250,23 @@ func (p *pass) keepClaims(ctx context.Context, work []claimWork) (expansion *fai
 		if expansion == nil {
 			expansion = refused
 		}
+		if refused == nil && w.ordinal < p.desired.Replicas {
+			p.noteExpanding(claim)
+		}
 	}
 	return expansion, waiting, nil
+}
+
+// noteExpanding records in the pass a mounted claim whose status.capacity is still below
+// spec.storage: its volume is being expanded (the resizer and then the kubelet grow it; the
+// capacity follows only once the file system has grown), so the Database is not Ready yet.
+// Claims past the replicas are not counted: no Pod mounts them, and a file system grows only
+// when mounted.
+func (p *pass) noteExpanding(claim *corev1.PersistentVolumeClaim) {
+	capacity := claim.Status.Capacity[corev1.ResourceStorage]
+	if capacity.Cmp(p.desired.Storage) < 0 {
+		p.expanding = append(p.expanding, fmt.Sprintf("%s %s of %s", claim.Name, capacity.String(), p.desired.Storage.String()))
+	}
 }
 
 // syncClaim keeps up the metadata of the claim of w: adopts a retained one (an Event says

@@ -24,9 +24,9 @@ import (
 // removes FinalizerName, and reports phase Deleting.
 //
 //   - Delete ("" too): the StatefulSet, both Services, the PodDisruptionBudget, the data
-//     PersistentVolumeClaims and the Secret are deleted (ProtectFinalizer removed first).
+//     PersistentVolumeClaims and the Secret are deleted (ourFinalizers removed first).
 //   - Retain: the workload is deleted; the claims and the Secret are kept and released: our
-//     owner reference, managed-by label and ProtectFinalizer are removed, so the garbage
+//     owner reference, managed-by label and ourFinalizers are removed, so the garbage
 //     collector keeps them, and RetainedFromAnnotation marks them for a new Database of the
 //     same name to adopt.
 //   - DoNotTerminate: the API server refuses such a DELETE, so this is a Database deleted
@@ -227,9 +227,9 @@ type deleterPatcher[T any] interface {
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
 }
 
-// deleteOrRelease deletes obj or, when keep, applies releasePatch to it. ProtectFinalizer is
-// removed first from an object to delete (the policy changed from DoNotTerminate just before
-// the deletion). obj may come from a cache, so the delete is conditional on its UID (never a
+// deleteOrRelease deletes obj or, when keep, applies releasePatch to it. ourFinalizers are
+// removed first from an object to delete (CredentialsFinalizer of a Secret; ProtectFinalizer
+// when the policy changed from DoNotTerminate just before the deletion). obj may come from a cache, so the delete is conditional on its UID (never a
 // same-named successor) and resourceVersion: a copy that predates a ProtectFinalizer would
 // leave the object Terminating for good, so a stale one fails with a conflict and the cleanup
 // is retried on a fresh one. The patches carry obj's UID for the same reason: the API server
@@ -237,7 +237,7 @@ type deleterPatcher[T any] interface {
 // nor modified. An object already gone is not an error. resource names obj's kind in errors.
 func deleteOrRelease[T any](ctx context.Context, client deleterPatcher[T], resource schema.GroupResource, db *examplev1.Database, keep bool, obj metav1.Object) error {
 	var err error
-	protectedNow := slices.Contains(obj.GetFinalizers(), ProtectFinalizer)
+	protectedNow := hasOurFinalizer(obj)
 	switch {
 	case keep:
 		_, err = client.Patch(ctx, obj.GetName(), types.StrategicMergePatchType, releasePatch(db, obj.GetUID()), metav1.PatchOptions{})

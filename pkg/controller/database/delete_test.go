@@ -39,12 +39,14 @@ func orphanedPods(f *fixture) {
 }
 
 // deleteDataActions are the calls that delete the example Database's data claims and Secret
-// under deletionPolicy Delete, then write its status.
+// under deletionPolicy Delete (CredentialsFinalizer patched off the Secret first), then write
+// its status.
 var deleteDataActions = []string{
 	"delete persistentvolumeclaims data-my-database-0",
 	"delete persistentvolumeclaims data-my-database-1",
 	"delete persistentvolumeclaims data-my-database-2",
 	"get secrets my-database-credentials",
+	"patch secrets my-database-credentials",
 	"delete secrets my-database-credentials",
 	"update databases/status my-database",
 }
@@ -278,7 +280,7 @@ func TestDeletionRemovesTheProtectionOfAPolicyChangedJustBefore(t *testing.T) {
 			f.ready()
 			_, err := f.reconcile() // protects the claims created by f.ready
 			require.NoError(t, err)
-			require.Equal(t, []string{database.ProtectFinalizer}, f.secret().Finalizers)
+			require.Equal(t, []string{database.CredentialsFinalizer, database.ProtectFinalizer}, f.secret().Finalizers)
 			require.Equal(t, []string{database.ProtectFinalizer}, f.claim("data-my-database-0").Finalizers)
 			f.updateDatabase(func(db *examplev1.Database) {
 				db.Spec.DeletionPolicy = policy

@@ -27,7 +27,7 @@ type failure struct {
 // Spec errors wait for a change of the Database.
 func (f *failure) external() bool {
 	switch f.reason {
-	case ReasonChildConflict, ReasonStorageExpansionFailed, ReasonNamespaceTerminating, ReasonInvalidCredentials:
+	case ReasonChildConflict, ReasonStorageExpansionFailed, ReasonNamespaceTerminating, ReasonInvalidCredentials, ReasonCredentialsLost:
 		return true
 	}
 	return false

@@ -354,7 +354,7 @@ func (f *fixture) setStatefulSetStatus(ready int32, currentRevision, updateRevis
 
 // createClaims plays the StatefulSet controller and the volume binder: claims
 // data-<name>-<i> from the volumeClaimTemplate where there is none (the Reconciler creates
-// those about to be mounted itself), every one bound.
+// those about to be mounted itself), every one bound, its capacity the size it requests.
 func (f *fixture) createClaims(n int) {
 	f.t.Helper()
 	tmpl := f.statefulSet().Spec.VolumeClaimTemplates[0]
@@ -362,13 +362,14 @@ func (f *fixture) createClaims(n int) {
 		if existing, err := f.kube.Tracker().Get(claims, namespace, fmt.Sprintf("data-%s-%d", name, i)); err == nil {
 			bound := existing.(*corev1.PersistentVolumeClaim).DeepCopy()
 			bound.Status.Phase = corev1.ClaimBound
+			bound.Status.Capacity = bound.Spec.Resources.Requests.DeepCopy()
 			require.NoError(f.t, f.kube.Tracker().Update(claims, bound, namespace))
 			continue
 		}
 		claim := &corev1.PersistentVolumeClaim{
 			ObjectMeta: *tmpl.ObjectMeta.DeepCopy(),
 			Spec:       *tmpl.Spec.DeepCopy(),
-			Status:     corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound},
+			Status:     corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, Capacity: tmpl.Spec.Resources.Requests.DeepCopy()},
 		}
 		claim.Name = fmt.Sprintf("data-%s-%d", name, i)
 		claim.Namespace = namespace
@@ -390,6 +391,17 @@ func (f *fixture) ready() {
 	require.NoError(f.t, err)
 	require.Equal(f.t, database.Result{}, result)
 	require.Equal(f.t, examplev1.DatabasePhaseReady, f.database().Status.Phase)
+}
+
+// growClaims plays the resizer and the kubelet: the capacity of each claim reaches its
+// request.
+func (f *fixture) growClaims() {
+	f.t.Helper()
+	for i := range int(ptr.Deref(f.database().Spec.Replicas, 1)) {
+		claim := f.claim(fmt.Sprintf("data-%s-%d", name, i)).DeepCopy()
+		claim.Status.Capacity = claim.Spec.Resources.Requests.DeepCopy()
+		require.NoError(f.t, f.kube.Tracker().Update(claims, claim, namespace))
+	}
 }
 
 func condition(db *examplev1.Database, typ string) metav1.Condition {

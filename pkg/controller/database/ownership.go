@@ -24,6 +24,13 @@ const FinalizerName = "database.example.com/finalizer"
 // until the policy changes.
 const ProtectFinalizer = "database.example.com/protect"
 
+// CredentialsFinalizer is on the credentials Secret while its Database exists, whatever the
+// deletion policy: the engine keeps the password in its data directory from the first start,
+// so a Secret deleted under a live Database would leave no credentials the database accepts.
+// A Secret being deleted is kept until its Database goes, whose cleanup removes the finalizer
+// (deleting or releasing the Secret per the deletion policy).
+const CredentialsFinalizer = "database.example.com/credentials"
+
 // RetainedFromAnnotation marks a claim or Secret that deletionPolicy Retain released from a
 // Database, with its "<namespace>/<name>": a new Database of that name adopts it.
 const RetainedFromAnnotation = "database.example.com/retained-from"
@@ -117,19 +124,37 @@ func setProtection(obj metav1.Object, present bool) bool {
 	return true
 }
 
-// unprotectPatch is the strategic merge patch that removes ProtectFinalizer from the object
-// of uid (another object of the same name makes it fail: isUIDMismatch).
+// setCredentialsFinalizer adds CredentialsFinalizer to secret, and reports whether it changed.
+func setCredentialsFinalizer(secret metav1.Object) bool {
+	if slices.Contains(secret.GetFinalizers(), CredentialsFinalizer) {
+		return false
+	}
+	secret.SetFinalizers(append(secret.GetFinalizers(), CredentialsFinalizer))
+	return true
+}
+
+// ourFinalizers are the finalizers the Reconciler puts on a Database's data claims and
+// Secret, which its cleanup removes.
+var ourFinalizers = []string{ProtectFinalizer, CredentialsFinalizer}
+
+// hasOurFinalizer reports whether obj carries one of ourFinalizers.
+func hasOurFinalizer(obj metav1.Object) bool {
+	return slices.ContainsFunc(obj.GetFinalizers(), func(f string) bool { return slices.Contains(ourFinalizers, f) })
+}
+
+// unprotectPatch is the strategic merge patch that removes ourFinalizers from the object of
+// uid (another object of the same name makes it fail: isUIDMismatch).
 func unprotectPatch(uid types.UID) []byte {
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
 		"uid":                                 uid,
-		"$deleteFromPrimitiveList/finalizers": []string{ProtectFinalizer},
+		"$deleteFromPrimitiveList/finalizers": ourFinalizers,
 	}})
 	return patch
 }
 
 // releasePatch is the strategic merge patch that releases a child from db: it deletes db's
-// owner reference (by uid, the list's merge key), the managed-by label and ProtectFinalizer
-// (whether or not a possibly stale copy shows it; deleting an absent one is a no-op), so
+// owner reference (by uid, the list's merge key), the managed-by label and ourFinalizers
+// (whether or not a possibly stale copy shows them; deleting an absent one is a no-op), so
 // neither the garbage collector nor the Reconciler touches the object again; and it marks the
 // object RetainedFromAnnotation, so a new Database of the same name adopts it (with the data
 // and the password the engine keeps). It applies only to the object of uid: another object of
@@ -140,7 +165,7 @@ func releasePatch(db *examplev1.Database, uid types.UID) []byte {
 		"labels":                              map[string]any{specs.ManagedByLabel: nil},
 		"annotations":                         map[string]any{RetainedFromAnnotation: retainedKey(db)},
 		"ownerReferences":                     []map[string]any{{"$patch": "delete", "uid": db.UID}},
-		"$deleteFromPrimitiveList/finalizers": []string{ProtectFinalizer},
+		"$deleteFromPrimitiveList/finalizers": ourFinalizers,
 	}})
 	return patch
 }

@@ -35,6 +35,12 @@ type pass struct {
 	statefulSet *appsv1.StatefulSet
 	// created names the children the pass created ("Service NAME"), for recordCreated.
 	created []string
+	// credentials, when set, reports the credentials Secret being deleted, kept by
+	// CredentialsFinalizer: the Database runs on with it, Degraded.
+	credentials *failure
+	// expanding names the mounted claims whose capacity is below spec.storage, with their
+	// sizes ("data-a-0 1Gi of 2Gi"), for the status.
+	expanding []string
 }
 
 // sync brings db's children to its spec in one pass and returns what status needs. The
@@ -70,7 +76,7 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 	if h == nil && err == nil {
 		expansion, h, err = p.reconcileClaims(ctx)
 	}
-	obs := observation{replicas: p.desired.Replicas, expansion: expansion}
+	obs := observation{replicas: p.desired.Replicas, expansion: expansion, credentials: p.credentials, expanding: p.expanding}
 	if h != nil && h.releasesClaims() && !protected(p.db) {
 		if err := p.r.unprotectClaims(ctx, p.db); err != nil {
 			return p.halted(observation{}, nil), err
@@ -105,40 +111,57 @@ func (p *pass) halted(obs observation, h *halt) observation {
 }
 
 // ensureSecret creates the credentials Secret with a new random password (crypto/rand)
-// when there is none, and otherwise only adds the keys that follow from the ones present: the
-// username and password are never regenerated while the Secret exists, since the engine keeps
-// them in its data directory. A Secret of ours without them is an InvalidCredentials halt.
+// when there is none and the Database has no data yet, and otherwise only adds the keys that
+// follow from the ones present: the username and password are never regenerated, since the
+// engine keeps them in its data directory. The Secret carries CredentialsFinalizer. A Secret
+// of ours without them is an InvalidCredentials halt; one gone while the data exists is a
+// CredentialsLost halt (lostCredentials); one being deleted, which the finalizer keeps, is
+// reported (p.credentials) and the pass goes on with it.
 func (p *pass) ensureSecret(ctx context.Context) (*halt, error) {
 	db, r := p.db, p.r
 	if err := p.unprotectDeletedSecret(ctx); err != nil {
 		return nil, err
 	}
-	_, h, err := ensureChild(ctx, p, childOps[*corev1.Secret]{
+	live, h, err := p.lostCredentials(ctx)
+	if h != nil || err != nil {
+		return h, err
+	}
+	if have, err := r.listers.Secrets.Secrets(db.Namespace).Get(specs.SecretName(db)); err == nil && isControlledBy(have, db) &&
+		have.DeletionTimestamp != nil && slices.Contains(have.Finalizers, CredentialsFinalizer) {
+		p.credentials = &failure{reason: ReasonCredentialsDeleting, message: fmt.Sprintf(
+			"Secret %s is being deleted; it is kept (finalizer %s) while the Database exists, since its password is the one the data directory holds; deleting the Database releases it",
+			have.Name, CredentialsFinalizer)}
+		return nil, nil
+	}
+	_, h, err = ensureChild(ctx, p, childOps[*corev1.Secret]{
 		kind:   "Secret",
 		name:   specs.SecretName(db),
 		client: r.kube.CoreV1().Secrets(db.Namespace),
-		cached: r.listers.Secrets.Secrets(db.Namespace).Get,
+		cached: func(name string) (*corev1.Secret, error) {
+			if live != nil {
+				return live, nil
+			}
+			return r.listers.Secrets.Secrets(db.Namespace).Get(name)
+		},
 		build: func() *corev1.Secret {
 			s := specs.Secret(db, p.desired, rand.Text())
+			setCredentialsFinalizer(s)
 			setProtection(s, protected(db))
 			return s
 		},
 		created: func() {
 			r.event(ctx, db, corev1.EventTypeNormal, ReasonSecretGenerated, "Generated credentials in Secret %s", specs.SecretName(db))
-			if p.statefulSet != nil && isControlledBy(p.statefulSet, db) {
-				r.event(ctx, db, corev1.EventTypeWarning, ReasonCredentialsRegenerated,
-					"Secret %s was deleted and has been generated again; an initialised data directory keeps the old credentials", specs.SecretName(db))
-			}
 		},
 		sync: func(have *corev1.Secret) *halt {
 			for _, key := range []string{engine.SecretKeyUsername, engine.SecretKeyPassword} {
 				if len(have.Data[key]) == 0 {
 					return fail(ReasonInvalidCredentials,
-						"Secret %s has no %q; restore it, or delete the Secret to generate new credentials (an initialised data directory keeps the old ones)",
+						"Secret %s has no %q; restore it with the credentials the data directory holds (checked again every minute)",
 						have.Name, key)
 				}
 			}
 			have.Labels = specs.MergeLabels(have.Labels, specs.ChildLabels(db))
+			setCredentialsFinalizer(have)
 			setProtection(have, protected(db))
 			specs.FillCredentials(db, p.desired, have.Data)
 			return nil
@@ -151,8 +174,10 @@ func (p *pass) ensureSecret(ctx context.Context) (*halt, error) {
 				}
 			}
 			slices.Sort(changed)
-			if slices.Contains(updated.Finalizers, ProtectFinalizer) != slices.Contains(old.Finalizers, ProtectFinalizer) {
-				changed = append(changed, "finalizer "+ProtectFinalizer)
+			for _, f := range ourFinalizers {
+				if slices.Contains(updated.Finalizers, f) != slices.Contains(old.Finalizers, f) {
+					changed = append(changed, "finalizer "+f)
+				}
 			}
 			if len(changed) == 0 {
 				return "labels"
@@ -161,6 +186,51 @@ func (p *pass) ensureSecret(ctx context.Context) (*halt, error) {
 		},
 	})
 	return h, err
+}
+
+// lostCredentials halts with CredentialsLost when the credentials Secret is gone (the cache
+// has none, nor has the API server) while the Database's data exists: its StatefulSet was
+// created, or a data claim of it (or retained for it) is in the claim cache. A new password
+// would not be the one the data directory holds, so none is generated: the Secret is to be
+// restored with the old credentials. A new Database (no data) gets a generated Secret. A
+// Secret the API server has and the cache misses (unlabelled: a retained or restored one)
+// is returned, for ensureChild to judge.
+func (p *pass) lostCredentials(ctx context.Context) (*corev1.Secret, *halt, error) {
+	db := p.db
+	name := specs.SecretName(db)
+	_, err := p.r.listers.Secrets.Secrets(db.Namespace).Get(name)
+	if !apierrors.IsNotFound(err) {
+		return nil, nil, err
+	}
+	if has, err := p.hasData(ctx); !has || err != nil {
+		return nil, nil, err
+	}
+	live, err := p.r.kube.CoreV1().Secrets(db.Namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, fail(ReasonCredentialsLost,
+			"Secret %s is gone while the data directory keeps its credentials: no new password is generated, the database would not accept it. Restore it: create Secret %s with the old username and password and the annotation %s=%s (checked again every minute)",
+			name, name, RetainedFromAnnotation, retainedKey(db)), nil
+	case err != nil:
+		return nil, nil, fmt.Errorf("get Secret %q: %w", name, err)
+	}
+	return live, nil, nil
+}
+
+// hasData reports whether the Database's engine may have initialised a data directory: its
+// StatefulSet exists, or one of its data claims (of ours, or retained for it) is in the
+// claim cache.
+func (p *pass) hasData(ctx context.Context) (bool, error) {
+	if p.statefulSet != nil && isControlledBy(p.statefulSet, p.db) {
+		return true, nil
+	}
+	claims, err := p.r.listDataClaims(ctx, p.db, 0, 0, false)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(claims, func(c *corev1.PersistentVolumeClaim) bool {
+		return isControlledBy(c, p.db) || isRetainedFor(c, p.db)
+	}), nil
 }
 
 // unprotectDeletedSecret removes ProtectFinalizer from the credentials Secret when it is

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -107,7 +108,38 @@ func NewReconciler(kube kubernetes.Interface, databases versioned.Interface, lis
 // being deleted; and transient API errors, including write conflicts the cache had not seen
 // yet, as an error for the workqueue's backoff (reported, except conflicts, in a Warning
 // Event and the Progressing condition).
+//
+// A Database deleted while it is reconciled (a write of it, its finalizer or its status,
+// answers 404) is routine: (Result{}, nil), its deletion event having ended the matter.
 func (r *Reconciler) Reconcile(ctx context.Context, key cache.ObjectName) (Result, error) {
+	result, err := r.reconcile(ctx, key)
+	if isDatabaseGone(err, key) {
+		klog.FromContext(ctx).V(2).Info("Database deleted while reconciled", "err", err)
+		return Result{}, nil
+	}
+	return result, err
+}
+
+// isDatabaseGone reports whether err, or any error it wraps or joins, is the API server's 404
+// for the Database key itself (not for one of its children).
+func isDatabaseGone(err error, key cache.ObjectName) bool {
+	if status, ok := err.(apierrors.APIStatus); ok {
+		s := status.Status()
+		if s.Reason == metav1.StatusReasonNotFound && s.Details != nil && s.Details.Group == examplev1.GroupName &&
+			s.Details.Kind == "databases" && s.Details.Name == key.Name {
+			return true
+		}
+	}
+	switch e := err.(type) {
+	case interface{ Unwrap() []error }:
+		return slices.ContainsFunc(e.Unwrap(), func(err error) bool { return isDatabaseGone(err, key) })
+	case interface{ Unwrap() error }:
+		return isDatabaseGone(e.Unwrap(), key)
+	}
+	return false
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, key cache.ObjectName) (Result, error) {
 	cached, err := r.listers.Databases.Databases(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
 		return Result{}, nil
@@ -130,8 +162,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.ObjectName) (Resul
 	return r.report(ctx, db, obs)
 }
 
-// report writes the status obs gives db and says when to look again. A failure, or a refused
-// volume expansion, is also a Warning Event, once per transition rather than on every
+// report writes the status obs gives db and says when to look again. A failure, a refused
+// volume expansion or a credentials Secret being deleted is also a Warning Event, once per transition rather than on every
 // resync of an unchanged one.
 func (r *Reconciler) report(ctx context.Context, db *examplev1.Database, obs observation) (Result, error) {
 	status := computeStatus(db, obs, r.now())
@@ -141,6 +173,8 @@ func (r *Reconciler) report(ctx context.Context, db *examplev1.Database, obs obs
 			r.event(ctx, db, corev1.EventTypeWarning, obs.failure.reason, "%s", obs.failure.message)
 		case obs.expansion != nil && !sameCondition(db.Status, status, ConditionProgressing):
 			r.event(ctx, db, corev1.EventTypeWarning, obs.expansion.reason, "%s", obs.expansion.message)
+		case obs.credentials != nil && !sameCondition(db.Status, status, ConditionDegraded):
+			r.event(ctx, db, corev1.EventTypeWarning, obs.credentials.reason, "%s", obs.credentials.message)
 		}
 	}
 	if _, err := r.writeStatus(ctx, db, status); err != nil {

@@ -441,6 +441,51 @@ func TestStorageIncreaseExpandsClaimsAndReplacesTheStatefulSetKeepingPods(t *tes
 	require.Empty(t, f.actions, "the replacement happens once")
 }
 
+func TestStorageIncreaseIsReportedUntilTheCapacityFollows(t *testing.T) {
+	f := newFixture(t, exampleDatabase())
+	f.ready()
+	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Storage = "200Gi" })
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, growAndReplaceActions, f.actions)
+
+	// The new StatefulSet adopts the Pods, all ready; the volumes still have 100Gi.
+	f.setStatefulSetStatus(3, "rev-1", "rev-1")
+	result, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, requeue, result, "the claims' informer also wakes it")
+	require.Equal(t, []string{"update databases/status my-database"}, f.actions)
+	db := f.database()
+	require.Equal(t, examplev1.DatabasePhaseProvisioning, db.Status.Phase)
+	const msg = "expanding volumes: data-my-database-0 100Gi of 200Gi, data-my-database-1 100Gi of 200Gi, data-my-database-2 100Gi of 200Gi"
+	for typ, status := range map[string]metav1.ConditionStatus{"Ready": metav1.ConditionFalse, "Progressing": metav1.ConditionTrue} {
+		require.Equal(t, status, condition(db, typ).Status, typ)
+		require.Equal(t, "StorageExpanding", condition(db, typ).Reason, typ)
+		require.Equal(t, msg, condition(db, typ).Message, typ)
+	}
+	require.Equal(t, metav1.ConditionFalse, condition(db, "Degraded").Status)
+
+	// One volume has grown: the others are still reported.
+	claim := f.claim("data-my-database-0").DeepCopy()
+	claim.Status.Capacity = claim.Spec.Resources.Requests.DeepCopy()
+	require.NoError(t, f.kube.Tracker().Update(claims, claim, namespace))
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, []string{"update databases/status my-database"}, f.actions)
+	require.Equal(t, "expanding volumes: data-my-database-1 100Gi of 200Gi, data-my-database-2 100Gi of 200Gi",
+		condition(f.database(), "Progressing").Message)
+
+	f.growClaims()
+	result, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, database.Result{}, result)
+	require.Equal(t, []string{"update databases/status my-database"}, f.actions)
+	db = f.database()
+	require.Equal(t, examplev1.DatabasePhaseReady, db.Status.Phase)
+	require.Equal(t, "AllReplicasReady", condition(db, "Ready").Reason)
+	require.Equal(t, "Complete", condition(db, "Progressing").Reason)
+}
+
 func TestStorageIncreaseWaitsWhileTheOldStatefulSetIsStillBeingDeleted(t *testing.T) {
 	f := newFixture(t, exampleDatabase())
 	f.ready()
@@ -584,7 +629,8 @@ func TestExistingSecretIsNeverRegenerated(t *testing.T) {
 				specs.ManagedByLabel: specs.ManagedByValue, "app.kubernetes.io/name": "postgresql",
 				"app.kubernetes.io/instance": name, "app.kubernetes.io/component": "database",
 				"app.kubernetes.io/part-of": "database-apiserver"}, OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "example.com/v1", Kind: "Database", Name: name, UID: dbUID, Controller: ptr.To(true)}}},
+				APIVersion: "example.com/v1", Kind: "Database", Name: name, UID: dbUID, Controller: ptr.To(true)}},
+				Finalizers: []string{database.CredentialsFinalizer}},
 			Data: map[string][]byte{},
 		}
 		for k, v := range data {
@@ -604,6 +650,16 @@ func TestExistingSecretIsNeverRegenerated(t *testing.T) {
 		name:    "complete and current: untouched",
 		secret:  ours(map[string]string{"username": "postgres", "password": "kept", "host": "my-database.production.svc", "port": "5432", "database": "my_database", "uri": "postgresql://postgres:kept@my-database.production.svc:5432/my_database"}),
 		actions: append([]string{"update databases my-database"}, rest...),
+		data:    map[string]string{"username": "postgres", "password": "kept", "host": "my-database.production.svc", "port": "5432", "database": "my_database", "uri": "postgresql://postgres:kept@my-database.production.svc:5432/my_database"},
+		phase:   examplev1.DatabasePhaseProvisioning,
+	}, {
+		name: "without the credentials finalizer: added",
+		secret: func() *corev1.Secret {
+			s := ours(map[string]string{"username": "postgres", "password": "kept", "host": "my-database.production.svc", "port": "5432", "database": "my_database", "uri": "postgresql://postgres:kept@my-database.production.svc:5432/my_database"})
+			s.Finalizers = nil
+			return s
+		}(),
+		actions: append([]string{"update databases my-database", "update secrets my-database-credentials"}, rest...),
 		data:    map[string]string{"username": "postgres", "password": "kept", "host": "my-database.production.svc", "port": "5432", "database": "my_database", "uri": "postgresql://postgres:kept@my-database.production.svc:5432/my_database"},
 		phase:   examplev1.DatabasePhaseProvisioning,
 	}, {
@@ -637,21 +693,104 @@ func TestExistingSecretIsNeverRegenerated(t *testing.T) {
 			}
 			require.Equal(t, tc.data, got)
 			require.Equal(t, tc.phase, f.database().Status.Phase)
+			if tc.phase != examplev1.DatabasePhaseFailed {
+				require.Equal(t, []string{database.CredentialsFinalizer}, f.secret().Finalizers)
+			}
 		})
 	}
 }
 
-func TestDeletedSecretIsGeneratedAgainWithAWarning(t *testing.T) {
+func TestTheCredentialsSecretIsKeptWhileItsDatabaseExists(t *testing.T) {
+	for _, policy := range []examplev1.DeletionPolicy{examplev1.DeletionPolicyDelete, examplev1.DeletionPolicyRetain} {
+		t.Run(string(policy), func(t *testing.T) {
+			f := newFixture(t, exampleDatabase())
+			f.ready()
+			require.Equal(t, []string{database.CredentialsFinalizer}, f.secret().Finalizers)
+			password := f.secret().Data["password"]
+
+			// kubectl delete secret: the finalizer keeps it, Terminating, with its data.
+			secret := f.secret().DeepCopy()
+			secret.DeletionTimestamp = ptr.To(metav1.NewTime(start))
+			require.NoError(t, f.kube.Tracker().Update(secrets, secret, namespace))
+			_, err := f.reconcile()
+			require.NoError(t, err)
+			require.Equal(t, []string{"update databases/status my-database"}, f.actions, "no Secret written or created")
+			const msg = "Secret my-database-credentials is being deleted; it is kept (finalizer database.example.com/credentials) while the Database exists, since its password is the one the data directory holds; deleting the Database releases it"
+			require.Equal(t, []string{"Warning CredentialsDeleting " + msg}, f.events())
+			db := f.database()
+			require.Equal(t, examplev1.DatabasePhaseDegraded, db.Status.Phase)
+			require.Equal(t, metav1.ConditionTrue, condition(db, "Degraded").Status)
+			require.Equal(t, "CredentialsDeleting", condition(db, "Degraded").Reason)
+			require.Equal(t, msg, condition(db, "Degraded").Message)
+			require.Equal(t, metav1.ConditionTrue, condition(db, "Ready").Status, "the database still serves")
+			require.Equal(t, password, f.secret().Data["password"])
+
+			_, err = f.reconcile()
+			require.NoError(t, err)
+			require.Empty(t, f.actions)
+			require.Empty(t, f.events(), "reported once")
+
+			// The Database goes: its cleanup releases the finalizer.
+			f.updateDatabase(func(db *examplev1.Database) {
+				db.Spec.DeletionPolicy = policy
+				db.DeletionTimestamp = ptr.To(metav1.NewTime(start))
+			})
+			_, err = f.reconcile()
+			require.NoError(t, err)
+			require.Contains(t, f.actions, "patch secrets my-database-credentials")
+			require.NotContains(t, f.actions, "delete secrets my-database-credentials", "already being deleted")
+			require.Empty(t, f.secret().Finalizers)
+			require.Empty(t, f.database().Finalizers)
+		})
+	}
+}
+
+func TestLostCredentialsAreReportedNeverRegenerated(t *testing.T) {
 	f := newFixture(t, exampleDatabase())
 	f.ready()
+	old := f.secret().DeepCopy()
+	// The finalizer forced off: the Secret is gone, the data directory keeps its password.
 	require.NoError(t, f.kube.Tracker().Delete(secrets, namespace, name+"-credentials"))
+	result, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, requeueExternal, result, "a restored Secret may be unlabelled: looked for every minute")
+	require.Equal(t, []string{"get secrets my-database-credentials", "update databases/status my-database"}, f.actions)
+	require.False(t, f.exists(secrets, name+"-credentials"), "no new password")
+	const msg = "Secret my-database-credentials is gone while the data directory keeps its credentials: no new password is generated, the database would not accept it. Restore it: create Secret my-database-credentials with the old username and password and the annotation database.example.com/retained-from=production/my-database (checked again every minute)"
+	require.Equal(t, []string{"Warning CredentialsLost " + msg}, f.events())
+	db := f.database()
+	require.Equal(t, examplev1.DatabasePhaseFailed, db.Status.Phase)
+	require.Equal(t, "CredentialsLost", condition(db, "Degraded").Reason)
+	require.Equal(t, msg, condition(db, "Degraded").Message)
+
+	// The user restores it as the message says: adopted, the password kept.
+	restored := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-credentials",
+		Annotations: map[string]string{database.RetainedFromAnnotation: namespace + "/" + name}},
+		Data: map[string][]byte{"username": old.Data["username"], "password": old.Data["password"]}}
+	require.NoError(t, f.kube.Tracker().Add(restored))
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, []string{"get secrets my-database-credentials", "update secrets my-database-credentials",
+		"update databases/status my-database"}, f.actions)
+	require.Equal(t, old.Data, f.secret().Data)
+	require.Equal(t, []string{database.CredentialsFinalizer}, f.secret().Finalizers)
+	require.True(t, metav1.IsControlledBy(f.secret(), f.database()))
+	require.Equal(t, examplev1.DatabasePhaseReady, f.database().Status.Phase)
+}
+
+func TestRetainedClaimsWithoutTheirSecretAreLostCredentials(t *testing.T) {
+	old := newFixture(t, exampleDatabase())
+	old.ready()
+	claim := old.claim("data-my-database-0").DeepCopy()
+	retained(claim)
+	db := exampleDatabase()
+	db.UID = "new-uid"
+	f := newFixture(t, db, claim)
 	_, err := f.reconcile()
 	require.NoError(t, err)
-	require.Equal(t, []string{"create secrets my-database-credentials"}, f.actions)
-	require.Equal(t, []string{
-		"Normal SecretGenerated Generated credentials in Secret my-database-credentials",
-		"Warning CredentialsRegenerated Secret my-database-credentials was deleted and has been generated again; an initialised data directory keeps the old credentials",
-	}, f.events())
+	require.Equal(t, []string{"update databases my-database", "get secrets my-database-credentials", "update databases/status my-database"}, f.actions)
+	require.False(t, f.exists(secrets, name+"-credentials"))
+	require.Equal(t, "CredentialsLost", condition(f.database(), "Ready").Reason)
 }
 
 func TestPermanentErrorsFailWithoutRetry(t *testing.T) {
@@ -820,4 +959,44 @@ func TestStorageExpansionRefusedDegradesWithoutBlockingOtherChanges(t *testing.T
 	require.Equal(t, requeueExternal, result)
 	require.Equal(t, patches, f.actions)
 	require.Empty(t, f.events())
+}
+
+func TestDatabaseDeletedWhileReconciledIsRoutine(t *testing.T) {
+	gone := apierrors.NewNotFound(schema.GroupResource{Group: "example.com", Resource: "databases"}, name)
+	for _, tc := range []struct {
+		name    string
+		inject  func(*fixture)
+		actions []string
+	}{{
+		name:    "adding the finalizer",
+		inject:  func(f *fixture) { f.inject("update", "databases", 1, gone) },
+		actions: []string{"update databases my-database"},
+	}, {
+		name:    "writing status",
+		inject:  func(f *fixture) { f.inject("update", "databases/status", 1, gone) },
+		actions: firstReconcile,
+	}, {
+		name: "writing the status of a transient error",
+		inject: func(f *fixture) {
+			f.inject("create", "statefulsets", 1, apierrors.NewInternalError(errors.New("etcd timeout")))
+			f.inject("update", "databases/status", 1, gone)
+		},
+		actions: append(slices.Clone(firstReconcile[:slices.Index(firstReconcile, "create statefulsets my-database")+1]),
+			"update databases/status my-database"),
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, exampleDatabase())
+			tc.inject(f)
+			result, err := f.reconcile()
+			require.NoError(t, err, "no error to log, no backoff")
+			require.Equal(t, database.Result{}, result, "no requeue")
+			require.Equal(t, tc.actions, f.actions)
+		})
+	}
+
+	// A child's 404 is still an error.
+	f := newFixture(t, exampleDatabase())
+	f.inject("create", "statefulsets", 1, apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "statefulsets"}, name))
+	_, err := f.reconcile()
+	require.True(t, apierrors.IsNotFound(err), "%v", err)
 }

@@ -2,6 +2,7 @@ package database
 
 import (
 	"fmt"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -20,7 +21,8 @@ const (
 	// ConditionProgressing is True while a change is being rolled out: creation, scaling,
 	// a rolling update, a StatefulSet replacement, a deletion.
 	ConditionProgressing = "Progressing"
-	// ConditionDegraded is True when a Ready Database lost replicas, or it failed.
+	// ConditionDegraded is True when a Ready Database lost replicas, a volume expansion was
+	// refused, its credentials Secret is being deleted, or it failed.
 	ConditionDegraded = "Degraded"
 )
 
@@ -40,6 +42,8 @@ const (
 	ReasonComplete           = "Complete"
 	ReasonAsExpected         = "AsExpected"
 	ReasonDeleting           = "Deleting"
+	// ReasonStorageExpanding: the claims request spec.storage, their capacity is not there yet.
+	ReasonStorageExpanding = "StorageExpanding"
 
 	// Failures (phase Failed): conditions and Warning Events.
 	ReasonChildConflict          = "ChildConflict"
@@ -48,22 +52,25 @@ const (
 	ReasonInvalidChild           = "InvalidChild"
 	ReasonInvalidCredentials     = "InvalidCredentials"
 	ReasonStorageExpansionFailed = "StorageExpansionFailed"
-	ReasonNamespaceTerminating   = "NamespaceTerminating"
+	ReasonCredentialsLost        = "CredentialsLost"
+	// ReasonCredentialsDeleting (Degraded, not Failed): the credentials Secret is being
+	// deleted and kept by CredentialsFinalizer.
+	ReasonCredentialsDeleting  = "CredentialsDeleting"
+	ReasonNamespaceTerminating = "NamespaceTerminating"
 	// ReasonReconcileError is a transient error (Progressing False and a Warning Event),
 	// retried with backoff.
 	ReasonReconcileError = "ReconcileError"
 
 	// Events only.
-	ReasonCreated                = "Created"
-	ReasonUpdated                = "Updated"
-	ReasonDeleted                = "Deleted"
-	ReasonReplacing              = "Replacing"
-	ReasonResizing               = "Resizing"
-	ReasonSecretGenerated        = "SecretGenerated"
-	ReasonCredentialsRegenerated = "CredentialsRegenerated"
-	ReasonCleanupDone            = "CleanupDone"
-	ReasonDoNotTerminate         = "DoNotTerminate"
-	ReasonAdopted                = "Adopted"
+	ReasonCreated         = "Created"
+	ReasonUpdated         = "Updated"
+	ReasonDeleted         = "Deleted"
+	ReasonReplacing       = "Replacing"
+	ReasonResizing        = "Resizing"
+	ReasonSecretGenerated = "SecretGenerated"
+	ReasonCleanupDone     = "CleanupDone"
+	ReasonDoNotTerminate  = "DoNotTerminate"
+	ReasonAdopted         = "Adopted"
 )
 
 // observation is what computeStatus needs from a Reconcile.
@@ -79,6 +86,12 @@ type observation struct {
 	// expansion, if set, is a volume expansion the API server refused: the Database runs on
 	// with its volumes at their current size.
 	expansion *failure
+	// credentials, if set, is the credentials Secret being deleted, kept by
+	// CredentialsFinalizer: the Database runs on with it, Degraded.
+	credentials *failure
+	// expanding names the mounted claims whose capacity has not reached spec.storage yet,
+	// with their sizes: a volume expansion under way.
+	expanding []string
 }
 
 // rolledOut reports whether the StatefulSet controller has observed sts's current generation
@@ -107,8 +120,10 @@ func readyReplicas(sts *appsv1.StatefulSet) int32 {
 // status changes; an unchanged status compares equal to db.Status and is not written.
 //
 // Phases: Failed on a failure; Pending without a StatefulSet; Ready when the StatefulSet is
-// rolled out with every desired replica ready; Degraded when a Database Ready at this
-// generation has lost ready replicas without a rollout; Provisioning otherwise.
+// rolled out with every desired replica ready and every mounted claim's capacity at
+// spec.storage (Provisioning, reason StorageExpanding, while a volume expansion runs);
+// Degraded when a Database Ready at this generation has lost ready replicas without a
+// rollout; Provisioning otherwise.
 func computeStatus(db *examplev1.Database, obs observation, now metav1.Time) examplev1.DatabaseStatus {
 	status := *db.Status.DeepCopy()
 	status.ObservedGeneration = db.Generation
@@ -177,10 +192,24 @@ func computeStatus(db *examplev1.Database, obs observation, now metav1.Time) exa
 		degraded = cond{metav1.ConditionFalse, ReasonAsExpected, ""}
 	}
 
+	if len(obs.expanding) > 0 && obs.expansion == nil && status.Phase == examplev1.DatabasePhaseReady {
+		// Everything else is rolled out; the volumes are still growing to the spec's storage.
+		status.Phase = examplev1.DatabasePhaseProvisioning
+		msg := "expanding volumes: " + strings.Join(obs.expanding, ", ")
+		ready = cond{metav1.ConditionFalse, ReasonStorageExpanding, msg}
+		progressing = cond{metav1.ConditionTrue, ReasonStorageExpanding, msg}
+	}
 	if obs.expansion != nil && obs.failure == nil {
 		// Everything else is rolled out; the spec's storage is not.
 		progressing = cond{metav1.ConditionFalse, obs.expansion.reason, obs.expansion.message}
 		degraded = cond{metav1.ConditionTrue, obs.expansion.reason, obs.expansion.message}
+		if status.Phase == examplev1.DatabasePhaseReady {
+			status.Phase = examplev1.DatabasePhaseDegraded
+		}
+	}
+
+	if obs.credentials != nil && obs.failure == nil {
+		degraded = cond{metav1.ConditionTrue, obs.credentials.reason, obs.credentials.message}
 		if status.Phase == examplev1.DatabasePhaseReady {
 			status.Phase = examplev1.DatabasePhaseDegraded
 		}
