@@ -35,6 +35,7 @@ var pluginsNeedingKubeAPIServer = []string{
 	"ValidatingAdmissionWebhook",
 	"ValidatingAdmissionPolicy",
 	"MutatingAdmissionPolicy",
+	"ResourceQuota",
 }
 
 // TestServer is a running database-apiserver with its etcd.
