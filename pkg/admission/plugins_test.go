@@ -8,7 +8,7 @@ import (
 	"k8s.io/apiserver/pkg/server/options"
 )
 
-func TestRecommendedPluginOrderPutsOursAfterNamespaceLifecycle(t *testing.T) {
+func TestRecommendedPluginOrderPutsOursAfterNamespaceLifecycleAndResourceQuotaLast(t *testing.T) {
 	tests := []struct {
 		name     string
 		upstream []string
@@ -20,28 +20,28 @@ func TestRecommendedPluginOrderPutsOursAfterNamespaceLifecycle(t *testing.T) {
 			want: []string{
 				"NamespaceLifecycle", "DatabaseDefaults", "DatabaseValidation",
 				"MutatingAdmissionPolicy", "MutatingAdmissionWebhook",
-				"ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook",
+				"ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook", "ResourceQuota",
 			},
 		},
 		{
 			name:     "NamespaceLifecycle not first",
 			upstream: []string{"A", "NamespaceLifecycle", "B"},
-			want:     []string{"A", "NamespaceLifecycle", "DatabaseDefaults", "DatabaseValidation", "B"},
+			want:     []string{"A", "NamespaceLifecycle", "DatabaseDefaults", "DatabaseValidation", "B", "ResourceQuota"},
 		},
 		{
 			name:     "without NamespaceLifecycle ours go first",
 			upstream: []string{"MutatingAdmissionWebhook", "ValidatingAdmissionWebhook"},
-			want:     []string{"DatabaseDefaults", "DatabaseValidation", "MutatingAdmissionWebhook", "ValidatingAdmissionWebhook"},
+			want:     []string{"DatabaseDefaults", "DatabaseValidation", "MutatingAdmissionWebhook", "ValidatingAdmissionWebhook", "ResourceQuota"},
 		},
 		{
 			name:     "ours already listed elsewhere are moved, not repeated",
-			upstream: []string{"DatabaseValidation", "NamespaceLifecycle", "DatabaseDefaults", "ValidatingAdmissionWebhook"},
-			want:     []string{"NamespaceLifecycle", "DatabaseDefaults", "DatabaseValidation", "ValidatingAdmissionWebhook"},
+			upstream: []string{"DatabaseValidation", "ResourceQuota", "NamespaceLifecycle", "DatabaseDefaults", "ValidatingAdmissionWebhook"},
+			want:     []string{"NamespaceLifecycle", "DatabaseDefaults", "DatabaseValidation", "ValidatingAdmissionWebhook", "ResourceQuota"},
 		},
 		{
 			name:     "empty upstream",
 			upstream: nil,
-			want:     []string{"DatabaseDefaults", "DatabaseValidation"},
+			want:     []string{"DatabaseDefaults", "DatabaseValidation", "ResourceQuota"},
 		},
 	}
 	for _, tc := range tests {
@@ -56,7 +56,7 @@ func TestRecommendedPluginOrderPutsOursAfterNamespaceLifecycle(t *testing.T) {
 func TestRegisterAllAdmissionPluginsRegistersEveryOrderedPlugin(t *testing.T) {
 	plugins := admission.NewPlugins()
 	RegisterAllAdmissionPlugins(plugins)
-	require.ElementsMatch(t, AllOrderedPlugins(), plugins.Registered())
+	require.ElementsMatch(t, append(AllOrderedPlugins(), "ResourceQuota"), plugins.Registered())
 }
 
 // With the generic server's plugins registered beside ours, every name of the

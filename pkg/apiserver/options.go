@@ -72,8 +72,8 @@ type Options struct {
 
 // NewOptions returns Options with the defaults of database-apiserver: objects
 // stored as example.com/v1 protobuf under DefaultEtcdPathPrefix (as
-// kube-apiserver stores its built-in types), and our admission plugins
-// registered and ordered in the chain.
+// kube-apiserver stores its built-in types), and our admission plugins and
+// ResourceQuota registered, ordered in the chain and given what they need.
 func NewOptions(out, errOut io.Writer) *Options {
 	o := &Options{
 		ServerRun: genericoptions.NewServerRunOptions(),
@@ -91,6 +91,7 @@ func NewOptions(out, errOut io.Writer) *Options {
 	o.RecommendedOptions.Etcd.DefaultStorageMediaType = runtime.ContentTypeProtobuf
 
 	dbadmission.RegisterAllAdmissionPlugins(o.RecommendedOptions.Admission.Plugins)
+	o.RecommendedOptions.ExtraAdmissionInitializers = dbadmission.ExtraAdmissionInitializers
 	o.RecommendedOptions.Admission.RecommendedPluginOrder =
 		dbadmission.RecommendedPluginOrder(o.RecommendedOptions.Admission.RecommendedPluginOrder)
 	return o

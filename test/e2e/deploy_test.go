@@ -448,7 +448,14 @@ func TestDeployServiceAccountsHaveLeastPrivilege(t *testing.T) {
 			can("list", "validatingadmissionpolicybindings.admissionregistration.k8s.io"),
 			can("list", "flowschemas.flowcontrol.apiserver.k8s.io"),
 			can("watch", "prioritylevelconfigurations.flowcontrol.apiserver.k8s.io"),
+			// ResourceQuota admission: reads quotas, charges a created Database to their status.
+			can("list", "resourcequotas", "-A"),
+			can("watch", "resourcequotas", "-A"),
+			can("update", "resourcequotas", "--subresource=status", "-A"),
 			// Nothing else.
+			cannot("create", "resourcequotas", "-A"),
+			cannot("update", "resourcequotas", "-A"),
+			cannot("delete", "resourcequotas", "-A"),
 			cannot("create", "namespaces"),
 			cannot("delete", "namespaces"),
 			cannot("create", "secrets", "-n", installNamespace),

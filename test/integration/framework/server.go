@@ -37,6 +37,7 @@ var pluginsNeedingKubeAPIServer = []string{
 	"ValidatingAdmissionWebhook",
 	"ValidatingAdmissionPolicy",
 	"MutatingAdmissionPolicy",
+	"ResourceQuota",
 }
 
 // TestServer is a running database-apiserver with its etcd.
