@@ -24,16 +24,25 @@ func repoRoot(t *testing.T) string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// TestControlPlaneWithoutAPIServerRestartsOnSameState starts everything but our server,
-// checks the simulated node turns Ready, and that a restart on the same state directory
-// keeps objects, PKI and the admin kubeconfig's CA.
-func TestControlPlaneWithoutAPIServerRestartsOnSameState(t *testing.T) {
+// controlPlaneConfig is the configuration of this package's clusters: kube-apiserver, etcd,
+// kube-controller-manager, kube-scheduler and kwok's simulated node, in a temporary directory,
+// without our server and controller, and without the real node, which the machine has only
+// one of and test/e2e (run at the same time by go test) needs.
+func controlPlaneConfig(t *testing.T) Config {
 	cfg, err := DefaultConfig(repoRoot(t), t.TempDir())
 	require.NoError(t, err)
 	cfg.APIServerBinary = ""
 	cfg.ControllerBinary = "" // it needs our API server
-	cfg.RealNode = nil        // the simulated node alone: test/e2e runs the real one
+	cfg.RealNode = nil
 	cfg.Logf = t.Logf
+	return cfg
+}
+
+// TestControlPlaneWithoutAPIServerRestartsOnSameState starts everything but our server,
+// checks the simulated node turns Ready, and that a restart on the same state directory
+// keeps objects, PKI and the admin kubeconfig's CA.
+func TestControlPlaneWithoutAPIServerRestartsOnSameState(t *testing.T) {
+	cfg := controlPlaneConfig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
@@ -123,11 +132,7 @@ func requireStatefulSetReady(ctx context.Context, t *testing.T, cs kubernetes.In
 // left running, it may renew the Lease before the controller looks at it again, and then
 // nothing is marked NotReady at all.
 func TestNodeAndPodsReadyAgainAfterAnOutageLongerThanTheNodeLease(t *testing.T) {
-	cfg, err := DefaultConfig(repoRoot(t), t.TempDir())
-	require.NoError(t, err)
-	cfg.APIServerBinary = ""
-	cfg.ControllerBinary = ""
-	cfg.Logf = t.Logf
+	cfg := controlPlaneConfig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	c, err := Start(ctx, cfg)
