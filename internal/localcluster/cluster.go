@@ -805,6 +805,11 @@ func (c *Cluster) Apply(ctx context.Context, paths ...string) error {
 	if err != nil {
 		return err
 	}
+	return c.applyObjects(ctx, objs...)
+}
+
+// applyObjects server-side applies objs as admin.
+func (c *Cluster) applyObjects(ctx context.Context, objs ...*unstructured.Unstructured) error {
 	a, err := newApplier(c.AdminConfig)
 	if err != nil {
 		return err

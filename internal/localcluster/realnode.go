@@ -257,11 +257,7 @@ func (c *Cluster) applyRealNodeObjects(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a, err := newApplier(c.AdminConfig)
-	if err != nil {
-		return err
-	}
-	return a.apply(ctx, objs...)
+	return c.applyObjects(ctx, objs...)
 }
 
 //go:embed realnode.yaml
