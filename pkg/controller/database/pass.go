@@ -72,11 +72,20 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 	if h == nil && err == nil {
 		h, err = p.ensureServices(ctx)
 	}
+	replicates, designated := specs.Replicates(p.desired), ""
+	if h == nil && err == nil && replicates {
+		designated, h, err = p.ensureReplicationConfigMap(ctx)
+	}
+	replicas := p.desired.Replicas
+	if held := heldReplicas(p.db, replicas, designated); replicates && held != replicas {
+		// The workload keeps the Pods of the primary until a switchover moves it.
+		p.desired.Replicas, p.wantStatefulSet.Spec.Replicas = held, ptr.To(held)
+	}
 	var expansion *failure
 	if h == nil && err == nil {
 		expansion, h, err = p.reconcileClaims(ctx)
 	}
-	obs := observation{replicas: p.desired.Replicas, expansion: expansion, credentials: p.credentials, expanding: p.expanding}
+	obs := observation{replicas: replicas, expansion: expansion, credentials: p.credentials, expanding: p.expanding}
 	if h != nil && h.releasesClaims() && !protected(p.db) {
 		if err := p.r.unprotectClaims(ctx, p.db); err != nil {
 			return p.halted(observation{}, nil), err
@@ -94,6 +103,13 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 		return p.halted(obs, h), err
 	}
 	obs.statefulSet = sts
+	if replicates {
+		rep, err := p.reconcileReplication(ctx, designated, replicas, p.desired.Replicas)
+		obs.replication = &rep
+		if err != nil {
+			return obs, err
+		}
+	}
 	return obs, nil
 }
 
@@ -144,7 +160,7 @@ func (p *pass) ensureSecret(ctx context.Context) (*halt, error) {
 			return r.listers.Secrets.Secrets(db.Namespace).Get(name)
 		},
 		build: func() *corev1.Secret {
-			s := specs.Secret(db, p.desired, rand.Text())
+			s := specs.Secret(db, p.desired, rand.Text(), rand.Text())
 			setCredentialsFinalizer(s)
 			setProtection(s, protected(db))
 			return s
@@ -163,6 +179,7 @@ func (p *pass) ensureSecret(ctx context.Context) (*halt, error) {
 			have.Labels = specs.MergeLabels(have.Labels, specs.ChildLabels(db))
 			setCredentialsFinalizer(have)
 			setProtection(have, protected(db))
+			specs.SetReplicationCredentials(p.desired, have.Data, rand.Text())
 			specs.FillCredentials(db, p.desired, have.Data)
 			return nil
 		},
@@ -252,10 +269,25 @@ func (p *pass) unprotectDeletedSecret(ctx context.Context) error {
 	return nil
 }
 
-// ensureServices makes the headless and the client Service exist with the fields we own.
+// ensureServices makes the headless and the client Service exist with the fields we own, and
+// the read Service while replicas > 1 on an engine that replicates; it deletes ours
+// otherwise.
 func (p *pass) ensureServices(ctx context.Context) (*halt, error) {
 	db := p.db
-	for _, want := range []*corev1.Service{specs.HeadlessService(db, p.desired), specs.ClientService(db, p.desired)} {
+	services := []*corev1.Service{specs.HeadlessService(db, p.desired), specs.ClientService(db, p.desired)}
+	if specs.Replicates(p.desired) && p.desired.Replicas > 1 {
+		services = append(services, specs.ReadService(db, p.desired))
+	} else {
+		client := p.r.kube.CoreV1().Services(db.Namespace)
+		deleted, err := deleteCachedChild(ctx, db, "Service", p.r.listers.Services.Services(db.Namespace).Get, client, specs.ReadServiceName(db))
+		if err != nil {
+			return nil, err
+		}
+		if deleted {
+			p.r.event(ctx, db, corev1.EventTypeNormal, ReasonDeleted, "Deleted Service %s: replicas is 1", specs.ReadServiceName(db))
+		}
+	}
+	for _, want := range services {
 		_, h, err := ensureChild(ctx, p, childOps[*corev1.Service]{
 			kind:   "Service",
 			name:   want.Name,

@@ -102,6 +102,23 @@ type DatabaseSpec struct {
 	// them, DoNotTerminate refuses the deletion until the policy changes.
 	// +optional
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty" protobuf:"bytes,5,opt,name=deletionPolicy,casttype=DeletionPolicy"`
+	Primary        string         `json:"primary,omitempty" protobuf:"bytes,6,opt,name=primary"`
+}
+
+// TEMPORARY until the API branch lands.
+type MemberRole string
+
+const (
+	MemberRolePrimary MemberRole = "Primary"
+	MemberRoleReplica MemberRole = "Replica"
+)
+
+type DatabaseMember struct {
+	Name      string     `json:"name"`
+	Role      MemberRole `json:"role,omitempty"`
+	Ready     bool       `json:"ready"`
+	Streaming bool       `json:"streaming,omitempty"`
+	LagBytes  *int64     `json:"lagBytes,omitempty"`
 }
 
 // DatabaseStatus is the observed state of a Database.
@@ -126,6 +143,8 @@ type DatabaseStatus struct {
 	// subresource and HorizontalPodAutoscalers.
 	// +optional
 	Selector string `json:"selector,omitempty" protobuf:"bytes,5,opt,name=selector"`
+	Primary  string           `json:"primary,omitempty"`
+	Members  []DatabaseMember `json:"members,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
