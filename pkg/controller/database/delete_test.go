@@ -21,7 +21,6 @@ import (
 	"example.com/database-apiserver/pkg/controller/specs"
 )
 
-
 // orphanedPods plays a StatefulSet deleted with propagationPolicy Orphan (a replacement for
 // a storage increase) whose re-creation has not happened: it is gone, its Pods run on
 // without a controller.

@@ -142,7 +142,7 @@ type DatabaseStatus struct {
 	// Selector is the label selector of the database Pods, for the scale
 	// subresource and HorizontalPodAutoscalers.
 	// +optional
-	Selector string `json:"selector,omitempty" protobuf:"bytes,5,opt,name=selector"`
+	Selector string           `json:"selector,omitempty" protobuf:"bytes,5,opt,name=selector"`
 	Primary  string           `json:"primary,omitempty"`
 	Members  []DatabaseMember `json:"members,omitempty"`
 }
