@@ -235,6 +235,13 @@ func TestControllerRBACIsLeastPrivilege(t *testing.T) {
 		{[]string{"delete", "databases.example.com", "-n", "production"}, "no"},
 		{[]string{"create", "databases.example.com", "-n", "production"}, "no"},
 		{[]string{"create", "pods", "-n", "production"}, "no"},
+		// Replication: role labels and the switchover's stop of the old primary, never a
+		// shell in the database's Pods.
+		{[]string{"patch", "pods", "-n", "production"}, "yes"},
+		{[]string{"delete", "pods", "-n", "production"}, "yes"},
+		{[]string{"update", "pods", "-n", "production"}, "no"},
+		{[]string{"create", "pods/exec", "-n", "production"}, "no"},
+		{[]string{"create", "configmaps", "-n", "production"}, "yes"},
 		{[]string{"update", "leases.coordination.k8s.io/kube-scheduler", "-n", "kube-system"}, "no"},
 		{[]string{"update", "leases.coordination.k8s.io/other", "-n", "database-system"}, "no"},
 		{[]string{"create", "clusterroles.rbac.authorization.k8s.io"}, "no"},
