@@ -265,12 +265,15 @@ func TestExampleBecomesReadyWithItsChildren(t *testing.T) {
 	require.Len(t, sts.Spec.VolumeClaimTemplates, 1)
 	require.Equal(t, "100Gi", sts.Spec.VolumeClaimTemplates[0].Spec.Resources.Requests.Storage().String())
 
-	require.Len(t, c.Services, 2, "a headless and a client Service")
-	var headless, client *corev1.Service
+	require.Len(t, c.Services, 3, "a headless, a client and a read Service")
+	var headless, client, read *corev1.Service
 	for i, s := range c.Services {
-		if s.Spec.ClusterIP == corev1.ClusterIPNone {
+		switch {
+		case s.Spec.ClusterIP == corev1.ClusterIPNone:
 			headless = &c.Services[i]
-		} else {
+		case s.Name == "my-database-read":
+			read = &c.Services[i]
+		default:
 			client = &c.Services[i]
 		}
 	}
@@ -278,6 +281,24 @@ func TestExampleBecomesReadyWithItsChildren(t *testing.T) {
 	require.True(t, headless.Spec.PublishNotReadyAddresses)
 	require.Equal(t, headless.Name, sts.Spec.ServiceName)
 	require.NotNil(t, client, "no client Service")
+	// The client Service routes to the primary, the read Service to the replicas, by the role
+	// label the controller keeps on the Pods.
+	require.NotNil(t, read, "no read Service")
+	require.Equal(t, "primary", client.Spec.Selector["database.example.com/role"])
+	require.Equal(t, "replica", read.Spec.Selector["database.example.com/role"])
+	eventually(t, 30*time.Second, func() error {
+		for pod, role := range map[string]string{"my-database-0": "primary", "my-database-1": "replica", "my-database-2": "replica"} {
+			p, err := kube(t).CoreV1().Pods("production").Get(context.Background(), pod, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if p.Labels["database.example.com/role"] != role {
+				return fmt.Errorf("pod %s has role %q, want %q", pod, p.Labels["database.example.com/role"], role)
+			}
+		}
+		return nil
+	})
+	require.Equal(t, "my-database-0", waitReady(t, "production", "my-database", 3).Status.Primary)
 	require.Equal(t, "my-database", client.Name)
 	require.Equal(t, int32(5432), client.Spec.Ports[0].Port)
 	// A chart with the same recommended labels never shares our Pods.
