@@ -387,7 +387,7 @@ func TestScaleUpdatesTheStatefulSetAndRemovesThePodDisruptionBudgetAtOne(t *test
 		require.NoError(t, err)
 		require.Equal(t, requeue, result)
 		require.Equal(t, step.actions, f.actions)
-		// The Secret's Event is pinned by TestSecretUpdateEventNamesTheKeysSetAndRemoved.
+		// The Secret's Event (read-host and read-uri set or removed) is not this test's.
 		require.Equal(t, step.events, slices.DeleteFunc(f.events(), func(e string) bool {
 			return strings.HasPrefix(e, "Normal Updated Updated Secret my-database-credentials")
 		}))
