@@ -53,6 +53,13 @@ func (fi *fakeInstances) set(ordinal int, st postgres.State) {
 	fi.states[podIP(ordinal)] = st
 }
 
+// unset makes the Pod of ordinal not answer.
+func (fi *fakeInstances) unset(ordinal int) {
+	fi.mu.Lock()
+	defer fi.mu.Unlock()
+	delete(fi.states, podIP(ordinal))
+}
+
 // reset forgets the recorded calls.
 func (fi *fakeInstances) reset() {
 	fi.mu.Lock()
@@ -243,8 +250,8 @@ func (f *fixture) patches() []string {
 	return out
 }
 
-// podDeletions are the Pod deletions of the last reconcile, as "NAME UID" (the UID
-// precondition, "" for none).
+// podDeletions are the Pod deletions of the last reconcile, as "NAME uid=UID" (the UID
+// precondition, empty for none).
 func (f *fixture) podDeletions() []string {
 	var out []string
 	for _, a := range f.raw {
@@ -253,7 +260,7 @@ func (f *fixture) podDeletions() []string {
 			if p := d.GetDeleteOptions().Preconditions; p != nil && p.UID != nil {
 				uid = string(*p.UID)
 			}
-			out = append(out, d.GetName()+" "+uid)
+			out = append(out, d.GetName()+" uid="+uid)
 		}
 	}
 	return out
@@ -347,7 +354,7 @@ func TestSteadyStateLabelsTheRolesCreatesTheSlotsAndReportsStreaming(t *testing.
 
 	// One that does not answer, and one the primary does not see.
 	fi.set(0, primaryState("my-database-1"))
-	delete(fi.states, podIP(1))
+	fi.unset(1)
 	_, err = f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, "not streaming from my-database-0: my-database-1 (not answering), my-database-2 (not connected to my-database-0)",
@@ -386,7 +393,7 @@ func TestSwitchoverStopsTheOldPrimaryOnceTheNewOneStreams(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, database.Result{RequeueAfter: database.RequeueAfterSwitchover}, result)
 	require.Equal(t, "my-database-1", f.configMapPrimary(), "a Pod that starts now follows my-database-1")
-	require.Equal(t, []string{"my-database-0 UID my-database-0-uid"}, prefixed(f.podDeletions()), "the Pod asked, by UID")
+	require.Equal(t, []string{"my-database-0 uid=my-database-0-uid"}, f.podDeletions(), "the Pod asked, by UID")
 	cm := slices.Index(f.actions, "patch configmaps my-database-replication")
 	require.GreaterOrEqual(t, cm, 0)
 	require.Less(t, cm, slices.Index(f.actions, "patch pods my-database-0"), "named in the ConfigMap before it is stopped")
@@ -415,16 +422,6 @@ func TestSwitchoverStopsTheOldPrimaryOnceTheNewOneStreams(t *testing.T) {
 	require.Zero(t, fi.observed[podIP(0)], "a Pod being deleted is not asked")
 	require.Equal(t, "switching over from my-database-0 to my-database-1: waiting for my-database-0 to restart as a standby",
 		condition(f.database(), "Progressing").Message)
-}
-
-// prefixed renders podDeletions' "NAME UID" as "NAME UID <uid>" for readability.
-func prefixed(deletions []string) []string {
-	var out []string
-	for _, d := range deletions {
-		n, uid, _ := strings.Cut(d, " ")
-		out = append(out, n+" UID "+uid)
-	}
-	return out
 }
 
 func TestSwitchoverWaitsForTheNewPrimaryToStream(t *testing.T) {
@@ -519,7 +516,7 @@ func TestAnOldPrimaryStillTakingWritesIsStoppedAgainNeverPromotedOver(t *testing
 	_, err = f.reconcile()
 	require.NoError(t, err)
 	require.Empty(t, fi.recorded(), "never promoted while the old primary answers as one")
-	require.Equal(t, []string{"my-database-0 UID my-database-0-uid-2"}, prefixed(f.podDeletions()), "fenced again, this Pod by its UID")
+	require.Equal(t, []string{"my-database-0 uid=my-database-0-uid-2"}, f.podDeletions(), "fenced again, this Pod by its UID")
 	require.Equal(t, "", f.pod(0).Labels[specs.RoleLabel])
 	db := f.database()
 	require.Equal(t, "my-database-0", db.Status.Primary)
@@ -570,7 +567,7 @@ func TestScaleDownMovesThePrimaryOffTheRemovedPodsFirst(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int32(3), *f.statefulSet().Spec.Replicas, "the primary's Pod is kept")
 	require.Equal(t, "my-database-0", f.configMapPrimary(), "moved to the first Pod")
-	require.Equal(t, []string{"my-database-2 UID my-database-2-uid"}, prefixed(f.podDeletions()))
+	require.Equal(t, []string{"my-database-2 uid=my-database-2-uid"}, f.podDeletions())
 	require.Equal(t, "Switchover", condition(f.database(), "Progressing").Reason)
 
 	// my-database-2 is back as a standby; my-database-0 has its WAL: promoted. The
