@@ -843,7 +843,7 @@ func TestLostCredentialsAreReportedNeverRegenerated(t *testing.T) {
 	require.Equal(t, requeueExternal, result, "a restored Secret may be unlabelled: looked for every minute")
 	require.Equal(t, []string{"get secrets my-database-credentials", "update databases/status my-database"}, f.actions)
 	require.False(t, f.exists(secrets, name+"-credentials"), "no new password")
-	const msg = "Secret my-database-credentials is gone while the data directory keeps its credentials: no new password is generated, the database would not accept it. Restore it: create Secret my-database-credentials with the old username and password and the annotation database.example.com/retained-from=production/my-database (checked again every minute)"
+	const msg = "Secret my-database-credentials is gone while the data directory keeps its credentials: no new password is generated, the database would not accept it. Restore it: create Secret my-database-credentials with the old username, password and replication-password and the annotation database.example.com/retained-from=production/my-database (checked again every minute)"
 	require.Equal(t, []string{"Warning CredentialsLost " + msg}, f.events())
 	db := f.database()
 	require.Equal(t, examplev1.DatabasePhaseFailed, db.Status.Phase)
