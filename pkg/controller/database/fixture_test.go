@@ -78,8 +78,8 @@ type fixture struct {
 	recorder *record.FakeRecorder
 	clock    *clocktesting.FakePassiveClock
 	r        *database.Reconciler
-	// instances is the Reconciler's Instances: nil unless a test sets it before newFixture
-	// returns (newFixtureWith).
+	// instances is the Reconciler's Instances: nil for newFixture, the test's for
+	// newFixtureWith.
 	instances database.Instances
 
 	indexers map[schema.GroupVersionResource]cache.Indexer
@@ -94,8 +94,15 @@ type fixture struct {
 
 func newFixture(t *testing.T, db *examplev1.Database, kubeObjects ...runtime.Object) *fixture {
 	t.Helper()
+	return newFixtureWith(t, nil, db, kubeObjects...)
+}
+
+// newFixtureWith is newFixture with a Reconciler that asks the servers through instances.
+func newFixtureWith(t *testing.T, instances database.Instances, db *examplev1.Database, kubeObjects ...runtime.Object) *fixture {
+	t.Helper()
 	f := &fixture{
 		t:         t,
+		instances: instances,
 		kube:      kubefake.NewClientset(kubeObjects...),
 		recorder:  record.NewFakeRecorder(100),
 		clock:     clocktesting.NewFakePassiveClock(start),
