@@ -54,6 +54,8 @@ func TestDeletion(t *testing.T) {
 		"delete statefulsets my-database",
 		"delete services my-database-headless",
 		"delete services my-database",
+		"delete services my-database-read",
+		"delete configmaps my-database-replication",
 		"delete poddisruptionbudgets my-database",
 		"list pods",
 	}
@@ -228,6 +230,8 @@ func TestDeletionWhileTheStatefulSetIsReplacedDeletesItsOrphanedPods(t *testing.
 		"get statefulsets my-database",
 		"delete services my-database-headless",
 		"delete services my-database",
+		"delete services my-database-read",
+		"delete configmaps my-database-replication",
 		"delete poddisruptionbudgets my-database",
 		"list pods",
 		"delete pods my-database-0",

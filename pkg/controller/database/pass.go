@@ -190,16 +190,30 @@ func (p *pass) ensureSecret(ctx context.Context) (*halt, error) {
 					changed = append(changed, k)
 				}
 			}
+			var removed []string
+			for k := range old.Data {
+				if _, ok := updated.Data[k]; !ok {
+					removed = append(removed, k)
+				}
+			}
 			slices.Sort(changed)
+			slices.Sort(removed)
 			for _, f := range ourFinalizers {
 				if slices.Contains(updated.Finalizers, f) != slices.Contains(old.Finalizers, f) {
 					changed = append(changed, "finalizer "+f)
 				}
 			}
-			if len(changed) == 0 {
+			var parts []string
+			if len(changed) > 0 {
+				parts = append(parts, "set "+strings.Join(changed, ", "))
+			}
+			if len(removed) > 0 {
+				parts = append(parts, "removed "+strings.Join(removed, ", "))
+			}
+			if len(parts) == 0 {
 				return "labels"
 			}
-			return "set " + strings.Join(changed, ", ")
+			return strings.Join(parts, "; ")
 		},
 	})
 	return h, err
@@ -225,9 +239,13 @@ func (p *pass) lostCredentials(ctx context.Context) (*corev1.Secret, *halt, erro
 	live, err := p.r.kube.CoreV1().Secrets(db.Namespace).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
+		keys := "username and password"
+		if specs.Replicates(p.desired) {
+			keys = "username, password and replication-password"
+		}
 		return nil, fail(ReasonCredentialsLost,
-			"Secret %s is gone while the data directory keeps its credentials: no new password is generated, the database would not accept it. Restore it: create Secret %s with the old username and password and the annotation %s=%s (checked again every minute)",
-			name, name, RetainedFromAnnotation, retainedKey(db)), nil
+			"Secret %s is gone while the data directory keeps its credentials: no new password is generated, the database would not accept it. Restore it: create Secret %s with the old %s and the annotation %s=%s (checked again every minute)",
+			name, name, keys, RetainedFromAnnotation, retainedKey(db)), nil
 	case err != nil:
 		return nil, nil, fmt.Errorf("get Secret %q: %w", name, err)
 	}

@@ -62,6 +62,9 @@ type replication struct {
 	notStreaming []string
 	// observed is false when the controller could not ask the servers at all.
 	observed bool
+	// fenced is true while the replication ConfigMap names another Pod than the confirmed
+	// primary (steps 2 and 3 of a switchover): the confirmed primary takes no writes.
+	fenced bool
 }
 
 // confirmedPrimary is the Pod the controller last confirmed primary, status.primary; at
@@ -145,11 +148,11 @@ func (p *pass) ensureReplicationConfigMap(ctx context.Context) (string, *halt, e
 func (p *pass) reconcileReplication(ctx context.Context, designated string, replicas, sts int32) (replication, error) {
 	db := p.db
 	rep := replication{primary: confirmedPrimary(db)}
-	members, server, err := p.members(ctx, sts)
+	members, server, asked, err := p.members(ctx, sts)
 	if err != nil {
 		return rep, err
 	}
-	rep.observed = p.r.instances != nil
+	rep.observed = asked
 	byName := map[string]*member{}
 	for _, m := range members {
 		byName[m.name] = m
@@ -195,6 +198,7 @@ func (p *pass) reconcileReplication(ctx context.Context, designated string, repl
 			if err := p.designate(ctx, target); err != nil {
 				return rep, err
 			}
+			designated = target
 			if err := p.fence(ctx, old); err != nil {
 				return rep, err
 			}
@@ -204,8 +208,9 @@ func (p *pass) reconcileReplication(ctx context.Context, designated string, repl
 		}
 	}
 
+	rep.fenced = designated != rep.primary
 	primary := byName[rep.primary]
-	if rep.switchover == "" && primary != nil && primary.primary() {
+	if !rep.fenced && primary != nil && primary.primary() {
 		if err := p.syncPrimary(ctx, server(primary), primary.state, rep.primary, sts); err != nil {
 			return rep, err
 		}
@@ -218,20 +223,21 @@ func (p *pass) reconcileReplication(ctx context.Context, designated string, repl
 }
 
 // members returns db's Pods of ordinals 0..sts-1, each asked its state in parallel when the
-// Reconciler has Instances, and how to reach a member's server as the Secret's superuser.
-func (p *pass) members(ctx context.Context, sts int32) ([]*member, func(*member) postgres.Server, error) {
+// Reconciler has Instances and the Secret is in the cache (asked), and how to reach a
+// member's server as the Secret's superuser.
+func (p *pass) members(ctx context.Context, sts int32) (members []*member, server func(*member) postgres.Server, asked bool, err error) {
 	db := p.db
 	// The Secret the pass made sure of; a new one the cache has not delivered yet means the
 	// servers are not asked this pass (they cannot run before it exists anyway).
 	secret, err := p.r.listers.Secrets.Secrets(db.Namespace).Get(specs.SecretName(db))
 	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, nil, fmt.Errorf("get Secret %q from the cache: %w", specs.SecretName(db), err)
+		return nil, nil, false, fmt.Errorf("get Secret %q from the cache: %w", specs.SecretName(db), err)
 	}
 	instances := p.r.instances
 	if secret == nil {
 		instances, secret = nil, &corev1.Secret{}
 	}
-	server := func(m *member) postgres.Server {
+	server = func(m *member) postgres.Server {
 		return postgres.Server{
 			Host: m.pod.Status.PodIP, Port: p.desired.Recipe.Port,
 			User:     string(secret.Data[engine.SecretKeyUsername]),
@@ -241,9 +247,9 @@ func (p *pass) members(ctx context.Context, sts int32) ([]*member, func(*member)
 	}
 	pods, err := p.r.listers.Pods.Pods(db.Namespace).List(labels.SelectorFromSet(specs.SelectorLabels(db)))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
-	members := make([]*member, sts)
+	members = make([]*member, sts)
 	for i := range members {
 		members[i] = &member{name: specs.PodName(db, int32(i))}
 		for _, pod := range pods {
@@ -253,7 +259,7 @@ func (p *pass) members(ctx context.Context, sts int32) ([]*member, func(*member)
 		}
 	}
 	if instances == nil {
-		return members, server, nil
+		return members, server, false, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, observeTimeout)
 	defer cancel()
@@ -273,7 +279,7 @@ func (p *pass) members(ctx context.Context, sts int32) ([]*member, func(*member)
 		})
 	}
 	wg.Wait()
-	return members, server, nil
+	return members, server, true, nil
 }
 
 // isPodOf reports whether pod belongs to db's StatefulSet (its controller is a StatefulSet of
@@ -301,13 +307,15 @@ func (p *pass) designate(ctx context.Context, pod string) error {
 // one asked, by UID), whose server then shuts down fast; a Pod already being deleted is left
 // to finish.
 func (p *pass) fence(ctx context.Context, m *member) error {
-	if err := p.setRole(ctx, m.pod, ""); err != nil {
+	pod, err := p.setRole(ctx, m.pod, "")
+	if err != nil {
 		return err
 	}
+	m.pod = pod
 	if m.pod.DeletionTimestamp != nil {
 		return nil
 	}
-	err := p.r.kube.CoreV1().Pods(m.pod.Namespace).Delete(ctx, m.pod.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(m.pod.UID))})
+	err = p.r.kube.CoreV1().Pods(m.pod.Namespace).Delete(ctx, m.pod.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(m.pod.UID))})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("delete Pod %q to stop the old primary: %w", m.pod.Name, err)
 	}
@@ -351,7 +359,7 @@ func (p *pass) syncPrimary(ctx context.Context, s postgres.Server, st *postgres.
 const maxReplicas = 10
 
 // labelRoles sets specs.RoleLabel on every member's Pod: RolePrimary on the confirmed primary
-// when no switchover is under way and it did not answer as a standby, RoleReplica on the
+// unless it is fenced (the ConfigMap names another Pod) or answered as a standby, RoleReplica on the
 // others unless they answered as a primary (a server with data of its own, which no
 // Service may route to), and no role otherwise.
 func (p *pass) labelRoles(ctx context.Context, members []*member, rep replication) error {
@@ -362,23 +370,24 @@ func (p *pass) labelRoles(ctx context.Context, members []*member, rep replicatio
 		role := ""
 		switch {
 		case m.name == rep.primary:
-			if rep.switchover == "" && !m.standby() {
+			if !rep.fenced && !m.standby() {
 				role = specs.RolePrimary
 			}
 		case !m.primary():
 			role = specs.RoleReplica
 		}
-		if err := p.setRole(ctx, m.pod, role); err != nil {
+		if _, err := p.setRole(ctx, m.pod, role); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// setRole patches pod's specs.RoleLabel to role ("" removes it) when it differs.
-func (p *pass) setRole(ctx context.Context, pod *corev1.Pod, role string) error {
+// setRole patches pod's specs.RoleLabel to role ("" removes it) when it differs, and returns
+// the Pod as written (pod itself when nothing was, or it is gone).
+func (p *pass) setRole(ctx context.Context, pod *corev1.Pod, role string) (*corev1.Pod, error) {
 	if pod.Labels[specs.RoleLabel] == role {
-		return nil
+		return pod, nil
 	}
 	var value any
 	if role != "" {
@@ -389,13 +398,17 @@ func (p *pass) setRole(ctx context.Context, pod *corev1.Pod, role string) error 
 		"labels": map[string]any{specs.RoleLabel: value},
 	}})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, err = p.r.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("label Pod %q %s=%q: %w", pod.Name, specs.RoleLabel, role, err)
+	patched, err := p.r.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	switch {
+	case err == nil:
+		return patched, nil
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		return pod, nil
+	default:
+		return nil, fmt.Errorf("label Pod %q %s=%q: %w", pod.Name, specs.RoleLabel, role, err)
 	}
-	return nil
 }
 
 // memberStatus is status.members for the Pods of spec.replicas, and the replicas among them

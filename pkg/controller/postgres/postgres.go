@@ -138,8 +138,7 @@ func (Client) CreateReplicationRole(ctx context.Context, s Server, role, passwor
 	// password as a string literal.
 	sql := "CREATE ROLE " + pgx.Identifier{role}.Sanitize() + " WITH LOGIN REPLICATION PASSWORD " + quoteLiteral(password)
 	if _, err := conn.Exec(ctx, sql); err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "42710" { // duplicate_object
+		if isDuplicate(err) {
 			return nil
 		}
 		return fmt.Errorf("create role %q on %s: %w", role, s.Host, err)
@@ -147,9 +146,10 @@ func (Client) CreateReplicationRole(ctx context.Context, s Server, role, passwor
 	return nil
 }
 
-// SyncSlots makes the primary s keep a physical replication slot of every name in want,
-// reserving WAL from now on (pg_create_physical_replication_slot(name, true)), and drops the
-// inactive slots among drop. Slots in neither are left alone.
+// SyncSlots makes the primary s keep a physical replication slot of every name in want that
+// have (its slots as Observe found them) lacks, reserving WAL from now on
+// (pg_create_physical_replication_slot(name, true); one created since is not an error), and
+// drops the inactive slots among drop. Slots in neither are left alone.
 func (Client) SyncSlots(ctx context.Context, s Server, have map[string]bool, want, drop []string) error {
 	var missing, stale []string
 	for _, name := range want {
@@ -171,7 +171,7 @@ func (Client) SyncSlots(ctx context.Context, s Server, have map[string]bool, wan
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	for _, name := range missing {
-		if _, err := conn.Exec(ctx, `SELECT pg_create_physical_replication_slot($1, true)`, name); err != nil {
+		if _, err := conn.Exec(ctx, `SELECT pg_create_physical_replication_slot($1, true)`, name); err != nil && !isDuplicate(err) {
 			return fmt.Errorf("create replication slot %q on %s: %w", name, s.Host, err)
 		}
 	}
@@ -199,6 +199,13 @@ func (Client) Promote(ctx context.Context, s Server) error {
 		return fmt.Errorf("promote %s: not done within 60s", s.Host)
 	}
 	return nil
+}
+
+// isDuplicate reports whether err is PostgreSQL's duplicate_object (SQLSTATE 42710): a role or
+// replication slot of that name exists.
+func isDuplicate(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42710"
 }
 
 func connect(ctx context.Context, s Server) (*pgx.Conn, error) {
