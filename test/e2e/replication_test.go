@@ -223,20 +223,3 @@ done`, "", "")
 	kubectl(t, "scale", "db/"+db, "-n", ns, "--replicas=2")
 	waitReplicating(t, ns, db, db+"-1", 2)
 }
-
-// waitPodDone waits until the Pod ends and returns its phase and log.
-func waitPodDone(t *testing.T, ns, name string) (corev1.PodPhase, string) {
-	t.Helper()
-	var phase corev1.PodPhase
-	eventually(t, realPodTimeout, func() error {
-		pod, err := kube(t).CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if phase = pod.Status.Phase; phase != corev1.PodSucceeded && phase != corev1.PodFailed {
-			return fmt.Errorf("pod %s is %s", name, phase)
-		}
-		return nil
-	})
-	return phase, kubectl(t, "logs", "-n", ns, name)
-}
