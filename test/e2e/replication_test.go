@@ -175,7 +175,15 @@ done`, "", "")
 	phase, out = psqlAt(t, ns, "create-load", db, primaryHost, "CREATE TABLE load (id int PRIMARY KEY);")
 	require.Equal(t, corev1.PodSucceeded, phase, out)
 	kubectlIn(t, writer, "apply", "-f", "-")
-	time.Sleep(15 * time.Second)
+	time.Sleep(10 * time.Second)
+	// The lag of each standby under that load, as the primary reports it.
+	phase, out = psqlAt(t, ns, "lag", db, primaryHost, `SELECT application_name || ' ' || state || ' ' ||
+		COALESCE(EXTRACT(epoch FROM replay_lag)::text, '0') || 's ' || pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn) || 'B'
+		FROM pg_stat_replication ORDER BY application_name;`)
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		t.Logf("measured: replication lag under the write load: %s", line)
+	}
 	switched := time.Now()
 	kubectl(t, "patch", "db/"+db, "-n", ns, "--type=merge", "-p", `{"spec":{"primary":"`+db+`-1"}}`)
 	d := waitReplicating(t, ns, db, db+"-1", 3)
