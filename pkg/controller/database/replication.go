@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/engine"
@@ -106,7 +107,9 @@ func heldReplicas(db *examplev1.Database, replicas int32, designated string) int
 }
 
 // ensureReplicationConfigMap makes the replication ConfigMap exist with our scripts, naming
-// the confirmed primary when it is new, and returns the primary it names.
+// the confirmed primary when it is new, and returns the primary it names. A primary that is
+// none of the Database's Pods (the ConfigMap edited by hand) is set back to the confirmed one,
+// with a Warning Event: the Pods would otherwise start as standbys of no one.
 func (p *pass) ensureReplicationConfigMap(ctx context.Context) (string, *halt, error) {
 	db := p.db
 	want := specs.ReplicationConfigMap(db, confirmedPrimary(db))
@@ -121,7 +124,20 @@ func (p *pass) ensureReplicationConfigMap(ctx context.Context) (string, *halt, e
 	if h != nil || err != nil {
 		return "", h, err
 	}
-	return specs.ReplicationPrimary(cm), nil, nil
+	named, confirmed := specs.ReplicationPrimary(cm), confirmedPrimary(db)
+	pods := ptr.Deref(db.Spec.Replicas, 0)
+	if ordinal, ok := specs.PodOrdinal(db, confirmed); ok {
+		pods = max(pods, ordinal+1)
+	}
+	if ordinal, ok := specs.PodOrdinal(db, named); !ok || ordinal >= pods {
+		if err := p.designate(ctx, confirmed); err != nil {
+			return "", nil, err
+		}
+		p.r.event(ctx, db, corev1.EventTypeWarning, ReasonInvalidChild,
+			"ConfigMap %s named %q the primary, none of the Database's Pods; set it back to %s (change spec.primary to move the primary)", cm.Name, named, confirmed)
+		return confirmed, nil, nil
+	}
+	return named, nil, nil
 }
 
 // reconcileReplication runs the replication of a Database whose engine replicates, once its

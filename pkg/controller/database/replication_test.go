@@ -679,3 +679,34 @@ func TestSecretUpdateEventNamesTheKeysSetAndRemoved(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, f.events(), "Normal Updated Updated Secret my-database-credentials: set read-host, read-uri")
 }
+
+// A ConfigMap edited by hand to name a primary that is none of the Database's Pods is set
+// back to the confirmed primary, which is neither stopped nor unlabelled: with the name kept,
+// every Pod would start as a standby of no one.
+func TestAReplicationConfigMapNamingNoPodIsSetBack(t *testing.T) {
+	for _, named := range []string{"my-database-7", "other-0", ""} {
+		t.Run(named, func(t *testing.T) {
+			f, fi := replicating(t, 3, nil)
+			_, err := f.reconcile()
+			require.NoError(t, err)
+			cm, err := f.kube.CoreV1().ConfigMaps(namespace).Get(t.Context(), "my-database-replication", metav1.GetOptions{})
+			require.NoError(t, err)
+			cm.Data[specs.ConfigMapKeyPrimary] = named
+			_, err = f.kube.CoreV1().ConfigMaps(namespace).Update(t.Context(), cm, metav1.UpdateOptions{})
+			require.NoError(t, err)
+			fi.reset()
+
+			_, err = f.reconcile()
+			require.NoError(t, err)
+			cm, err = f.kube.CoreV1().ConfigMaps(namespace).Get(t.Context(), "my-database-replication", metav1.GetOptions{})
+			require.NoError(t, err)
+			require.Equal(t, "my-database-0", cm.Data[specs.ConfigMapKeyPrimary])
+			require.Equal(t, []string{"primary", "replica", "replica"}, f.roles(3))
+			require.Nil(t, f.pod(0).DeletionTimestamp, "the primary was stopped")
+			require.NotContains(t, strings.Join(fi.recorded(), " "), "promote")
+			if named != "" { // an empty one is filled in as a ConfigMap's missing key
+				require.Contains(t, f.events(), `Warning InvalidChild ConfigMap my-database-replication named "`+named+`" the primary, none of the Database's Pods; set it back to my-database-0 (change spec.primary to move the primary)`)
+			}
+		})
+	}
+}
