@@ -230,4 +230,29 @@ done`, "", "")
 	// Scale-down keeps the primary: ledger-2 goes.
 	kubectl(t, "scale", "db/"+db, "-n", ns, "--replicas=2")
 	waitReplicating(t, ns, db, db+"-1", 2)
+
+	// A minor update restarts the replica first and the primary last, with the data kept.
+	kubectl(t, "patch", "db/"+db, "-n", ns, "--type=merge", "-p", `{"spec":{"version":"15.18"}}`)
+	eventually(t, realPodTimeout, func() error {
+		for _, name := range []string{db + "-0", db + "-1"} {
+			p, err := kube(t).CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if image := p.Spec.Containers[0].Image; image != "postgres:15.18" {
+				return fmt.Errorf("pod %s runs %s", name, image)
+			}
+		}
+		return nil
+	})
+	waitReplicating(t, ns, db, db+"-1", 2)
+	replica0, err := kube(t).CoreV1().Pods(ns).Get(context.Background(), db+"-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	primary1, err := kube(t).CoreV1().Pods(ns).Get(context.Background(), db+"-1", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.True(t, replica0.CreationTimestamp.Before(&primary1.CreationTimestamp),
+		"the replica restarted first (%s), the primary last (%s)", replica0.CreationTimestamp, primary1.CreationTimestamp)
+	phase, out = psqlAt(t, ns, "after-update", db, primaryHost, "SELECT count(*) FROM items;")
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	require.Equal(t, "200", lastLines(out, 1), out)
 }

@@ -104,7 +104,7 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 	}
 	obs.statefulSet = sts
 	if replicates {
-		rep, err := p.reconcileReplication(ctx, designated, replicas, p.desired.Replicas)
+		rep, err := p.reconcileReplication(ctx, sts, designated, replicas, p.desired.Replicas)
 		obs.replication = &rep
 		if err != nil {
 			return obs, err

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -144,8 +145,10 @@ func (p *pass) ensureReplicationConfigMap(ctx context.Context) (string, *halt, e
 // StatefulSet is in place: it asks every server its part, moves the primary when the target
 // differs (switchover), creates the replication role and one slot per replica on the primary,
 // labels the Pods with their role (specs.RoleLabel) for the Services, and returns what status
-// reports. designated is the primary the replication ConfigMap names, replicas spec.replicas
-// and sts the number of Pods the StatefulSet runs (heldReplicas).
+// reports; out of a switchover, it restarts the Pods for a new revision (rollPods).
+// statefulSet is the StatefulSet as last read or written, designated the primary the
+// replication ConfigMap names, replicas spec.replicas and sts the number of Pods the
+// StatefulSet runs (heldReplicas).
 //
 // A switchover from the confirmed primary O to the target T takes three passes, each
 // repeatable, so a controller that restarts half-way finishes it:
@@ -161,7 +164,7 @@ func (p *pass) ensureReplicationConfigMap(ctx context.Context) (string, *halt, e
 //
 // There is no automatic failover: T is never promoted while O has not been seen to stop
 // taking writes, which a controller cannot tell from a network partition.
-func (p *pass) reconcileReplication(ctx context.Context, designated string, replicas, sts int32) (replication, error) {
+func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.StatefulSet, designated string, replicas, sts int32) (replication, error) {
 	db := p.db
 	rep := replication{primary: confirmedPrimary(db)}
 	members, server, asked, err := p.members(ctx, sts)
@@ -234,8 +237,50 @@ func (p *pass) reconcileReplication(ctx context.Context, designated string, repl
 	if err := p.labelRoles(ctx, members, rep); err != nil {
 		return rep, err
 	}
+	if !rep.fenced && rep.switchover == "" {
+		if err := p.rollPods(ctx, statefulSet, members, rep.primary); err != nil {
+			return rep, err
+		}
+	}
 	rep.members, rep.notStreaming = memberStatus(members, rep, replicas)
 	return rep, nil
+}
+
+// rollPods restarts, for the StatefulSet's update revision (its update strategy is
+// OnDelete), one Pod that runs an older one: the replica of the highest ordinal first, the
+// primary last, and only while every Pod runs Ready, so at most one server is down at a
+// time. A primary restarted this way comes back as the primary (the ConfigMap names it); its
+// clients wait out its restart. Nothing is done while the StatefulSet controller has not
+// observed the StatefulSet's generation.
+func (p *pass) rollPods(ctx context.Context, sts *appsv1.StatefulSet, members []*member, primary string) error {
+	if sts == nil || sts.Status.ObservedGeneration != sts.Generation || sts.Status.UpdateRevision == "" {
+		return nil
+	}
+	var next *member
+	for _, m := range members {
+		if m.pod == nil || m.pod.DeletionTimestamp != nil || !podReady(m.pod) {
+			return nil
+		}
+		if m.pod.Labels[appsv1.ControllerRevisionHashLabelKey] == sts.Status.UpdateRevision {
+			continue
+		}
+		if next == nil || next.name == primary || m.name != primary {
+			next = m // members are by ordinal: the last outdated replica, else the primary
+		}
+	}
+	if next == nil {
+		return nil
+	}
+	err := p.r.kube.CoreV1().Pods(next.pod.Namespace).Delete(ctx, next.pod.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(next.pod.UID))})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete Pod %q to restart it for revision %s: %w", next.pod.Name, sts.Status.UpdateRevision, err)
+	}
+	which := "a replica"
+	if next.name == primary {
+		which = "the primary, last"
+	}
+	p.r.event(ctx, p.db, corev1.EventTypeNormal, ReasonRollingUpdate, "Restarting %s (%s) for revision %s", next.name, which, sts.Status.UpdateRevision)
+	return nil
 }
 
 // members returns db's Pods of ordinals 0..sts-1, each asked its state in parallel when the

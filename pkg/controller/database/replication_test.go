@@ -142,8 +142,8 @@ func standbyState(received, replayed uint64) postgres.State {
 }
 
 // addPods plays the StatefulSet controller and the kubelet: the example Database's Pods of
-// ordinals 0..n-1, controlled by its StatefulSet, Running and Ready with IPs podIP. A Pod
-// that exists is left alone.
+// ordinals 0..n-1, controlled by its StatefulSet, at its update revision, Running and Ready
+// with IPs podIP. A Pod that exists is left alone.
 func (f *fixture) addPods(n int) {
 	f.t.Helper()
 	sts := f.statefulSet()
@@ -158,6 +158,7 @@ func (f *fixture) addPods(n int) {
 func newPod(sts *appsv1.StatefulSet, ordinal int, uid types.UID) *corev1.Pod {
 	labels := maps.Clone(sts.Spec.Template.Labels)
 	labels[appsv1.StatefulSetPodNameLabel] = podName(ordinal)
+	labels[appsv1.ControllerRevisionHashLabelKey] = sts.Status.UpdateRevision
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: podName(ordinal), UID: uid, Labels: labels,
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: sts.Name, UID: sts.UID,
@@ -707,6 +708,56 @@ func TestAReplicationConfigMapNamingNoPodIsSetBack(t *testing.T) {
 			if named != "" { // an empty one is filled in as a ConfigMap's missing key
 				require.Contains(t, f.events(), `Warning InvalidChild ConfigMap my-database-replication named "`+named+`" the primary, none of the Database's Pods; set it back to my-database-0 (change spec.primary to move the primary)`)
 			}
+		})
+	}
+}
+
+// A new revision (an image update, say) restarts one Pod at a time, only while all are Ready:
+// the replicas from the highest ordinal down, then the primary last, wherever it is.
+func TestANewRevisionRestartsTheReplicasFirstAndThePrimaryLast(t *testing.T) {
+	for _, tc := range []struct {
+		primary int
+		order   []int
+	}{
+		{0, []int{2, 1, 0}},
+		{1, []int{2, 0, 1}},
+	} {
+		t.Run(podName(tc.primary), func(t *testing.T) {
+			db := exampleDatabase()
+			db.Status.Primary = podName(tc.primary)
+			f, fi := replicating(t, 3, db)
+			var standbys []string
+			for i := range 3 {
+				if i != tc.primary {
+					standbys = append(standbys, podName(i))
+					fi.set(i, standbyState(100, 100))
+				}
+			}
+			fi.set(tc.primary, primaryState(standbys...))
+			_, err := f.reconcile()
+			require.NoError(t, err)
+			require.Empty(t, f.podDeletions(), "every Pod at the update revision")
+			require.Equal(t, appsv1.OnDeleteStatefulSetStrategyType, f.statefulSet().Spec.UpdateStrategy.Type)
+
+			f.setStatefulSetStatus(3, "rev-1", "rev-2")
+			for n, ordinal := range tc.order {
+				_, err := f.reconcile()
+				require.NoError(t, err)
+				require.Equal(t, []string{podName(ordinal) + " uid=" + string(f.pod(ordinal).UID)}, f.podDeletions(), "restart %d", n)
+				which := "a replica"
+				if ordinal == tc.primary {
+					which = "the primary, last"
+				}
+				require.Contains(t, f.events(), fmt.Sprintf("Normal RollingUpdate Restarting %s (%s) for revision rev-2", podName(ordinal), which))
+				// Being deleted: nothing else restarts until it is back Ready.
+				_, err = f.reconcile()
+				require.NoError(t, err)
+				require.Empty(t, f.podDeletions(), "one Pod at a time")
+				f.restartPod(ordinal, types.UID(fmt.Sprintf("%s-rev-2", podName(ordinal))))
+			}
+			_, err = f.reconcile()
+			require.NoError(t, err)
+			require.Empty(t, f.podDeletions(), "done")
 		})
 	}
 }

@@ -28,7 +28,8 @@ import (
 // one: it mounts whatever claim has the name, and a foreign one could take it in between.
 //
 // On an engine that replicates (Replicates), the Pod template also has what replicationPod
-// adds: every Pod but the primary starts as a standby of it.
+// adds (every Pod but the primary starts as a standby of it), and the update strategy is
+// OnDelete: the controller picks the order in which Pods restart for a new revision.
 func StatefulSet(db *examplev1.Database, d Desired) *appsv1.StatefulSet {
 	sts := &appsv1.StatefulSet{
 		ObjectMeta: objectMeta(db, StatefulSetName(db), workloadLabels(db)),
@@ -69,6 +70,9 @@ func StatefulSet(db *examplev1.Database, d Desired) *appsv1.StatefulSet {
 	}
 	if Replicates(d) {
 		replicationPod(db, d, &sts.Spec.Template.Spec)
+		// The controller restarts the Pods for a new revision itself, the replicas first
+		// and the primary last, wherever the primary is (a RollingUpdate goes by ordinal).
+		sts.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}
 	}
 	return sts
 }
@@ -97,7 +101,7 @@ func DataClaim(sts *appsv1.StatefulSet, ordinal int32) *corev1.PersistentVolumeC
 }
 
 // SyncStatefulSet copies the fields the controller owns from want into have: labels,
-// replicas, the Pod template's labels, security context fields, token and service-link
+// replicas, the update strategy's type, the Pod template's labels, security context fields, token and service-link
 // settings, the volumes of want's names, the database container's image, arguments, ports,
 // environment, mounts, resources, probes and lifecycle, and the same of want's init
 // containers. Everything else (fields the API server defaults, other containers and volumes,
@@ -107,6 +111,10 @@ func DataClaim(sts *appsv1.StatefulSet, ordinal int32) *corev1.PersistentVolumeC
 func SyncStatefulSet(have, want *appsv1.StatefulSet) {
 	have.Labels = MergeLabels(have.Labels, want.Labels)
 	have.Spec.Replicas = want.Spec.Replicas
+	if have.Spec.UpdateStrategy.Type != want.Spec.UpdateStrategy.Type {
+		// The type only: the API server defaults a RollingUpdate's partition.
+		have.Spec.UpdateStrategy = want.Spec.UpdateStrategy
+	}
 
 	tmpl, wantTmpl := &have.Spec.Template, &want.Spec.Template
 	tmpl.Labels = MergeLabels(tmpl.Labels, wantTmpl.Labels)
