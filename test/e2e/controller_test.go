@@ -495,10 +495,15 @@ func TestReadyDatabaseLeftAloneCausesNoWrites(t *testing.T) {
 		for _, o := range pdbs.Items {
 			v["PodDisruptionBudget "+o.Name] = o.ResourceVersion
 		}
+		cms, err := kube(t).CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=database-controller"})
+		require.NoError(t, err)
+		for _, o := range cms.Items {
+			v["ConfigMap "+o.Name] = o.ResourceVersion
+		}
 		return v
 	}
 	before, reconcilesBefore := versions(), reconciles(t)
-	require.Len(t, before, 1+1+2+1+2+1, "Database, StatefulSet, 2 Services, Secret, 2 PVCs, PDB: %v", before)
+	require.Len(t, before, 1+1+3+1+2+1+1, "Database, StatefulSet, 3 Services, Secret, 2 PVCs, PDB, replication ConfigMap: %v", before)
 	time.Sleep(window)
 	require.Equal(t, before, versions(), "something wrote to %s/%s or its children while it was left alone", ns, db.Name)
 	require.Greater(t, reconciles(t), reconcilesBefore, "no reconcile ran during the window (resync)")
