@@ -77,7 +77,7 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 		designated, h, err = p.ensureReplicationConfigMap(ctx)
 	}
 	replicas := p.desired.Replicas
-	if held := heldReplicas(p.db, replicas, designated); replicates && held != replicas {
+	if held := heldReplicas(p.db, replicas, statefulSetReplicas(p.statefulSet), designated); replicates && held != replicas {
 		// The workload keeps the Pods of the primary until a switchover moves it.
 		p.desired.Replicas, p.wantStatefulSet.Spec.Replicas = held, ptr.To(held)
 	}

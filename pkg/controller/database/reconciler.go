@@ -57,8 +57,8 @@ const RequeueAfterExternal = time.Minute
 
 // RequeueAfterReplication is how often the Reconciler asks the servers of a replicated
 // Database for their state (status.members, the Replicating condition), and
-// RequeueAfterSwitchover how often while a switchover waits on the servers: WAL positions
-// change without an event the informers see.
+// RequeueAfterSwitchover how often while a switchover has stopped the old primary and waits
+// on WAL positions, which change without an event the informers see.
 const (
 	RequeueAfterReplication = 30 * time.Second
 	RequeueAfterSwitchover  = 2 * time.Second
@@ -197,8 +197,11 @@ func (r *Reconciler) report(ctx context.Context, db *examplev1.Database, obs obs
 	switch rep := obs.replication; {
 	case obs.failure != nil && obs.failure.external():
 		return Result{RequeueAfter: RequeueAfterExternal}, nil
-	case rep != nil && rep.switchover != "" && rep.observed:
+	case rep != nil && rep.fenced && rep.observed:
 		return Result{RequeueAfter: RequeueAfterSwitchover}, nil
+	case rep != nil && rep.switchover != "":
+		// Waiting for the target to stream or the primary to answer: no WAL position to watch.
+		return Result{RequeueAfter: RequeueAfterNotReady}, nil
 	case rep != nil && obs.replicas > 1 && rep.observed && status.Phase == examplev1.DatabasePhaseReady:
 		return Result{RequeueAfter: RequeueAfterReplication}, nil
 	case status.Phase == examplev1.DatabasePhaseFailed:

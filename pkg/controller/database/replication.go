@@ -2,6 +2,8 @@ package database
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -27,7 +29,7 @@ import (
 // (postgres.Client); each call reaches one server.
 type Instances interface {
 	Observe(ctx context.Context, s postgres.Server, roles []string) (postgres.State, error)
-	CreateReplicationRole(ctx context.Context, s postgres.Server, role, password string) error
+	SetReplicationRole(ctx context.Context, s postgres.Server, role, password string) error
 	SyncSlots(ctx context.Context, s postgres.Server, have map[string]bool, want, drop []string) error
 	Promote(ctx context.Context, s postgres.Server) error
 }
@@ -70,14 +72,19 @@ type replication struct {
 }
 
 // confirmedPrimary is the Pod the controller last confirmed primary, status.primary; at
-// creation the first Pod, which the setup script lets initialise while every other Pod clones
-// it.
+// creation (or when status.primary names none of the Database's Pods) the first Pod, which the
+// setup script lets initialise while every other Pod clones it.
 func confirmedPrimary(db *examplev1.Database) string {
-	if db.Status.Primary != "" {
+	if _, ok := specs.PodOrdinal(db, db.Status.Primary); ok {
 		return db.Status.Primary
 	}
 	return specs.PodName(db, 0)
 }
+
+// SwitchoverFromAnnotation is on the replication ConfigMap: the primary a switchover the
+// controller started moves away from, written with the Pod the ConfigMap names. A ConfigMap
+// that names another Pod than the confirmed primary without it (edited by hand) is set back.
+const SwitchoverFromAnnotation = "database.example.com/switchover-from"
 
 // targetPrimary is the Pod that should be primary: spec.primary when set; else the confirmed
 // primary while spec.replicas keeps it; else the first Pod (a scale-down never removes the
@@ -96,11 +103,12 @@ func targetPrimary(db *examplev1.Database, replicas int32) string {
 // heldReplicas is the number of Pods the StatefulSet is to run: spec.replicas, or more while
 // the confirmed or the designated primary (the replication ConfigMap's) has an ordinal past
 // it, so a scale-down waits for the switchover that moves the primary off the Pods it
-// removes.
-func heldReplicas(db *examplev1.Database, replicas int32, designated string) int32 {
+// removes. It never holds more than running, the Pods the StatefulSet runs now: a primary
+// past them does not exist.
+func heldReplicas(db *examplev1.Database, replicas, running int32, designated string) int32 {
 	n := replicas
 	for _, pod := range []string{confirmedPrimary(db), designated} {
-		if ordinal, ok := specs.PodOrdinal(db, pod); ok {
+		if ordinal, ok := specs.PodOrdinal(db, pod); ok && ordinal < running {
 			n = max(n, ordinal+1)
 		}
 	}
@@ -108,9 +116,11 @@ func heldReplicas(db *examplev1.Database, replicas int32, designated string) int
 }
 
 // ensureReplicationConfigMap makes the replication ConfigMap exist with our scripts, naming
-// the confirmed primary when it is new, and returns the primary it names. A primary that is
-// none of the Database's Pods (the ConfigMap edited by hand) is set back to the confirmed one,
-// with a Warning Event: the Pods would otherwise start as standbys of no one.
+// the confirmed primary when it is new, and returns the primary it names. One that names
+// another Pod than the confirmed primary, not by a switchover the controller started
+// (SwitchoverFromAnnotation), or none of the Database's Pods, was edited by hand: it is set
+// back, with a Warning Event; kept, it would have the primary stopped as for a switchover,
+// without the checks that keep it safe, or every Pod start as a standby of no one.
 func (p *pass) ensureReplicationConfigMap(ctx context.Context) (string, *halt, error) {
 	db := p.db
 	want := specs.ReplicationConfigMap(db, confirmedPrimary(db))
@@ -130,12 +140,14 @@ func (p *pass) ensureReplicationConfigMap(ctx context.Context) (string, *halt, e
 	if ordinal, ok := specs.PodOrdinal(db, confirmed); ok {
 		pods = max(pods, ordinal+1)
 	}
-	if ordinal, ok := specs.PodOrdinal(db, named); !ok || ordinal >= pods {
+	ordinal, ok := specs.PodOrdinal(db, named)
+	ours := named == confirmed || cm.Annotations[SwitchoverFromAnnotation] == confirmed
+	if !ok || ordinal >= pods || !ours {
 		if err := p.designate(ctx, confirmed); err != nil {
 			return "", nil, err
 		}
 		p.r.event(ctx, db, corev1.EventTypeWarning, ReasonInvalidChild,
-			"ConfigMap %s named %q the primary, none of the Database's Pods; set it back to %s (change spec.primary to move the primary)", cm.Name, named, confirmed)
+			"ConfigMap %s named %q the primary, which the controller did not ask for; set it back to %s (change spec.primary to move the primary)", cm.Name, named, confirmed)
 		return confirmed, nil, nil
 	}
 	return named, nil, nil
@@ -242,7 +254,7 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 			return rep, err
 		}
 	}
-	rep.members, rep.notStreaming = memberStatus(members, rep, replicas)
+	rep.members, rep.notStreaming = memberStatus(members, rep, sts)
 	return rep, nil
 }
 
@@ -350,10 +362,14 @@ func isPodOf(pod *corev1.Pod, db *examplev1.Database) bool {
 	return ref != nil && ref.Kind == "StatefulSet" && ref.Name == specs.StatefulSetName(db)
 }
 
-// designate makes the replication ConfigMap name pod the primary.
+// designate makes the replication ConfigMap name pod the primary, with the confirmed primary
+// it moves from (SwitchoverFromAnnotation).
 func (p *pass) designate(ctx context.Context, pod string) error {
 	db := p.db
-	patch, err := json.Marshal(map[string]any{"data": map[string]string{specs.ConfigMapKeyPrimary: pod}})
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]string{SwitchoverFromAnnotation: confirmedPrimary(db)}},
+		"data":     map[string]string{specs.ConfigMapKeyPrimary: pod},
+	})
 	if err != nil {
 		return err
 	}
@@ -383,24 +399,13 @@ func (p *pass) fence(ctx context.Context, m *member) error {
 	return nil
 }
 
-// syncPrimary creates on primary, the Pod whose server s is, the replication role with the
-// Secret's password when it has none (a data directory initialised before replication was
-// set up), a slot for every other of the sts Pods, and drops the inactive slots of the Pods
+// syncPrimary gives primary, the Pod whose server s is, the replication role with the
+// Secret's password (syncReplicationRole), a slot for every other of the sts Pods, and drops the inactive slots of the Pods
 // past them (up to the most replicas validation allows).
 func (p *pass) syncPrimary(ctx context.Context, s postgres.Server, st *postgres.State, primary string, sts int32) error {
 	db, d := p.db, p.desired
-	if role := d.Recipe.ReplicationUsername; !slices.Contains(st.Roles, role) {
-		secret, err := p.r.listers.Secrets.Secrets(db.Namespace).Get(specs.SecretName(db))
-		if err != nil {
-			return err
-		}
-		password := string(secret.Data[engine.SecretKeyReplicationPassword])
-		if password == "" {
-			return fmt.Errorf("secret %q has no %q yet", secret.Name, engine.SecretKeyReplicationPassword)
-		}
-		if err := p.r.instances.CreateReplicationRole(ctx, s, role, password); err != nil {
-			return err
-		}
+	if err := p.syncReplicationRole(ctx, s, st, d.Recipe.ReplicationUsername); err != nil {
+		return err
 	}
 	var want, drop []string
 	for i := range int32(maxReplicas) {
@@ -416,13 +421,54 @@ func (p *pass) syncPrimary(ctx context.Context, s postgres.Server, st *postgres.
 	return p.r.instances.SyncSlots(ctx, s, st.Slots, want, drop)
 }
 
+// ReplicationPasswordAnnotation is on the credentials Secret: the SHA-256 (hex) of the
+// replication password the primary's role was last given, so a password that changes (a
+// Secret restored without it gets a new one) is given to the role too.
+const ReplicationPasswordAnnotation = "database.example.com/replication-password-sha256"
+
+// syncReplicationRole gives the primary s (whose state is st) the replication role with the
+// Secret's replication password when it has no such role (a data directory initialised
+// before replication was set up) or the password is not the one it was last given
+// (ReplicationPasswordAnnotation), then records it. Standbys connect with the password the
+// setup script wrote when their Pod last started: one that restarts picks the new one up.
+func (p *pass) syncReplicationRole(ctx context.Context, s postgres.Server, st *postgres.State, role string) error {
+	db := p.db
+	secret, err := p.r.listers.Secrets.Secrets(db.Namespace).Get(specs.SecretName(db))
+	if err != nil {
+		return err
+	}
+	password := secret.Data[engine.SecretKeyReplicationPassword]
+	if len(password) == 0 {
+		return fmt.Errorf("secret %q has no %q yet", secret.Name, engine.SecretKeyReplicationPassword)
+	}
+	sum := sha256.Sum256(password)
+	digest := hex.EncodeToString(sum[:])
+	if slices.Contains(st.Roles, role) && secret.Annotations[ReplicationPasswordAnnotation] == digest {
+		return nil
+	}
+	if err := p.r.instances.SetReplicationRole(ctx, s, role, string(password)); err != nil {
+		return err
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid": secret.UID, "annotations": map[string]string{ReplicationPasswordAnnotation: digest},
+	}})
+	if err != nil {
+		return err
+	}
+	if _, err := p.r.kube.CoreV1().Secrets(db.Namespace).Patch(ctx, secret.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("record the replication password given to the primary on Secret %q: %w", secret.Name, err)
+	}
+	return nil
+}
+
 // maxReplicas is the most spec.replicas the API server's validation allows.
 const maxReplicas = 10
 
 // labelRoles sets specs.RoleLabel on every member's Pod: RolePrimary on the confirmed primary
-// unless it is fenced (the ConfigMap names another Pod) or answered as a standby, RoleReplica on the
-// others unless they answered as a primary (a server with data of its own, which no
-// Service may route to), and no role otherwise.
+// unless it is fenced (the ConfigMap names another Pod) or answered as a standby, RoleReplica
+// on every other Pod that did not answer as a primary (a server with data of its own, which
+// no Service may route to; one that does not answer at all is still a standby by its setup,
+// and the read Service routes to it only while it is Ready), and no role otherwise.
 func (p *pass) labelRoles(ctx context.Context, members []*member, rep replication) error {
 	for _, m := range members {
 		if m.pod == nil {
@@ -472,9 +518,10 @@ func (p *pass) setRole(ctx context.Context, pod *corev1.Pod, role string) (*core
 	}
 }
 
-// memberStatus is status.members for the Pods of spec.replicas, and the replicas among them
-// that are not streaming, with why.
-func memberStatus(members []*member, rep replication, replicas int32) ([]examplev1.DatabaseMember, []string) {
+// memberStatus is status.members for the first n Pods (those the StatefulSet runs: more than
+// spec.replicas while a scale-down waits for a switchover), and the replicas among them that
+// are not streaming, with why.
+func memberStatus(members []*member, rep replication, n int32) ([]examplev1.DatabaseMember, []string) {
 	var primary *postgres.State
 	for _, m := range members {
 		if m.name == rep.primary && m.primary() {
@@ -483,7 +530,7 @@ func memberStatus(members []*member, rep replication, replicas int32) ([]example
 	}
 	var out []examplev1.DatabaseMember
 	var notStreaming []string
-	for _, m := range members[:min(int(replicas), len(members))] {
+	for _, m := range members[:min(int(n), len(members))] {
 		s := examplev1.DatabaseMember{Name: m.name, Ready: m.pod != nil && podReady(m.pod)}
 		switch {
 		case m.primary():

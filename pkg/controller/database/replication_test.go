@@ -2,6 +2,8 @@ package database_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -98,7 +100,7 @@ func (fi *fakeInstances) Observe(_ context.Context, s postgres.Server, roles []s
 	return st, nil
 }
 
-func (fi *fakeInstances) CreateReplicationRole(_ context.Context, s postgres.Server, role, password string) error {
+func (fi *fakeInstances) SetReplicationRole(_ context.Context, s postgres.Server, role, password string) error {
 	fi.record(s, fmt.Sprintf("create-role %s %s %s", s.Host, role, password))
 	return nil
 }
@@ -237,7 +239,33 @@ func replicating(t *testing.T, replicas int, db *examplev1.Database) (*fixture, 
 		fi.set(i, standbyState(100, 100))
 	}
 	fi.set(0, primaryState(standbys...))
+	// The role was given the Secret's password by an earlier pass.
+	secret := f.secret().DeepCopy()
+	sum := sha256.Sum256(secret.Data["replication-password"])
+	metav1.SetMetaDataAnnotation(&secret.ObjectMeta, database.ReplicationPasswordAnnotation, hex.EncodeToString(sum[:]))
+	require.NoError(t, f.kube.Tracker().Update(secrets, secret, namespace))
 	return f, fi
+}
+
+// A replication password that changes (a Secret restored without it gets a new one) is
+// given to the primary's role, once.
+func TestAChangedReplicationPasswordIsGivenToThePrimarysRole(t *testing.T) {
+	f, fi := replicating(t, 3, nil)
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.NotContains(t, strings.Join(fi.recorded(), " "), "create-role", "the role has the Secret's password")
+
+	secret := f.secret().DeepCopy()
+	secret.Data["replication-password"] = []byte("NEWPASSWORD")
+	require.NoError(t, f.kube.Tracker().Update(secrets, secret, namespace))
+	fi.reset()
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Contains(t, fi.recorded(), "create-role 10.0.0.1 replicator NEWPASSWORD")
+	fi.reset()
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.NotContains(t, strings.Join(fi.recorded(), " "), "create-role", "given once")
 }
 
 // patches are the Pod and ConfigMap patches of the last reconcile, as "NAME BODY".
@@ -274,13 +302,19 @@ func (f *fixture) configMapPrimary() string {
 	return obj.(*corev1.ConfigMap).Data["primary"]
 }
 
-// designate plays a switchover's first step done by an earlier pass: the ConfigMap names pod.
+// designate plays a switchover's first step done by an earlier pass: the ConfigMap names pod,
+// marked as moving from the confirmed primary.
 func (f *fixture) designate(pod string) {
 	f.t.Helper()
 	obj, err := f.kube.Tracker().Get(configMaps, namespace, name+"-replication")
 	require.NoError(f.t, err)
 	cm := obj.(*corev1.ConfigMap).DeepCopy()
 	cm.Data["primary"] = pod
+	from := f.database().Status.Primary
+	if from == "" {
+		from = podName(0)
+	}
+	metav1.SetMetaDataAnnotation(&cm.ObjectMeta, database.SwitchoverFromAnnotation, from)
 	require.NoError(f.t, f.kube.Tracker().Update(configMaps, cm, namespace))
 }
 
@@ -436,7 +470,7 @@ func TestSwitchoverWaitsForTheNewPrimaryToStream(t *testing.T) {
 
 	result, err := f.reconcile()
 	require.NoError(t, err)
-	require.Equal(t, database.Result{RequeueAfter: database.RequeueAfterSwitchover}, result)
+	require.Equal(t, database.Result{RequeueAfter: database.RequeueAfterNotReady}, result)
 	require.Equal(t, "my-database-0", f.configMapPrimary())
 	require.Empty(t, f.podDeletions())
 	require.NotContains(t, f.actions, "patch configmaps my-database-replication")
@@ -471,6 +505,9 @@ func TestSwitchoverPromotesOnlyOnceTheNewPrimaryHasAllTheOldOnesWAL(t *testing.T
 	require.Equal(t, "switching over from my-database-0 to my-database-1: my-database-1 has WAL up to 99, my-database-0's ends at 100",
 		condition(db, "Progressing").Message)
 	require.Equal(t, "", f.pod(0).Labels[specs.RoleLabel], "no primary: clients wait")
+	require.Equal(t, metav1.ConditionFalse, condition(db, "Ready").Status, "no server takes writes")
+	require.Equal(t, "Switchover", condition(db, "Ready").Reason)
+	require.Equal(t, examplev1.DatabasePhaseDegraded, db.Status.Phase)
 	require.NotEqual(t, "primary", f.pod(1).Labels[specs.RoleLabel])
 
 	fi.set(1, standbyState(100, 95))
@@ -706,7 +743,7 @@ func TestAReplicationConfigMapNamingNoPodIsSetBack(t *testing.T) {
 			require.Nil(t, f.pod(0).DeletionTimestamp, "the primary was stopped")
 			require.NotContains(t, strings.Join(fi.recorded(), " "), "promote")
 			if named != "" { // an empty one is filled in as a ConfigMap's missing key
-				require.Contains(t, f.events(), `Warning InvalidChild ConfigMap my-database-replication named "`+named+`" the primary, none of the Database's Pods; set it back to my-database-0 (change spec.primary to move the primary)`)
+				require.Contains(t, f.events(), `Warning InvalidChild ConfigMap my-database-replication named "`+named+`" the primary, which the controller did not ask for; set it back to my-database-0 (change spec.primary to move the primary)`)
 			}
 		})
 	}
@@ -760,4 +797,25 @@ func TestANewRevisionRestartsTheReplicasFirstAndThePrimaryLast(t *testing.T) {
 			require.Empty(t, f.podDeletions(), "done")
 		})
 	}
+}
+
+// A ConfigMap edited by hand to name another of the Database's Pods starts no switchover: it
+// is set back, and the primary keeps serving.
+func TestAReplicationConfigMapEditedByHandStartsNoSwitchover(t *testing.T) {
+	f, fi := replicating(t, 3, nil)
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	obj, err := f.kube.Tracker().Get(configMaps, namespace, name+"-replication")
+	require.NoError(t, err)
+	cm := obj.(*corev1.ConfigMap).DeepCopy()
+	cm.Data["primary"] = "my-database-1"
+	require.NoError(t, f.kube.Tracker().Update(configMaps, cm, namespace))
+	fi.reset()
+
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, "my-database-0", f.configMapPrimary())
+	require.Empty(t, f.podDeletions(), "the primary was not stopped")
+	require.Equal(t, []string{"primary", "replica", "replica"}, f.roles(3))
+	require.NotContains(t, strings.Join(fi.recorded(), " "), "promote")
 }

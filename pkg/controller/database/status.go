@@ -231,10 +231,24 @@ func computeStatus(db *examplev1.Database, obs observation, now metav1.Time) exa
 		typ string
 		cond
 	}{{ConditionReady, ready}, {ConditionProgressing, progressing}, {ConditionDegraded, degraded}}
+	if db.Spec.Engine != examplev1.EnginePostgreSQL {
+		// Only PostgreSQL replicates: nothing of replication is this Database's.
+		status.Primary, status.Members = "", nil
+		meta.RemoveStatusCondition(&status.Conditions, ConditionReplicating)
+	}
 	if rep := obs.replication; rep != nil {
 		status.Primary, status.Members = rep.primary, rep.members
 		if rep.switchover != "" && obs.failure == nil {
 			conditions[1].cond = cond{metav1.ConditionTrue, ReasonSwitchover, rep.switchover}
+		}
+		if rep.fenced && obs.failure == nil {
+			// The old primary is stopped and the new one not promoted yet: no server takes
+			// writes, and the client Service has no endpoint.
+			c := cond{metav1.ConditionFalse, ReasonSwitchover, rep.switchover}
+			conditions[0].cond, conditions[2].cond = c, cond{metav1.ConditionTrue, ReasonSwitchover, rep.switchover}
+			if status.Phase == examplev1.DatabasePhaseReady {
+				status.Phase = examplev1.DatabasePhaseDegraded
+			}
 		}
 		if obs.replicas > 1 || rep.switchover != "" {
 			s, reason, message := replicatingCondition(*rep)

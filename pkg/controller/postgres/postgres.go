@@ -125,23 +125,25 @@ func (Client) Observe(ctx context.Context, s Server, roles []string) (State, err
 	return st, nil
 }
 
-// CreateReplicationRole creates role on the primary s, LOGIN REPLICATION with password
-// (stored as SCRAM-SHA-256, the server's default password_encryption). A role that exists
-// already is not an error and keeps its password.
-func (Client) CreateReplicationRole(ctx context.Context, s Server, role, password string) error {
+// SetReplicationRole makes role, on the primary s, a LOGIN REPLICATION role with password
+// (stored as SCRAM-SHA-256, the server's default password_encryption): it creates it, or,
+// when it exists, sets its attributes and password.
+func (Client) SetReplicationRole(ctx context.Context, s Server, role, password string) error {
 	conn, err := connect(ctx, s)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	// CREATE ROLE takes no bind parameters: the name is quoted as an identifier and the
-	// password as a string literal.
-	sql := "CREATE ROLE " + pgx.Identifier{role}.Sanitize() + " WITH LOGIN REPLICATION PASSWORD " + quoteLiteral(password)
-	if _, err := conn.Exec(ctx, sql); err != nil {
-		if isDuplicate(err) {
-			return nil
-		}
-		return fmt.Errorf("create role %q on %s: %w", role, s.Host, err)
+	// CREATE and ALTER ROLE take no bind parameters: the name is quoted as an identifier and
+	// the password as a string literal.
+	options := " WITH LOGIN REPLICATION PASSWORD " + quoteLiteral(password)
+	name := pgx.Identifier{role}.Sanitize()
+	_, err = conn.Exec(ctx, "CREATE ROLE "+name+options)
+	if isDuplicate(err) {
+		_, err = conn.Exec(ctx, "ALTER ROLE "+name+options)
+	}
+	if err != nil {
+		return fmt.Errorf("set role %q on %s: %w", role, s.Host, err)
 	}
 	return nil
 }

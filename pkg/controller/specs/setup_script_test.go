@@ -150,14 +150,15 @@ func TestSetupScript(t *testing.T) {
 		require.Equal(t, "work_mem = '8MB'\nprimary_conninfo_extra = 'kept'\n"+standbyConf, r.read("postgresql.auto.conf"), "not duplicated")
 	})
 
-	t.Run("a standby: left alone", func(t *testing.T) {
+	t.Run("a standby: its connection written again, with the current password", func(t *testing.T) {
 		r := newSetupRun(t, "my-database-1", "my-database-0")
 		r.write("PG_VERSION", "16\n")
 		r.write("standby.signal", "")
-		r.write("postgresql.auto.conf", "primary_conninfo = 'host=elsewhere'\n")
+		r.write("postgresql.auto.conf", "primary_conninfo = 'host=elsewhere password=old'\n")
 		r.run()
 		require.False(t, r.cloned())
-		require.Equal(t, "primary_conninfo = 'host=elsewhere'\n", r.read("postgresql.auto.conf"))
+		require.True(t, r.exists("standby.signal"))
+		require.Equal(t, standbyConf, r.read("postgresql.auto.conf"))
 	})
 
 	t.Run("the primary with data: left alone", func(t *testing.T) {

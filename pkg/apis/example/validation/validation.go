@@ -86,7 +86,19 @@ func ValidateDatabaseName(name string, prefix bool) []string {
 func ValidateDatabase(db *example.Database) field.ErrorList {
 	errs := apimachineryvalidation.ValidateObjectMeta(&db.ObjectMeta, true, ValidateDatabaseName, field.NewPath("metadata"))
 	errs = append(errs, ValidateDatabaseSpec(&db.Spec, field.NewPath("spec"))...)
+	if err := primaryForbidden(&db.Spec, field.NewPath("spec", "primary")); err != nil {
+		return append(errs, err)
+	}
 	return append(errs, ValidatePrimary(db.Spec.Primary, db.Name, db.Spec.Replicas, field.NewPath("spec", "primary"))...)
+}
+
+// primaryForbidden is Forbidden for a spec.primary set on an engine whose replicas do not
+// replicate (all but postgresql): there is no primary to move.
+func primaryForbidden(spec *example.DatabaseSpec, fldPath *field.Path) *field.Error {
+	if spec.Primary == "" || spec.Engine == example.EnginePostgreSQL {
+		return nil
+	}
+	return field.Forbidden(fldPath, fmt.Sprintf("only a %s Database replicates; the replicas of a %s Database are independent servers, and the first one is served", example.EnginePostgreSQL, spec.Engine))
 }
 
 // ValidatePrimary validates spec.primary at fldPath of the Database name with
@@ -234,7 +246,11 @@ func ValidateDatabaseUpdate(newDB, oldDB *example.Database) field.ErrorList {
 	if err := primaryRemovedByScaleDown(newDB, oldDB, specPath.Child("primary")); err != nil {
 		errs = append(errs, err)
 	} else {
-		errs = append(errs, ValidatePrimary(newDB.Spec.Primary, newDB.Name, newDB.Spec.Replicas, specPath.Child("primary"))...)
+		if err := primaryForbidden(&newDB.Spec, specPath.Child("primary")); err != nil {
+			errs = append(errs, err)
+		} else {
+			errs = append(errs, ValidatePrimary(newDB.Spec.Primary, newDB.Name, newDB.Spec.Replicas, specPath.Child("primary"))...)
+		}
 	}
 	if newDB.Spec.Engine != oldDB.Spec.Engine {
 		errs = append(errs, field.Invalid(specPath.Child("engine"), string(newDB.Spec.Engine), "engine type is immutable"))
@@ -331,8 +347,17 @@ func ValidateMembers(members []example.DatabaseMember, fldPath *field.Path) fiel
 }
 
 // ValidateDatabaseStatusUpdate validates an update through the status
-// subresource: the metadata update rules and ValidateDatabaseStatus.
+// subresource: the metadata update rules, ValidateDatabaseStatus, and
+// status.primary, when set, one of the Pods the Database may have
+// ("<name>-<n>", n below example.MaxReplicas: Invalid otherwise).
 func ValidateDatabaseStatusUpdate(newDB, oldDB *example.Database) field.ErrorList {
 	errs := apimachineryvalidation.ValidateObjectMetaUpdate(&newDB.ObjectMeta, &oldDB.ObjectMeta, field.NewPath("metadata"))
-	return append(errs, ValidateDatabaseStatus(&newDB.Status, field.NewPath("status"))...)
+	errs = append(errs, ValidateDatabaseStatus(&newDB.Status, field.NewPath("status"))...)
+	if p := newDB.Status.Primary; p != "" {
+		if ordinal, ok := example.PodOrdinal(newDB.Name, p); !ok || ordinal >= example.MaxReplicas {
+			errs = append(errs, field.Invalid(field.NewPath("status", "primary"), p,
+				"must be one of the Pods the Database may have: "+podRange(newDB.Name, example.MaxReplicas)))
+		}
+	}
+	return errs
 }

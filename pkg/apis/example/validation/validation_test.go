@@ -407,3 +407,36 @@ func TestValidateDatabaseStatusReportsBrokenMembersOnTheirFields(t *testing.T) {
 		})
 	}
 }
+
+func TestValidateDatabaseForbidsAPrimaryOnEnginesThatDoNotReplicate(t *testing.T) {
+	for _, engine := range []example.Engine{example.EngineMySQL, example.EngineMongoDB} {
+		db := exampleDatabase()
+		db.Spec.Engine, db.Spec.Version, db.Spec.Primary = engine, "8.0", "my-database-1"
+		if engine == example.EngineMongoDB {
+			db.Spec.Version = "7.0"
+		}
+		requireErrors(t, validation.ValidateDatabase(db),
+			want{field.ErrorTypeForbidden, "spec.primary", "only a postgresql Database replicates"})
+		old := db.DeepCopy()
+		old.Spec.Primary = ""
+		old.ResourceVersion = "1"
+		db.ResourceVersion = "1"
+		requireErrors(t, validation.ValidateDatabaseUpdate(db, old),
+			want{field.ErrorTypeForbidden, "spec.primary", "only a postgresql Database replicates"})
+	}
+}
+
+func TestValidateDatabaseStatusUpdateRefusesAPrimaryThatIsNoneOfItsPods(t *testing.T) {
+	oldDB := exampleDatabase()
+	for _, primary := range []string{"my-database-0", "my-database-9"} {
+		newDB := exampleDatabase()
+		newDB.Status.Primary = primary
+		require.Empty(t, validation.ValidateDatabaseStatusUpdate(newDB, oldDB), primary)
+	}
+	for _, primary := range []string{"my-database-10", "other-0", "my-database-01"} {
+		newDB := exampleDatabase()
+		newDB.Status.Primary = primary
+		requireErrors(t, validation.ValidateDatabaseStatusUpdate(newDB, oldDB),
+			want{field.ErrorTypeInvalid, "status.primary", "must be one of the Pods the Database may have: my-database-0 … my-database-9"})
+	}
+}

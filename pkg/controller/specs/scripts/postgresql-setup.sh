@@ -6,8 +6,9 @@
 #     (the controller then creates the replication role);
 #   - any other Pod with an empty data directory: a copy of the primary's, taken with
 #     pg_basebackup through its replication slot, set up as a hot standby that follows it;
-#   - any other Pod whose data directory is not a standby's (a primary the controller switched
-#     away from, shut down cleanly first): set up as a hot standby that follows the new one.
+#   - any other Pod with data: a hot standby that follows the primary, with the connection
+#     settings written again (the replication password may have changed); that makes a primary
+#     the controller switched away from (shut down cleanly first) a standby of the new one.
 # Standbys reach the primary through the client Service, which routes to the Pod the
 # controller labels primary, so they follow a switchover without being set up again.
 # Environment: PGDATA, PGPORT, PRIMARY_HOST (the client Service's DNS name), REPLICATION_USER,
@@ -35,8 +36,11 @@ CONF
 }
 
 if [[ -s ${PGDATA}/PG_VERSION ]]; then
-	if [[ ${me} != "${primary}" && ! -e ${PGDATA}/standby.signal ]]; then
-		echo "postgresql-setup: ${primary} is the primary: ${me} follows it as a standby"
+	if [[ ${me} != "${primary}" ]]; then
+		if [[ ! -e ${PGDATA}/standby.signal ]]; then
+			echo "postgresql-setup: ${primary} is the primary: ${me} follows it as a standby"
+		fi
+		# Written again at every start: the replication password may have changed.
 		follow
 	fi
 	exit 0
