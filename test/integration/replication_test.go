@@ -33,7 +33,7 @@ func TestScaleDownThatWouldRemoveTheNamedPrimaryIsInvalid(t *testing.T) {
 	scale.Spec.Replicas = 2
 	_, err = dbs.UpdateScale(ctx, "switched", scale, metav1.UpdateOptions{})
 	require.True(t, apierrors.IsInvalid(err), "got %v", err)
-	require.ErrorContains(t, err, `spec.primary: Invalid value: "switched-2": spec.replicas may not drop from 3 to 2 while this Pod is the primary: move the primary first`)
+	require.ErrorContains(t, err, `spec.primary: Invalid value: "switched-2": spec.replicas may not drop from 3 to 2 while spec.primary names this Pod: name one of`)
 
 	resp := do(t, http.MethodPut, databasesPath(ns)+"/switched/scale",
 		[]byte(`{"apiVersion":"autoscaling/v1","kind":"Scale","metadata":{"name":"switched","namespace":"`+ns+`"},"spec":{"replicas":1}}`), nil)

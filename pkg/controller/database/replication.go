@@ -400,8 +400,9 @@ func (p *pass) fence(ctx context.Context, m *member) error {
 }
 
 // syncPrimary gives primary, the Pod whose server s is, the replication role with the
-// Secret's password (syncReplicationRole), a slot for every other of the sts Pods, and drops the inactive slots of the Pods
-// past them (up to the most replicas validation allows).
+// Secret's password (syncReplicationRole), a slot for every other of the sts Pods, and drops
+// the inactive slots of the Pods past them (up to the most replicas validation allows) whose
+// data claims are gone.
 func (p *pass) syncPrimary(ctx context.Context, s postgres.Server, st *postgres.State, primary string, sts int32) error {
 	db, d := p.db, p.desired
 	if err := p.syncReplicationRole(ctx, s, st, d.Recipe.ReplicationUsername); err != nil {
@@ -414,6 +415,9 @@ func (p *pass) syncPrimary(ctx context.Context, s postgres.Server, st *postgres.
 		case pod == primary:
 		case i < sts:
 			want = append(want, specs.SlotName(pod))
+		case p.hasDataClaim(i):
+			// A scaled-down replica's claim is kept: its slot too, so that a scale-up finds
+			// the WAL it needs (up to max_slot_wal_keep_size).
 		default:
 			drop = append(drop, specs.SlotName(pod))
 		}
@@ -459,6 +463,12 @@ func (p *pass) syncReplicationRole(ctx context.Context, s postgres.Server, st *p
 		return fmt.Errorf("record the replication password given to the primary on Secret %q: %w", secret.Name, err)
 	}
 	return nil
+}
+
+// hasDataClaim reports whether the claim cache holds the data claim of ordinal.
+func (p *pass) hasDataClaim(ordinal int32) bool {
+	_, exists, err := p.r.listers.PersistentVolumeClaims.GetByKey(p.db.Namespace + "/" + specs.DataClaimName(p.db, ordinal))
+	return err == nil && exists
 }
 
 // maxReplicas is the most spec.replicas the API server's validation allows.

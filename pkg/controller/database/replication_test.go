@@ -620,13 +620,14 @@ func TestScaleDownMovesThePrimaryOffTheRemovedPodsFirst(t *testing.T) {
 	require.Equal(t, "my-database-0", f.database().Status.Primary)
 	require.Equal(t, int32(3), *f.statefulSet().Spec.Replicas)
 
-	// Confirmed: the StatefulSet goes to spec.replicas, the primary drops the others' slots.
+	// Confirmed: the StatefulSet goes to spec.replicas; the primary keeps the slots of the
+	// removed replicas, whose claims are kept, for a scale-up to find the WAL they need.
 	fi.set(0, primaryState("my-database-1", "my-database-2"))
 	fi.reset()
 	_, err = f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, int32(1), *f.statefulSet().Spec.Replicas)
-	require.Equal(t, []string{"sync-slots 10.0.0.1 want= drop=my_database_1,my_database_2," + dropSlots}, fi.recorded())
+	require.Equal(t, []string{"sync-slots 10.0.0.1 want= drop=" + dropSlots}, fi.recorded())
 	require.Equal(t, []examplev1.DatabaseMember{{Name: "my-database-0", Role: examplev1.MemberRolePrimary, Ready: true}},
 		f.database().Status.Members)
 }

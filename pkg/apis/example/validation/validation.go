@@ -283,7 +283,7 @@ func primaryRemovedByScaleDown(newDB, oldDB *example.Database, fldPath *field.Pa
 		return nil
 	}
 	return field.Invalid(fldPath, primary, fmt.Sprintf(
-		"spec.replicas may not drop from %d to %d while this Pod is the primary: move the primary first, setting spec.primary to one of %s",
+		"spec.replicas may not drop from %d to %d while spec.primary names this Pod: name one of %s",
 		oldReplicas, newReplicas, podRange(newDB.Name, newReplicas)))
 }
 
