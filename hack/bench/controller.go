@@ -237,8 +237,19 @@ func (b *bench) floorRun(ctx context.Context, kube kubernetes.Interface, n, conc
 		if _, err := kube.CoreV1().Secrets(ns).Create(ctx, c.Secret, metav1.CreateOptions{}); err != nil {
 			return err
 		}
-		for _, svc := range []*corev1.Service{c.HeadlessService, c.ClientService} {
+		services := []*corev1.Service{c.HeadlessService, c.ClientService}
+		if c.ReadService != nil {
+			c.ReadService.OwnerReferences = nil
+			services = append(services, c.ReadService)
+		}
+		for _, svc := range services {
 			if _, err := kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+		}
+		if cm := c.ReplicationConfigMap; cm != nil {
+			cm.OwnerReferences = nil
+			if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 				return err
 			}
 		}

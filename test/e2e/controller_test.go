@@ -235,6 +235,13 @@ func TestControllerRBACIsLeastPrivilege(t *testing.T) {
 		{[]string{"delete", "databases.example.com", "-n", "production"}, "no"},
 		{[]string{"create", "databases.example.com", "-n", "production"}, "no"},
 		{[]string{"create", "pods", "-n", "production"}, "no"},
+		// Replication: role labels and the switchover's stop of the old primary, never a
+		// shell in the database's Pods.
+		{[]string{"patch", "pods", "-n", "production"}, "yes"},
+		{[]string{"delete", "pods", "-n", "production"}, "yes"},
+		{[]string{"update", "pods", "-n", "production"}, "no"},
+		{[]string{"create", "pods/exec", "-n", "production"}, "no"},
+		{[]string{"create", "configmaps", "-n", "production"}, "yes"},
 		{[]string{"update", "leases.coordination.k8s.io/kube-scheduler", "-n", "kube-system"}, "no"},
 		{[]string{"update", "leases.coordination.k8s.io/other", "-n", "database-system"}, "no"},
 		{[]string{"create", "clusterroles.rbac.authorization.k8s.io"}, "no"},
@@ -258,12 +265,15 @@ func TestExampleBecomesReadyWithItsChildren(t *testing.T) {
 	require.Len(t, sts.Spec.VolumeClaimTemplates, 1)
 	require.Equal(t, "100Gi", sts.Spec.VolumeClaimTemplates[0].Spec.Resources.Requests.Storage().String())
 
-	require.Len(t, c.Services, 2, "a headless and a client Service")
-	var headless, client *corev1.Service
+	require.Len(t, c.Services, 3, "a headless, a client and a read Service")
+	var headless, client, read *corev1.Service
 	for i, s := range c.Services {
-		if s.Spec.ClusterIP == corev1.ClusterIPNone {
+		switch {
+		case s.Spec.ClusterIP == corev1.ClusterIPNone:
 			headless = &c.Services[i]
-		} else {
+		case s.Name == "my-database-read":
+			read = &c.Services[i]
+		default:
 			client = &c.Services[i]
 		}
 	}
@@ -271,6 +281,24 @@ func TestExampleBecomesReadyWithItsChildren(t *testing.T) {
 	require.True(t, headless.Spec.PublishNotReadyAddresses)
 	require.Equal(t, headless.Name, sts.Spec.ServiceName)
 	require.NotNil(t, client, "no client Service")
+	// The client Service routes to the primary, the read Service to the replicas, by the role
+	// label the controller keeps on the Pods.
+	require.NotNil(t, read, "no read Service")
+	require.Equal(t, "primary", client.Spec.Selector["database.example.com/role"])
+	require.Equal(t, "replica", read.Spec.Selector["database.example.com/role"])
+	eventually(t, 30*time.Second, func() error {
+		for pod, role := range map[string]string{"my-database-0": "primary", "my-database-1": "replica", "my-database-2": "replica"} {
+			p, err := kube(t).CoreV1().Pods("production").Get(context.Background(), pod, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if p.Labels["database.example.com/role"] != role {
+				return fmt.Errorf("pod %s has role %q, want %q", pod, p.Labels["database.example.com/role"], role)
+			}
+		}
+		return nil
+	})
+	require.Equal(t, "my-database-0", waitReady(t, "production", "my-database", 3).Status.Primary)
 	require.Equal(t, "my-database", client.Name)
 	require.Equal(t, int32(5432), client.Spec.Ports[0].Port)
 	// A chart with the same recommended labels never shares our Pods.
@@ -467,10 +495,15 @@ func TestReadyDatabaseLeftAloneCausesNoWrites(t *testing.T) {
 		for _, o := range pdbs.Items {
 			v["PodDisruptionBudget "+o.Name] = o.ResourceVersion
 		}
+		cms, err := kube(t).CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=database-controller"})
+		require.NoError(t, err)
+		for _, o := range cms.Items {
+			v["ConfigMap "+o.Name] = o.ResourceVersion
+		}
 		return v
 	}
 	before, reconcilesBefore := versions(), reconciles(t)
-	require.Len(t, before, 1+1+2+1+2+1, "Database, StatefulSet, 2 Services, Secret, 2 PVCs, PDB: %v", before)
+	require.Len(t, before, 1+1+3+1+2+1+1, "Database, StatefulSet, 3 Services, Secret, 2 PVCs, PDB, replication ConfigMap: %v", before)
 	time.Sleep(window)
 	require.Equal(t, before, versions(), "something wrote to %s/%s or its children while it was left alone", ns, db.Name)
 	require.Greater(t, reconciles(t), reconcilesBefore, "no reconcile ran during the window (resync)")

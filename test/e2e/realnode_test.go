@@ -85,6 +85,14 @@ func runPsql(t *testing.T, ns, name, db, password, sql string) (corev1.PodPhase,
 func runPod(t *testing.T, ns, name, manifest string) (corev1.PodPhase, string) {
 	t.Helper()
 	kubectlIn(t, manifest, "apply", "-f", "-")
+	pod, log := waitPodDone(t, ns, name)
+	require.Equal(t, localcluster.RealNodeName, pod.Spec.NodeName, "psql ran on the simulated node")
+	return pod.Status.Phase, log
+}
+
+// waitPodDone waits until the Pod ends (Succeeded or Failed) and returns it and its log.
+func waitPodDone(t *testing.T, ns, name string) (*corev1.Pod, string) {
+	t.Helper()
 	var pod *corev1.Pod
 	eventually(t, realPodTimeout, func() error {
 		var err error
@@ -97,8 +105,7 @@ func runPod(t *testing.T, ns, name, manifest string) (corev1.PodPhase, string) {
 		}
 		return nil
 	})
-	require.Equal(t, localcluster.RealNodeName, pod.Spec.NodeName, "psql ran on the simulated node")
-	return pod.Status.Phase, kubectl(t, "logs", "-n", ns, name)
+	return pod, kubectl(t, "logs", "-n", ns, name)
 }
 
 // serverPod returns the Database's first Pod once it runs Ready on the real node, with a

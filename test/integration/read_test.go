@@ -39,7 +39,10 @@ func TestTableOutputHasThePrinterColumns(t *testing.T) {
 	db := newDatabase(ns, "tabled", examplev1.EnginePostgreSQL, "14.5")
 	db.Spec.Replicas = ptrInt32(3)
 	db.Spec.Storage = "100Gi"
-	create(t, client, db)
+	created := create(t, client, db)
+	created.Status.Primary = "tabled-0"
+	_, err := client.ExampleV1().Databases(ns).UpdateStatus(context.Background(), created, metav1.UpdateOptions{})
+	require.NoError(t, err)
 
 	resp := do(t, http.MethodGet, databasesPath(ns), nil, map[string]string{"Accept": tableAccept})
 	require.Equal(t, http.StatusOK, resp.code, "%s", resp.body)
@@ -55,7 +58,7 @@ func TestTableOutputHasThePrinterColumns(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"Name", "Engine", "Version", "Replicas", "Status", "Age"}, names)
-	require.Subset(t, wide, []string{"Ready", "Storage"})
+	require.Equal(t, []string{"Ready", "Storage", "Primary"}, wide)
 	require.Len(t, table.Rows, 1)
 	cells := table.Rows[0].Cells
 	require.Equal(t, "tabled", cells[0])
@@ -63,6 +66,7 @@ func TestTableOutputHasThePrinterColumns(t *testing.T) {
 	require.Equal(t, "14.5", cells[2])
 	require.EqualValues(t, 3, cells[3])
 	require.Contains(t, cells, "100Gi")
+	require.Equal(t, "tabled-0", cells[len(cells)-1], "Primary is status.primary")
 
 	one := do(t, http.MethodGet, databasesPath(ns)+"/tabled", nil, map[string]string{"Accept": tableAccept})
 	require.Equal(t, http.StatusOK, one.code)
@@ -580,6 +584,15 @@ func TestOpenAPIDescribesTheDatabaseSchema(t *testing.T) {
 	require.Contains(t, string(spec.Properties["engine"]), `"postgresql"`)
 	require.Contains(t, string(spec.Properties["replicas"]), `"maximum":10`)
 	require.Contains(t, string(spec.Properties["storage"]), `^[0-9]+Gi$`)
+	require.Contains(t, string(spec.Properties["primary"]), "planned switchover")
+	status, ok := doc.Components.Schemas["com.example.v1.DatabaseStatus"]
+	require.True(t, ok)
+	require.Contains(t, string(status.Properties["members"]), `"x-kubernetes-list-type":"map"`)
+	require.Contains(t, string(status.Properties["members"]), `"x-kubernetes-list-map-keys":["name"]`)
+	member, ok := doc.Components.Schemas["com.example.v1.DatabaseMember"]
+	require.True(t, ok)
+	require.Contains(t, string(member.Properties["role"]), `"Primary"`)
+	require.Contains(t, string(member.Properties["role"]), `"Replica"`)
 
 	v2 := do(t, http.MethodGet, "/openapi/v2", nil, map[string]string{"Accept": "application/json"})
 	require.Equal(t, http.StatusOK, v2.code)

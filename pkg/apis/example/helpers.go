@@ -1,7 +1,38 @@
 package example
 
-import "example.com/database-apiserver/pkg/storagesize"
+import (
+	"strconv"
+	"strings"
+
+	"example.com/database-apiserver/pkg/storagesize"
+)
 
 // CanonicalStorage returns spec.storage in its canonical form (storagesize.Canonical):
 // without leading zeros, so equal sizes are equal strings.
 func CanonicalStorage(storage string) string { return storagesize.Canonical(storage) }
+
+// PodName returns the name of the database Pod of ordinal in the Database
+// name: "<name>-<ordinal>", as a StatefulSet named after the Database names its Pods.
+func PodName(name string, ordinal int32) string {
+	return name + "-" + strconv.FormatInt(int64(ordinal), 10)
+}
+
+// PodOrdinal returns the ordinal of the database Pod pod of the Database name,
+// and true, when pod is exactly "<name>-<n>" with n a decimal int32 of no
+// leading zeros (the form PodName writes); otherwise 0 and false.
+func PodOrdinal(name, pod string) (int32, bool) {
+	digits, ok := strings.CutPrefix(pod, name+"-")
+	if !ok || digits == "" || (digits[0] == '0' && len(digits) > 1) {
+		return 0, false
+	}
+	for _, r := range digits {
+		if r < '0' || r > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(digits, 10, 32)
+	if err != nil {
+		return 0, false
+	}
+	return int32(n), true
+}

@@ -61,6 +61,20 @@ const (
 	ConditionDegraded    = "Degraded"
 )
 
+// MemberRole is a database Pod's part in replication.
+type MemberRole string
+
+// The roles a member reports in status.members[].role; empty while unknown.
+const (
+	// MemberRolePrimary takes writes.
+	MemberRolePrimary MemberRole = "Primary"
+	// MemberRoleReplica follows the primary, read-only.
+	MemberRoleReplica MemberRole = "Replica"
+)
+
+// SupportedMemberRoles lists every MemberRole.
+var SupportedMemberRoles = []MemberRole{MemberRolePrimary, MemberRoleReplica}
+
 // Bounds of spec.replicas: 1 to 10 Pods.
 const (
 	MinReplicas int32 = 1
@@ -96,6 +110,14 @@ type DatabaseSpec struct {
 	// Empty means "not set": the DatabaseDefaults admission plugin fills it in,
 	// and the controller treats it as DeletionPolicyDelete.
 	DeletionPolicy DeletionPolicy
+	// Primary is the Pod that should be the primary (takes writes),
+	// "<metadata.name>-<ordinal>" with the ordinal below Replicas. Empty: the
+	// controller keeps the current primary (the first Pod, "<name>-0", at
+	// creation) and, when a scale-down would remove it, switches over to
+	// "<name>-0" first. Another Pod asks for a planned switchover: the
+	// controller stops the old primary, waits until the new one has every
+	// write of it, promotes it, and the old one follows it as a replica.
+	Primary string
 }
 
 // DatabaseStatus is what the controller observed.
@@ -110,6 +132,27 @@ type DatabaseStatus struct {
 	ObservedGeneration int64
 	// Selector is the label selector of the database Pods, in string form, for the scale subresource.
 	Selector string
+	// Primary is the Pod that is primary now, as the controller last confirmed it.
+	Primary string
+	// Members are the database Pods by ordinal, one each, keyed by name.
+	Members []DatabaseMember
+}
+
+// DatabaseMember is one database Pod's part in replication, as the controller observed it.
+type DatabaseMember struct {
+	// Name is the Pod name, "<metadata.name>-<ordinal>".
+	Name string
+	// Role is Primary or Replica; empty while unknown (the Pod is not running or not answering).
+	Role MemberRole
+	// Ready is the Pod's Ready condition.
+	Ready bool
+	// Streaming is true for a replica whose WAL receiver the primary reports
+	// as streaming (PostgreSQL's pg_stat_replication.state).
+	Streaming bool
+	// LagBytes is how many bytes of WAL the primary has written that the
+	// replica has not replayed (PostgreSQL's pg_wal_lsn_diff of
+	// pg_current_wal_lsn() and replay_lsn); nil when unknown.
+	LagBytes *int64
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"example.com/database-apiserver/pkg/controller/database"
+	"example.com/database-apiserver/pkg/controller/postgres"
 
 	// client-go's REST client, workqueue and leader election metrics in legacyregistry.
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
@@ -105,7 +106,7 @@ func (c *Config) newTerm(ctx context.Context) (*controllerTerm, error) {
 	eventsCtx, stopEvents := context.WithCancel(context.WithoutCancel(ctx))
 	kubeInformers := database.NewKubeInformerFactory(c.Kube, o.ResyncPeriod)
 	databaseInformers := database.NewDatabaseInformerFactory(c.Databases, o.ResyncPeriod)
-	controller, err := database.NewController(eventsCtx, c.Kube, c.Databases, kubeInformers, databaseInformers)
+	controller, err := database.NewController(eventsCtx, c.Kube, c.Databases, kubeInformers, databaseInformers, postgres.Client{})
 	if err != nil {
 		stopEvents()
 		return nil, err

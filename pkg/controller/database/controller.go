@@ -135,12 +135,13 @@ func NewDatabaseInformerFactory(databases versioned.Interface, resync time.Durat
 
 // NewController registers event handlers on the informers of kubeInformers (which should come
 // from NewKubeInformerFactory) and databaseInformers, and builds the Reconciler with their
-// listers and an event recorder that writes core/v1 Events through kube. The caller starts the
+// listers and an event recorder that writes core/v1 Events through kube, asking the servers
+// of replicating Databases through instances (see NewReconciler). The caller starts the
 // factories (before or after Run); Events are recorded until ctx ends. It fails when
 // kubeInformers already holds a PersistentVolumeClaim informer other than NewClaimInformer's
 // (one without ClaimsByDatabaseIndex).
 func NewController(ctx context.Context, kube kubernetes.Interface, databases versioned.Interface,
-	kubeInformers informers.SharedInformerFactory, databaseInformers externalversions.SharedInformerFactory) (*Controller, error) {
+	kubeInformers informers.SharedInformerFactory, databaseInformers externalversions.SharedInformerFactory, instances Instances) (*Controller, error) {
 	logger := klog.FromContext(ctx)
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
@@ -157,6 +158,8 @@ func NewController(ctx context.Context, kube kubernetes.Interface, databases ver
 		return nil, errors.New("the PersistentVolumeClaim informer has no index " + ClaimsByDatabaseIndex + ": build the factory with NewKubeInformerFactory")
 	}
 	pdbs := kubeInformers.Policy().V1().PodDisruptionBudgets()
+	configMaps := kubeInformers.Core().V1().ConfigMaps()
+	pods := kubeInformers.Core().V1().Pods()
 
 	c := &Controller{
 		reconciler: NewReconciler(kube, databases, Listers{
@@ -165,8 +168,10 @@ func NewController(ctx context.Context, kube kubernetes.Interface, databases ver
 			Services:               services.Lister(),
 			Secrets:                secrets.Lister(),
 			PodDisruptionBudgets:   pdbs.Lister(),
+			ConfigMaps:             configMaps.Lister(),
+			Pods:                   pods.Lister(),
 			PersistentVolumeClaims: claims.GetIndexer(),
-		}, recorder, clock.RealClock{}),
+		}, recorder, clock.RealClock{}, instances),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: ControllerName},
@@ -208,6 +213,8 @@ func NewController(ctx context.Context, kube kubernetes.Interface, databases ver
 		{secrets.Informer(), c.enqueueOwner},
 		{claims, c.enqueueClaim},
 		{pdbs.Informer(), c.enqueueOwner},
+		{configMaps.Informer(), c.enqueueOwner},
+		{pods.Informer(), c.enqueuePod},
 	} {
 		reg, err := h.informer.AddEventHandler(changes(h.enqueue))
 		if err != nil {
@@ -338,6 +345,21 @@ func (c *Controller) enqueueOwner(obj any) {
 		return
 	}
 	c.queue.Add(cache.ObjectName{Namespace: object.GetNamespace(), Name: owner.Name})
+}
+
+// enqueuePod enqueues the Database whose Pod obj is (specs.DatabaseOfPod): its StatefulSet
+// controls the Pod, but a Pod's start, readiness and end move its Database's replication.
+func (c *Controller) enqueuePod(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	if database, ok := specs.DatabaseOfPod(pod); ok {
+		c.queue.Add(cache.ObjectName{Namespace: pod.Namespace, Name: database})
+	}
 }
 
 // enqueueClaim enqueues the controller of a PersistentVolumeClaim, as enqueueOwner does, and

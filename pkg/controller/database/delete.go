@@ -23,8 +23,9 @@ import (
 // reconcileDelete runs the cleanup of spec.deletionPolicy for a Database being deleted, then
 // removes FinalizerName, and reports phase Deleting.
 //
-//   - Delete ("" too): the StatefulSet, both Services, the PodDisruptionBudget, the data
-//     PersistentVolumeClaims and the Secret are deleted (ourFinalizers removed first).
+//   - Delete ("" too): the StatefulSet, the Services, the replication ConfigMap, the
+//     PodDisruptionBudget, the data PersistentVolumeClaims and the Secret are deleted
+//     (ourFinalizers removed first).
 //   - Retain: the workload is deleted; the claims and the Secret are kept and released: our
 //     owner reference, managed-by label and ourFinalizers are removed, so the garbage
 //     collector keeps them, and RetainedFromAnnotation marks them for a new Database of the
@@ -80,9 +81,11 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, db *examplev1.Database
 	default:
 		collect(deleteChild(ctx, db, "StatefulSet", r.kube.AppsV1().StatefulSets(ns), sts))
 	}
-	for _, name := range []string{specs.HeadlessServiceName(db), specs.ClientServiceName(db)} {
+	for _, name := range []string{specs.HeadlessServiceName(db), specs.ClientServiceName(db), specs.ReadServiceName(db)} {
 		collect(deleteCachedChild(ctx, db, "Service", r.listers.Services.Services(ns).Get, r.kube.CoreV1().Services(ns), name))
 	}
+	collect(deleteCachedChild(ctx, db, "ConfigMap", r.listers.ConfigMaps.ConfigMaps(ns).Get,
+		r.kube.CoreV1().ConfigMaps(ns), specs.ReplicationConfigMapName(db)))
 	collect(deleteCachedChild(ctx, db, "PodDisruptionBudget", r.listers.PodDisruptionBudgets.PodDisruptionBudgets(ns).Get,
 		r.kube.PolicyV1().PodDisruptionBudgets(ns), specs.PodDisruptionBudgetName(db)))
 	if sts == nil || sts.DeletionTimestamp == nil {

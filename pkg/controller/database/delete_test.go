@@ -21,8 +21,6 @@ import (
 	"example.com/database-apiserver/pkg/controller/specs"
 )
 
-var pods = corev1.SchemeGroupVersion.WithResource("pods")
-
 // orphanedPods plays a StatefulSet deleted with propagationPolicy Orphan (a replacement for
 // a storage increase) whose re-creation has not happened: it is gone, its Pods run on
 // without a controller.
@@ -56,6 +54,8 @@ func TestDeletion(t *testing.T) {
 		"delete statefulsets my-database",
 		"delete services my-database-headless",
 		"delete services my-database",
+		"delete services my-database-read",
+		"delete configmaps my-database-replication",
 		"delete poddisruptionbudgets my-database",
 		"list pods",
 	}
@@ -230,6 +230,8 @@ func TestDeletionWhileTheStatefulSetIsReplacedDeletesItsOrphanedPods(t *testing.
 		"get statefulsets my-database",
 		"delete services my-database-headless",
 		"delete services my-database",
+		"delete services my-database-read",
+		"delete configmaps my-database-replication",
 		"delete poddisruptionbudgets my-database",
 		"list pods",
 		"delete pods my-database-0",

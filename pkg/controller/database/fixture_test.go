@@ -48,6 +48,8 @@ var (
 	secrets      = corev1.SchemeGroupVersion.WithResource("secrets")
 	claims       = corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims")
 	pdbs         = policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets")
+	configMaps   = corev1.SchemeGroupVersion.WithResource("configmaps")
+	pods         = corev1.SchemeGroupVersion.WithResource("pods")
 	databases    = examplev1.SchemeGroupVersion.WithResource("databases")
 )
 
@@ -76,6 +78,9 @@ type fixture struct {
 	recorder *record.FakeRecorder
 	clock    *clocktesting.FakePassiveClock
 	r        *database.Reconciler
+	// instances is the Reconciler's Instances: nil for newFixture, the test's for
+	// newFixtureWith.
+	instances database.Instances
 
 	indexers map[schema.GroupVersionResource]cache.Indexer
 	// pinned overrides what sync puts in the listers for these objects (by resource and
@@ -89,8 +94,15 @@ type fixture struct {
 
 func newFixture(t *testing.T, db *examplev1.Database, kubeObjects ...runtime.Object) *fixture {
 	t.Helper()
+	return newFixtureWith(t, nil, db, kubeObjects...)
+}
+
+// newFixtureWith is newFixture with a Reconciler that asks the servers through instances.
+func newFixtureWith(t *testing.T, instances database.Instances, db *examplev1.Database, kubeObjects ...runtime.Object) *fixture {
+	t.Helper()
 	f := &fixture{
 		t:         t,
+		instances: instances,
 		kube:      kubefake.NewClientset(kubeObjects...),
 		recorder:  record.NewFakeRecorder(100),
 		clock:     clocktesting.NewFakePassiveClock(start),
@@ -133,7 +145,7 @@ func newFixture(t *testing.T, db *examplev1.Database, kubeObjects ...runtime.Obj
 		}
 		return false, nil, nil
 	})
-	for _, gvr := range []schema.GroupVersionResource{statefulSets, services, secrets, pdbs, databases} {
+	for _, gvr := range []schema.GroupVersionResource{statefulSets, services, secrets, pdbs, configMaps, pods, databases} {
 		f.indexers[gvr] = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	}
 	f.indexers[claims] = database.NewClaimInformer(f.kube, 0).GetIndexer()
@@ -143,8 +155,10 @@ func newFixture(t *testing.T, db *examplev1.Database, kubeObjects ...runtime.Obj
 		Services:               corelisters.NewServiceLister(f.indexers[services]),
 		Secrets:                corelisters.NewSecretLister(f.indexers[secrets]),
 		PodDisruptionBudgets:   policylisters.NewPodDisruptionBudgetLister(f.indexers[pdbs]),
+		ConfigMaps:             corelisters.NewConfigMapLister(f.indexers[configMaps]),
+		Pods:                   corelisters.NewPodLister(f.indexers[pods]),
 		PersistentVolumeClaims: f.indexers[claims],
-	}, f.recorder, f.clock)
+	}, f.recorder, f.clock, f.instances)
 	f.sync()
 	return f
 }
@@ -219,6 +233,12 @@ func (f *fixture) sync() {
 		},
 		pdbs: func() (runtime.Object, error) {
 			return f.kube.PolicyV1().PodDisruptionBudgets("").List(f.t.Context(), metav1.ListOptions{})
+		},
+		configMaps: func() (runtime.Object, error) {
+			return f.kube.CoreV1().ConfigMaps("").List(f.t.Context(), metav1.ListOptions{})
+		},
+		pods: func() (runtime.Object, error) {
+			return f.kube.CoreV1().Pods("").List(f.t.Context(), metav1.ListOptions{})
 		},
 	}
 	for gvr, list := range lists {

@@ -121,10 +121,7 @@ func TestRetainedDataIsAdoptedByADatabaseOfTheSameName(t *testing.T) {
 			}
 			_, err := f.reconcile()
 			require.NoError(t, err)
-			require.Equal(t, slices.Concat([]string{"update databases my-database"}, secretActions, []string{
-				"create services my-database-headless",
-				"create services my-database",
-			}, getClaims, []string{
+			require.Equal(t, slices.Concat([]string{"update databases my-database"}, secretActions, createServices, getClaims, []string{
 				"update persistentvolumeclaims data-my-database-0",
 				"update persistentvolumeclaims data-my-database-1",
 				"update persistentvolumeclaims data-my-database-2",

@@ -72,11 +72,20 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 	if h == nil && err == nil {
 		h, err = p.ensureServices(ctx)
 	}
+	replicates, designated := specs.Replicates(p.desired), ""
+	if h == nil && err == nil && replicates {
+		designated, h, err = p.ensureReplicationConfigMap(ctx)
+	}
+	replicas := p.desired.Replicas
+	if held := heldReplicas(p.db, replicas, statefulSetReplicas(p.statefulSet), designated); replicates && held != replicas {
+		// The workload keeps the Pods of the primary until a switchover moves it.
+		p.desired.Replicas, p.wantStatefulSet.Spec.Replicas = held, ptr.To(held)
+	}
 	var expansion *failure
 	if h == nil && err == nil {
 		expansion, h, err = p.reconcileClaims(ctx)
 	}
-	obs := observation{replicas: p.desired.Replicas, expansion: expansion, credentials: p.credentials, expanding: p.expanding}
+	obs := observation{replicas: replicas, expansion: expansion, credentials: p.credentials, expanding: p.expanding}
 	if h != nil && h.releasesClaims() && !protected(p.db) {
 		if err := p.r.unprotectClaims(ctx, p.db); err != nil {
 			return p.halted(observation{}, nil), err
@@ -94,6 +103,13 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 		return p.halted(obs, h), err
 	}
 	obs.statefulSet = sts
+	if replicates {
+		rep, err := p.reconcileReplication(ctx, sts, designated, replicas, p.desired.Replicas)
+		obs.replication = &rep
+		if err != nil {
+			return obs, err
+		}
+	}
 	return obs, nil
 }
 
@@ -144,7 +160,7 @@ func (p *pass) ensureSecret(ctx context.Context) (*halt, error) {
 			return r.listers.Secrets.Secrets(db.Namespace).Get(name)
 		},
 		build: func() *corev1.Secret {
-			s := specs.Secret(db, p.desired, rand.Text())
+			s := specs.Secret(db, p.desired, rand.Text(), rand.Text())
 			setCredentialsFinalizer(s)
 			setProtection(s, protected(db))
 			return s
@@ -163,6 +179,7 @@ func (p *pass) ensureSecret(ctx context.Context) (*halt, error) {
 			have.Labels = specs.MergeLabels(have.Labels, specs.ChildLabels(db))
 			setCredentialsFinalizer(have)
 			setProtection(have, protected(db))
+			specs.SetReplicationCredentials(p.desired, have.Data, rand.Text())
 			specs.FillCredentials(db, p.desired, have.Data)
 			return nil
 		},
@@ -173,16 +190,30 @@ func (p *pass) ensureSecret(ctx context.Context) (*halt, error) {
 					changed = append(changed, k)
 				}
 			}
+			var removed []string
+			for k := range old.Data {
+				if _, ok := updated.Data[k]; !ok {
+					removed = append(removed, k)
+				}
+			}
 			slices.Sort(changed)
+			slices.Sort(removed)
 			for _, f := range ourFinalizers {
 				if slices.Contains(updated.Finalizers, f) != slices.Contains(old.Finalizers, f) {
 					changed = append(changed, "finalizer "+f)
 				}
 			}
-			if len(changed) == 0 {
+			var parts []string
+			if len(changed) > 0 {
+				parts = append(parts, "set "+strings.Join(changed, ", "))
+			}
+			if len(removed) > 0 {
+				parts = append(parts, "removed "+strings.Join(removed, ", "))
+			}
+			if len(parts) == 0 {
 				return "labels"
 			}
-			return "set " + strings.Join(changed, ", ")
+			return strings.Join(parts, "; ")
 		},
 	})
 	return h, err
@@ -208,9 +239,13 @@ func (p *pass) lostCredentials(ctx context.Context) (*corev1.Secret, *halt, erro
 	live, err := p.r.kube.CoreV1().Secrets(db.Namespace).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
+		keys := "username and password"
+		if specs.Replicates(p.desired) {
+			keys = "username, password and replication-password"
+		}
 		return nil, fail(ReasonCredentialsLost,
-			"Secret %s is gone while the data directory keeps its credentials: no new password is generated, the database would not accept it. Restore it: create Secret %s with the old username and password and the annotation %s=%s (checked again every minute)",
-			name, name, RetainedFromAnnotation, retainedKey(db)), nil
+			"Secret %s is gone while the data directory keeps its credentials: no new password is generated, the database would not accept it. Restore it: create Secret %s with the old %s and the annotation %s=%s (checked again every minute)",
+			name, name, keys, RetainedFromAnnotation, retainedKey(db)), nil
 	case err != nil:
 		return nil, nil, fmt.Errorf("get Secret %q: %w", name, err)
 	}
@@ -252,10 +287,25 @@ func (p *pass) unprotectDeletedSecret(ctx context.Context) error {
 	return nil
 }
 
-// ensureServices makes the headless and the client Service exist with the fields we own.
+// ensureServices makes the headless and the client Service exist with the fields we own, and
+// the read Service while replicas > 1 on an engine that replicates; it deletes ours
+// otherwise.
 func (p *pass) ensureServices(ctx context.Context) (*halt, error) {
 	db := p.db
-	for _, want := range []*corev1.Service{specs.HeadlessService(db, p.desired), specs.ClientService(db, p.desired)} {
+	services := []*corev1.Service{specs.HeadlessService(db, p.desired), specs.ClientService(db, p.desired)}
+	if specs.Replicates(p.desired) && p.desired.Replicas > 1 {
+		services = append(services, specs.ReadService(db, p.desired))
+	} else {
+		client := p.r.kube.CoreV1().Services(db.Namespace)
+		deleted, err := deleteCachedChild(ctx, db, "Service", p.r.listers.Services.Services(db.Namespace).Get, client, specs.ReadServiceName(db))
+		if err != nil {
+			return nil, err
+		}
+		if deleted {
+			p.r.event(ctx, db, corev1.EventTypeNormal, ReasonDeleted, "Deleted Service %s: replicas is 1", specs.ReadServiceName(db))
+		}
+	}
+	for _, want := range services {
 		_, h, err := ensureChild(ctx, p, childOps[*corev1.Service]{
 			kind:   "Service",
 			name:   want.Name,

@@ -55,6 +55,15 @@ const RequeueAfterNotReady = 10 * time.Second
 // holding a child's name, a StorageClass refusing an expansion, a terminating namespace.
 const RequeueAfterExternal = time.Minute
 
+// RequeueAfterReplication is how often the Reconciler asks the servers of a replicated
+// Database for their state (status.members, the Replicating condition), and
+// RequeueAfterSwitchover how often while a switchover has stopped the old primary and waits
+// on WAL positions, which change without an event the informers see.
+const (
+	RequeueAfterReplication = 30 * time.Second
+	RequeueAfterSwitchover  = 2 * time.Second
+)
+
 // Result tells the caller when to look at the Database again. A zero Result means "only
 // when something changes".
 type Result struct {
@@ -71,6 +80,8 @@ type Listers struct {
 	Services             corelisters.ServiceLister
 	Secrets              corelisters.SecretLister
 	PodDisruptionBudgets policylisters.PodDisruptionBudgetLister
+	ConfigMaps           corelisters.ConfigMapLister
+	Pods                 corelisters.PodLister
 	// PersistentVolumeClaims is the claim cache, unlike the others not scoped by labels
 	// (NewClaimInformer's indexer), with the index ClaimsByDatabaseIndex: the Reconciler finds
 	// a Database's data claims in it by name, since the StatefulSet mounts a claim by name.
@@ -88,12 +99,15 @@ type Reconciler struct {
 	listers   Listers
 	recorder  record.EventRecorder
 	clock     clock.PassiveClock
+	instances Instances
 }
 
 // NewReconciler returns a Reconciler writing children through kube, Databases through
-// databases, Events through recorder, and condition times read from clock.
-func NewReconciler(kube kubernetes.Interface, databases versioned.Interface, listers Listers, recorder record.EventRecorder, clock clock.PassiveClock) *Reconciler {
-	return &Reconciler{kube: kube, databases: databases, listers: listers, recorder: recorder, clock: clock}
+// databases, Events through recorder, and condition times read from clock. It asks the
+// servers of replicating Databases their state through instances; with nil it never does:
+// the first Pod stays primary, and the Replicating condition is Unknown.
+func NewReconciler(kube kubernetes.Interface, databases versioned.Interface, listers Listers, recorder record.EventRecorder, clock clock.PassiveClock, instances Instances) *Reconciler {
+	return &Reconciler{kube: kube, databases: databases, listers: listers, recorder: recorder, clock: clock, instances: instances}
 }
 
 // Reconcile brings the children of the Database named key to the desired state and writes
@@ -180,9 +194,16 @@ func (r *Reconciler) report(ctx context.Context, db *examplev1.Database, obs obs
 	if _, err := r.writeStatus(ctx, db, status); err != nil {
 		return Result{}, err
 	}
-	switch {
+	switch rep := obs.replication; {
 	case obs.failure != nil && obs.failure.external():
 		return Result{RequeueAfter: RequeueAfterExternal}, nil
+	case rep != nil && rep.fenced && rep.observed:
+		return Result{RequeueAfter: RequeueAfterSwitchover}, nil
+	case rep != nil && rep.switchover != "":
+		// Waiting for the target to stream or the primary to answer: no WAL position to watch.
+		return Result{RequeueAfter: RequeueAfterNotReady}, nil
+	case rep != nil && obs.replicas > 1 && rep.observed && status.Phase == examplev1.DatabasePhaseReady:
+		return Result{RequeueAfter: RequeueAfterReplication}, nil
 	case status.Phase == examplev1.DatabasePhaseFailed:
 		return Result{}, nil
 	case status.Phase == examplev1.DatabasePhaseProvisioning || status.Phase == examplev1.DatabasePhasePending:

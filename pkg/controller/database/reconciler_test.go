@@ -3,9 +3,11 @@ package database_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,13 +65,21 @@ var growAndReplaceActions = []string{
 	"update databases/status my-database",
 }
 
+// createServices are the creates of the example Database's Services and, its engine
+// replicating, its replication ConfigMap, which follow the Secret: the headless and the client
+// Service, the read Service (replicas > 1), then the ConfigMap the Pods mount.
+var createServices = []string{
+	"create services my-database-headless",
+	"create services my-database",
+	"create services my-database-read",
+	"create configmaps my-database-replication",
+}
+
 // firstReconcile is what a first Reconcile of the example Database does, in order.
 var firstReconcile = slices.Concat([]string{
 	"update databases my-database",
 	"create secrets my-database-credentials",
-	"create services my-database-headless",
-	"create services my-database",
-}, getClaims, createClaims, []string{
+}, createServices, getClaims, createClaims, []string{
 	"create statefulsets my-database",
 	"create poddisruptionbudgets my-database",
 	"update databases/status my-database",
@@ -91,7 +101,7 @@ func TestFirstReconcileAddsTheFinalizerBeforeCreatingChildrenThenWritesStatus(t 
 	require.Equal(t, firstReconcile, f.actions)
 	require.Equal(t, []string{
 		"Normal SecretGenerated Generated credentials in Secret my-database-credentials",
-		"Normal Created Created Service my-database-headless, Service my-database, StatefulSet my-database, PodDisruptionBudget my-database",
+		"Normal Created Created Service my-database-headless, Service my-database, Service my-database-read, ConfigMap my-database-replication, StatefulSet my-database, PodDisruptionBudget my-database",
 	}, f.events())
 
 	db := f.database()
@@ -105,7 +115,9 @@ func TestFirstReconcileAddsTheFinalizerBeforeCreatingChildrenThenWritesStatus(t 
 		{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Provisioning", Message: "0/3 replicas ready", ObservedGeneration: 1, LastTransitionTime: at},
 		{Type: "Progressing", Status: metav1.ConditionTrue, Reason: "Updating", Message: "waiting for the StatefulSet controller to observe generation 1", ObservedGeneration: 1, LastTransitionTime: at},
 		{Type: "Degraded", Status: metav1.ConditionFalse, Reason: "AsExpected", ObservedGeneration: 1, LastTransitionTime: at},
-	}, db.Status.Conditions)
+		{Type: "Replicating", Status: metav1.ConditionUnknown, Reason: "NotObserved", Message: "the controller does not reach the servers", ObservedGeneration: 1, LastTransitionTime: at},
+	}, db.Status.Conditions, "the fixture's Reconciler has no Instances")
+	require.Equal(t, "my-database-0", db.Status.Primary, "the first Pod initialises the data")
 }
 
 func TestChildrenFollowTheEngineRecipes(t *testing.T) {
@@ -116,15 +128,18 @@ func TestChildrenFollowTheEngineRecipes(t *testing.T) {
 		port    int32
 		mount   string
 		uri     *regexp.Regexp
+		// replicates: PostgreSQL's replicas stream from the primary, the others' do not
+		// replicate.
+		replicates bool
 	}{
 		{examplev1.EnginePostgreSQL, "14.5", "postgres:14.5", 5432, "/var/lib/postgresql/data",
-			regexp.MustCompile(`^postgresql://postgres:([A-Za-z0-9_-]+)@my-database\.production\.svc:5432/my_database$`)},
+			regexp.MustCompile(`^postgresql://postgres:([A-Za-z0-9_-]+)@my-database\.production\.svc:5432/my_database$`), true},
 		{examplev1.EnginePostgreSQL, "18", "postgres:18", 5432, "/var/lib/postgresql/data",
-			regexp.MustCompile(`^postgresql://postgres:([A-Za-z0-9_-]+)@my-database\.production\.svc:5432/my_database$`)},
+			regexp.MustCompile(`^postgresql://postgres:([A-Za-z0-9_-]+)@my-database\.production\.svc:5432/my_database$`), true},
 		{examplev1.EngineMySQL, "8.4", "mysql:8.4", 3306, "/var/lib/mysql",
-			regexp.MustCompile(`^mysql://admin:([A-Za-z0-9_-]+)@my-database\.production\.svc:3306/my_database$`)},
+			regexp.MustCompile(`^mysql://admin:([A-Za-z0-9_-]+)@my-database\.production\.svc:3306/my_database$`), false},
 		{examplev1.EngineMongoDB, "7.0", "mongo:7.0", 27017, "/data/db",
-			regexp.MustCompile(`^mongodb://admin:([A-Za-z0-9_-]+)@my-database\.production\.svc:27017/\?authSource=admin$`)},
+			regexp.MustCompile(`^mongodb://admin:([A-Za-z0-9_-]+)@my-database\.production\.svc:27017/\?authSource=admin$`), false},
 	} {
 		t.Run(tc.image, func(t *testing.T) {
 			db := exampleDatabase()
@@ -161,7 +176,16 @@ func TestChildrenFollowTheEngineRecipes(t *testing.T) {
 			c := pod.Containers[0]
 			require.Equal(t, tc.image, c.Image)
 			require.Equal(t, tc.port, c.Ports[0].ContainerPort)
-			require.Equal(t, []corev1.VolumeMount{{Name: "data", MountPath: tc.mount}}, c.VolumeMounts)
+			mounts := []corev1.VolumeMount{{Name: "data", MountPath: tc.mount}}
+			if tc.replicates {
+				mounts = append(mounts, corev1.VolumeMount{Name: "replication", MountPath: "/etc/database", ReadOnly: true})
+				require.Len(t, pod.InitContainers, 1)
+				require.Equal(t, "setup", pod.InitContainers[0].Name)
+			} else {
+				require.Empty(t, pod.InitContainers)
+				require.Empty(t, pod.Volumes)
+			}
+			require.Equal(t, mounts, c.VolumeMounts)
 			require.NotNil(t, c.StartupProbe)
 			require.NotNil(t, c.ReadinessProbe)
 			require.NotNil(t, c.LivenessProbe)
@@ -193,13 +217,36 @@ func TestChildrenFollowTheEngineRecipes(t *testing.T) {
 			require.Equal(t, corev1.ServiceTypeClusterIP, client.Spec.Type)
 			require.Empty(t, client.Spec.ClusterIP)
 			require.False(t, client.Spec.PublishNotReadyAddresses)
-			// Only the first Pod: replicas do not replicate data yet.
-			require.Equal(t, map[string]string{
-				"app.kubernetes.io/name":             selector["app.kubernetes.io/name"],
-				"app.kubernetes.io/instance":         "my-database",
-				"app.kubernetes.io/managed-by":       "database-controller",
-				"statefulset.kubernetes.io/pod-name": "my-database-0",
-			}, client.Spec.Selector)
+			if tc.replicates {
+				// The primary, whichever Pod the controller labels so; the read Service the
+				// replicas.
+				require.Equal(t, map[string]string{
+					"app.kubernetes.io/name":       selector["app.kubernetes.io/name"],
+					"app.kubernetes.io/instance":   "my-database",
+					"app.kubernetes.io/managed-by": "database-controller",
+					"database.example.com/role":    "primary",
+				}, client.Spec.Selector)
+				read := f.service("my-database-read")
+				require.Equal(t, []metav1.OwnerReference{owner}, read.OwnerReferences)
+				require.Equal(t, corev1.ServiceTypeClusterIP, read.Spec.Type)
+				require.Equal(t, map[string]string{
+					"app.kubernetes.io/name":       selector["app.kubernetes.io/name"],
+					"app.kubernetes.io/instance":   "my-database",
+					"app.kubernetes.io/managed-by": "database-controller",
+					"database.example.com/role":    "replica",
+				}, read.Spec.Selector)
+				require.Equal(t, ports, read.Spec.Ports)
+			} else {
+				// Only the first Pod: these replicas do not replicate data.
+				require.Equal(t, map[string]string{
+					"app.kubernetes.io/name":             selector["app.kubernetes.io/name"],
+					"app.kubernetes.io/instance":         "my-database",
+					"app.kubernetes.io/managed-by":       "database-controller",
+					"statefulset.kubernetes.io/pod-name": "my-database-0",
+				}, client.Spec.Selector)
+				require.False(t, f.exists(services, "my-database-read"))
+				require.False(t, f.exists(configMaps, "my-database-replication"))
+			}
 			require.Equal(t, ports, client.Spec.Ports)
 
 			secret := f.secret()
@@ -245,14 +292,15 @@ func serverDefaults(f *fixture) {
 	pod.DNSPolicy = corev1.DNSClusterFirst
 	pod.SchedulerName = corev1.DefaultSchedulerName
 	pod.TerminationGracePeriodSeconds = ptr.To[int64](30)
-	c := &pod.Containers[0]
-	c.ImagePullPolicy = corev1.PullIfNotPresent
-	c.TerminationMessagePath = corev1.TerminationMessagePathDefault
-	c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
+	for _, c := range []*corev1.Container{&pod.Containers[0], &pod.InitContainers[0]} {
+		c.ImagePullPolicy = corev1.PullIfNotPresent
+		c.TerminationMessagePath = corev1.TerminationMessagePathDefault
+		c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
+	}
 	sts.Spec.Template.Annotations = map[string]string{"kubectl.kubernetes.io/restartedAt": "2026-03-01T12:00:00Z"}
 	require.NoError(f.t, f.kube.Tracker().Update(statefulSets, sts, namespace))
 
-	for _, n := range []string{"my-database", "my-database-headless"} {
+	for _, n := range []string{"my-database", "my-database-headless", "my-database-read"} {
 		svc := f.service(n).DeepCopy()
 		if svc.Spec.ClusterIP == "" {
 			svc.Spec.ClusterIP = "10.96.0.10"
@@ -325,9 +373,13 @@ func TestScaleUpdatesTheStatefulSetAndRemovesThePodDisruptionBudgetAtOne(t *test
 		events: []string{"Normal Updated Updated StatefulSet my-database: replicas 3 → 5"},
 	}, {
 		replicas: 1,
-		actions: []string{"update statefulsets my-database", "delete poddisruptionbudgets my-database",
+		// At one replica there are no replicas to read from: the Secret loses read-host and
+		// read-uri, and the read Service goes.
+		actions: []string{"update secrets my-database-credentials", "delete services my-database-read",
+			"update statefulsets my-database", "delete poddisruptionbudgets my-database",
 			"update databases/status my-database"},
-		events: []string{"Normal Updated Updated StatefulSet my-database: replicas 5 → 1",
+		events: []string{"Normal Deleted Deleted Service my-database-read: replicas is 1",
+			"Normal Updated Updated StatefulSet my-database: replicas 5 → 1",
 			"Normal Deleted Deleted PodDisruptionBudget my-database: replicas is 1"},
 	}} {
 		f.updateDatabase(func(db *examplev1.Database) { db.Spec.Replicas = ptr.To(step.replicas) })
@@ -335,7 +387,10 @@ func TestScaleUpdatesTheStatefulSetAndRemovesThePodDisruptionBudgetAtOne(t *test
 		require.NoError(t, err)
 		require.Equal(t, requeue, result)
 		require.Equal(t, step.actions, f.actions)
-		require.Equal(t, step.events, f.events())
+		// The Secret's Event (read-host and read-uri set or removed) is not this test's.
+		require.Equal(t, step.events, slices.DeleteFunc(f.events(), func(e string) bool {
+			return strings.HasPrefix(e, "Normal Updated Updated Secret my-database-credentials")
+		}))
 		require.Equal(t, step.replicas, *f.statefulSet().Spec.Replicas)
 		require.Equal(t, examplev1.DatabasePhaseProvisioning, f.database().Status.Phase)
 		require.Equal(t, "Updating", condition(f.database(), "Progressing").Reason)
@@ -638,43 +693,70 @@ func TestExistingSecretIsNeverRegenerated(t *testing.T) {
 		}
 		return s
 	}
-	rest := slices.Concat([]string{"create services my-database-headless", "create services my-database"}, getClaims, createClaims,
+	rest := slices.Concat(createServices, getClaims, createClaims,
 		[]string{"create statefulsets my-database", "create poddisruptionbudgets my-database", "update databases/status my-database"})
+	// current is the Secret of the example Database (PostgreSQL, three replicas) as the
+	// Reconciler keeps it, with the password "kept" and the replication password "repl-kept".
+	current := map[string]string{"username": "postgres", "password": "kept", "host": "my-database.production.svc", "port": "5432",
+		"database": "my_database", "uri": "postgresql://postgres:kept@my-database.production.svc:5432/my_database",
+		"replication-username": "replicator", "replication-password": "repl-kept", "read-host": "my-database-read.production.svc",
+		"read-uri": "postgresql://postgres:kept@my-database-read.production.svc:5432/my_database"}
+	with := func(change map[string]string, remove ...string) map[string]string {
+		m := maps.Clone(current)
+		maps.Copy(m, change)
+		for _, k := range remove {
+			delete(m, k)
+		}
+		return m
+	}
 	for _, tc := range []struct {
 		name    string
 		secret  *corev1.Secret
 		actions []string
 		data    map[string]string
-		phase   examplev1.DatabasePhase
+		// generated are the keys of data whose value is a new random password.
+		generated []string
+		phase     examplev1.DatabasePhase
 	}{{
 		name:    "complete and current: untouched",
-		secret:  ours(map[string]string{"username": "postgres", "password": "kept", "host": "my-database.production.svc", "port": "5432", "database": "my_database", "uri": "postgresql://postgres:kept@my-database.production.svc:5432/my_database"}),
+		secret:  ours(current),
 		actions: append([]string{"update databases my-database"}, rest...),
-		data:    map[string]string{"username": "postgres", "password": "kept", "host": "my-database.production.svc", "port": "5432", "database": "my_database", "uri": "postgresql://postgres:kept@my-database.production.svc:5432/my_database"},
+		data:    current,
 		phase:   examplev1.DatabasePhaseProvisioning,
 	}, {
 		name: "without the credentials finalizer: added",
 		secret: func() *corev1.Secret {
-			s := ours(map[string]string{"username": "postgres", "password": "kept", "host": "my-database.production.svc", "port": "5432", "database": "my_database", "uri": "postgresql://postgres:kept@my-database.production.svc:5432/my_database"})
+			s := ours(current)
 			s.Finalizers = nil
 			return s
 		}(),
 		actions: append([]string{"update databases my-database", "update secrets my-database-credentials"}, rest...),
-		data:    map[string]string{"username": "postgres", "password": "kept", "host": "my-database.production.svc", "port": "5432", "database": "my_database", "uri": "postgresql://postgres:kept@my-database.production.svc:5432/my_database"},
+		data:    current,
 		phase:   examplev1.DatabasePhaseProvisioning,
 	}, {
-		name:    "password edited by hand: the uri and the other derived keys follow, the password stays",
-		secret:  ours(map[string]string{"username": "postgres", "password": "edited", "host": "h", "port": "1", "database": "d", "uri": "postgresql://postgres:old@h:1/d"}),
+		name: "password edited by hand: the uri and the other derived keys follow, the password stays",
+		secret: ours(with(map[string]string{"password": "edited", "host": "h", "port": "1", "database": "d", "uri": "postgresql://postgres:old@h:1/d",
+			"read-host": "r", "read-uri": "postgresql://postgres:old@r:1/d"})),
 		actions: append([]string{"update databases my-database", "update secrets my-database-credentials"}, rest...),
-		data:    map[string]string{"username": "postgres", "password": "edited", "host": "my-database.production.svc", "port": "5432", "database": "my_database", "uri": "postgresql://postgres:edited@my-database.production.svc:5432/my_database"},
-		phase:   examplev1.DatabasePhaseProvisioning,
+		data: with(map[string]string{"password": "edited", "uri": "postgresql://postgres:edited@my-database.production.svc:5432/my_database",
+			"read-uri": "postgresql://postgres:edited@my-database-read.production.svc:5432/my_database"}),
+		phase: examplev1.DatabasePhaseProvisioning,
 	}, {
 		name:    "missing keys that follow from the credentials: filled",
-		secret:  ours(map[string]string{"username": "someone", "password": "kept"}),
+		secret:  ours(map[string]string{"username": "someone", "password": "kept", "replication-password": "repl-kept"}),
 		actions: append([]string{"update databases my-database", "update secrets my-database-credentials"}, rest...),
-		data: map[string]string{"username": "someone", "password": "kept", "host": "my-database.production.svc", "port": "5432",
-			"database": "my_database", "uri": "postgresql://someone:kept@my-database.production.svc:5432/my_database"},
+		data: with(map[string]string{"username": "someone", "uri": "postgresql://someone:kept@my-database.production.svc:5432/my_database",
+			"read-uri": "postgresql://someone:kept@my-database-read.production.svc:5432/my_database"}),
 		phase: examplev1.DatabasePhaseProvisioning,
+	}, {
+		// A Secret from before replication was set up: the primary's role is created with
+		// the password added now.
+		name:      "without a replication password: one generated, the password kept",
+		secret:    ours(with(nil, "replication-username", "replication-password")),
+		actions:   append([]string{"update databases my-database", "update secrets my-database-credentials"}, rest...),
+		data:      current,
+		generated: []string{"replication-password"},
+		phase:     examplev1.DatabasePhaseProvisioning,
 	}, {
 		name:    "without a password: failed, untouched",
 		secret:  ours(map[string]string{"username": "postgres"}),
@@ -690,6 +772,11 @@ func TestExistingSecretIsNeverRegenerated(t *testing.T) {
 			got := map[string]string{}
 			for k, v := range f.secret().Data {
 				got[k] = string(v)
+			}
+			for _, k := range tc.generated {
+				require.GreaterOrEqual(t, len(got[k]), 24, k)
+				require.NotEqual(t, got["password"], got[k], k)
+				got[k] = tc.data[k]
 			}
 			require.Equal(t, tc.data, got)
 			require.Equal(t, tc.phase, f.database().Status.Phase)
@@ -756,17 +843,19 @@ func TestLostCredentialsAreReportedNeverRegenerated(t *testing.T) {
 	require.Equal(t, requeueExternal, result, "a restored Secret may be unlabelled: looked for every minute")
 	require.Equal(t, []string{"get secrets my-database-credentials", "update databases/status my-database"}, f.actions)
 	require.False(t, f.exists(secrets, name+"-credentials"), "no new password")
-	const msg = "Secret my-database-credentials is gone while the data directory keeps its credentials: no new password is generated, the database would not accept it. Restore it: create Secret my-database-credentials with the old username and password and the annotation database.example.com/retained-from=production/my-database (checked again every minute)"
+	const msg = "Secret my-database-credentials is gone while the data directory keeps its credentials: no new password is generated, the database would not accept it. Restore it: create Secret my-database-credentials with the old username, password and replication-password and the annotation database.example.com/retained-from=production/my-database (checked again every minute)"
 	require.Equal(t, []string{"Warning CredentialsLost " + msg}, f.events())
 	db := f.database()
 	require.Equal(t, examplev1.DatabasePhaseFailed, db.Status.Phase)
 	require.Equal(t, "CredentialsLost", condition(db, "Degraded").Reason)
 	require.Equal(t, msg, condition(db, "Degraded").Message)
 
-	// The user restores it as the message says: adopted, the password kept.
+	// The user restores it as the message says (with the replication password too, which the
+	// primary's replication role and the standbys hold): adopted, the passwords kept.
 	restored := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-credentials",
 		Annotations: map[string]string{database.RetainedFromAnnotation: namespace + "/" + name}},
-		Data: map[string][]byte{"username": old.Data["username"], "password": old.Data["password"]}}
+		Data: map[string][]byte{"username": old.Data["username"], "password": old.Data["password"],
+			"replication-password": old.Data["replication-password"]}}
 	require.NoError(t, f.kube.Tracker().Add(restored))
 	_, err = f.reconcile()
 	require.NoError(t, err)
@@ -828,8 +917,8 @@ func TestPermanentErrorsFailWithoutRetry(t *testing.T) {
 			f.inject("create", "statefulsets", 1, apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "StatefulSet"}, name,
 				field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), name, "too long")}))
 		},
-		actions: slices.Concat([]string{"update databases my-database", "create secrets my-database-credentials",
-			"create services my-database-headless", "create services my-database"}, getClaims, createClaims,
+		actions: slices.Concat([]string{"update databases my-database", "create secrets my-database-credentials"},
+			createServices, getClaims, createClaims,
 			[]string{"create statefulsets my-database", "update databases/status my-database"}),
 		reason: "InvalidChild",
 	}} {

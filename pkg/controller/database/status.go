@@ -24,6 +24,10 @@ const (
 	// ConditionDegraded is True when a Ready Database lost replicas, a volume expansion was
 	// refused, its credentials Secret is being deleted, or it failed.
 	ConditionDegraded = "Degraded"
+	// ConditionReplicating, on a Database of more than one replica whose engine replicates,
+	// is True when every replica streams from the primary, False while one does not or a
+	// switchover is under way, and Unknown when the controller cannot reach the servers.
+	ConditionReplicating = "Replicating"
 )
 
 // Reasons of conditions and Events (CamelCase, as metav1.Condition requires).
@@ -44,6 +48,11 @@ const (
 	ReasonDeleting           = "Deleting"
 	// ReasonStorageExpanding: the claims request spec.storage, their capacity is not there yet.
 	ReasonStorageExpanding = "StorageExpanding"
+	// Replicating, and Progressing during a switchover (also its Events).
+	ReasonStreaming    = "Streaming"
+	ReasonNotStreaming = "NotStreaming"
+	ReasonNotObserved  = "NotObserved"
+	ReasonSwitchover   = "Switchover"
 
 	// Failures (phase Failed): conditions and Warning Events.
 	ReasonChildConflict          = "ChildConflict"
@@ -92,6 +101,9 @@ type observation struct {
 	// expanding names the mounted claims whose capacity has not reached spec.storage yet,
 	// with their sizes: a volume expansion under way.
 	expanding []string
+	// replication is what the replication step found, nil for an engine that does not
+	// replicate or a pass that stopped before it.
+	replication *replication
 }
 
 // rolledOut reports whether the StatefulSet controller has observed sts's current generation
@@ -215,10 +227,40 @@ func computeStatus(db *examplev1.Database, obs observation, now metav1.Time) exa
 		}
 	}
 
-	for _, c := range []struct {
+	conditions := []struct {
 		typ string
 		cond
-	}{{ConditionReady, ready}, {ConditionProgressing, progressing}, {ConditionDegraded, degraded}} {
+	}{{ConditionReady, ready}, {ConditionProgressing, progressing}, {ConditionDegraded, degraded}}
+	if db.Spec.Engine != examplev1.EnginePostgreSQL {
+		// Only PostgreSQL replicates: nothing of replication is this Database's.
+		status.Primary, status.Members = "", nil
+		meta.RemoveStatusCondition(&status.Conditions, ConditionReplicating)
+	}
+	if rep := obs.replication; rep != nil {
+		status.Primary, status.Members = rep.primary, rep.members
+		if rep.switchover != "" && obs.failure == nil {
+			conditions[1].cond = cond{metav1.ConditionTrue, ReasonSwitchover, rep.switchover}
+		}
+		if rep.fenced && obs.failure == nil {
+			// The old primary is stopped and the new one not promoted yet: no server takes
+			// writes, and the client Service has no endpoint.
+			c := cond{metav1.ConditionFalse, ReasonSwitchover, rep.switchover}
+			conditions[0].cond, conditions[2].cond = c, cond{metav1.ConditionTrue, ReasonSwitchover, rep.switchover}
+			if status.Phase == examplev1.DatabasePhaseReady {
+				status.Phase = examplev1.DatabasePhaseDegraded
+			}
+		}
+		if obs.replicas > 1 || rep.switchover != "" {
+			s, reason, message := replicatingCondition(*rep)
+			conditions = append(conditions, struct {
+				typ string
+				cond
+			}{ConditionReplicating, cond{s, reason, message}})
+		} else {
+			meta.RemoveStatusCondition(&status.Conditions, ConditionReplicating)
+		}
+	}
+	for _, c := range conditions {
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{
 			Type: c.typ, Status: c.status, Reason: c.reason, Message: c.message,
 			ObservedGeneration: db.Generation, LastTransitionTime: now,

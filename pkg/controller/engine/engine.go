@@ -32,6 +32,15 @@ const (
 	// SecretKeyURI is a connection URI with the credentials, e.g.
 	// "postgresql://postgres:…@db.ns.svc:5432/db".
 	SecretKeyURI = "uri"
+	// SecretKeyReadHost and SecretKeyReadURI are the read Service's DNS name,
+	// "<name>-read.<namespace>.svc", and a URI through it: present while replicas > 1 on
+	// an engine that replicates (Recipe.ReplicationUsername).
+	SecretKeyReadHost = "read-host"
+	SecretKeyReadURI  = "read-uri"
+	// SecretKeyReplicationUsername and SecretKeyReplicationPassword are the role replicas
+	// connect to the primary as, on an engine that replicates.
+	SecretKeyReplicationUsername = "replication-username"
+	SecretKeyReplicationPassword = "replication-password"
 )
 
 // ContainerName is the name of the database container in every engine's Pod.
@@ -59,6 +68,10 @@ type Recipe struct {
 	// FSGroup is the group the image's server runs as (999 in all three official images):
 	// the pod's fsGroup, so the server can write a freshly provisioned volume.
 	FSGroup int64
+	// ReplicationUsername is the role replicas stream from the primary as; "" for an engine
+	// whose replication the controller does not set up, whose replicas are independent
+	// servers of which only the first is served.
+	ReplicationUsername string
 	// Requests are the container's resource requests (no limits: an engine killed at a
 	// memory limit loses in-flight transactions).
 	Requests corev1.ResourceList
@@ -181,8 +194,11 @@ var recipes = map[examplev1.Engine]Recipe{
 		DataPath:    "/var/lib/postgresql/data",
 		Username:    "postgres",
 		HasDatabase: true,
-		FSGroup:     imageGroup,
-		Requests:    requests("250m", "256Mi"),
+		// A role with the REPLICATION attribute and nothing else
+		// (https://www.postgresql.org/docs/current/warm-standby.html#STREAMING-REPLICATION-AUTHENTICATION).
+		ReplicationUsername: "replicator",
+		FSGroup:             imageGroup,
+		Requests:            requests("250m", "256Mi"),
 		env: func(secret string) []corev1.EnvVar {
 			return []corev1.EnvVar{
 				secretEnv("POSTGRES_USER", secret, SecretKeyUsername),

@@ -21,22 +21,33 @@ type Children struct {
 	HeadlessService *corev1.Service
 	ClientService   *corev1.Service
 	StatefulSet     *appsv1.StatefulSet
+	// ReplicationConfigMap is nil for an engine that does not replicate (Replicates), and
+	// ReadService also while replicas is 1.
+	ReplicationConfigMap *corev1.ConfigMap
+	ReadService          *corev1.Service
 	// PodDisruptionBudget is nil when replicas is 1.
 	PodDisruptionBudget *policyv1.PodDisruptionBudget
 }
 
 // NewChildren builds the children of db exactly as the controller builds them on its first
-// pass, with password in the credentials Secret. It fails as Resolve does.
+// pass, with password (and as replication password) in the credentials Secret. It fails as
+// Resolve does.
 func NewChildren(db *examplev1.Database, password string) (Children, error) {
 	d, err := Resolve(db)
 	if err != nil {
 		return Children{}, err
 	}
 	c := Children{
-		Secret:          Secret(db, d, password),
+		Secret:          Secret(db, d, password, password),
 		HeadlessService: HeadlessService(db, d),
 		ClientService:   ClientService(db, d),
 		StatefulSet:     StatefulSet(db, d),
+	}
+	if Replicates(d) {
+		c.ReplicationConfigMap = ReplicationConfigMap(db, PodName(db, 0))
+		if d.Replicas > 1 {
+			c.ReadService = ReadService(db, d)
+		}
 	}
 	if d.Replicas > 1 {
 		c.PodDisruptionBudget = PodDisruptionBudget(db)
@@ -45,12 +56,14 @@ func NewChildren(db *examplev1.Database, password string) (Children, error) {
 }
 
 // Secret is the credentials Secret "<name>-credentials" for a new user of the engine with
-// password: every key of the engine package's SecretKey* that applies to the engine.
-func Secret(db *examplev1.Database, d Desired, password string) *corev1.Secret {
+// password, and a replication role with replicationPassword on an engine that replicates:
+// every key of the engine package's SecretKey* that applies to the engine.
+func Secret(db *examplev1.Database, d Desired, password, replicationPassword string) *corev1.Secret {
 	data := map[string][]byte{
 		engine.SecretKeyUsername: []byte(d.Recipe.Username),
 		engine.SecretKeyPassword: []byte(password),
 	}
+	SetReplicationCredentials(d, data, replicationPassword)
 	FillCredentials(db, d, data)
 	return &corev1.Secret{
 		ObjectMeta: objectMeta(db, SecretName(db), ChildLabels(db)),
@@ -60,22 +73,50 @@ func Secret(db *examplev1.Database, d Desired, password string) *corev1.Secret {
 }
 
 // FillCredentials sets the keys of the credentials that follow from the Database and the
-// user and password already in data (host, port, database, uri), so a password edited by
-// hand is reflected in the uri; it never changes the username or the password.
+// user and password already in data (host, port, database, uri; read-host and read-uri while
+// replicas > 1 on an engine that replicates, removed otherwise), so a password edited by hand
+// is reflected in the URIs; it never changes the usernames or the passwords.
 func FillCredentials(db *examplev1.Database, d Desired, data map[string][]byte) {
-	host := ClientServiceName(db) + "." + db.Namespace + ".svc"
+	host := serviceHost(db, ClientServiceName(db))
 	database := d.Recipe.DatabaseName(db.Name)
+	user, password := string(data[engine.SecretKeyUsername]), string(data[engine.SecretKeyPassword])
 	derived := map[string]string{
 		engine.SecretKeyHost: host,
 		engine.SecretKeyPort: strconv.Itoa(int(d.Recipe.Port)),
-		engine.SecretKeyURI:  d.Recipe.URI(string(data[engine.SecretKeyUsername]), string(data[engine.SecretKeyPassword]), host, database),
+		engine.SecretKeyURI:  d.Recipe.URI(user, password, host, database),
 	}
 	if database != "" {
 		derived[engine.SecretKeyDatabase] = database
 	}
+	delete(data, engine.SecretKeyReadHost)
+	delete(data, engine.SecretKeyReadURI)
+	if Replicates(d) && d.Replicas > 1 {
+		readHost := serviceHost(db, ReadServiceName(db))
+		derived[engine.SecretKeyReadHost] = readHost
+		derived[engine.SecretKeyReadURI] = d.Recipe.URI(user, password, readHost, database)
+	}
 	for k, v := range derived {
 		data[k] = []byte(v)
 	}
+}
+
+// SetReplicationCredentials sets the replication role's username and, when data has none,
+// password (a new one: the primary's role is created with the password the Secret holds when
+// it is first seen, and never changed), for an engine that replicates. It leaves data alone
+// otherwise.
+func SetReplicationCredentials(d Desired, data map[string][]byte, password string) {
+	if !Replicates(d) {
+		return
+	}
+	data[engine.SecretKeyReplicationUsername] = []byte(d.Recipe.ReplicationUsername)
+	if len(data[engine.SecretKeyReplicationPassword]) == 0 {
+		data[engine.SecretKeyReplicationPassword] = []byte(password)
+	}
+}
+
+// serviceHost is the DNS name of db's Service named service: "<service>.<namespace>.svc".
+func serviceHost(db *examplev1.Database, service string) string {
+	return service + "." + db.Namespace + ".svc"
 }
 
 func servicePorts(d Desired) []corev1.ServicePort {
@@ -103,11 +144,17 @@ func HeadlessService(db *examplev1.Database, d Desired) *corev1.Service {
 }
 
 // ClientService is "<name>", the ClusterIP Service clients connect to (the Secret's host).
-// It routes to the first Pod only: the replicas do not replicate data between them, so
-// spreading connections over them would split one database's writes across several.
+// On an engine that replicates it routes to the primary only, the Pod the controller labels
+// RoleLabel RolePrimary. On another it routes to the first Pod only: those replicas do not
+// replicate data between them, so spreading connections over them would split one
+// database's writes across several.
 func ClientService(db *examplev1.Database, d Desired) *corev1.Service {
 	selector := SelectorLabels(db)
-	selector[appsv1.StatefulSetPodNameLabel] = StatefulSetName(db) + "-0"
+	if Replicates(d) {
+		selector[RoleLabel] = RolePrimary
+	} else {
+		selector[appsv1.StatefulSetPodNameLabel] = PodName(db, 0)
+	}
 	return &corev1.Service{
 		ObjectMeta: objectMeta(db, ClientServiceName(db), ChildLabels(db)),
 		Spec: corev1.ServiceSpec{

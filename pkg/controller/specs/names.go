@@ -110,6 +110,14 @@ func SelectorLabels(db *examplev1.Database) map[string]string {
 	return map[string]string{NameLabel: string(db.Spec.Engine), instanceLabel: db.Name, ManagedByLabel: ManagedByValue}
 }
 
+// DatabaseOfPod is the name of the Database whose Pod pod is, by its instance and managed-by
+// labels, and false for a Pod that has none.
+func DatabaseOfPod(pod metav1.Object) (string, bool) {
+	l := pod.GetLabels()
+	name, ok := l[instanceLabel]
+	return name, ok && name != "" && l[ManagedByLabel] == ManagedByValue
+}
+
 // ChildLabels are on every child: the selector labels, component, part-of and managed-by.
 func ChildLabels(db *examplev1.Database) map[string]string {
 	l := SelectorLabels(db)

@@ -1,6 +1,8 @@
 package specs
 
 import (
+	"slices"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -24,8 +26,12 @@ import (
 // The controller creates the claims of the ordinals the StatefulSet is about to mount
 // itself, from this template (DataClaim), so that the StatefulSet controller never creates
 // one: it mounts whatever claim has the name, and a foreign one could take it in between.
+//
+// On an engine that replicates (Replicates), the Pod template also has what replicationPod
+// adds (every Pod but the primary starts as a standby of it), and the update strategy is
+// OnDelete: the controller picks the order in which Pods restart for a new revision.
 func StatefulSet(db *examplev1.Database, d Desired) *appsv1.StatefulSet {
-	return &appsv1.StatefulSet{
+	sts := &appsv1.StatefulSet{
 		ObjectMeta: objectMeta(db, StatefulSetName(db), workloadLabels(db)),
 		Spec: appsv1.StatefulSetSpec{
 			Replicas:            ptr.To(d.Replicas),
@@ -62,6 +68,13 @@ func StatefulSet(db *examplev1.Database, d Desired) *appsv1.StatefulSet {
 			}},
 		},
 	}
+	if Replicates(d) {
+		replicationPod(db, d, &sts.Spec.Template.Spec)
+		// The controller restarts the Pods for a new revision itself, the replicas first
+		// and the primary last, wherever the primary is (a RollingUpdate goes by ordinal).
+		sts.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}
+	}
+	return sts
 }
 
 // DataClaim is the data claim of ordinal of the StatefulSet sts (StatefulSet) exactly as the
@@ -88,14 +101,20 @@ func DataClaim(sts *appsv1.StatefulSet, ordinal int32) *corev1.PersistentVolumeC
 }
 
 // SyncStatefulSet copies the fields the controller owns from want into have: labels,
-// replicas, the Pod template's labels, security context fields, token and service-link
-// settings, and the database container's image, ports, environment, mounts, resources and
-// probes. Everything else (fields the API server defaults, other containers, annotations
-// such as kubectl's restartedAt) is kept, so a StatefulSet read back compares equal. The
+// replicas, the update strategy's type, the Pod template's labels, security context fields, token and service-link
+// settings, the volumes of want's names, the database container's image, arguments, ports,
+// environment, mounts, resources, probes and lifecycle, and the same of want's init
+// containers. Everything else (fields the API server defaults, other containers and volumes,
+// annotations such as kubectl's restartedAt) is kept, so a StatefulSet read back compares
+// equal. The
 // selector, serviceName, podManagementPolicy and volumeClaimTemplates are immutable.
 func SyncStatefulSet(have, want *appsv1.StatefulSet) {
 	have.Labels = MergeLabels(have.Labels, want.Labels)
 	have.Spec.Replicas = want.Spec.Replicas
+	if have.Spec.UpdateStrategy.Type != want.Spec.UpdateStrategy.Type {
+		// The type only: the API server defaults a RollingUpdate's partition.
+		have.Spec.UpdateStrategy = want.Spec.UpdateStrategy
+	}
 
 	tmpl, wantTmpl := &have.Spec.Template, &want.Spec.Template
 	tmpl.Labels = MergeLabels(tmpl.Labels, wantTmpl.Labels)
@@ -108,21 +127,41 @@ func SyncStatefulSet(have, want *appsv1.StatefulSet) {
 	pod.AutomountServiceAccountToken = wantPod.AutomountServiceAccountToken
 	pod.EnableServiceLinks = wantPod.EnableServiceLinks
 
-	wantC := wantPod.Containers[0]
-	i := containerIndex(pod.Containers, wantC.Name)
-	if i < 0 {
-		pod.Containers = append([]corev1.Container{wantC}, pod.Containers...)
-		return
+	for _, v := range wantPod.Volumes {
+		if i := slices.IndexFunc(pod.Volumes, func(have corev1.Volume) bool { return have.Name == v.Name }); i >= 0 {
+			pod.Volumes[i] = v
+		} else {
+			pod.Volumes = append(pod.Volumes, v)
+		}
 	}
-	c := &pod.Containers[i]
-	c.Image = wantC.Image
-	c.Ports = wantC.Ports
-	c.Env = wantC.Env
-	c.VolumeMounts = wantC.VolumeMounts
-	c.Resources = wantC.Resources
-	c.StartupProbe = wantC.StartupProbe
-	c.ReadinessProbe = wantC.ReadinessProbe
-	c.LivenessProbe = wantC.LivenessProbe
+	pod.Containers = syncContainers(pod.Containers, wantPod.Containers)
+	pod.InitContainers = syncContainers(pod.InitContainers, wantPod.InitContainers)
+}
+
+// syncContainers copies the fields we own of each container of want into the container of
+// its name in have, adding those have lacks in front, and returns have.
+func syncContainers(have, want []corev1.Container) []corev1.Container {
+	var missing []corev1.Container
+	for _, w := range want {
+		i := containerIndex(have, w.Name)
+		if i < 0 {
+			missing = append(missing, w)
+			continue
+		}
+		c := &have[i]
+		c.Image = w.Image
+		c.Command = w.Command
+		c.Args = w.Args
+		c.Ports = w.Ports
+		c.Env = w.Env
+		c.VolumeMounts = w.VolumeMounts
+		c.Resources = w.Resources
+		c.StartupProbe = w.StartupProbe
+		c.ReadinessProbe = w.ReadinessProbe
+		c.LivenessProbe = w.LivenessProbe
+		c.Lifecycle = w.Lifecycle
+	}
+	return append(missing, have...)
 }
 
 func containerIndex(containers []corev1.Container, name string) int {

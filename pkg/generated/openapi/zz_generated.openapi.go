@@ -37,6 +37,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 	return map[string]common.OpenAPIDefinition{
 		v1.Database{}.OpenAPIModelName():                                    schema_pkg_apis_example_v1_Database(ref),
 		v1.DatabaseList{}.OpenAPIModelName():                                schema_pkg_apis_example_v1_DatabaseList(ref),
+		v1.DatabaseMember{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_DatabaseMember(ref),
 		v1.DatabaseSpec{}.OpenAPIModelName():                                schema_pkg_apis_example_v1_DatabaseSpec(ref),
 		v1.DatabaseStatus{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_DatabaseStatus(ref),
 		autoscalingv1.ContainerResourceMetricSource{}.OpenAPIModelName():    schema_k8sio_api_autoscaling_v1_ContainerResourceMetricSource(ref),
@@ -218,6 +219,58 @@ func schema_pkg_apis_example_v1_DatabaseList(ref common.ReferenceCallback) commo
 	}
 }
 
+func schema_pkg_apis_example_v1_DatabaseMember(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DatabaseMember is one database Pod's part in replication, as the controller observed it.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the Pod name, \"<metadata.name>-<ordinal>\".",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"role": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Role is Primary (takes writes) or Replica (follows the primary, read-only); empty while unknown (the Pod is not running or not answering).\n\nPossible enum values:\n - `\"Primary\"` takes writes.\n - `\"Replica\"` follows the primary, read-only.",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Primary", "Replica"},
+						},
+					},
+					"ready": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Ready is the Pod's Ready condition.",
+							Default:     false,
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"streaming": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Streaming is true for a replica whose WAL receiver the primary reports as streaming (PostgreSQL's pg_stat_replication.state).",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"lagBytes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LagBytes is how many bytes of WAL the primary has written that this replica has not replayed (PostgreSQL's pg_wal_lsn_diff of pg_current_wal_lsn() and replay_lsn). Unset when unknown.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+				},
+				Required: []string{"name", "ready"},
+			},
+		},
+	}
+}
+
 func schema_pkg_apis_example_v1_DatabaseSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -266,6 +319,13 @@ func schema_pkg_apis_example_v1_DatabaseSpec(ref common.ReferenceCallback) commo
 							Type:        []string{"string"},
 							Format:      "",
 							Enum:        []interface{}{"Delete", "DoNotTerminate", "Retain"},
+						},
+					},
+					"primary": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Primary is the Pod that should be the primary (takes writes): \"<metadata.name>-<ordinal>\", the ordinal a decimal below spec.replicas. Empty: the controller keeps the current primary (the first Pod, \"<name>-0\", at creation) and, when a scale-down would remove it, switches over to \"<name>-0\" first. Setting it to another Pod asks for a planned switchover: the controller stops the old primary, waits until the new one has every write of it, promotes it, and the old one follows it as a replica. spec.replicas may not drop to or below the ordinal of the Pod named here: move the primary first.",
+							Type:        []string{"string"},
+							Format:      "",
 						},
 					},
 				},
@@ -334,11 +394,39 @@ func schema_pkg_apis_example_v1_DatabaseStatus(ref common.ReferenceCallback) com
 							Format:      "",
 						},
 					},
+					"primary": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Primary is the Pod that is primary now, as the controller last confirmed it.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"members": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"name",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Members are the database Pods, one per ordinal, with their part in replication.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.DatabaseMember{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			metav1.Condition{}.OpenAPIModelName()},
+			v1.DatabaseMember{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName()},
 	}
 }
 

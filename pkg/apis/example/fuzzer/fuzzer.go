@@ -47,6 +47,11 @@ func fuzzDatabaseSpec(s *example.DatabaseSpec, c randfill.Continue) {
 	if c.Bool() {
 		s.Storage = fmt.Sprintf("%dGi", 1+c.Intn(4096))
 	}
+	// A Pod of some Database: the spec does not know its object's name.
+	s.Primary = ""
+	if c.Bool() {
+		s.Primary = randomName(c) + "-" + strconv.Itoa(c.Intn(int(example.MaxReplicas)))
+	}
 }
 
 func fuzzDatabaseStatus(s *example.DatabaseStatus, c randfill.Continue) {
@@ -58,6 +63,29 @@ func fuzzDatabaseStatus(s *example.DatabaseStatus, c randfill.Continue) {
 	s.Selector = ""
 	if c.Bool() {
 		s.Selector = "app.kubernetes.io/instance=" + randomName(c) + ",app.kubernetes.io/name=" + string(example.SupportedEngines[c.Intn(len(example.SupportedEngines))])
+	}
+
+	// One member per ordinal, as status.members is a map keyed by name, and
+	// the primary one of them (or not yet known).
+	s.Primary = ""
+	s.Members = nil
+	name := randomName(c)
+	roles := append([]example.MemberRole{""}, example.SupportedMemberRoles...)
+	for i := range c.Intn(int(example.MaxReplicas) + 1) {
+		m := example.DatabaseMember{
+			Name:      example.PodName(name, int32(i)),
+			Role:      roles[c.Intn(len(roles))],
+			Ready:     c.Bool(),
+			Streaming: c.Bool(),
+		}
+		if c.Bool() {
+			lag := c.Int63n(1 << 40)
+			m.LagBytes = &lag
+		}
+		s.Members = append(s.Members, m)
+	}
+	if len(s.Members) > 0 && c.Bool() {
+		s.Primary = s.Members[c.Intn(len(s.Members))].Name
 	}
 
 	// At most one condition per type, as status.conditions is a map keyed by type.

@@ -26,7 +26,7 @@ func TestFuzzedDatabasesAreValidShaped(t *testing.T) {
 	install.Install(scheme)
 	f := fuzzer.FuzzerFor(examplefuzzer.Funcs, rand.NewSource(1), runtimeserializer.NewCodecFactory(scheme))
 
-	var sawReplicasUnset, sawStorageUnset, sawConditions bool
+	var sawReplicasUnset, sawStorageUnset, sawConditions, sawMembers, sawPrimary bool
 	for i := 0; i < 500; i++ {
 		var db example.Database
 		f.Fill(&db)
@@ -43,8 +43,12 @@ func TestFuzzedDatabasesAreValidShaped(t *testing.T) {
 		sawReplicasUnset = sawReplicasUnset || db.Spec.Replicas == nil
 		sawStorageUnset = sawStorageUnset || db.Spec.Storage == ""
 		sawConditions = sawConditions || len(db.Status.Conditions) > 0
+		sawMembers = sawMembers || len(db.Status.Members) > 0
+		sawPrimary = sawPrimary || (db.Spec.Primary != "" && db.Status.Primary != "")
 	}
 	require.True(t, sawReplicasUnset, "replicas is sometimes unset, as before defaulting")
 	require.True(t, sawStorageUnset, "storage is sometimes unset, as before defaulting")
 	require.True(t, sawConditions, "conditions are sometimes set")
+	require.True(t, sawMembers, "members are sometimes set")
+	require.True(t, sawPrimary, "spec.primary and status.primary are sometimes set")
 }

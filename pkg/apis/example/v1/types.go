@@ -54,6 +54,18 @@ const (
 	DatabasePhaseDeleting DatabasePhase = "Deleting"
 )
 
+// MemberRole is a database Pod's part in replication.
+// +enum
+type MemberRole string
+
+// The roles of status.members[].role.
+const (
+	// MemberRolePrimary takes writes.
+	MemberRolePrimary MemberRole = "Primary"
+	// MemberRoleReplica follows the primary, read-only.
+	MemberRoleReplica MemberRole = "Replica"
+)
+
 // +genclient
 // +genclient:method=GetScale,verb=get,subresource=scale,result=k8s.io/api/autoscaling/v1.Scale
 // +genclient:method=UpdateScale,verb=update,subresource=scale,input=k8s.io/api/autoscaling/v1.Scale,result=k8s.io/api/autoscaling/v1.Scale
@@ -102,6 +114,17 @@ type DatabaseSpec struct {
 	// them, DoNotTerminate refuses the deletion until the policy changes.
 	// +optional
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty" protobuf:"bytes,5,opt,name=deletionPolicy,casttype=DeletionPolicy"`
+	// Primary is the Pod that should be the primary (takes writes):
+	// "<metadata.name>-<ordinal>", the ordinal a decimal below spec.replicas.
+	// Empty: the controller keeps the current primary (the first Pod,
+	// "<name>-0", at creation) and, when a scale-down would remove it,
+	// switches over to "<name>-0" first. Setting it to another Pod asks for
+	// a planned switchover: the controller stops the old primary, waits
+	// until the new one has every write of it, promotes it, and the old one
+	// follows it as a replica. spec.replicas may not drop to or below the
+	// ordinal of the Pod named here: move the primary first.
+	// +optional
+	Primary string `json:"primary,omitempty" protobuf:"bytes,6,opt,name=primary"`
 }
 
 // DatabaseStatus is the observed state of a Database.
@@ -126,6 +149,36 @@ type DatabaseStatus struct {
 	// subresource and HorizontalPodAutoscalers.
 	// +optional
 	Selector string `json:"selector,omitempty" protobuf:"bytes,5,opt,name=selector"`
+	// Primary is the Pod that is primary now, as the controller last confirmed it.
+	// +optional
+	Primary string `json:"primary,omitempty" protobuf:"bytes,6,opt,name=primary"`
+	// Members are the database Pods, one per ordinal, with their part in replication.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Members []DatabaseMember `json:"members,omitempty" protobuf:"bytes,7,rep,name=members"`
+}
+
+// DatabaseMember is one database Pod's part in replication, as the controller observed it.
+type DatabaseMember struct {
+	// Name is the Pod name, "<metadata.name>-<ordinal>".
+	// +required
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
+	// Role is Primary (takes writes) or Replica (follows the primary,
+	// read-only); empty while unknown (the Pod is not running or not answering).
+	// +optional
+	Role MemberRole `json:"role,omitempty" protobuf:"bytes,2,opt,name=role,casttype=MemberRole"`
+	// Ready is the Pod's Ready condition.
+	Ready bool `json:"ready" protobuf:"varint,3,opt,name=ready"`
+	// Streaming is true for a replica whose WAL receiver the primary reports
+	// as streaming (PostgreSQL's pg_stat_replication.state).
+	// +optional
+	Streaming bool `json:"streaming,omitempty" protobuf:"varint,4,opt,name=streaming"`
+	// LagBytes is how many bytes of WAL the primary has written that this
+	// replica has not replayed (PostgreSQL's pg_wal_lsn_diff of
+	// pg_current_wal_lsn() and replay_lsn). Unset when unknown.
+	// +optional
+	LagBytes *int64 `json:"lagBytes,omitempty" protobuf:"varint,5,opt,name=lagBytes"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

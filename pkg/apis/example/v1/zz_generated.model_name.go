@@ -32,6 +32,11 @@ func (in DatabaseList) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DatabaseMember) OpenAPIModelName() string {
+	return "com.example.v1.DatabaseMember"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in DatabaseSpec) OpenAPIModelName() string {
 	return "com.example.v1.DatabaseSpec"
 }

@@ -1,7 +1,8 @@
 // Package validation holds the field-level rules of Database objects, which
 // the registry strategy runs on every write (a failure is a 422 Invalid
 // naming the field): the engine enum, replicas 1 to 10, the storage pattern,
-// an immutable engine and storage that never shrinks, with the messages of the
+// an immutable engine and storage that never shrinks, spec.primary one of the
+// Database's Pods and never removed by a scale-down, with the messages of the
 // Database API ("engine type is immutable", "replicas cannot exceed 10"), and
 // the upstream conventions of k8s.io/apimachinery/pkg/api/validation. Whether a version is in the
 // engine's catalog, and whether a version change is safe, is judged by the
@@ -80,10 +81,62 @@ func ValidateDatabaseName(name string, prefix bool) []string {
 }
 
 // ValidateDatabase validates a Database on create: its metadata (namespaced,
-// name by ValidateDatabaseName) and its spec.
+// name by ValidateDatabaseName), its spec (ValidateDatabaseSpec) and
+// spec.primary against its name and spec.replicas (ValidatePrimary).
 func ValidateDatabase(db *example.Database) field.ErrorList {
 	errs := apimachineryvalidation.ValidateObjectMeta(&db.ObjectMeta, true, ValidateDatabaseName, field.NewPath("metadata"))
-	return append(errs, ValidateDatabaseSpec(&db.Spec, field.NewPath("spec"))...)
+	errs = append(errs, ValidateDatabaseSpec(&db.Spec, field.NewPath("spec"))...)
+	if err := primaryForbidden(&db.Spec, field.NewPath("spec", "primary")); err != nil {
+		return append(errs, err)
+	}
+	return append(errs, ValidatePrimary(db.Spec.Primary, db.Name, db.Spec.Replicas, field.NewPath("spec", "primary"))...)
+}
+
+// primaryForbidden is Forbidden for a spec.primary set on an engine whose replicas do not
+// replicate (all but postgresql): there is no primary to move.
+func primaryForbidden(spec *example.DatabaseSpec, fldPath *field.Path) *field.Error {
+	if spec.Primary == "" || spec.Engine == example.EnginePostgreSQL {
+		return nil
+	}
+	return field.Forbidden(fldPath, fmt.Sprintf("only a %s Database replicates; the replicas of a %s Database are independent servers, and the first one is served", example.EnginePostgreSQL, spec.Engine))
+}
+
+// ValidatePrimary validates spec.primary at fldPath of the Database name with
+// replicas Pods (after defaulting): empty, or exactly "<name>-<n>" with n a
+// decimal of no leading zeros and 0 <= n < replicas, i.e. one of the Pods the
+// StatefulSet runs. Otherwise Invalid, with the Pods it may name ("must be one
+// of the Database's Pods: my-database-0 … my-database-2"). With replicas nil
+// or below example.MinReplicas, which ValidateDatabaseSpec reports, only the
+// "<name>-<n>" form is checked.
+func ValidatePrimary(primary, name string, replicas *int32, fldPath *field.Path) field.ErrorList {
+	if primary == "" {
+		return nil
+	}
+	ordinal, ok := example.PodOrdinal(name, primary)
+	if replicas == nil || *replicas < example.MinReplicas {
+		if !ok {
+			return field.ErrorList{field.Invalid(fldPath, primary, fmt.Sprintf("must be one of the Database's Pods: %s-<ordinal>", name))}
+		}
+		return nil
+	}
+	if !ok || ordinal >= *replicas {
+		return field.ErrorList{field.Invalid(fldPath, primary, "must be one of the Database's Pods: "+podRange(name, *replicas))}
+	}
+	return nil
+}
+
+// podRange lists the Pods of the Database name with replicas (at least 1)
+// Pods for messages: "my-database-0", "my-database-0, my-database-1", or
+// "my-database-0 … my-database-2".
+func podRange(name string, replicas int32) string {
+	switch replicas {
+	case 1:
+		return example.PodName(name, 0)
+	case 2:
+		return example.PodName(name, 0) + ", " + example.PodName(name, 1)
+	default:
+		return example.PodName(name, 0) + " … " + example.PodName(name, replicas-1)
+	}
 }
 
 // ValidateDatabaseSpec validates spec at fldPath:
@@ -176,15 +229,29 @@ func ValidateStorage(storage string, fldPath *field.Path) field.ErrorList {
 	return nil
 }
 
-// ValidateDatabaseUpdate validates an update of the main resource: the
-// metadata update rules, every create rule on newDB, and two transitions:
-// spec.engine is immutable ("engine type is immutable") and
-// spec.storage may not shrink, because a PersistentVolumeClaim cannot.
+// ValidateDatabaseUpdate validates an update of the main resource and of the
+// scale subresource (which writes spec.replicas through the same strategy):
+// the metadata update rules, every create rule on newDB, and three
+// transitions: spec.engine is immutable ("engine type is immutable"),
+// spec.storage may not shrink, because a PersistentVolumeClaim cannot, and
+// spec.replicas may not drop to or below the ordinal of the Pod spec.primary
+// names, which the scale-down would remove: that is Invalid on spec.primary
+// ("move the primary first"), in place of ValidatePrimary's error.
 func ValidateDatabaseUpdate(newDB, oldDB *example.Database) field.ErrorList {
 	errs := apimachineryvalidation.ValidateObjectMetaUpdate(&newDB.ObjectMeta, &oldDB.ObjectMeta, field.NewPath("metadata"))
-	errs = append(errs, ValidateDatabase(newDB)...)
+	errs = append(errs, apimachineryvalidation.ValidateObjectMeta(&newDB.ObjectMeta, true, ValidateDatabaseName, field.NewPath("metadata"))...)
+	errs = append(errs, ValidateDatabaseSpec(&newDB.Spec, field.NewPath("spec"))...)
 
 	specPath := field.NewPath("spec")
+	if err := primaryRemovedByScaleDown(newDB, oldDB, specPath.Child("primary")); err != nil {
+		errs = append(errs, err)
+	} else {
+		if err := primaryForbidden(&newDB.Spec, specPath.Child("primary")); err != nil {
+			errs = append(errs, err)
+		} else {
+			errs = append(errs, ValidatePrimary(newDB.Spec.Primary, newDB.Name, newDB.Spec.Replicas, specPath.Child("primary"))...)
+		}
+	}
 	if newDB.Spec.Engine != oldDB.Spec.Engine {
 		errs = append(errs, field.Invalid(specPath.Child("engine"), string(newDB.Spec.Engine), "engine type is immutable"))
 	}
@@ -197,11 +264,35 @@ func ValidateDatabaseUpdate(newDB, oldDB *example.Database) field.ErrorList {
 	return errs
 }
 
+// primaryRemovedByScaleDown returns the Invalid error on spec.primary at
+// fldPath when the update lowers spec.replicas (to at least
+// example.MinReplicas) while spec.primary stays on a Pod whose ordinal is at
+// or above the new count, so the scale-down would remove the primary; nil
+// otherwise.
+func primaryRemovedByScaleDown(newDB, oldDB *example.Database, fldPath *field.Path) *field.Error {
+	primary := newDB.Spec.Primary
+	if primary == "" || primary != oldDB.Spec.Primary || newDB.Spec.Replicas == nil || oldDB.Spec.Replicas == nil {
+		return nil
+	}
+	newReplicas, oldReplicas := *newDB.Spec.Replicas, *oldDB.Spec.Replicas
+	if newReplicas >= oldReplicas || newReplicas < example.MinReplicas {
+		return nil
+	}
+	ordinal, ok := example.PodOrdinal(newDB.Name, primary)
+	if !ok || ordinal < newReplicas {
+		return nil
+	}
+	return field.Invalid(fldPath, primary, fmt.Sprintf(
+		"spec.replicas may not drop from %d to %d while spec.primary names this Pod: name one of %s",
+		oldReplicas, newReplicas, podRange(newDB.Name, newReplicas)))
+}
+
 // ValidateDatabaseStatus validates status at fldPath: phase empty or one of
 // example.SupportedPhases (NotSupported), readyReplicas and observedGeneration
-// not negative, conditions valid metav1.Conditions with unique types, and
+// not negative, conditions valid metav1.Conditions with unique types,
 // selector, when set, a label selector metav1.ParseToLabelSelector accepts
-// (what the scale subresource reports in status.selector).
+// (what the scale subresource reports in status.selector), primary, when
+// set, a Pod name (a DNS-1123 subdomain), and members by ValidateMembers.
 func ValidateDatabaseStatus(status *example.DatabaseStatus, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if status.Phase != "" && !slices.Contains(example.SupportedPhases, status.Phase) {
@@ -217,12 +308,56 @@ func ValidateDatabaseStatus(status *example.DatabaseStatus, fldPath *field.Path)
 			errs = append(errs, field.Invalid(fldPath.Child("selector"), status.Selector, err.Error()))
 		}
 	}
+	if status.Primary != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(status.Primary) {
+			errs = append(errs, field.Invalid(fldPath.Child("primary"), status.Primary, msg))
+		}
+	}
+	return append(errs, ValidateMembers(status.Members, fldPath.Child("members"))...)
+}
+
+// ValidateMembers validates status.members at fldPath, a list keyed by name:
+// each name Required and a Pod name (a DNS-1123 subdomain), no name twice
+// (Duplicate), role empty or one of example.SupportedMemberRoles
+// (NotSupported), and lagBytes, when set, not negative.
+func ValidateMembers(members []example.DatabaseMember, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := make(map[string]bool, len(members))
+	for i, m := range members {
+		path := fldPath.Index(i)
+		switch {
+		case m.Name == "":
+			errs = append(errs, field.Required(path.Child("name"), ""))
+		case seen[m.Name]:
+			errs = append(errs, field.Duplicate(path.Child("name"), m.Name))
+		default:
+			for _, msg := range validation.IsDNS1123Subdomain(m.Name) {
+				errs = append(errs, field.Invalid(path.Child("name"), m.Name, msg))
+			}
+		}
+		seen[m.Name] = true
+		if m.Role != "" && !slices.Contains(example.SupportedMemberRoles, m.Role) {
+			errs = append(errs, field.NotSupported(path.Child("role"), string(m.Role), example.SupportedMemberRoles))
+		}
+		if m.LagBytes != nil {
+			errs = append(errs, apimachineryvalidation.ValidateNonnegativeField(*m.LagBytes, path.Child("lagBytes"))...)
+		}
+	}
 	return errs
 }
 
 // ValidateDatabaseStatusUpdate validates an update through the status
-// subresource: the metadata update rules and ValidateDatabaseStatus.
+// subresource: the metadata update rules, ValidateDatabaseStatus, and
+// status.primary, when set, one of the Pods the Database may have
+// ("<name>-<n>", n below example.MaxReplicas: Invalid otherwise).
 func ValidateDatabaseStatusUpdate(newDB, oldDB *example.Database) field.ErrorList {
 	errs := apimachineryvalidation.ValidateObjectMetaUpdate(&newDB.ObjectMeta, &oldDB.ObjectMeta, field.NewPath("metadata"))
-	return append(errs, ValidateDatabaseStatus(&newDB.Status, field.NewPath("status"))...)
+	errs = append(errs, ValidateDatabaseStatus(&newDB.Status, field.NewPath("status"))...)
+	if p := newDB.Status.Primary; p != "" {
+		if ordinal, ok := example.PodOrdinal(newDB.Name, p); !ok || ordinal >= example.MaxReplicas {
+			errs = append(errs, field.Invalid(field.NewPath("status", "primary"), p,
+				"must be one of the Pods the Database may have: "+podRange(newDB.Name, example.MaxReplicas)))
+		}
+	}
+	return errs
 }

@@ -288,3 +288,155 @@ func TestValidateDatabaseStatusUpdateChecksMetadataAndStatusNotSpec(t *testing.T
 		want{field.ErrorTypeNotSupported, "status.phase", ""},
 	)
 }
+
+func TestValidateDatabaseAcceptsEveryPodAsPrimary(t *testing.T) {
+	for _, primary := range []string{"", "my-database-0", "my-database-1", "my-database-2"} {
+		db := exampleDatabase()
+		db.Spec.Primary = primary
+		require.Empty(t, validation.ValidateDatabase(db), "primary %q", primary)
+	}
+}
+
+func TestValidateDatabaseRefusesAPrimaryThatIsNotOneOfItsPods(t *testing.T) {
+	for _, primary := range []string{
+		"my-database-3",             // ordinal not below spec.replicas
+		"my-database-01",            // leading zero: not the Pod's name
+		"my-database--1",            // negative
+		"my-database-",              // no ordinal
+		"my-database",               // the Database, not a Pod
+		"other-0",                   // another Database's Pod
+		"my-database-0 ",            // not exactly the name
+		"my-database-1a",            // not a decimal
+		"my-database-9999999999999", // beyond int32
+	} {
+		t.Run(primary, func(t *testing.T) {
+			db := exampleDatabase()
+			db.Spec.Primary = primary
+			errs := validation.ValidateDatabase(db)
+			requireErrors(t, errs, want{field.ErrorTypeInvalid, "spec.primary", "must be one of the Database's Pods: my-database-0 … my-database-2"})
+			require.Equal(t, primary, errs[0].BadValue)
+		})
+	}
+}
+
+func TestValidatePrimaryListsThePodsItMayName(t *testing.T) {
+	tests := []struct {
+		replicas *int32
+		detail   string
+	}{
+		{ptr.To[int32](1), "must be one of the Database's Pods: db-0"},
+		{ptr.To[int32](2), "must be one of the Database's Pods: db-0, db-1"},
+		{ptr.To[int32](10), "must be one of the Database's Pods: db-0 … db-9"},
+	}
+	for _, tt := range tests {
+		errs := validation.ValidatePrimary("db-10", "db", tt.replicas, field.NewPath("spec", "primary"))
+		require.Len(t, errs, 1)
+		require.Equal(t, tt.detail, errs[0].Detail)
+	}
+	// Without a replica count (reported on spec.replicas) only the form is checked.
+	require.Empty(t, validation.ValidatePrimary("db-7", "db", nil, field.NewPath("spec", "primary")))
+	requireErrors(t, validation.ValidatePrimary("db-07", "db", ptr.To[int32](0), field.NewPath("spec", "primary")),
+		want{field.ErrorTypeInvalid, "spec.primary", "must be one of the Database's Pods: db-<ordinal>"})
+}
+
+func TestValidateDatabaseUpdateRefusesAScaleDownThatRemovesThePrimary(t *testing.T) {
+	tests := []struct {
+		name       string
+		oldPrimary string
+		newPrimary string
+		replicas   int32
+		wants      []want
+	}{
+		{"primary kept below the new count", "my-database-1", "my-database-1", 2, nil},
+		{"no primary named", "", "", 1, nil},
+		{"primary moved in the same write", "my-database-2", "my-database-0", 1, nil},
+		{"scale-down to the primary's ordinal", "my-database-2", "my-database-2", 2,
+			[]want{{field.ErrorTypeInvalid, "spec.primary", "spec.replicas may not drop from 3 to 2 while spec.primary names this Pod: name one of my-database-0, my-database-1"}}},
+		{"scale-down below the primary's ordinal", "my-database-1", "my-database-1", 1,
+			[]want{{field.ErrorTypeInvalid, "spec.primary", "while spec.primary names this Pod: name one of my-database-0"}}},
+		{"primary moved out of range", "my-database-0", "my-database-1", 1,
+			[]want{{field.ErrorTypeInvalid, "spec.primary", "must be one of the Database's Pods: my-database-0"}}},
+		{"scale-down to zero is a replicas error only, not a primary one", "my-database-1", "my-database-1", 0,
+			[]want{{field.ErrorTypeInvalid, "spec.replicas", "must be at least 1"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			oldDB := exampleDatabase()
+			oldDB.Spec.Primary = tt.oldPrimary
+			newDB := exampleDatabase()
+			newDB.Spec.Primary = tt.newPrimary
+			newDB.Spec.Replicas = ptr.To(tt.replicas)
+			requireErrors(t, validation.ValidateDatabaseUpdate(newDB, oldDB), tt.wants...)
+		})
+	}
+}
+
+func TestValidateDatabaseStatusAcceptsMembersAsTheControllerWritesThem(t *testing.T) {
+	status := example.DatabaseStatus{
+		Primary: "my-database-0",
+		Members: []example.DatabaseMember{
+			{Name: "my-database-0", Role: example.MemberRolePrimary, Ready: true},
+			{Name: "my-database-1", Role: example.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](0)},
+			{Name: "my-database-2"}, // not answering: role and lag unknown
+		},
+	}
+	require.Empty(t, validation.ValidateDatabaseStatus(&status, field.NewPath("status")))
+}
+
+func TestValidateDatabaseStatusReportsBrokenMembersOnTheirFields(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*example.DatabaseStatus)
+		want   want
+	}{
+		{"primary not a Pod name", func(s *example.DatabaseStatus) { s.Primary = "My_Pod" }, want{field.ErrorTypeInvalid, "status.primary", "RFC 1123"}},
+		{"member without name", func(s *example.DatabaseStatus) { s.Members[1].Name = "" }, want{field.ErrorTypeRequired, "status.members[1].name", ""}},
+		{"member name twice", func(s *example.DatabaseStatus) { s.Members[1].Name = "db-0" }, want{field.ErrorTypeDuplicate, "status.members[1].name", ""}},
+		{"member name not a Pod name", func(s *example.DatabaseStatus) { s.Members[1].Name = "DB 1" }, want{field.ErrorTypeInvalid, "status.members[1].name", "RFC 1123"}},
+		{"unknown role", func(s *example.DatabaseStatus) { s.Members[1].Role = "Leader" }, want{field.ErrorTypeNotSupported, "status.members[1].role", `"Primary", "Replica"`}},
+		{"negative lag", func(s *example.DatabaseStatus) { s.Members[1].LagBytes = ptr.To[int64](-1) }, want{field.ErrorTypeInvalid, "status.members[1].lagBytes", "must be greater than or equal to 0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status := example.DatabaseStatus{Members: []example.DatabaseMember{
+				{Name: "db-0", Role: example.MemberRolePrimary, Ready: true},
+				{Name: "db-1", Role: example.MemberRoleReplica, Streaming: true, LagBytes: ptr.To[int64](8192)},
+			}}
+			tt.mutate(&status)
+			requireErrors(t, validation.ValidateDatabaseStatus(&status, field.NewPath("status")), tt.want)
+		})
+	}
+}
+
+func TestValidateDatabaseForbidsAPrimaryOnEnginesThatDoNotReplicate(t *testing.T) {
+	for _, engine := range []example.Engine{example.EngineMySQL, example.EngineMongoDB} {
+		db := exampleDatabase()
+		db.Spec.Engine, db.Spec.Version, db.Spec.Primary = engine, "8.0", "my-database-1"
+		if engine == example.EngineMongoDB {
+			db.Spec.Version = "7.0"
+		}
+		requireErrors(t, validation.ValidateDatabase(db),
+			want{field.ErrorTypeForbidden, "spec.primary", "only a postgresql Database replicates"})
+		old := db.DeepCopy()
+		old.Spec.Primary = ""
+		old.ResourceVersion = "1"
+		db.ResourceVersion = "1"
+		requireErrors(t, validation.ValidateDatabaseUpdate(db, old),
+			want{field.ErrorTypeForbidden, "spec.primary", "only a postgresql Database replicates"})
+	}
+}
+
+func TestValidateDatabaseStatusUpdateRefusesAPrimaryThatIsNoneOfItsPods(t *testing.T) {
+	oldDB := exampleDatabase()
+	for _, primary := range []string{"my-database-0", "my-database-9"} {
+		newDB := exampleDatabase()
+		newDB.Status.Primary = primary
+		require.Empty(t, validation.ValidateDatabaseStatusUpdate(newDB, oldDB), primary)
+	}
+	for _, primary := range []string{"my-database-10", "other-0", "my-database-01"} {
+		newDB := exampleDatabase()
+		newDB.Status.Primary = primary
+		requireErrors(t, validation.ValidateDatabaseStatusUpdate(newDB, oldDB),
+			want{field.ErrorTypeInvalid, "status.primary", "must be one of the Pods the Database may have: my-database-0 … my-database-9"})
+	}
+}

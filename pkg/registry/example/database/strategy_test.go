@@ -22,17 +22,25 @@ func newTestStrategy() Strategy {
 	return NewStrategy(scheme)
 }
 
-// storedDatabase is the example Database as stored: generation 4, a status
-// reported by the controller, labels set.
+// storedDatabase is the example Database as stored: generation 4, a
+// switchover to my-database-2 asked in spec.primary, a status reported by the
+// controller (my-database-0 still primary), labels set.
 func storedDatabase() *example.Database {
 	db := exampleDatabase()
 	db.Generation = 4
+	db.Spec.Primary = "my-database-2"
 	db.Labels = map[string]string{"team": "payments"}
 	db.Status = example.DatabaseStatus{
 		Phase:              example.DatabasePhaseReady,
 		ReadyReplicas:      3,
 		ObservedGeneration: 4,
 		Selector:           "app.kubernetes.io/instance=my-database",
+		Primary:            "my-database-0",
+		Members: []example.DatabaseMember{
+			{Name: "my-database-0", Role: example.MemberRolePrimary, Ready: true},
+			{Name: "my-database-1", Role: example.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](0)},
+			{Name: "my-database-2", Role: example.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](4096)},
+		},
 		Conditions: []metav1.Condition{
 			{Type: example.ConditionReady, Status: metav1.ConditionTrue, Reason: "AllReplicasReady", LastTransitionTime: metav1.Now()},
 		},
@@ -94,11 +102,13 @@ func TestPrepareForUpdateBumpsGenerationOnlyWhenSpecChanges(t *testing.T) {
 		{"replicas unset", func(db *example.Database) { db.Spec.Replicas = nil }, 5},
 		{"version changed", func(db *example.Database) { db.Spec.Version = "14.6" }, 5},
 		{"storage changed", func(db *example.Database) { db.Spec.Storage = "200Gi" }, 5},
+		{"switchover asked (primary named)", func(db *example.Database) { db.Spec.Primary = "my-database-1" }, 5},
 		{"same replicas in a new pointer", func(db *example.Database) { db.Spec.Replicas = ptr.To[int32](3) }, 4},
 		{"labels changed", func(db *example.Database) { db.Labels = map[string]string{"team": "orders"} }, 4},
 		{"annotations changed", func(db *example.Database) { db.Annotations = map[string]string{"note": "x"} }, 4},
 		{"finalizer added", func(db *example.Database) { db.Finalizers = []string{"example.com/cleanup"} }, 4},
 		{"status changed only", func(db *example.Database) { db.Status.Phase = example.DatabasePhaseFailed }, 4},
+		{"status primary changed only", func(db *example.Database) { db.Status.Primary = "my-database-1" }, 4},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -116,13 +126,19 @@ func TestPrepareForUpdateBumpsGenerationOnlyWhenSpecChanges(t *testing.T) {
 func TestPrepareForUpdateKeepsStoredStatus(t *testing.T) {
 	old := storedDatabase()
 	db := old.DeepCopy()
-	db.Status = example.DatabaseStatus{Phase: example.DatabasePhaseFailed, ReadyReplicas: 0, ObservedGeneration: 99}
+	db.Status = example.DatabaseStatus{
+		Phase: example.DatabasePhaseFailed, ReadyReplicas: 0, ObservedGeneration: 99,
+		Primary: "my-database-2",
+		Members: []example.DatabaseMember{{Name: "my-database-2", Role: example.MemberRolePrimary}},
+	}
 	db.Spec.Replicas = ptr.To[int32](5)
+	db.Spec.Primary = "my-database-4"
 
 	newTestStrategy().PrepareForUpdate(context.Background(), db, old)
 
-	require.Equal(t, old.Status, db.Status)
+	require.Equal(t, old.Status, db.Status, "status.primary and status.members are the controller's, written through status")
 	require.Equal(t, ptr.To[int32](5), db.Spec.Replicas, "the spec change is kept")
+	require.Equal(t, "my-database-4", db.Spec.Primary, "spec.primary is the user's, written through the main resource")
 }
 
 func TestStatusPrepareForUpdateKeepsStoredSpecAndLabels(t *testing.T) {
@@ -130,12 +146,17 @@ func TestStatusPrepareForUpdateKeepsStoredSpecAndLabels(t *testing.T) {
 	db := old.DeepCopy()
 	db.Spec = example.DatabaseSpec{Engine: example.EngineMySQL, Version: "8.4", Replicas: ptr.To[int32](1), Storage: "1Gi"}
 	db.Labels = map[string]string{"team": "hijacked"}
+	db.Spec.Primary = "my-database-0"
 	db.Status.Phase = example.DatabasePhaseDegraded
 	db.Status.ReadyReplicas = 2
+	db.Status.Primary = "my-database-1"
+	db.Status.Members = []example.DatabaseMember{{Name: "my-database-1", Role: example.MemberRolePrimary, Ready: true}}
 
 	NewStatusStrategy(newTestStrategy()).PrepareForUpdate(context.Background(), db, old)
 
-	require.Equal(t, old.Spec, db.Spec)
+	require.Equal(t, old.Spec, db.Spec, "spec.primary included")
+	require.Equal(t, "my-database-1", db.Status.Primary, "status.primary is written here")
+	require.Equal(t, []example.DatabaseMember{{Name: "my-database-1", Role: example.MemberRolePrimary, Ready: true}}, db.Status.Members)
 	require.Equal(t, old.Labels, db.Labels)
 	require.Equal(t, example.DatabasePhaseDegraded, db.Status.Phase, "the status change is kept")
 	require.Equal(t, int32(2), db.Status.ReadyReplicas)
@@ -258,6 +279,8 @@ func TestValidateUpdateDelegatesToValidation(t *testing.T) {
 		{"engine is immutable", func(db *example.Database) { db.Spec.Engine = example.EngineMySQL }, "spec.engine"},
 		{"storage never shrinks", func(db *example.Database) { db.Spec.Storage = "50Gi" }, "spec.storage"},
 		{"replicas over the maximum", func(db *example.Database) { db.Spec.Replicas = ptr.To[int32](11) }, "spec.replicas"},
+		{"primary not one of the Pods", func(db *example.Database) { db.Spec.Primary = "my-database-3" }, "spec.primary"},
+		{"scale-down removing the named primary", func(db *example.Database) { db.Spec.Replicas = ptr.To[int32](2) }, "spec.primary"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -21,7 +21,8 @@ import (
 // TableConvertor prints Databases as the server-side table of
 // `kubectl get databases`: the columns a Database CRD would declare as
 // additionalPrinterColumns (Name, Engine, Version, Replicas, Status, Age) at
-// priority 0, and Ready and Storage at priority 1 (`-o wide`). A cell whose
+// priority 0, and Ready, Storage and Primary (status.primary) at priority 1
+// (`-o wide`). A cell whose
 // field is not set is nil, which kubectl prints as <none>, as it does for a
 // CRD's columns.
 type TableConvertor struct{}
@@ -46,6 +47,7 @@ var columnDefinitions = func() []metav1.TableColumnDefinition {
 		{Name: "Age", Type: "string", Description: objectMeta["creationTimestamp"]},
 		{Name: "Ready", Type: "string", Priority: 1, Description: "Ready database Pods out of the desired ones: status.readyReplicas/spec.replicas."},
 		{Name: "Storage", Type: "string", Priority: 1, Description: specDoc("storage")},
+		{Name: "Primary", Type: "string", Priority: 1, Description: statusDoc("primary")},
 	}
 }()
 
@@ -106,6 +108,7 @@ func databaseRow(db *example.Database) metav1.TableRow {
 			age(db.CreationTimestamp),
 			ready,
 			stringOrNil(db.Spec.Storage),
+			stringOrNil(db.Status.Primary),
 		},
 		Object: runtime.RawExtension{Object: db},
 	}

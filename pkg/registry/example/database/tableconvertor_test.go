@@ -34,6 +34,7 @@ func exampleDatabase() *example.Database {
 		Status: example.DatabaseStatus{
 			Phase:         example.DatabasePhaseDegraded,
 			ReadyReplicas: 2,
+			Primary:       "my-database-0",
 		},
 	}
 }
@@ -55,6 +56,7 @@ func TestTableColumnsArePrinterColumnsThenWideOnes(t *testing.T) {
 		{"Age", "string", "", 0},
 		{"Ready", "string", "", 1},
 		{"Storage", "string", "", 1},
+		{"Primary", "string", "", 1},
 	}
 	got := make([]column, 0, len(table.ColumnDefinitions))
 	for _, c := range table.ColumnDefinitions {
@@ -73,6 +75,7 @@ func TestTableColumnsCarryFieldDescriptions(t *testing.T) {
 		"Age":      "CreationTimestamp is a timestamp",
 		"Ready":    "Ready database Pods",
 		"Storage":  "Storage is the volume size of each replica",
+		"Primary":  "Primary is the Pod that is primary now",
 	}
 	for _, c := range columnDefinitions {
 		t.Run(c.Name, func(t *testing.T) {
@@ -90,7 +93,7 @@ func TestTableRowOfTheExampleDatabase(t *testing.T) {
 	require.NoError(t, err)
 
 	require.Len(t, table.Rows, 1)
-	require.Equal(t, []any{"my-database", "postgresql", "14.5", int64(3), "Degraded", "3d", "2/3", "100Gi"}, table.Rows[0].Cells)
+	require.Equal(t, []any{"my-database", "postgresql", "14.5", int64(3), "Degraded", "3d", "2/3", "100Gi", "my-database-0"}, table.Rows[0].Cells)
 	require.Same(t, db, table.Rows[0].Object.Object)
 	require.Equal(t, "42", table.ResourceVersion)
 }
@@ -108,6 +111,8 @@ func TestTableRowPrintsUnsetFieldsAsNone(t *testing.T) {
 		{"no storage", func(db *example.Database) { db.Spec.Storage = "" }, "Storage", nil},
 		{"no creation timestamp", func(db *example.Database) { db.CreationTimestamp = metav1.Time{} }, "Age", "<unknown>"},
 		{"nothing ready", func(db *example.Database) { db.Status.ReadyReplicas = 0 }, "Ready", "0/3"},
+		{"no primary confirmed yet", func(db *example.Database) { db.Status.Primary = "" }, "Primary", nil},
+		{"the primary as status reports it, not as spec asks", func(db *example.Database) { db.Spec.Primary = "my-database-2" }, "Primary", "my-database-0"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -148,7 +153,7 @@ func TestTableOfEmptyListHasColumnsAndNoRows(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, table.Rows)
 	require.Empty(t, table.Rows)
-	require.Len(t, table.ColumnDefinitions, 8)
+	require.Len(t, table.ColumnDefinitions, 9)
 }
 
 func TestTableNoHeadersOmitsColumnDefinitions(t *testing.T) {

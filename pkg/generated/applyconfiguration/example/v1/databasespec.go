@@ -41,6 +41,16 @@ type DatabaseSpecApplyConfiguration struct {
 	// (the default) removes the volumes and credentials with it, Retain keeps
 	// them, DoNotTerminate refuses the deletion until the policy changes.
 	DeletionPolicy *examplev1.DeletionPolicy `json:"deletionPolicy,omitempty"`
+	// Primary is the Pod that should be the primary (takes writes):
+	// "<metadata.name>-<ordinal>", the ordinal a decimal below spec.replicas.
+	// Empty: the controller keeps the current primary (the first Pod,
+	// "<name>-0", at creation) and, when a scale-down would remove it,
+	// switches over to "<name>-0" first. Setting it to another Pod asks for
+	// a planned switchover: the controller stops the old primary, waits
+	// until the new one has every write of it, promotes it, and the old one
+	// follows it as a replica. spec.replicas may not drop to or below the
+	// ordinal of the Pod named here: move the primary first.
+	Primary *string `json:"primary,omitempty"`
 }
 
 // DatabaseSpecApplyConfiguration constructs a declarative configuration of the DatabaseSpec type for use with
@@ -86,5 +96,13 @@ func (b *DatabaseSpecApplyConfiguration) WithStorage(value string) *DatabaseSpec
 // If called multiple times, the DeletionPolicy field is set to the value of the last call.
 func (b *DatabaseSpecApplyConfiguration) WithDeletionPolicy(value examplev1.DeletionPolicy) *DatabaseSpecApplyConfiguration {
 	b.DeletionPolicy = &value
+	return b
+}
+
+// WithPrimary sets the Primary field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Primary field is set to the value of the last call.
+func (b *DatabaseSpecApplyConfiguration) WithPrimary(value string) *DatabaseSpecApplyConfiguration {
+	b.Primary = &value
 	return b
 }

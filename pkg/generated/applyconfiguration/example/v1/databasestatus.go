@@ -39,6 +39,10 @@ type DatabaseStatusApplyConfiguration struct {
 	// Selector is the label selector of the database Pods, for the scale
 	// subresource and HorizontalPodAutoscalers.
 	Selector *string `json:"selector,omitempty"`
+	// Primary is the Pod that is primary now, as the controller last confirmed it.
+	Primary *string `json:"primary,omitempty"`
+	// Members are the database Pods, one per ordinal, with their part in replication.
+	Members []DatabaseMemberApplyConfiguration `json:"members,omitempty"`
 }
 
 // DatabaseStatusApplyConfiguration constructs a declarative configuration of the DatabaseStatus type for use with
@@ -89,5 +93,26 @@ func (b *DatabaseStatusApplyConfiguration) WithObservedGeneration(value int64) *
 // If called multiple times, the Selector field is set to the value of the last call.
 func (b *DatabaseStatusApplyConfiguration) WithSelector(value string) *DatabaseStatusApplyConfiguration {
 	b.Selector = &value
+	return b
+}
+
+// WithPrimary sets the Primary field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Primary field is set to the value of the last call.
+func (b *DatabaseStatusApplyConfiguration) WithPrimary(value string) *DatabaseStatusApplyConfiguration {
+	b.Primary = &value
+	return b
+}
+
+// WithMembers adds the given value to the Members field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Members field.
+func (b *DatabaseStatusApplyConfiguration) WithMembers(values ...*DatabaseMemberApplyConfiguration) *DatabaseStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithMembers")
+		}
+		b.Members = append(b.Members, *values[i])
+	}
 	return b
 }

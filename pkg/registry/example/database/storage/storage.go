@@ -308,7 +308,9 @@ func (r *ScaleREST) Get(ctx context.Context, name string, options *metav1.GetOpt
 // gives, and returns the Database's new Scale. The write goes through the
 // main store and strategy, so it bumps metadata.generation and a replica count
 // out of 1..10, negative ones included, is a 422 Invalid on the Database's
-// spec.replicas, the same error a write of the Database gets; a Scale resourceVersion or uid other
+// spec.replicas, and a scale-down to or below the ordinal of the Pod
+// spec.primary names is a 422 Invalid on spec.primary (move the primary
+// first), the same errors a write of the Database gets; a Scale resourceVersion or uid other
 // than the Database's is a 409 Conflict; a missing Database is a 404.
 // Admission sees Scales, not Databases. It never creates a Database.
 func (r *ScaleREST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {

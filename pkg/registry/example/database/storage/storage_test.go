@@ -448,6 +448,87 @@ func TestScaleUpdateRejectsInvalidReplicas(t *testing.T) {
 	}
 }
 
+// A scale-down through databases/scale goes through the Database's update
+// validation: dropping the Pod spec.primary names is the 422 on spec.primary a
+// write of the Database gets, not a 500, and nothing is stored.
+func TestScaleUpdateThatWouldRemoveTheNamedPrimaryIsInvalid(t *testing.T) {
+	s := newStorage(t)
+	db := validDatabase("scaled")
+	db.Spec.Primary = "scaled-2"
+	create(t, s, db)
+
+	for _, replicas := range []int32{2, 1} {
+		_, err := updateScale(s, &scalescheme.Scale{
+			ObjectMeta: metav1.ObjectMeta{Name: "scaled", Namespace: namespace},
+			Spec:       scalescheme.ScaleSpec{Replicas: replicas},
+		}, rest.ValidateAllObjectUpdateFunc)
+
+		requireInvalidOn(t, err, example.Kind("Database"), "spec.primary")
+		require.ErrorContains(t, err, "move the primary first")
+		require.Equal(t, ptr.To[int32](3), get(t, s, "scaled").Spec.Replicas)
+	}
+
+	// Up is fine, and so is down once the primary sits below the new count.
+	_, err := updateScale(s, &scalescheme.Scale{
+		ObjectMeta: metav1.ObjectMeta{Name: "scaled", Namespace: namespace},
+		Spec:       scalescheme.ScaleSpec{Replicas: 5},
+	}, rest.ValidateAllObjectUpdateFunc)
+	require.NoError(t, err)
+	moved := get(t, s, "scaled")
+	moved.Spec.Primary = "scaled-0"
+	_, err = update(s, moved)
+	require.NoError(t, err)
+	got, err := updateScale(s, &scalescheme.Scale{
+		ObjectMeta: metav1.ObjectMeta{Name: "scaled", Namespace: namespace},
+		Spec:       scalescheme.ScaleSpec{Replicas: 1},
+	}, rest.ValidateAllObjectUpdateFunc)
+	require.NoError(t, err)
+	require.Equal(t, int32(1), got.Spec.Replicas)
+}
+
+func TestCreateWithAPrimaryThatIsNotOneOfItsPodsIsInvalid(t *testing.T) {
+	s := newStorage(t)
+	db := validDatabase("bad-primary")
+	db.Spec.Primary = "bad-primary-3"
+	_, err := s.Database.Create(testContext(s), db, rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
+	requireInvalidOn(t, err, example.Kind("Database"), "spec.primary")
+	require.ErrorContains(t, err, "must be one of the Database's Pods: bad-primary-0 … bad-primary-2")
+}
+
+func TestReplicationStatusIsWrittenThroughStatusOnly(t *testing.T) {
+	s := newStorage(t)
+	db := create(t, s, validDatabase("members"))
+	members := []example.DatabaseMember{
+		{Name: "members-0", Role: example.MemberRolePrimary, Ready: true},
+		{Name: "members-1", Role: example.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](128)},
+		{Name: "members-2"},
+	}
+
+	// Through the main resource: ignored.
+	db.Status.Primary = "members-0"
+	db.Status.Members = members
+	_, err := update(s, db)
+	require.NoError(t, err)
+	require.Empty(t, get(t, s, "members").Status.Members)
+
+	// Through databases/status: stored and read back, the protobuf storage included.
+	db = get(t, s, "members")
+	db.Status.Primary = "members-0"
+	db.Status.Members = members
+	_, _, err = s.Status.Update(testContext(s, "status"), "members", rest.DefaultUpdatedObjectInfo(db),
+		rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, false, &metav1.UpdateOptions{})
+	require.NoError(t, err)
+	stored := get(t, s, "members")
+	require.Equal(t, "members-0", stored.Status.Primary)
+	require.Equal(t, members, stored.Status.Members)
+
+	// A broken member is a 422 on its field.
+	stored.Status.Members[1].Role = "Leader"
+	_, _, err = s.Status.Update(testContext(s, "status"), "members", rest.DefaultUpdatedObjectInfo(stored),
+		rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, false, &metav1.UpdateOptions{})
+	requireInvalidOn(t, err, example.Kind("Database"), "status.members[1].role")
+}
+
 func TestScaleUpdatePreconditionsConflict(t *testing.T) {
 	tests := []struct {
 		name   string

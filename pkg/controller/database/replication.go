@@ -1,0 +1,613 @@
+package database
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/controller/engine"
+	"example.com/database-apiserver/pkg/controller/postgres"
+	"example.com/database-apiserver/pkg/controller/specs"
+)
+
+// Instances is how the Reconciler talks to the servers of a replicating Database
+// (postgres.Client); each call reaches one server.
+type Instances interface {
+	Observe(ctx context.Context, s postgres.Server, roles []string) (postgres.State, error)
+	SetReplicationRole(ctx context.Context, s postgres.Server, role, password string) error
+	SyncSlots(ctx context.Context, s postgres.Server, have map[string]bool, want, drop []string) error
+	Promote(ctx context.Context, s postgres.Server) error
+}
+
+// observeTimeout bounds the asking of every member of a Database, which runs in parallel:
+// a Pod that does not answer in time is unreachable for this pass.
+const observeTimeout = 5 * time.Second
+
+// member is one database Pod of a replicating Database as a pass sees it.
+type member struct {
+	name string
+	// pod is nil when the Pod does not exist.
+	pod *corev1.Pod
+	// state is what the server answered, nil when it was not asked (no Pod IP, a Pod
+	// being deleted, no Instances) or did not answer (err).
+	state *postgres.State
+	err   error
+}
+
+// primary reports whether m answered as a primary (not in recovery).
+func (m *member) primary() bool { return m.state != nil && !m.state.InRecovery }
+
+// standby reports whether m answered as a standby.
+func (m *member) standby() bool { return m.state != nil && m.state.InRecovery }
+
+// replication is what the replication step found, for status.
+type replication struct {
+	// primary is the Pod confirmed primary: status.primary.
+	primary string
+	members []examplev1.DatabaseMember
+	// switchover, when not empty, says what a switchover under way waits for.
+	switchover string
+	// notStreaming lists the replicas that are not streaming, with why.
+	notStreaming []string
+	// observed is false when the controller could not ask the servers at all.
+	observed bool
+	// fenced is true while the replication ConfigMap names another Pod than the confirmed
+	// primary (steps 2 and 3 of a switchover): the confirmed primary takes no writes.
+	fenced bool
+}
+
+// confirmedPrimary is the Pod the controller last confirmed primary, status.primary; at
+// creation (or when status.primary names none of the Database's Pods) the first Pod, which the
+// setup script lets initialise while every other Pod clones it.
+func confirmedPrimary(db *examplev1.Database) string {
+	if _, ok := specs.PodOrdinal(db, db.Status.Primary); ok {
+		return db.Status.Primary
+	}
+	return specs.PodName(db, 0)
+}
+
+// SwitchoverFromAnnotation is on the replication ConfigMap: the primary a switchover the
+// controller started moves away from, written with the Pod the ConfigMap names. A ConfigMap
+// that names another Pod than the confirmed primary without it (edited by hand) is set back.
+const SwitchoverFromAnnotation = "database.example.com/switchover-from"
+
+// targetPrimary is the Pod that should be primary: spec.primary when set; else the confirmed
+// primary while spec.replicas keeps it; else the first Pod (a scale-down never removes the
+// primary: it is moved first).
+func targetPrimary(db *examplev1.Database, replicas int32) string {
+	if db.Spec.Primary != "" {
+		return db.Spec.Primary
+	}
+	confirmed := confirmedPrimary(db)
+	if ordinal, ok := specs.PodOrdinal(db, confirmed); ok && ordinal < replicas {
+		return confirmed
+	}
+	return specs.PodName(db, 0)
+}
+
+// heldReplicas is the number of Pods the StatefulSet is to run: spec.replicas, or more while
+// the confirmed or the designated primary (the replication ConfigMap's) has an ordinal past
+// it, so a scale-down waits for the switchover that moves the primary off the Pods it
+// removes. It never holds more than running, the Pods the StatefulSet runs now: a primary
+// past them does not exist.
+func heldReplicas(db *examplev1.Database, replicas, running int32, designated string) int32 {
+	n := replicas
+	for _, pod := range []string{confirmedPrimary(db), designated} {
+		if ordinal, ok := specs.PodOrdinal(db, pod); ok && ordinal < running {
+			n = max(n, ordinal+1)
+		}
+	}
+	return n
+}
+
+// ensureReplicationConfigMap makes the replication ConfigMap exist with our scripts, naming
+// the confirmed primary when it is new, and returns the primary it names. One that names
+// another Pod than the confirmed primary, not by a switchover the controller started
+// (SwitchoverFromAnnotation), or none of the Database's Pods, was edited by hand: it is set
+// back, with a Warning Event; kept, it would have the primary stopped as for a switchover,
+// without the checks that keep it safe, or every Pod start as a standby of no one.
+func (p *pass) ensureReplicationConfigMap(ctx context.Context) (string, *halt, error) {
+	db := p.db
+	want := specs.ReplicationConfigMap(db, confirmedPrimary(db))
+	cm, h, err := ensureChild(ctx, p, childOps[*corev1.ConfigMap]{
+		kind:   "ConfigMap",
+		name:   want.Name,
+		client: p.r.kube.CoreV1().ConfigMaps(db.Namespace),
+		cached: p.r.listers.ConfigMaps.ConfigMaps(db.Namespace).Get,
+		build:  func() *corev1.ConfigMap { return want },
+		sync:   func(have *corev1.ConfigMap) *halt { specs.SyncReplicationConfigMap(have, want); return nil },
+	})
+	if h != nil || err != nil {
+		return "", h, err
+	}
+	named, confirmed := specs.ReplicationPrimary(cm), confirmedPrimary(db)
+	pods := ptr.Deref(db.Spec.Replicas, 0)
+	if ordinal, ok := specs.PodOrdinal(db, confirmed); ok {
+		pods = max(pods, ordinal+1)
+	}
+	ordinal, ok := specs.PodOrdinal(db, named)
+	ours := named == confirmed || cm.Annotations[SwitchoverFromAnnotation] == confirmed
+	if !ok || ordinal >= pods || !ours {
+		if err := p.designate(ctx, confirmed); err != nil {
+			return "", nil, err
+		}
+		p.r.event(ctx, db, corev1.EventTypeWarning, ReasonInvalidChild,
+			"ConfigMap %s named %q the primary, which the controller did not ask for; set it back to %s (change spec.primary to move the primary)", cm.Name, named, confirmed)
+		return confirmed, nil, nil
+	}
+	return named, nil, nil
+}
+
+// reconcileReplication runs the replication of a Database whose engine replicates, once its
+// StatefulSet is in place: it asks every server its part, moves the primary when the target
+// differs (switchover), creates the replication role and one slot per replica on the primary,
+// labels the Pods with their role (specs.RoleLabel) for the Services, and returns what status
+// reports; out of a switchover, it restarts the Pods for a new revision (rollPods).
+// statefulSet is the StatefulSet as last read or written, designated the primary the
+// replication ConfigMap names, replicas spec.replicas and sts the number of Pods the
+// StatefulSet runs (heldReplicas).
+//
+// A switchover from the confirmed primary O to the target T takes three passes, each
+// repeatable, so a controller that restarts half-way finishes it:
+//  1. once T streams from O: the ConfigMap names T, O loses its role label (clients are
+//     turned away: the write pause begins) and O's Pod is deleted; its preStop hook shuts
+//     the server down fast, which sends every WAL record to the standbys first;
+//  2. O's Pod comes back; the setup script, reading that T is primary, starts it as a
+//     standby (O is fenced: it takes no writes);
+//  3. once O answers as a standby and T has received all of O's WAL (T's received or
+//     replayed position at least O's replayed one, the end of its shutdown checkpoint): T is
+//     promoted, confirmed (status.primary) and labelled primary, and O, T's standby, streams
+//     from it through the client Service.
+//
+// There is no automatic failover: T is never promoted while O has not been seen to stop
+// taking writes, which a controller cannot tell from a network partition.
+func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.StatefulSet, designated string, replicas, sts int32) (replication, error) {
+	db := p.db
+	rep := replication{primary: confirmedPrimary(db)}
+	members, server, asked, err := p.members(ctx, sts)
+	if err != nil {
+		return rep, err
+	}
+	rep.observed = asked
+	byName := map[string]*member{}
+	for _, m := range members {
+		byName[m.name] = m
+	}
+	old, target := byName[rep.primary], targetPrimary(db, replicas)
+
+	switch {
+	case designated != rep.primary:
+		// Steps 2 and 3.
+		next := byName[designated]
+		switch {
+		case next != nil && next.primary():
+			rep.primary = designated
+		case old != nil && old.primary():
+			if err := p.fence(ctx, old); err != nil {
+				return rep, err
+			}
+			rep.switchover = fmt.Sprintf("switching over from %s to %s: stopping %s", old.name, designated, old.name)
+		case old == nil || !old.standby():
+			rep.switchover = fmt.Sprintf("switching over from %s to %s: waiting for %s to restart as a standby", rep.primary, designated, rep.primary)
+		case next == nil || !next.standby():
+			rep.switchover = fmt.Sprintf("switching over from %s to %s: waiting for %s to answer", rep.primary, designated, designated)
+		case max(next.state.ReceivedLSN, next.state.ReplayedLSN) < old.state.ReplayedLSN:
+			rep.switchover = fmt.Sprintf("switching over from %s to %s: %s has WAL up to %d, %s's ends at %d",
+				rep.primary, designated, designated, max(next.state.ReceivedLSN, next.state.ReplayedLSN), rep.primary, old.state.ReplayedLSN)
+		default:
+			if err := p.r.instances.Promote(ctx, server(next)); err != nil {
+				return rep, err
+			}
+			p.r.event(ctx, db, corev1.EventTypeNormal, ReasonSwitchover, "Promoted %s; %s follows it as a standby", designated, rep.primary)
+			rep.primary = designated
+			next.state.InRecovery = false
+		}
+	case target != rep.primary:
+		// Step 1.
+		next := byName[target]
+		switch {
+		case old == nil || !old.primary():
+			rep.switchover = fmt.Sprintf("switching over from %s to %s: waiting for %s to answer as the primary (there is no automatic failover)", rep.primary, target, rep.primary)
+		case next == nil || old.state.Standbys[target].State != "streaming":
+			rep.switchover = fmt.Sprintf("switching over from %s to %s: waiting for %s to stream from %s", rep.primary, target, target, rep.primary)
+		default:
+			if err := p.designate(ctx, target); err != nil {
+				return rep, err
+			}
+			designated = target
+			if err := p.fence(ctx, old); err != nil {
+				return rep, err
+			}
+			p.r.event(ctx, db, corev1.EventTypeNormal, ReasonSwitchover, "Switching over from %s to %s: stopping %s", rep.primary, target, rep.primary)
+			rep.switchover = fmt.Sprintf("switching over from %s to %s: stopping %s", rep.primary, target, rep.primary)
+			old.state = nil
+		}
+	}
+
+	rep.fenced = designated != rep.primary
+	primary := byName[rep.primary]
+	if !rep.fenced && primary != nil && primary.primary() {
+		if err := p.syncPrimary(ctx, server(primary), primary.state, rep.primary, sts); err != nil {
+			return rep, err
+		}
+	}
+	if err := p.labelRoles(ctx, members, rep); err != nil {
+		return rep, err
+	}
+	if !rep.fenced && rep.switchover == "" {
+		if err := p.rollPods(ctx, statefulSet, members, rep.primary); err != nil {
+			return rep, err
+		}
+	}
+	rep.members, rep.notStreaming = memberStatus(members, rep, sts)
+	return rep, nil
+}
+
+// rollPods restarts, for the StatefulSet's update revision (its update strategy is
+// OnDelete), one Pod that runs an older one: the replica of the highest ordinal first, the
+// primary last, and only while every Pod runs Ready, so at most one server is down at a
+// time. A primary restarted this way comes back as the primary (the ConfigMap names it); its
+// clients wait out its restart. Nothing is done while the StatefulSet controller has not
+// observed the StatefulSet's generation.
+func (p *pass) rollPods(ctx context.Context, sts *appsv1.StatefulSet, members []*member, primary string) error {
+	if sts == nil || sts.Status.ObservedGeneration != sts.Generation || sts.Status.UpdateRevision == "" {
+		return nil
+	}
+	var next *member
+	for _, m := range members {
+		if m.pod == nil || m.pod.DeletionTimestamp != nil || !podReady(m.pod) {
+			return nil
+		}
+		if m.pod.Labels[appsv1.ControllerRevisionHashLabelKey] == sts.Status.UpdateRevision {
+			continue
+		}
+		if next == nil || next.name == primary || m.name != primary {
+			next = m // members are by ordinal: the last outdated replica, else the primary
+		}
+	}
+	if next == nil {
+		return nil
+	}
+	err := p.r.kube.CoreV1().Pods(next.pod.Namespace).Delete(ctx, next.pod.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(next.pod.UID))})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete Pod %q to restart it for revision %s: %w", next.pod.Name, sts.Status.UpdateRevision, err)
+	}
+	which := "a replica"
+	if next.name == primary {
+		which = "the primary, last"
+	}
+	p.r.event(ctx, p.db, corev1.EventTypeNormal, ReasonRollingUpdate, "Restarting %s (%s) for revision %s", next.name, which, sts.Status.UpdateRevision)
+	return nil
+}
+
+// members returns db's Pods of ordinals 0..sts-1, each asked its state in parallel when the
+// Reconciler has Instances and the Secret is in the cache (asked), and how to reach a
+// member's server as the Secret's superuser.
+func (p *pass) members(ctx context.Context, sts int32) (members []*member, server func(*member) postgres.Server, asked bool, err error) {
+	db := p.db
+	// The Secret the pass made sure of; a new one the cache has not delivered yet means the
+	// servers are not asked this pass (they cannot run before it exists anyway).
+	secret, err := p.r.listers.Secrets.Secrets(db.Namespace).Get(specs.SecretName(db))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, nil, false, fmt.Errorf("get Secret %q from the cache: %w", specs.SecretName(db), err)
+	}
+	instances := p.r.instances
+	if secret == nil {
+		instances, secret = nil, &corev1.Secret{}
+	}
+	server = func(m *member) postgres.Server {
+		return postgres.Server{
+			Host: m.pod.Status.PodIP, Port: p.desired.Recipe.Port,
+			User:     string(secret.Data[engine.SecretKeyUsername]),
+			Password: string(secret.Data[engine.SecretKeyPassword]),
+			Database: string(secret.Data[engine.SecretKeyDatabase]),
+		}
+	}
+	pods, err := p.r.listers.Pods.Pods(db.Namespace).List(labels.SelectorFromSet(specs.SelectorLabels(db)))
+	if err != nil {
+		return nil, nil, false, err
+	}
+	members = make([]*member, sts)
+	for i := range members {
+		members[i] = &member{name: specs.PodName(db, int32(i))}
+		for _, pod := range pods {
+			if pod.Name == members[i].name && isPodOf(pod, db) {
+				members[i].pod = pod
+			}
+		}
+	}
+	if instances == nil {
+		return members, server, false, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, observeTimeout)
+	defer cancel()
+	roles := []string{p.desired.Recipe.ReplicationUsername}
+	var wg sync.WaitGroup
+	for _, m := range members {
+		if m.pod == nil || m.pod.Status.PodIP == "" || m.pod.DeletionTimestamp != nil || m.pod.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		wg.Go(func() {
+			st, err := instances.Observe(ctx, server(m), roles)
+			if err != nil {
+				m.err = err
+				return
+			}
+			m.state = &st
+		})
+	}
+	wg.Wait()
+	return members, server, true, nil
+}
+
+// isPodOf reports whether pod belongs to db's StatefulSet (its controller is a StatefulSet of
+// db's name): a Pod that only carries db's labels is not asked anything.
+func isPodOf(pod *corev1.Pod, db *examplev1.Database) bool {
+	ref := metav1.GetControllerOf(pod)
+	return ref != nil && ref.Kind == "StatefulSet" && ref.Name == specs.StatefulSetName(db)
+}
+
+// designate makes the replication ConfigMap name pod the primary, with the confirmed primary
+// it moves from (SwitchoverFromAnnotation).
+func (p *pass) designate(ctx context.Context, pod string) error {
+	db := p.db
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]string{SwitchoverFromAnnotation: confirmedPrimary(db)}},
+		"data":     map[string]string{specs.ConfigMapKeyPrimary: pod},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = p.r.kube.CoreV1().ConfigMaps(db.Namespace).Patch(ctx, specs.ReplicationConfigMapName(db), types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return fmt.Errorf("name %s the primary in ConfigMap %q: %w", pod, specs.ReplicationConfigMapName(db), err)
+	}
+	return nil
+}
+
+// fence turns clients away from m, the primary being switched from, and deletes its Pod (the
+// one asked, by UID), whose server then shuts down fast; a Pod already being deleted is left
+// to finish.
+func (p *pass) fence(ctx context.Context, m *member) error {
+	pod, err := p.setRole(ctx, m.pod, "")
+	if err != nil {
+		return err
+	}
+	m.pod = pod
+	if m.pod.DeletionTimestamp != nil {
+		return nil
+	}
+	err = p.r.kube.CoreV1().Pods(m.pod.Namespace).Delete(ctx, m.pod.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(m.pod.UID))})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete Pod %q to stop the old primary: %w", m.pod.Name, err)
+	}
+	return nil
+}
+
+// syncPrimary gives primary, the Pod whose server s is, the replication role with the
+// Secret's password (syncReplicationRole), a slot for every other of the sts Pods, and drops
+// the inactive slots of the Pods past them (up to the most replicas validation allows) whose
+// data claims are gone.
+func (p *pass) syncPrimary(ctx context.Context, s postgres.Server, st *postgres.State, primary string, sts int32) error {
+	db, d := p.db, p.desired
+	if err := p.syncReplicationRole(ctx, s, st, d.Recipe.ReplicationUsername); err != nil {
+		return err
+	}
+	var want, drop []string
+	for i := range int32(maxReplicas) {
+		pod := specs.PodName(db, i)
+		switch {
+		case pod == primary:
+		case i < sts:
+			want = append(want, specs.SlotName(pod))
+		case p.hasDataClaim(i):
+			// A scaled-down replica's claim is kept: its slot too, so that a scale-up finds
+			// the WAL it needs (up to max_slot_wal_keep_size).
+		default:
+			drop = append(drop, specs.SlotName(pod))
+		}
+	}
+	return p.r.instances.SyncSlots(ctx, s, st.Slots, want, drop)
+}
+
+// ReplicationPasswordAnnotation is on the credentials Secret: the SHA-256 (hex) of the
+// replication password the primary's role was last given, so a password that changes (a
+// Secret restored without it gets a new one) is given to the role too.
+const ReplicationPasswordAnnotation = "database.example.com/replication-password-sha256"
+
+// syncReplicationRole gives the primary s (whose state is st) the replication role with the
+// Secret's replication password when it has no such role (a data directory initialised
+// before replication was set up) or the password is not the one it was last given
+// (ReplicationPasswordAnnotation), then records it. Standbys connect with the password the
+// setup script wrote when their Pod last started: one that restarts picks the new one up.
+func (p *pass) syncReplicationRole(ctx context.Context, s postgres.Server, st *postgres.State, role string) error {
+	db := p.db
+	secret, err := p.r.listers.Secrets.Secrets(db.Namespace).Get(specs.SecretName(db))
+	if err != nil {
+		return err
+	}
+	password := secret.Data[engine.SecretKeyReplicationPassword]
+	if len(password) == 0 {
+		return fmt.Errorf("secret %q has no %q yet", secret.Name, engine.SecretKeyReplicationPassword)
+	}
+	sum := sha256.Sum256(password)
+	digest := hex.EncodeToString(sum[:])
+	if slices.Contains(st.Roles, role) && secret.Annotations[ReplicationPasswordAnnotation] == digest {
+		return nil
+	}
+	if err := p.r.instances.SetReplicationRole(ctx, s, role, string(password)); err != nil {
+		return err
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid": secret.UID, "annotations": map[string]string{ReplicationPasswordAnnotation: digest},
+	}})
+	if err != nil {
+		return err
+	}
+	if _, err := p.r.kube.CoreV1().Secrets(db.Namespace).Patch(ctx, secret.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("record the replication password given to the primary on Secret %q: %w", secret.Name, err)
+	}
+	return nil
+}
+
+// hasDataClaim reports whether the claim cache holds the data claim of ordinal.
+func (p *pass) hasDataClaim(ordinal int32) bool {
+	_, exists, err := p.r.listers.PersistentVolumeClaims.GetByKey(p.db.Namespace + "/" + specs.DataClaimName(p.db, ordinal))
+	return err == nil && exists
+}
+
+// maxReplicas is the most spec.replicas the API server's validation allows.
+const maxReplicas = 10
+
+// labelRoles sets specs.RoleLabel on every member's Pod: RolePrimary on the confirmed primary
+// unless it is fenced (the ConfigMap names another Pod) or answered as a standby, RoleReplica
+// on every other Pod that did not answer as a primary (a server with data of its own, which
+// no Service may route to; one that does not answer at all is still a standby by its setup,
+// and the read Service routes to it only while it is Ready), and no role otherwise.
+func (p *pass) labelRoles(ctx context.Context, members []*member, rep replication) error {
+	for _, m := range members {
+		if m.pod == nil {
+			continue
+		}
+		role := ""
+		switch {
+		case m.name == rep.primary:
+			if !rep.fenced && !m.standby() {
+				role = specs.RolePrimary
+			}
+		case !m.primary():
+			role = specs.RoleReplica
+		}
+		if _, err := p.setRole(ctx, m.pod, role); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setRole patches pod's specs.RoleLabel to role ("" removes it) when it differs, and returns
+// the Pod as written (pod itself when nothing was, or it is gone).
+func (p *pass) setRole(ctx context.Context, pod *corev1.Pod, role string) (*corev1.Pod, error) {
+	if pod.Labels[specs.RoleLabel] == role {
+		return pod, nil
+	}
+	var value any
+	if role != "" {
+		value = role
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid":    pod.UID,
+		"labels": map[string]any{specs.RoleLabel: value},
+	}})
+	if err != nil {
+		return nil, err
+	}
+	patched, err := p.r.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	switch {
+	case err == nil:
+		return patched, nil
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		return pod, nil
+	default:
+		return nil, fmt.Errorf("label Pod %q %s=%q: %w", pod.Name, specs.RoleLabel, role, err)
+	}
+}
+
+// memberStatus is status.members for the first n Pods (those the StatefulSet runs: more than
+// spec.replicas while a scale-down waits for a switchover), and the replicas among them that
+// are not streaming, with why.
+func memberStatus(members []*member, rep replication, n int32) ([]examplev1.DatabaseMember, []string) {
+	var primary *postgres.State
+	for _, m := range members {
+		if m.name == rep.primary && m.primary() {
+			primary = m.state
+		}
+	}
+	var out []examplev1.DatabaseMember
+	var notStreaming []string
+	for _, m := range members[:min(int(n), len(members))] {
+		s := examplev1.DatabaseMember{Name: m.name, Ready: m.pod != nil && podReady(m.pod)}
+		switch {
+		case m.primary():
+			s.Role = examplev1.MemberRolePrimary
+		case m.standby():
+			s.Role = examplev1.MemberRoleReplica
+		}
+		if m.name == rep.primary {
+			out = append(out, s)
+			continue
+		}
+		why := ""
+		switch {
+		case m.pod == nil:
+			why = "no Pod"
+		case m.state == nil && m.err != nil:
+			why = "not answering"
+		case m.state == nil:
+			why = "not running"
+		case m.primary():
+			why = "a primary of its own, not a replica of " + rep.primary
+		case primary == nil:
+			why = "the primary is not answering"
+		default:
+			sb, ok := primary.Standbys[m.name]
+			switch {
+			case !ok:
+				why = "not connected to " + rep.primary
+			case sb.State != "streaming":
+				why = sb.State
+			default:
+				s.Streaming = true
+			}
+			if ok && sb.LagBytes >= 0 {
+				s.LagBytes = &sb.LagBytes
+			}
+		}
+		if why != "" {
+			notStreaming = append(notStreaming, m.name+" ("+why+")")
+		}
+		out = append(out, s)
+	}
+	return out, notStreaming
+}
+
+// podReady reports whether pod's Ready condition is True.
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// replicatingCondition is the ConditionReplicating of rep, for a Database of replicas: True
+// when every replica streams from the primary; False naming those that do not, or a
+// switchover under way; Unknown when the servers could not be asked.
+func replicatingCondition(rep replication) (metav1.ConditionStatus, string, string) {
+	switch {
+	case rep.switchover != "":
+		return metav1.ConditionFalse, ReasonSwitchover, rep.switchover
+	case !rep.observed:
+		return metav1.ConditionUnknown, ReasonNotObserved, "the controller does not reach the servers"
+	case len(rep.notStreaming) > 0:
+		return metav1.ConditionFalse, ReasonNotStreaming, "not streaming from " + rep.primary + ": " + strings.Join(rep.notStreaming, ", ")
+	default:
+		return metav1.ConditionTrue, ReasonStreaming, "every replica streams from " + rep.primary
+	}
+}

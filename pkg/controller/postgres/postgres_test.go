@@ -1,0 +1,41 @@
+package postgres
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestQuoteLiteralDoublesQuotesOnly(t *testing.T) {
+	for in, want := range map[string]string{
+		"":              "''",
+		"plain":         "'plain'",
+		"it's":          "'it''s'",
+		"''":            "''''''",
+		`back\slash`:    `'back\slash'`, // standard_conforming_strings: a backslash is literal
+		"x'; DROP ROLE": "'x''; DROP ROLE'",
+	} {
+		require.Equal(t, want, quoteLiteral(in), in)
+	}
+}
+
+// SyncSlots connects only when a slot of want is missing or an inactive slot of drop exists:
+// a primary whose slots are in place costs no connection each pass.
+func TestSyncSlotsConnectsOnlyWhenThereIsWork(t *testing.T) {
+	// Nothing listens on port 1: a connection attempt fails at once.
+	s := Server{Host: "127.0.0.1", Port: 1, User: "postgres", Database: "postgres"}
+	have := map[string]bool{"db_1": true, "db_2": false, "db_3": true}
+	require.NoError(t, Client{}.SyncSlots(t.Context(), s, have, []string{"db_1", "db_2"}, []string{"db_3", "db_4"}),
+		"all wanted slots exist; db_3 is in use and db_4 does not exist")
+
+	for _, tc := range []struct {
+		name       string
+		want, drop []string
+	}{
+		{"a missing slot", []string{"db_1", "db_5"}, nil},
+		{"an inactive slot to drop", nil, []string{"db_2"}},
+	} {
+		err := Client{}.SyncSlots(t.Context(), s, have, tc.want, tc.drop)
+		require.ErrorContains(t, err, "connect to 127.0.0.1:1", tc.name)
+	}
+}

@@ -1,0 +1,206 @@
+package specs
+
+import (
+	_ "embed"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/controller/engine"
+)
+
+// RoleLabel is on every Pod of a replicating Database once the controller knows its part:
+// RolePrimary on the one that takes writes, RoleReplica on those that follow it. The client
+// Service selects the primary by it, the read Service the replicas; a Pod the controller has
+// not labelled (new, or the old primary during a switchover) is in neither.
+const (
+	RoleLabel   = "database.example.com/role"
+	RolePrimary = "primary"
+	RoleReplica = "replica"
+)
+
+// ReplicationConfigMapName is the ConfigMap "<name>-replication": the primary's Pod name
+// (ConfigMapKeyPrimary) and the engine's replication scripts.
+func ReplicationConfigMapName(db *examplev1.Database) string { return db.Name + "-replication" }
+
+// ReadServiceName is the read Service's name: "<name>-read".
+func ReadServiceName(db *examplev1.Database) string { return db.Name + "-read" }
+
+// PodName is the name of db's Pod of ordinal: "<name>-<ordinal>", as the StatefulSet
+// controller names them.
+func PodName(db *examplev1.Database, ordinal int32) string {
+	return StatefulSetName(db) + "-" + strconv.FormatInt(int64(ordinal), 10)
+}
+
+// PodOrdinal is the ordinal of db's Pod named pod, and false for any other name.
+func PodOrdinal(db *examplev1.Database, pod string) (int32, bool) {
+	_, ordinal, ok := ParseDataClaimName(engine.DataVolumeName + "-" + pod)
+	if !ok || PodName(db, ordinal) != pod {
+		return 0, false
+	}
+	return ordinal, true
+}
+
+// SlotName is the physical replication slot the primary keeps for the Pod named pod: the name
+// with "-" turned into "_" (slot names take lower-case letters, digits and underscores:
+// https://www.postgresql.org/docs/current/warm-standby.html#STREAMING-REPLICATION-SLOTS). The
+// Pods' setup script derives the same name.
+func SlotName(pod string) string {
+	b := []byte(pod)
+	for i := range b {
+		if b[i] == '-' {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// Keys of the replication ConfigMap and where the Pods mount it.
+const (
+	// ConfigMapKeyPrimary holds the name of the Pod that is, or is being made, the primary.
+	// The setup script reads it when a Pod starts: a Pod that is not named there starts as a
+	// standby.
+	ConfigMapKeyPrimary = "primary"
+	// replicationMountPath is where both containers mount the ConfigMap.
+	replicationMountPath = "/etc/database"
+
+	postgresqlSetupKey = "postgresql-setup.sh"
+	postgresqlHBAKey   = "pg_hba.conf"
+
+	replicationVolume = "replication"
+
+	// SetupContainerName is the init container that prepares a Pod's data directory.
+	SetupContainerName = "setup"
+)
+
+var (
+	//go:embed scripts/postgresql-setup.sh
+	postgresqlSetup string
+	//go:embed scripts/pg_hba.conf
+	postgresqlHBA string
+)
+
+// Replicates reports whether the controller sets up replication for d's engine: its replicas
+// follow one primary.
+func Replicates(d Desired) bool { return d.Recipe.ReplicationUsername != "" }
+
+// ReplicationConfigMap is "<name>-replication" naming primary (a Pod name) the primary, with
+// the engine's files: the init container's setup script and the server's pg_hba.conf.
+func ReplicationConfigMap(db *examplev1.Database, primary string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: objectMeta(db, ReplicationConfigMapName(db), ChildLabels(db)),
+		Data: map[string]string{
+			ConfigMapKeyPrimary: primary,
+			postgresqlSetupKey:  postgresqlSetup,
+			postgresqlHBAKey:    postgresqlHBA,
+		},
+	}
+}
+
+// ReplicationPrimary is the Pod cm names primary, "" when it names none.
+func ReplicationPrimary(cm *corev1.ConfigMap) string { return cm.Data[ConfigMapKeyPrimary] }
+
+// SyncReplicationConfigMap copies our labels and the scripts from want into have; the primary
+// it names is the controller's to change, through a switchover, and is kept.
+func SyncReplicationConfigMap(have, want *corev1.ConfigMap) {
+	have.Labels = MergeLabels(have.Labels, want.Labels)
+	primary := ReplicationPrimary(have)
+	if primary == "" {
+		primary = ReplicationPrimary(want)
+	}
+	have.Data = map[string]string{}
+	for k, v := range want.Data {
+		have.Data[k] = v
+	}
+	have.Data[ConfigMapKeyPrimary] = primary
+}
+
+// ReadService is "<name>-read", the ClusterIP Service that routes to the ready replicas
+// (RoleLabel RoleReplica): reads that may lag the primary by the replication lag. It exists
+// while replicas > 1 on an engine that replicates.
+func ReadService(db *examplev1.Database, d Desired) *corev1.Service {
+	selector := SelectorLabels(db)
+	selector[RoleLabel] = RoleReplica
+	return &corev1.Service{
+		ObjectMeta: objectMeta(db, ReadServiceName(db), ChildLabels(db)),
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: selector,
+			Ports:    servicePorts(d),
+		},
+	}
+}
+
+// postgresqlServerArgs are the server settings every PostgreSQL Pod runs with, primary or
+// standby, on top of the image's defaults (wal_level replica, max_wal_senders 10,
+// max_replication_slots 10, hot_standby on):
+//   - hot_standby_feedback: a standby's queries hold back the primary's vacuum rather than be
+//     cancelled by it;
+//   - wal_log_hints: a primary that wrote past a standby's timeline can be rewound by
+//     pg_rewind instead of cloned again;
+//   - max_slot_wal_keep_size: a slot keeps at most this much WAL for a standby that is gone,
+//     so a dead replica cannot fill the primary's volume; past it the standby must be cloned
+//     again (delete its claim);
+//   - hba_file: the ConfigMap's pg_hba.conf, the same on every Pod and on data directories
+//     initialised before replication was set up.
+//
+// See https://www.postgresql.org/docs/current/runtime-config-replication.html.
+var postgresqlServerArgs = []string{
+	"postgres",
+	"-c", "hot_standby_feedback=on",
+	"-c", "wal_log_hints=on",
+	"-c", "max_slot_wal_keep_size=1GB",
+	"-c", "hba_file=" + replicationMountPath + "/" + postgresqlHBAKey,
+}
+
+// replicationPod adds to pod, the Pod template of a replicating Database, what replication
+// needs: the setup init container (postgresql-setup.sh) on the database image with the data
+// volume and the replication role's credentials, the replication ConfigMap mounted in both
+// containers, the server settings, and a preStop hook that asks the server for a fast
+// shutdown (SIGINT to the postmaster, PID 1): it ends the sessions, and a primary's WAL
+// senders send every record to the connected standbys before they exit, so a primary stopped
+// for a switchover has given its standbys every committed transaction. (Kubernetes sends
+// SIGTERM, a smart shutdown that waits for every client to disconnect.)
+func replicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpec) {
+	c := &pod.Containers[0]
+	secret := SecretName(db)
+	mount := corev1.VolumeMount{Name: replicationVolume, MountPath: replicationMountPath, ReadOnly: true}
+	c.Args = append([]string(nil), postgresqlServerArgs...)
+	c.VolumeMounts = append(c.VolumeMounts, mount)
+	c.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{
+		Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "kill -INT 1"}},
+	}}
+
+	env := append([]corev1.EnvVar{}, c.Env...)
+	env = append(env,
+		secretEnv("REPLICATION_USER", secret, engine.SecretKeyReplicationUsername),
+		secretEnv("REPLICATION_PASSWORD", secret, engine.SecretKeyReplicationPassword),
+		corev1.EnvVar{Name: "PGPORT", Value: strconv.Itoa(int(d.Recipe.Port))},
+		corev1.EnvVar{Name: "PRIMARY_HOST", Value: ClientServiceName(db) + "." + db.Namespace + ".svc"},
+	)
+	pod.InitContainers = []corev1.Container{{
+		Name:    SetupContainerName,
+		Image:   c.Image,
+		Command: []string{"bash", replicationMountPath + "/" + postgresqlSetupKey},
+		Env:     env,
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: engine.DataVolumeName, MountPath: d.Recipe.DataPath},
+			mount,
+		},
+		Resources: c.Resources,
+	}}
+	pod.Volumes = []corev1.Volume{{Name: replicationVolume, VolumeSource: corev1.VolumeSource{
+		ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: ReplicationConfigMapName(db)},
+			DefaultMode:          ptr.To[int32](0o444),
+		},
+	}}}
+}
+
+func secretEnv(name, secret, key string) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{
+		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key},
+	}}
+}

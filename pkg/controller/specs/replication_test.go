@@ -1,0 +1,271 @@
+package specs_test
+
+import (
+	"bufio"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/controller/engine"
+	"example.com/database-apiserver/pkg/controller/specs"
+)
+
+func resolve(t *testing.T, db *examplev1.Database) specs.Desired {
+	t.Helper()
+	d, err := specs.Resolve(db)
+	require.NoError(t, err)
+	return d
+}
+
+func secretRef(key string) *corev1.EnvVarSource {
+	return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "my-database-credentials"}, Key: key}}
+}
+
+func TestPostgreSQLPodsRunTheSetupScriptBeforeTheServer(t *testing.T) {
+	db := database(3)
+	d := resolve(t, db)
+	require.True(t, specs.Replicates(d))
+	pod := specs.StatefulSet(db, d).Spec.Template.Spec
+	server := pod.Containers[0]
+
+	require.Len(t, pod.InitContainers, 1)
+	setup := pod.InitContainers[0]
+	require.Equal(t, specs.SetupContainerName, setup.Name)
+	require.Equal(t, server.Image, setup.Image, "pg_basebackup of the server's major version")
+	require.Equal(t, []string{"bash", "/etc/database/postgresql-setup.sh"}, setup.Command)
+	require.Equal(t, server.Resources, setup.Resources)
+	require.Equal(t, []corev1.VolumeMount{
+		{Name: engine.DataVolumeName, MountPath: "/var/lib/postgresql/data"},
+		{Name: "replication", MountPath: "/etc/database", ReadOnly: true},
+	}, setup.VolumeMounts)
+	env := map[string]corev1.EnvVar{}
+	for _, e := range setup.Env {
+		env[e.Name] = e
+	}
+	require.Equal(t, secretRef(engine.SecretKeyReplicationUsername), env["REPLICATION_USER"].ValueFrom)
+	require.Equal(t, secretRef(engine.SecretKeyReplicationPassword), env["REPLICATION_PASSWORD"].ValueFrom)
+	require.Equal(t, "my-database.production.svc", env["PRIMARY_HOST"].Value, "the client Service, which routes to the primary")
+	require.Equal(t, "5432", env["PGPORT"].Value)
+	for _, e := range server.Env {
+		require.Equal(t, e, env[e.Name], "the server's %s: the same PGDATA", e.Name)
+	}
+
+	require.Equal(t, []corev1.Volume{{Name: "replication", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "my-database-replication"}, DefaultMode: ptr.To[int32](0o444)}}}}, pod.Volumes)
+	require.Contains(t, server.VolumeMounts, corev1.VolumeMount{Name: "replication", MountPath: "/etc/database", ReadOnly: true})
+	require.Equal(t, "postgres", server.Args[0], "the image's entrypoint runs the server")
+	require.Subset(t, server.Args, []string{"hba_file=/etc/database/pg_hba.conf", "hot_standby_feedback=on", "wal_log_hints=on"})
+	for i, a := range server.Args[1:] {
+		if i%2 == 0 {
+			require.Equal(t, "-c", a, "settings as -c pairs: %v", server.Args)
+		}
+	}
+	require.Equal(t, &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "kill -INT 1"}}}},
+		server.Lifecycle, "a fast shutdown, which sends the standbys every WAL record")
+}
+
+// apiServerDefaults sets on sts what kube-apiserver's defaulting adds to a StatefulSet's Pod
+// template (SetDefaults_PodSpec, SetDefaults_Container), none of which the controller owns.
+func apiServerDefaults(sts *appsv1.StatefulSet) {
+	sts.Spec.RevisionHistoryLimit = ptr.To[int32](10)
+	sts.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To[int32](0)}
+	pod := &sts.Spec.Template.Spec
+	pod.RestartPolicy = corev1.RestartPolicyAlways
+	pod.DNSPolicy = corev1.DNSClusterFirst
+	pod.SchedulerName = corev1.DefaultSchedulerName
+	pod.TerminationGracePeriodSeconds = ptr.To[int64](30)
+	for _, containers := range [][]corev1.Container{pod.Containers, pod.InitContainers} {
+		for i := range containers {
+			c := &containers[i]
+			c.ImagePullPolicy = corev1.PullIfNotPresent
+			c.TerminationMessagePath = corev1.TerminationMessagePathDefault
+			c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
+		}
+	}
+	sts.Spec.Template.Annotations = map[string]string{"kubectl.kubernetes.io/restartedAt": "2026-03-01T12:00:00Z"}
+}
+
+func TestSyncStatefulSetOfOneReadBackChangesNothing(t *testing.T) {
+	for _, e := range []examplev1.Engine{examplev1.EnginePostgreSQL, examplev1.EngineMySQL, examplev1.EngineMongoDB} {
+		t.Run(string(e), func(t *testing.T) {
+			db := database(3)
+			db.Spec.Engine, db.Spec.Version = e, map[examplev1.Engine]string{
+				examplev1.EnginePostgreSQL: "14.5", examplev1.EngineMySQL: "8.4", examplev1.EngineMongoDB: "7.0"}[e]
+			d := resolve(t, db)
+			have := specs.StatefulSet(db, d)
+			apiServerDefaults(have)
+			before := have.DeepCopy()
+			specs.SyncStatefulSet(have, specs.StatefulSet(db, d))
+			require.True(t, equality.Semantic.DeepEqual(before, have), "no update every pass:\n%v\n%v", before.Spec.Template.Spec, have.Spec.Template.Spec)
+		})
+	}
+}
+
+func TestSyncStatefulSetAddsReplicationToAnEarlierPostgreSQLStatefulSet(t *testing.T) {
+	db := database(3)
+	d := resolve(t, db)
+	want := specs.StatefulSet(db, d)
+	have := want.DeepCopy()
+	// As the controller made it before replication: one container, no volumes, no args.
+	pod := &have.Spec.Template.Spec
+	pod.InitContainers, pod.Volumes = nil, nil
+	pod.Containers[0].Args, pod.Containers[0].Lifecycle = nil, nil
+	pod.Containers[0].VolumeMounts = pod.Containers[0].VolumeMounts[:1]
+	apiServerDefaults(have)
+
+	specs.SyncStatefulSet(have, want)
+	require.Equal(t, want.Spec.Template.Spec.InitContainers, have.Spec.Template.Spec.InitContainers)
+	require.Equal(t, want.Spec.Template.Spec.Volumes, have.Spec.Template.Spec.Volumes)
+	c := have.Spec.Template.Spec.Containers[0]
+	require.Equal(t, want.Spec.Template.Spec.Containers[0].Args, c.Args)
+	require.Equal(t, want.Spec.Template.Spec.Containers[0].Lifecycle, c.Lifecycle)
+	require.Equal(t, want.Spec.Template.Spec.Containers[0].VolumeMounts, c.VolumeMounts)
+	require.Equal(t, corev1.PullIfNotPresent, c.ImagePullPolicy, "the server's defaults are kept")
+}
+
+func TestEnginesThatDoNotReplicateAreUnchanged(t *testing.T) {
+	for _, tc := range []struct {
+		engine  examplev1.Engine
+		version string
+	}{{examplev1.EngineMySQL, "8.4"}, {examplev1.EngineMongoDB, "7.0"}} {
+		t.Run(string(tc.engine), func(t *testing.T) {
+			db := database(3)
+			db.Spec.Engine, db.Spec.Version = tc.engine, tc.version
+			d := resolve(t, db)
+			require.False(t, specs.Replicates(d))
+			pod := specs.StatefulSet(db, d).Spec.Template.Spec
+			require.Empty(t, pod.InitContainers)
+			require.Empty(t, pod.Volumes)
+			require.Nil(t, pod.Containers[0].Args, "the image's default command")
+			require.Nil(t, pod.Containers[0].Lifecycle)
+			require.Len(t, pod.Containers[0].VolumeMounts, 1)
+			require.Equal(t, "my-database-0", specs.ClientService(db, d).Spec.Selector[appsv1.StatefulSetPodNameLabel],
+				"the first Pod only: these replicas hold data of their own")
+			require.NotContains(t, specs.ClientService(db, d).Spec.Selector, specs.RoleLabel)
+
+			c, err := specs.NewChildren(db, "secret")
+			require.NoError(t, err)
+			require.Nil(t, c.ReplicationConfigMap)
+			require.Nil(t, c.ReadService)
+			for _, k := range []string{engine.SecretKeyReplicationUsername, engine.SecretKeyReplicationPassword,
+				engine.SecretKeyReadHost, engine.SecretKeyReadURI} {
+				require.NotContains(t, c.Secret.Data, k)
+			}
+		})
+	}
+}
+
+func TestNewChildrenOfAReplicatingDatabase(t *testing.T) {
+	db := database(3)
+	c, err := specs.NewChildren(db, "secret")
+	require.NoError(t, err)
+	require.NotNil(t, c.ReplicationConfigMap)
+	require.Equal(t, "my-database-replication", c.ReplicationConfigMap.Name)
+	require.Equal(t, "my-database-0", specs.ReplicationPrimary(c.ReplicationConfigMap), "the first Pod initialises the data")
+	require.NotNil(t, c.ReadService)
+	require.Equal(t, "my-database-read", c.ReadService.Name)
+	require.Equal(t, specs.RoleReplica, c.ReadService.Spec.Selector[specs.RoleLabel])
+	require.Equal(t, specs.RolePrimary, c.ClientService.Spec.Selector[specs.RoleLabel])
+	require.NotContains(t, c.ClientService.Spec.Selector, appsv1.StatefulSetPodNameLabel)
+	for _, obj := range []metav1.Object{c.ReplicationConfigMap, c.ReadService} {
+		require.Equal(t, []metav1.OwnerReference{specs.OwnerReference(db)}, obj.GetOwnerReferences(), obj.GetName())
+		require.Equal(t, specs.ChildLabels(db), obj.GetLabels(), obj.GetName())
+	}
+	require.Equal(t, "replicator", string(c.Secret.Data[engine.SecretKeyReplicationUsername]))
+	require.Equal(t, "my-database-read.production.svc", string(c.Secret.Data[engine.SecretKeyReadHost]))
+	require.Equal(t, "postgresql://postgres:secret@my-database-read.production.svc:5432/my_database", string(c.Secret.Data[engine.SecretKeyReadURI]))
+
+	one, err := specs.NewChildren(database(1), "secret")
+	require.NoError(t, err)
+	require.NotNil(t, one.ReplicationConfigMap, "the Pods mount it whatever the replicas")
+	require.Nil(t, one.ReadService, "no replicas to read from")
+	require.NotContains(t, one.Secret.Data, engine.SecretKeyReadHost)
+	require.NotContains(t, one.Secret.Data, engine.SecretKeyReadURI)
+	require.Equal(t, "replicator", string(one.Secret.Data[engine.SecretKeyReplicationUsername]), "ready for a scale-up")
+}
+
+func TestSyncReplicationConfigMapKeepsThePrimaryAndRestoresTheScripts(t *testing.T) {
+	db := database(3)
+	want := specs.ReplicationConfigMap(db, "my-database-0")
+	have := want.DeepCopy()
+	have.Data["primary"] = "my-database-2"
+	have.Data["pg_hba.conf"] = "host all all all trust\n"
+	have.Data["extra"] = "edited"
+	have.Labels = map[string]string{"team": "payments"}
+	specs.SyncReplicationConfigMap(have, want)
+	require.Equal(t, "my-database-2", specs.ReplicationPrimary(have), "moved only by a switchover")
+	require.Equal(t, want.Data["pg_hba.conf"], have.Data["pg_hba.conf"])
+	require.Equal(t, want.Data["postgresql-setup.sh"], have.Data["postgresql-setup.sh"])
+	require.NotContains(t, have.Data, "extra")
+	require.Equal(t, "payments", have.Labels["team"])
+	require.Equal(t, specs.ManagedByValue, have.Labels[specs.ManagedByLabel])
+
+	have.Data["primary"] = ""
+	specs.SyncReplicationConfigMap(have, want)
+	require.Equal(t, "my-database-0", specs.ReplicationPrimary(have), "a ConfigMap naming none names the desired one")
+}
+
+func TestPgHBAAdmitsTheRecipesReplicationRole(t *testing.T) {
+	recipe, ok := engine.For(examplev1.EnginePostgreSQL)
+	require.True(t, ok)
+	hba := specs.ReplicationConfigMap(database(3), "my-database-0").Data["pg_hba.conf"]
+	var replication [][]string
+	s := bufio.NewScanner(strings.NewReader(hba))
+	for s.Scan() {
+		fields := strings.Fields(s.Text())
+		if len(fields) > 0 && !strings.HasPrefix(fields[0], "#") && fields[0] == "host" && fields[1] == "replication" {
+			replication = append(replication, fields)
+		}
+	}
+	require.Equal(t, [][]string{{"host", "replication", recipe.ReplicationUsername, "all", "scram-sha-256"}}, replication,
+		"standbys connect as the Secret's replication-username, by password")
+}
+
+func TestPodOrdinalSlotNameAndDatabaseOfPod(t *testing.T) {
+	db := database(3)
+	for _, tc := range []struct {
+		pod     string
+		ordinal int32
+		ok      bool
+	}{
+		{"my-database-0", 0, true},
+		{"my-database-2", 2, true},
+		{"my-database-10", 10, true},
+		{"my-database-01", 0, false},
+		{"my-database-", 0, false},
+		{"my-database--1", 0, false},
+		{"my-database-x", 0, false},
+		{"other-0", 0, false},
+		{"my-database-a-0", 0, false},
+		{"", 0, false},
+	} {
+		ordinal, ok := specs.PodOrdinal(db, tc.pod)
+		require.Equal(t, tc.ok, ok, tc.pod)
+		require.Equal(t, tc.ordinal, ordinal, tc.pod)
+	}
+	require.Equal(t, "my-database-4", specs.PodName(db, 4))
+	require.Equal(t, "my_database_4", specs.SlotName("my-database-4"))
+	require.Equal(t, "a_b_c_0", specs.SlotName("a-b-c-0"))
+
+	labels := specs.StatefulSet(db, resolve(t, db)).Spec.Template.Labels
+	got, ok := specs.DatabaseOfPod(&metav1.ObjectMeta{Labels: labels})
+	require.True(t, ok)
+	require.Equal(t, "my-database", got)
+	for _, l := range []map[string]string{
+		nil,
+		{"app.kubernetes.io/instance": "my-database"},
+		{"app.kubernetes.io/instance": "my-database", specs.ManagedByLabel: "helm"},
+		{"app.kubernetes.io/instance": "", specs.ManagedByLabel: specs.ManagedByValue},
+	} {
+		_, ok := specs.DatabaseOfPod(&metav1.ObjectMeta{Labels: l})
+		require.False(t, ok, "%v", l)
+	}
+}

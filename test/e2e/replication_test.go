@@ -1,0 +1,259 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+)
+
+// psqlAt runs sql with psql against host (a DNS name of the cluster) as the Secret's user, in
+// a Pod named name, and returns its phase and output.
+func psqlAt(t *testing.T, ns, name, db, host, sql string) (corev1.PodPhase, string) {
+	t.Helper()
+	return runPod(t, ns, name, pod(ns, name, db,
+		`exec psql -v ON_ERROR_STOP=1 --no-psqlrc --quiet --tuples-only --no-align -h `+host+` -p "$PGPORT" -c "$SQL"`, sql, ""))
+}
+
+// memberHost is the stable DNS name of a Database's Pod under its headless Service.
+func memberHost(ns, db string, ordinal int) string {
+	return fmt.Sprintf("%s-%d.%s-headless.%s.svc", db, ordinal, db, ns)
+}
+
+// waitReplicating waits until the Database is Ready with replicas ready Pods, primary as
+// status.primary, every member's role known, and Replicating True; it returns the Database.
+func waitReplicating(t *testing.T, ns, db, primary string, replicas int) *examplev1.Database {
+	t.Helper()
+	var d *examplev1.Database
+	eventually(t, realPodTimeout, func() error {
+		var err error
+		if d, err = getDatabase(t, ns, db); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(d.Status.Conditions, "Replicating")
+		switch {
+		case d.Status.Phase != examplev1.DatabasePhaseReady || d.Status.ReadyReplicas != int32(replicas):
+			return fmt.Errorf("database %s is %s with %d ready: %+v", db, d.Status.Phase, d.Status.ReadyReplicas, d.Status.Conditions)
+		case d.Status.Primary != primary:
+			return fmt.Errorf("primary is %q, not %q", d.Status.Primary, primary)
+		case c == nil || c.Status != metav1.ConditionTrue:
+			return fmt.Errorf("not replicating: %+v", c)
+		case len(d.Status.Members) != replicas:
+			return fmt.Errorf("members: %+v", d.Status.Members)
+		}
+		return nil
+	})
+	for _, m := range d.Status.Members {
+		want := examplev1.MemberRoleReplica
+		if m.Name == primary {
+			want = examplev1.MemberRolePrimary
+		}
+		require.Equal(t, want, m.Role, "%+v", d.Status.Members)
+		require.True(t, m.Ready, "%+v", m)
+		require.Equal(t, m.Name != primary, m.Streaming, "%+v", m)
+	}
+	return d
+}
+
+// podsWithRole returns the names of the Database's Pods labelled with role.
+func podsWithRole(t *testing.T, ns, db, role string) []string {
+	t.Helper()
+	pods, err := kube(t).CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/instance": db, "database.example.com/role": role}).String(),
+	})
+	require.NoError(t, err)
+	var names []string
+	for _, p := range pods.Items {
+		names = append(names, p.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// waitRows waits until host returns want for sql, read by fresh psql Pods named prefix-N.
+func waitRows(t *testing.T, ns, prefix, db, host, sql, want string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for i := 0; ; i++ {
+		phase, out := psqlAt(t, ns, fmt.Sprintf("%s-%d", prefix, i), db, host, sql)
+		if phase == corev1.PodSucceeded && strings.TrimSpace(out) == want {
+			return time.Since(start)
+		}
+		require.Less(t, i, 20, "%s never answered %q to %q: last %s %s", host, want, sql, phase, out)
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// TestRealPostgreSQLReplicates runs a replicated PostgreSQL on the real node: a primary and
+// standbys that follow it, scale-up by cloning, a replica restarted from its volume, and a
+// switchover under a steady write load that keeps every acknowledged row. It logs the
+// measured lag, catch-up time and write pause.
+func TestRealPostgreSQLReplicates(t *testing.T) {
+	requireRealNode(t)
+	ns := testNamespace(t, "e2e-real-replication")
+	const db = "ledger"
+	kubectlIn(t, `apiVersion: example.com/v1
+kind: Database
+metadata:
+  name: `+db+`
+  namespace: `+ns+`
+spec:
+  engine: postgresql
+  version: "15.18"
+  replicas: 2
+  storage: 1Gi
+`, "apply", "-f", "-")
+	waitReplicating(t, ns, db, db+"-0", 2)
+	require.Equal(t, []string{db + "-0"}, podsWithRole(t, ns, db, "primary"))
+	require.Equal(t, []string{db + "-1"}, podsWithRole(t, ns, db, "replica"))
+	secret, err := kube(t).CoreV1().Secrets(ns).Get(context.Background(), db+"-credentials", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, db+"-read."+ns+".svc", string(secret.Data["read-host"]))
+	require.Equal(t, "replicator", string(secret.Data["replication-username"]))
+
+	// Writes through the client Service reach the primary; the standby has them.
+	primaryHost := db + "." + ns + ".svc"
+	phase, out := psqlAt(t, ns, "create", db, primaryHost,
+		"CREATE TABLE items (id int PRIMARY KEY, at timestamptz DEFAULT now()); INSERT INTO items (id) SELECT generate_series(1, 100); SELECT pg_is_in_recovery();")
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	require.Equal(t, "f", lastLines(out, 1), out)
+	lag := waitRows(t, ns, "replica-read", db, memberHost(ns, db, 1), "SELECT count(*) FROM items;", "100")
+	t.Logf("measured: 100 rows visible on the standby %v after the primary's commit (including Pod start-up)", lag.Round(time.Millisecond))
+	phase, out = psqlAt(t, ns, "read-service", db, db+"-read."+ns+".svc", "SELECT pg_is_in_recovery(), count(*) FROM items;")
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	require.Equal(t, "t|100", lastLines(out, 1), out)
+
+	// A standby refuses writes.
+	phase, out = psqlAt(t, ns, "replica-write", db, memberHost(ns, db, 1), "INSERT INTO items (id) VALUES (1000);")
+	require.Equal(t, corev1.PodFailed, phase, out)
+	require.Contains(t, out, "read-only transaction")
+
+	// Scale-up: the new replica clones the primary and catches up.
+	scaled := time.Now()
+	kubectl(t, "scale", "db/"+db, "-n", ns, "--replicas=3")
+	waitReplicating(t, ns, db, db+"-0", 3)
+	t.Logf("measured: scale-up to 3 replicated (cloned, Ready, streaming) in %v", time.Since(scaled).Round(time.Second))
+	waitRows(t, ns, "new-replica-read", db, memberHost(ns, db, 2), "SELECT count(*) FROM items;", "100")
+
+	// A replica's Pod deleted comes back from its volume and streams again, with the rows
+	// written while it was away.
+	replica, err := kube(t).CoreV1().Pods(ns).Get(context.Background(), db+"-2", metav1.GetOptions{})
+	require.NoError(t, err)
+	kubectl(t, "delete", "pod", "-n", ns, replica.Name, "--wait=true")
+	phase, out = psqlAt(t, ns, "write-while-away", db, primaryHost, "INSERT INTO items (id) SELECT generate_series(101, 200);")
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	waitReplicating(t, ns, db, db+"-0", 3)
+	waitRows(t, ns, "back-replica-read", db, memberHost(ns, db, 2), "SELECT count(*) FROM items;", "200")
+
+	// A switchover under a steady write load: every acknowledged insert is on the new
+	// primary, and the old primary follows it.
+	const writeFor = 90
+	writer := pod(ns, "writer", db, `
+i=0; end=$(( $(date +%s) + `+strconv.Itoa(writeFor)+` ))
+while [ "$(date +%s)" -lt "$end" ]; do
+  i=$((i+1))
+  if psql -v ON_ERROR_STOP=1 --no-psqlrc --quiet -h "$HOST" -p "$PGPORT" -c "INSERT INTO load VALUES ($i)" >/dev/null 2>&1; then
+    echo "ok $i $(date +%s.%N)"
+  else
+    echo "fail $i $(date +%s.%N)"; sleep 0.1
+  fi
+done`, "", "")
+	writer = strings.Replace(writer, "    env:\n", "    env:\n    - {name: HOST, value: "+primaryHost+"}\n", 1)
+	phase, out = psqlAt(t, ns, "create-load", db, primaryHost, "CREATE TABLE load (id int PRIMARY KEY);")
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	kubectlIn(t, writer, "apply", "-f", "-")
+	time.Sleep(10 * time.Second)
+	// The lag of each standby under that load, as the primary reports it.
+	phase, out = psqlAt(t, ns, "lag", db, primaryHost, `SELECT application_name || ' ' || state || ' ' ||
+		COALESCE(EXTRACT(epoch FROM replay_lag)::text, '0') || 's ' || pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn) || 'B'
+		FROM pg_stat_replication ORDER BY application_name;`)
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		t.Logf("measured: replication lag under the write load: %s", line)
+	}
+	switched := time.Now()
+	kubectl(t, "patch", "db/"+db, "-n", ns, "--type=merge", "-p", `{"spec":{"primary":"`+db+`-1"}}`)
+	d := waitReplicating(t, ns, db, db+"-1", 3)
+	t.Logf("measured: switchover to %s-1 done in %v", db, time.Since(switched).Round(time.Second))
+	require.Equal(t, []string{db + "-1"}, podsWithRole(t, ns, db, "primary"))
+	require.Equal(t, []string{db + "-0", db + "-2"}, podsWithRole(t, ns, db, "replica"))
+	require.Equal(t, db+"-1", d.Status.Primary)
+
+	_, log := waitPodDone(t, ns, "writer")
+	var acked []int
+	var times []float64
+	for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 || f[0] != "ok" {
+			continue
+		}
+		id, err := strconv.Atoi(f[1])
+		require.NoError(t, err, line)
+		at, err := strconv.ParseFloat(f[2], 64)
+		require.NoError(t, err, line)
+		acked, times = append(acked, id), append(times, at)
+	}
+	require.NotEmpty(t, acked, log)
+	pause := 0.0
+	for i := 1; i < len(times); i++ {
+		pause = max(pause, times[i]-times[i-1])
+	}
+	t.Logf("measured: %d inserts acknowledged over %ds; longest write pause %.2fs", len(acked), writeFor, pause)
+
+	// Every acknowledged row is on the new primary and, once caught up, on the old one.
+	ids := make([]string, len(acked))
+	for i, id := range acked {
+		ids[i] = strconv.Itoa(id)
+	}
+	missing := "SELECT count(*) FROM unnest(ARRAY[" + strings.Join(ids, ",") + "]) AS a(id) WHERE NOT EXISTS (SELECT 1 FROM load WHERE load.id = a.id);"
+	phase, out = psqlAt(t, ns, "check-new-primary", db, primaryHost, missing+" SELECT pg_is_in_recovery();")
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	require.Equal(t, "0\nf", lastLines(out, 2), "acknowledged rows lost on the new primary: %s", out)
+	waitRows(t, ns, "check-old-primary", db, memberHost(ns, db, 0), missing, "0")
+	phase, out = psqlAt(t, ns, "old-primary-write", db, memberHost(ns, db, 0), "INSERT INTO items (id) VALUES (1001);")
+	require.Equal(t, corev1.PodFailed, phase, out)
+	require.Contains(t, out, "read-only transaction")
+
+	// Scale-down keeps the primary: ledger-2 goes.
+	kubectl(t, "scale", "db/"+db, "-n", ns, "--replicas=2")
+	waitReplicating(t, ns, db, db+"-1", 2)
+
+	// An update to "15", the newest 15.x (a new image name), restarts the replica first and
+	// the primary last, with the data kept.
+	kubectl(t, "patch", "db/"+db, "-n", ns, "--type=merge", "-p", `{"spec":{"version":"15"}}`)
+	eventually(t, realPodTimeout, func() error {
+		for _, name := range []string{db + "-0", db + "-1"} {
+			p, err := kube(t).CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if image := p.Spec.Containers[0].Image; image != "postgres:15" {
+				return fmt.Errorf("pod %s runs %s", name, image)
+			}
+		}
+		return nil
+	})
+	waitReplicating(t, ns, db, db+"-1", 2)
+	replica0, err := kube(t).CoreV1().Pods(ns).Get(context.Background(), db+"-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	primary1, err := kube(t).CoreV1().Pods(ns).Get(context.Background(), db+"-1", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.True(t, replica0.CreationTimestamp.Before(&primary1.CreationTimestamp),
+		"the replica restarted first (%s), the primary last (%s)", replica0.CreationTimestamp, primary1.CreationTimestamp)
+	phase, out = psqlAt(t, ns, "after-update", db, primaryHost, "SELECT count(*) FROM items;")
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	require.Equal(t, "200", lastLines(out, 1), out)
+}
