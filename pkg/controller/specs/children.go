@@ -155,8 +155,14 @@ func ClientService(db *examplev1.Database, d Desired) *corev1.Service {
 	} else {
 		selector[appsv1.StatefulSetPodNameLabel] = PodName(db, 0)
 	}
+	return clusterIPService(db, d, ClientServiceName(db), selector)
+}
+
+// clusterIPService is db's ClusterIP Service named name, on the engine port, routing to the
+// Pods selector selects.
+func clusterIPService(db *examplev1.Database, d Desired, name string, selector map[string]string) *corev1.Service {
 	return &corev1.Service{
-		ObjectMeta: objectMeta(db, ClientServiceName(db), ChildLabels(db)),
+		ObjectMeta: objectMeta(db, name, ChildLabels(db)),
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
 			Selector: selector,

@@ -123,14 +123,7 @@ func SyncReplicationConfigMap(have, want *corev1.ConfigMap) {
 func ReadService(db *examplev1.Database, d Desired) *corev1.Service {
 	selector := SelectorLabels(db)
 	selector[RoleLabel] = RoleReplica
-	return &corev1.Service{
-		ObjectMeta: objectMeta(db, ReadServiceName(db), ChildLabels(db)),
-		Spec: corev1.ServiceSpec{
-			Type:     corev1.ServiceTypeClusterIP,
-			Selector: selector,
-			Ports:    servicePorts(d),
-		},
-	}
+	return clusterIPService(db, d, ReadServiceName(db), selector)
 }
 
 // postgresqlServerArgs are the server settings every PostgreSQL Pod runs with, primary or
