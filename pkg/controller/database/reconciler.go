@@ -1,11 +1,14 @@
 // Package database is the Database controller. The Reconciler turns each example.com/v1
-// Database into its credentials Secret, headless and client Services, StatefulSet and
-// PodDisruptionBudget (built by package specs), cleans up by spec.deletionPolicy, and
+// Database into its credentials Secret, headless, client and read Services, replication
+// ConfigMap, StatefulSet and PodDisruptionBudget (built by package specs), runs PostgreSQL
+// replication over SQL (package postgres), cleans up by spec.deletionPolicy, and
 // reports the state in the Database's status; the Controller (controller.go) feeds it keys
 // from informers through a rate-limited workqueue.
 //
-// Reconcile (this file) runs one pass (pass.go: the Secret and Services; claims.go: the
-// data claims; workload.go: the StatefulSet and PodDisruptionBudget), then writes status
+// Reconcile (this file) runs one pass (pass.go: the Secret and Services; replication.go:
+// the replication ConfigMap; claims.go: the data claims; workload.go: the StatefulSet and
+// PodDisruptionBudget; replication.go again, for an engine that replicates: the servers'
+// roles, slots, switchover and restarts, asked through Instances), then writes status
 // (status.go); a Database being deleted goes to delete.go instead. The pieces they share
 // have their own files: child writes (childwrite.go), ownership and adoption
 // (ownership.go), errors (errors.go) and Events (events.go).
