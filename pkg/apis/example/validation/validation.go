@@ -236,7 +236,7 @@ func ValidateStorage(storage string, fldPath *field.Path) field.ErrorList {
 // spec.storage may not shrink, because a PersistentVolumeClaim cannot, and
 // spec.replicas may not drop to or below the ordinal of the Pod spec.primary
 // names, which the scale-down would remove: that is Invalid on spec.primary
-// ("move the primary first"), in place of ValidatePrimary's error.
+// ("while spec.primary names this Pod: name one of …"), in place of ValidatePrimary's error.
 func ValidateDatabaseUpdate(newDB, oldDB *example.Database) field.ErrorList {
 	errs := apimachineryvalidation.ValidateObjectMetaUpdate(&newDB.ObjectMeta, &oldDB.ObjectMeta, field.NewPath("metadata"))
 	errs = append(errs, apimachineryvalidation.ValidateObjectMeta(&newDB.ObjectMeta, true, ValidateDatabaseName, field.NewPath("metadata"))...)

@@ -464,7 +464,7 @@ func TestScaleUpdateThatWouldRemoveTheNamedPrimaryIsInvalid(t *testing.T) {
 		}, rest.ValidateAllObjectUpdateFunc)
 
 		requireInvalidOn(t, err, example.Kind("Database"), "spec.primary")
-		require.ErrorContains(t, err, "move the primary first")
+		require.ErrorContains(t, err, "while spec.primary names this Pod: name one of scaled-")
 		require.Equal(t, ptr.To[int32](3), get(t, s, "scaled").Spec.Replicas)
 	}
 
