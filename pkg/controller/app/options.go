@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"regexp"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -53,6 +54,12 @@ const (
 	contentTypeProtobuf = "application/vnd.kubernetes.protobuf"
 )
 
+// registryPattern is what --image-registry takes: a registry host (a DNS name or IPv4
+// address, lower case), an optional port, and an optional path of lower-case components, the
+// form of an image reference's name before the repository
+// (https://github.com/distribution/reference/blob/main/reference.go), without a scheme.
+var registryPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*/?$`)
+
 // Options are the command-line options of database-controller.
 type Options struct {
 	// ClientConnection is the kubeconfig (empty: in-cluster), QPS, burst and the content type
@@ -70,6 +77,10 @@ type Options struct {
 	HealthProbeBindAddress string
 	// EnableProfiling serves /debug/pprof on the health probe address.
 	EnableProfiling bool
+	// ImageRegistry, when set, is the registry (and path) the database images are pulled
+	// from instead of the catalog's: "registry.example:5000/mirror" runs
+	// "registry.example:5000/mirror/postgres:15" for "postgres:15".
+	ImageRegistry string
 	// Logs is the logging configuration (format, verbosity, ...).
 	Logs *logsapi.LoggingConfiguration
 	// FeatureGates holds the logging feature gates (--feature-gates).
@@ -117,6 +128,8 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 
 	fs := fss.FlagSet("controller")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "How many Databases are reconciled concurrently.")
+	fs.StringVar(&o.ImageRegistry, "image-registry", o.ImageRegistry,
+		"Registry and path to pull the database images from instead of the catalog's (e.g. registry.example:5000/mirror: postgres:15 becomes registry.example:5000/mirror/postgres:15), for a mirrored or air-gapped cluster.")
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod,
 		"How often every Database is reconciled again without a change (0 turns resyncs off).")
 
@@ -162,6 +175,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ClientConnection.QPS < 0 || o.ClientConnection.Burst < 0 {
 		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must not be negative"))
+	}
+	if r := o.ImageRegistry; r != "" && !registryPattern.MatchString(r) {
+		errs = append(errs, fmt.Errorf("--image-registry must be a registry host, optionally with a port and a path (registry.example:5000/mirror), without a scheme, tag or digest, got %q", r))
 	}
 	if o.HealthProbeBindAddress != "0" {
 		if _, _, err := net.SplitHostPort(o.HealthProbeBindAddress); err != nil {

@@ -39,8 +39,9 @@ func TestFlagsSetOptions(t *testing.T) {
 		"--leader-elect=false", "--leader-elect-resource-namespace=ops", "--leader-elect-resource-name=db",
 		"--health-probe-bind-address=127.0.0.1:9000", "--profiling",
 		"--kube-api-qps=50", "--kube-api-burst=100", "--content-type=application/json",
-		"--logging-format=json", "-v=4")
+		"--logging-format=json", "-v=4", "--image-registry=registry.example:5000/mirror")
 	require.NoError(t, o.Validate())
+	require.Equal(t, "registry.example:5000/mirror", o.ImageRegistry)
 	require.Equal(t, "/tmp/kc", o.ClientConnection.Kubeconfig)
 	require.Equal(t, 8, o.Workers)
 	require.Equal(t, time.Minute, o.ResyncPeriod)
@@ -71,6 +72,9 @@ func TestValidateNamesTheFlag(t *testing.T) {
 			"--leader-elect-lease-duration must be greater than --leader-elect-renew-deadline"},
 		{[]string{"--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=2s"},
 			"--leader-elect-renew-deadline must be greater than"},
+		{[]string{"--image-registry=https://registry.example"}, "--image-registry must be a registry host"},
+		{[]string{"--image-registry=registry.example/mirror/postgres:15"}, "--image-registry must be a registry host"},
+		{[]string{"--image-registry=Registry.Example"}, "--image-registry must be a registry host"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			err := parse(t, tc.args...).Validate()
@@ -86,4 +90,10 @@ func TestLeaderElectionTimingsAreNotCheckedWhenItIsOff(t *testing.T) {
 
 func TestHealthProbeServerCanBeTurnedOff(t *testing.T) {
 	require.NoError(t, parse(t, "--health-probe-bind-address=0").Validate())
+}
+
+func TestImageRegistryTakesHostsPortsAndPaths(t *testing.T) {
+	for _, r := range []string{"", "registry.example", "10.0.0.1:5000", "registry.example:5000/mirror/", "r.example/a/b-c.d_e"} {
+		require.NoError(t, parse(t, "--image-registry="+r).Validate(), r)
+	}
 }

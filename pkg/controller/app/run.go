@@ -106,7 +106,8 @@ func (c *Config) newTerm(ctx context.Context) (*controllerTerm, error) {
 	eventsCtx, stopEvents := context.WithCancel(context.WithoutCancel(ctx))
 	kubeInformers := database.NewKubeInformerFactory(c.Kube, o.ResyncPeriod)
 	databaseInformers := database.NewDatabaseInformerFactory(c.Databases, o.ResyncPeriod)
-	controller, err := database.NewController(eventsCtx, c.Kube, c.Databases, kubeInformers, databaseInformers, postgres.Client{})
+	controller, err := database.NewController(eventsCtx, c.Kube, c.Databases, kubeInformers, databaseInformers,
+		database.Options{Instances: postgres.Client{}, ImageRegistry: o.ImageRegistry})
 	if err != nil {
 		stopEvents()
 		return nil, err

@@ -135,13 +135,13 @@ func NewDatabaseInformerFactory(databases versioned.Interface, resync time.Durat
 
 // NewController registers event handlers on the informers of kubeInformers (which should come
 // from NewKubeInformerFactory) and databaseInformers, and builds the Reconciler with their
-// listers and an event recorder that writes core/v1 Events through kube, asking the servers
-// of replicating Databases through instances (see NewReconciler). The caller starts the
+// listers and an event recorder that writes core/v1 Events through kube, with the
+// Reconciler's options. The caller starts the
 // factories (before or after Run); Events are recorded until ctx ends. It fails when
 // kubeInformers already holds a PersistentVolumeClaim informer other than NewClaimInformer's
 // (one without ClaimsByDatabaseIndex).
 func NewController(ctx context.Context, kube kubernetes.Interface, databases versioned.Interface,
-	kubeInformers informers.SharedInformerFactory, databaseInformers externalversions.SharedInformerFactory, instances Instances) (*Controller, error) {
+	kubeInformers informers.SharedInformerFactory, databaseInformers externalversions.SharedInformerFactory, options Options) (*Controller, error) {
 	logger := klog.FromContext(ctx)
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
@@ -171,7 +171,7 @@ func NewController(ctx context.Context, kube kubernetes.Interface, databases ver
 			ConfigMaps:             configMaps.Lister(),
 			Pods:                   pods.Lister(),
 			PersistentVolumeClaims: claims.GetIndexer(),
-		}, recorder, clock.RealClock{}, instances),
+		}, recorder, clock.RealClock{}, options),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: ControllerName},

@@ -40,7 +40,7 @@ func newTestController(t *testing.T, kubeObjects ...runtime.Object) (*Controller
 		kubeInformers.Shutdown()
 		databaseInformers.Shutdown()
 	})
-	c, err := NewController(ctx, kube, databases, kubeInformers, databaseInformers, nil)
+	c, err := NewController(ctx, kube, databases, kubeInformers, databaseInformers, Options{})
 	require.NoError(t, err)
 	start := func(ctx context.Context) {
 		kubeInformers.Start(ctx.Done())
@@ -165,7 +165,7 @@ func TestNewControllerRefusesAClaimInformerWithoutItsIndex(t *testing.T) {
 	kube := kubefake.NewClientset()
 	kubeInformers := informers.NewSharedInformerFactory(kube, 0)
 	kubeInformers.Core().V1().PersistentVolumeClaims().Informer() // label-scoped or not, it lacks the index
-	_, err := NewController(t.Context(), kube, dbfake.NewClientset(), kubeInformers, NewDatabaseInformerFactory(dbfake.NewClientset(), 0), nil)
+	_, err := NewController(t.Context(), kube, dbfake.NewClientset(), kubeInformers, NewDatabaseInformerFactory(dbfake.NewClientset(), 0), Options{})
 	require.ErrorContains(t, err, ClaimsByDatabaseIndex)
 }
 

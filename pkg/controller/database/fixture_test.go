@@ -81,6 +81,8 @@ type fixture struct {
 	// instances is the Reconciler's Instances: nil for newFixture, the test's for
 	// newFixtureWith.
 	instances database.Instances
+	// imageRegistry is the Reconciler's ImageRegistry option, set like instances.
+	imageRegistry string
 
 	indexers map[schema.GroupVersionResource]cache.Indexer
 	// pinned overrides what sync puts in the listers for these objects (by resource and
@@ -100,15 +102,22 @@ func newFixture(t *testing.T, db *examplev1.Database, kubeObjects ...runtime.Obj
 // newFixtureWith is newFixture with a Reconciler that asks the servers through instances.
 func newFixtureWith(t *testing.T, instances database.Instances, db *examplev1.Database, kubeObjects ...runtime.Object) *fixture {
 	t.Helper()
+	return newFixtureWithOptions(t, database.Options{Instances: instances}, db, kubeObjects...)
+}
+
+// newFixtureWithOptions is newFixture with the Reconciler's options.
+func newFixtureWithOptions(t *testing.T, options database.Options, db *examplev1.Database, kubeObjects ...runtime.Object) *fixture {
+	t.Helper()
 	f := &fixture{
-		t:         t,
-		instances: instances,
-		kube:      kubefake.NewClientset(kubeObjects...),
-		recorder:  record.NewFakeRecorder(100),
-		clock:     clocktesting.NewFakePassiveClock(start),
-		indexers:  map[schema.GroupVersionResource]cache.Indexer{},
-		pinned:    map[schema.GroupVersionResource]map[string]runtime.Object{},
-		recording: true,
+		t:             t,
+		instances:     options.Instances,
+		imageRegistry: options.ImageRegistry,
+		kube:          kubefake.NewClientset(kubeObjects...),
+		recorder:      record.NewFakeRecorder(100),
+		clock:         clocktesting.NewFakePassiveClock(start),
+		indexers:      map[schema.GroupVersionResource]cache.Indexer{},
+		pinned:        map[schema.GroupVersionResource]map[string]runtime.Object{},
+		recording:     true,
 	}
 	if db != nil {
 		f.dbs = dbfake.NewClientset(db)
@@ -158,7 +167,7 @@ func newFixtureWith(t *testing.T, instances database.Instances, db *examplev1.Da
 		ConfigMaps:             corelisters.NewConfigMapLister(f.indexers[configMaps]),
 		Pods:                   corelisters.NewPodLister(f.indexers[pods]),
 		PersistentVolumeClaims: f.indexers[claims],
-	}, f.recorder, f.clock, f.instances)
+	}, f.recorder, f.clock, database.Options{Instances: f.instances, ImageRegistry: f.imageRegistry})
 	f.sync()
 	return f
 }

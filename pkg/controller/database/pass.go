@@ -59,6 +59,7 @@ func (r *Reconciler) sync(ctx context.Context, db *examplev1.Database) (observat
 	if err != nil {
 		return p.halted(observation{}, specFailure(err)), nil
 	}
+	desired.Image = specs.ImageFrom(r.options.ImageRegistry, desired.Image)
 	p.desired, p.wantStatefulSet = desired, specs.StatefulSet(db, desired)
 	return p.run(ctx)
 }

@@ -102,15 +102,25 @@ type Reconciler struct {
 	listers   Listers
 	recorder  record.EventRecorder
 	clock     clock.PassiveClock
-	instances Instances
+	options   Options
+}
+
+// Options are the Reconciler's settings beyond its clients.
+type Options struct {
+	// Instances asks the servers of replicating Databases their state; with nil the
+	// Reconciler never does: the first Pod stays primary, and the Replicating condition is
+	// Unknown.
+	Instances Instances
+	// ImageRegistry, when set, is where the database images are pulled from instead of the
+	// catalog's ("registry.example:5000/mirror": specs.ImageFrom), for a mirrored or
+	// air-gapped cluster.
+	ImageRegistry string
 }
 
 // NewReconciler returns a Reconciler writing children through kube, Databases through
-// databases, Events through recorder, and condition times read from clock. It asks the
-// servers of replicating Databases their state through instances; with nil it never does:
-// the first Pod stays primary, and the Replicating condition is Unknown.
-func NewReconciler(kube kubernetes.Interface, databases versioned.Interface, listers Listers, recorder record.EventRecorder, clock clock.PassiveClock, instances Instances) *Reconciler {
-	return &Reconciler{kube: kube, databases: databases, listers: listers, recorder: recorder, clock: clock, instances: instances}
+// databases, Events through recorder, and condition times read from clock, with options.
+func NewReconciler(kube kubernetes.Interface, databases versioned.Interface, listers Listers, recorder record.EventRecorder, clock clock.PassiveClock, options Options) *Reconciler {
+	return &Reconciler{kube: kube, databases: databases, listers: listers, recorder: recorder, clock: clock, options: options}
 }
 
 // Reconcile brings the children of the Database named key to the desired state and writes

@@ -1089,3 +1089,13 @@ func TestDatabaseDeletedWhileReconciledIsRoutine(t *testing.T) {
 	_, err := f.reconcile()
 	require.True(t, apierrors.IsNotFound(err), "%v", err)
 }
+
+// With an image registry, the Pods pull the catalog's image from it, the setup container too.
+func TestImageRegistryPrefixesTheCatalogsImage(t *testing.T) {
+	f := newFixtureWithOptions(t, database.Options{ImageRegistry: "registry.example:5000/mirror"}, exampleDatabase())
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	pod := f.statefulSet().Spec.Template.Spec
+	require.Equal(t, "registry.example:5000/mirror/postgres:14.5", pod.Containers[0].Image)
+	require.Equal(t, "registry.example:5000/mirror/postgres:14.5", pod.InitContainers[0].Image)
+}

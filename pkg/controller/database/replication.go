@@ -210,7 +210,7 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 			rep.switchover = fmt.Sprintf("switching over from %s to %s: %s has WAL up to %d, %s's ends at %d",
 				rep.primary, designated, designated, max(next.state.ReceivedLSN, next.state.ReplayedLSN), rep.primary, old.state.ReplayedLSN)
 		default:
-			if err := p.r.instances.Promote(ctx, server(next)); err != nil {
+			if err := p.r.options.Instances.Promote(ctx, server(next)); err != nil {
 				return rep, err
 			}
 			p.r.event(ctx, db, corev1.EventTypeNormal, ReasonSwitchover, "Promoted %s; %s follows it as a standby", designated, rep.primary)
@@ -306,7 +306,7 @@ func (p *pass) members(ctx context.Context, sts int32) (members []*member, serve
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, nil, false, fmt.Errorf("get Secret %q from the cache: %w", specs.SecretName(db), err)
 	}
-	instances := p.r.instances
+	instances := p.r.options.Instances
 	if secret == nil {
 		instances, secret = nil, &corev1.Secret{}
 	}
@@ -422,7 +422,7 @@ func (p *pass) syncPrimary(ctx context.Context, s postgres.Server, st *postgres.
 			drop = append(drop, specs.SlotName(pod))
 		}
 	}
-	return p.r.instances.SyncSlots(ctx, s, st.Slots, want, drop)
+	return p.r.options.Instances.SyncSlots(ctx, s, st.Slots, want, drop)
 }
 
 // ReplicationPasswordAnnotation is on the credentials Secret: the SHA-256 (hex) of the
@@ -450,7 +450,7 @@ func (p *pass) syncReplicationRole(ctx context.Context, s postgres.Server, st *p
 	if slices.Contains(st.Roles, role) && secret.Annotations[ReplicationPasswordAnnotation] == digest {
 		return nil
 	}
-	if err := p.r.instances.SetReplicationRole(ctx, s, role, string(password)); err != nil {
+	if err := p.r.options.Instances.SetReplicationRole(ctx, s, role, string(password)); err != nil {
 		return err
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{

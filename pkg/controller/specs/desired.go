@@ -3,6 +3,7 @@ package specs
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -81,6 +82,16 @@ func Resolve(db *examplev1.Database) (Desired, error) {
 		Replicas: *db.Spec.Replicas,
 		Storage:  *resource.NewQuantity(gi<<30, resource.BinarySI),
 	}, nil
+}
+
+// ImageFrom is image pulled from registry ("registry.example:5000/mirror"): "<registry>/<image>",
+// so "postgres:15" is "registry.example:5000/mirror/postgres:15"; image itself when registry
+// is empty. A trailing "/" of registry is ignored.
+func ImageFrom(registry, image string) string {
+	if registry = strings.TrimSuffix(registry, "/"); registry == "" {
+		return image
+	}
+	return registry + "/" + image
 }
 
 // errNotSet is the cause of a field the API server should have defaulted.

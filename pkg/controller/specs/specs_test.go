@@ -80,3 +80,9 @@ func TestDataClaimIsNamedAndLabelledAsTheStatefulSetControllerWould(t *testing.T
 	require.True(t, ok)
 	require.Equal(t, int32(2), ordinal)
 }
+
+func TestImageFromPrefixesTheRegistry(t *testing.T) {
+	require.Equal(t, "postgres:15", specs.ImageFrom("", "postgres:15"))
+	require.Equal(t, "registry.example:5000/mirror/postgres:15", specs.ImageFrom("registry.example:5000/mirror", "postgres:15"))
+	require.Equal(t, "registry.example/postgres:15", specs.ImageFrom("registry.example/", "postgres:15"))
+}
