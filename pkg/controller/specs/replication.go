@@ -3,10 +3,12 @@ package specs
 import (
 	_ "embed"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
+	"example.com/database-apiserver/pkg/apis/example"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/engine"
 )
@@ -31,31 +33,20 @@ func ReadServiceName(db *examplev1.Database) string { return db.Name + "-read" }
 // PodName is the name of db's Pod of ordinal: "<name>-<ordinal>", as the StatefulSet
 // controller names them.
 func PodName(db *examplev1.Database, ordinal int32) string {
-	return StatefulSetName(db) + "-" + strconv.FormatInt(int64(ordinal), 10)
+	return example.PodName(StatefulSetName(db), ordinal)
 }
 
-// PodOrdinal is the ordinal of db's Pod named pod, and false for any other name.
+// PodOrdinal is the ordinal of db's Pod named pod, and false for any other name: the rule
+// the API server validates spec.primary and status.primary by.
 func PodOrdinal(db *examplev1.Database, pod string) (int32, bool) {
-	_, ordinal, ok := ParseDataClaimName(engine.DataVolumeName + "-" + pod)
-	if !ok || PodName(db, ordinal) != pod {
-		return 0, false
-	}
-	return ordinal, true
+	return example.PodOrdinal(StatefulSetName(db), pod)
 }
 
 // SlotName is the physical replication slot the primary keeps for the Pod named pod: the name
 // with "-" turned into "_" (slot names take lower-case letters, digits and underscores:
 // https://www.postgresql.org/docs/current/warm-standby.html#STREAMING-REPLICATION-SLOTS). The
 // Pods' setup script derives the same name.
-func SlotName(pod string) string {
-	b := []byte(pod)
-	for i := range b {
-		if b[i] == '-' {
-			b[i] = '_'
-		}
-	}
-	return string(b)
-}
+func SlotName(pod string) string { return strings.ReplaceAll(pod, "-", "_") }
 
 // Keys of the replication ConfigMap and where the Pods mount it.
 const (
