@@ -56,6 +56,16 @@ func testNamespace(t *testing.T, name string) string {
 	return name
 }
 
+// restrictedNamespace is testNamespace labelled to enforce the latest "restricted" Pod
+// Security Standard (https://kubernetes.io/docs/concepts/security/pod-security-admission/):
+// kube-apiserver's PodSecurity admission refuses every Pod there that does not pass it.
+func restrictedNamespace(t *testing.T, name string) string {
+	t.Helper()
+	testNamespace(t, name)
+	kubectl(t, "label", "namespace", name, "pod-security.kubernetes.io/enforce=restricted", "pod-security.kubernetes.io/enforce-version=latest")
+	return name
+}
+
 // databaseIn is a Database manifest in namespace ns; policy may be empty (the default).
 func databaseIn(ns, name string, replicas int, policy examplev1.DeletionPolicy) string {
 	m := `apiVersion: example.com/v1
@@ -860,4 +870,41 @@ func TestQuotaErrorsReachStatusAndEvents(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestEveryEngineRunsInARestrictedNamespace creates a Database of each engine in a namespace
+// that enforces the "restricted" Pod Security Standard, where a Pod without the restricted
+// settings is refused: each becomes Ready, so its Pods were admitted. (The real-node tests
+// run PostgreSQL's server itself under those settings.)
+func TestEveryEngineRunsInARestrictedNamespace(t *testing.T) {
+	ns := restrictedNamespace(t, "e2e-restricted")
+	out := kubectlFails(t, cluster.KubeconfigPath, `apiVersion: v1
+kind: Pod
+metadata:
+  name: unrestricted
+  namespace: `+ns+`
+spec:
+  containers:
+  - {name: c, image: postgres:16}
+`, "apply", "-f", "-")
+	require.Contains(t, out, `violates PodSecurity "restricted:latest"`)
+
+	for _, db := range []struct{ name, engine, version string }{
+		{"pg", "postgresql", "16"}, {"mysql", "mysql", "8.4"}, {"mongo", "mongodb", "7.0"},
+	} {
+		kubectlIn(t, `apiVersion: example.com/v1
+kind: Database
+metadata:
+  name: `+db.name+`
+  namespace: `+ns+`
+spec:
+  engine: `+db.engine+`
+  version: "`+db.version+`"
+  replicas: 2
+  storage: 1Gi
+`, "apply", "-f", "-")
+	}
+	for _, db := range []string{"pg", "mysql", "mongo"} {
+		waitReady(t, ns, db, 2)
+	}
 }
