@@ -170,10 +170,20 @@ func childrenOf(t *testing.T, ns string, uid types.UID) children {
 	return c
 }
 
-// controllerMetrics returns the controller's /metrics text.
+// controllerClient is an HTTPS client for the controller's secure port that presents a client
+// certificate for user in groups, or none when user is empty.
+func controllerClient(t *testing.T, user string, groups ...string) *http.Client {
+	t.Helper()
+	c, err := cluster.ControllerClient(user, groups...)
+	require.NoError(t, err)
+	return c
+}
+
+// controllerMetrics returns the controller's /metrics text, read as a member of
+// system:masters (authorized without a SubjectAccessReview, as kube-apiserver would anyway).
 func controllerMetrics(t *testing.T) string {
 	t.Helper()
-	resp, err := http.Get(cluster.ControllerURL + "/metrics")
+	resp, err := controllerClient(t, "e2e-metrics-admin", "system:masters").Get(cluster.ControllerURL + "/metrics")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
@@ -208,8 +218,10 @@ func waitLeading(t *testing.T) {
 }
 
 func TestControllerServesProbesAndMetricsAndHoldsTheLease(t *testing.T) {
+	// The probes need no credentials (--authorization-always-allow-paths).
+	anonymous := controllerClient(t, "")
 	for _, path := range []string{"/healthz", "/readyz"} {
-		resp, err := http.Get(cluster.ControllerURL + path)
+		resp, err := anonymous.Get(cluster.ControllerURL + path)
 		require.NoError(t, err)
 		resp.Body.Close()
 		require.Equal(t, http.StatusOK, resp.StatusCode, path)
