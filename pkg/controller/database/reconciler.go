@@ -198,16 +198,18 @@ func (r *Reconciler) reconcile(ctx context.Context, key cache.ObjectName) (Resul
 
 // report writes the status obs gives db and says when to look again. A failure, a refused
 // volume expansion or a credentials Secret being deleted is also a Warning Event, once per transition rather than on every
-// resync of an unchanged one; a refusal of the Pods, once when it begins (the StatefulSet
-// controller's own Events count its retries).
+// resync of an unchanged one; a refusal of the Pods, once when it begins, after the status
+// that reports it is written (a write that fails is retried without repeating the Event; the
+// StatefulSet controller's own Events count its retries).
 func (r *Reconciler) report(ctx context.Context, db *examplev1.Database, obs observation) (Result, error) {
 	status := computeStatus(db, obs, r.now())
+	refusalBegins := obs.refusal != nil && !refusalReported(db.Status)
 	if !equality.Semantic.DeepEqual(db.Status, status) {
 		switch {
 		case obs.failure != nil:
 			r.event(ctx, db, corev1.EventTypeWarning, obs.failure.reason, "%s", obs.failure.message)
-		case obs.refusal != nil && !refusalReported(db.Status):
-			r.event(ctx, db, corev1.EventTypeWarning, obs.refusal.reason, "%s", obs.refusal.message)
+		case obs.refusal != nil:
+			// What the conditions report, recorded below.
 		case obs.expansion != nil && !sameCondition(db.Status, status, ConditionProgressing):
 			r.event(ctx, db, corev1.EventTypeWarning, obs.expansion.reason, "%s", obs.expansion.message)
 		case obs.credentials != nil && !sameCondition(db.Status, status, ConditionDegraded):
@@ -216,6 +218,9 @@ func (r *Reconciler) report(ctx context.Context, db *examplev1.Database, obs obs
 	}
 	if _, err := r.writeStatus(ctx, db, status); err != nil {
 		return Result{}, err
+	}
+	if refusalBegins {
+		r.event(ctx, db, corev1.EventTypeWarning, obs.refusal.reason, "%s", obs.refusal.message)
 	}
 	switch rep := obs.replication; {
 	case obs.failure != nil && obs.failure.external():

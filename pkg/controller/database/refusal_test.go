@@ -1,6 +1,7 @@
 package database_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -263,4 +264,24 @@ func TestRefusalMessageIsCutToAConditionsLength(t *testing.T) {
 	require.Len(t, msg, 32*1024-1)
 	require.True(t, utf8.ValidString(msg))
 	require.True(t, strings.HasPrefix(long, msg))
+}
+
+// The Warning of a refusal is recorded once its status is written: a status write that
+// fails (a conflict with a stale cache) is retried, and the Event is not repeated.
+func TestRefusalWarningFollowsTheStatusWrite(t *testing.T) {
+	f := newFixture(t, exampleDatabase())
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	f.setPods("sts-uid", 0, 0)
+	f.statefulSetEvent("my-database.failed", "sts-uid", "FailedCreate", quotaRefusal, start.Add(time.Second), nil)
+	f.inject("update", "databases/status", 1, apierrors.NewConflict(examplev1.Resource("databases"), name, errors.New("modified")))
+
+	_, err = f.reconcile()
+	require.True(t, apierrors.IsConflict(err), "%v", err)
+	require.Empty(t, f.events())
+
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, []string{"Warning FailedCreate " + quotaRefusal}, f.events())
+	requireRefused(t, f.database(), examplev1.DatabasePhaseFailed, quotaRefusal)
 }

@@ -144,10 +144,10 @@ func readyReplicas(sts *appsv1.StatefulSet) int32 {
 // Phases: Failed on a failure; Pending without a StatefulSet; on a refusal of the Pods
 // (podRefusal), Failed while no replica is ready and Degraded while some are (Ready and
 // Progressing False, Degraded True, each with reason FailedCreate and the refusal's message);
-// Ready when the StatefulSet is rolled out with every desired replica ready and every mounted claim's capacity at
-// spec.storage (Provisioning, reason StorageExpanding, while a volume expansion runs);
-// Degraded when a Database Ready at this generation has lost ready replicas without a
-// rollout; Provisioning otherwise.
+// Ready when the StatefulSet is rolled out with every desired replica ready and every
+// mounted claim's capacity at spec.storage (Provisioning, reason StorageExpanding, while a
+// volume expansion runs); Degraded when a Database Ready at this generation has lost ready
+// replicas without a rollout; Provisioning otherwise.
 func computeStatus(db *examplev1.Database, obs observation, now metav1.Time) examplev1.DatabaseStatus {
 	status := *db.Status.DeepCopy()
 	status.ObservedGeneration = db.Generation
