@@ -231,6 +231,12 @@ func TestControllerRBACIsLeastPrivilege(t *testing.T) {
 		{[]string{"watch", "persistentvolumeclaims", "-A"}, "yes"},
 		{[]string{"create", "poddisruptionbudgets.policy", "-n", "production"}, "yes"},
 		{[]string{"create", "events", "-n", "production"}, "yes"},
+		// The StatefulSet controller's Events say which Pods it is refused.
+		{[]string{"watch", "events", "-A"}, "yes"},
+		{[]string{"list", "events", "-A"}, "yes"},
+		{[]string{"get", "events", "-n", "production"}, "no"},
+		{[]string{"update", "events", "-n", "production"}, "no"},
+		{[]string{"delete", "events", "-n", "production"}, "no"},
 		{[]string{"update", "leases.coordination.k8s.io/database-controller", "-n", "database-system"}, "yes"},
 		{[]string{"delete", "databases.example.com", "-n", "production"}, "no"},
 		{[]string{"create", "databases.example.com", "-n", "production"}, "no"},
@@ -860,4 +866,57 @@ func TestQuotaErrorsReachStatusAndEvents(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestRefusedPodsReachStatus: a ResourceQuota of no Pods makes every Pod creation of the
+// StatefulSet controller fail, which it reports only in Events on the StatefulSet. The
+// Database says so (phase Failed; Ready False, reason FailedCreate, with the quota's refusal;
+// one Warning Event of its own) instead of Provisioning forever, and becomes Ready once the
+// quota is gone.
+func TestRefusedPodsReachStatus(t *testing.T) {
+	ctx := context.Background()
+	ns := testNamespace(t, "e2e-pod-quota")
+	_, err := kube(t).CoreV1().ResourceQuotas(ns).Create(ctx, &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-pods"},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	eventually(t, time.Minute, func() error { // enforced once the quota controller computed it
+		q, err := kube(t).CoreV1().ResourceQuotas(ns).Get(ctx, "no-pods", metav1.GetOptions{})
+		if err == nil && len(q.Status.Hard) == 0 {
+			err = fmt.Errorf("quota status not computed yet")
+		}
+		return err
+	})
+	kubectlIn(t, databaseIn(ns, "refused", 1, ""), "apply", "-f", "-")
+
+	db := waitCondition(t, ns, "refused", "Ready", "FailedCreate")
+	require.Equal(t, examplev1.DatabasePhaseFailed, db.Status.Phase)
+	require.Zero(t, db.Status.ReadyReplicas)
+	ready := meta.FindStatusCondition(db.Status.Conditions, "Ready")
+	require.Equal(t, metav1.ConditionFalse, ready.Status)
+	require.Contains(t, ready.Message, "exceeded quota")
+	require.Contains(t, ready.Message, `pods "refused-0" is forbidden`)
+	for typ, status := range map[string]metav1.ConditionStatus{"Progressing": metav1.ConditionFalse, "Degraded": metav1.ConditionTrue} {
+		c := meta.FindStatusCondition(db.Status.Conditions, typ)
+		require.NotNil(t, c, typ)
+		require.Equal(t, status, c.Status, typ)
+		require.Equal(t, "FailedCreate", c.Reason, typ)
+	}
+	eventually(t, 30*time.Second, func() error {
+		events, err := kube(t).CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=Database,involvedObject.name=refused,reason=FailedCreate"})
+		if err != nil {
+			return err
+		}
+		if len(events.Items) != 1 || events.Items[0].Type != corev1.EventTypeWarning || events.Items[0].Count != 1 {
+			return fmt.Errorf("want one Warning FailedCreate Event on the Database, recorded once: %+v", events.Items)
+		}
+		return nil
+	})
+
+	// The StatefulSet controller's next attempt, after its backoff, creates the Pod.
+	require.NoError(t, kube(t).CoreV1().ResourceQuotas(ns).Delete(ctx, "no-pods", metav1.DeleteOptions{}))
+	db = waitReady(t, ns, "refused", 1)
+	require.Equal(t, "AsExpected", meta.FindStatusCondition(db.Status.Conditions, "Degraded").Reason)
 }
