@@ -253,6 +253,12 @@ func TestControllerRBACIsLeastPrivilege(t *testing.T) {
 		{[]string{"watch", "persistentvolumeclaims", "-A"}, "yes"},
 		{[]string{"create", "poddisruptionbudgets.policy", "-n", "production"}, "yes"},
 		{[]string{"create", "events", "-n", "production"}, "yes"},
+		// The StatefulSet controller's Events say which Pods it is refused.
+		{[]string{"watch", "events", "-A"}, "yes"},
+		{[]string{"list", "events", "-A"}, "yes"},
+		{[]string{"get", "events", "-n", "production"}, "no"},
+		{[]string{"update", "events", "-n", "production"}, "no"},
+		{[]string{"delete", "events", "-n", "production"}, "no"},
 		{[]string{"update", "leases.coordination.k8s.io/database-controller", "-n", "database-system"}, "yes"},
 		{[]string{"delete", "databases.example.com", "-n", "production"}, "no"},
 		{[]string{"create", "databases.example.com", "-n", "production"}, "no"},

@@ -596,6 +596,8 @@ func TestDeployServiceAccountsHaveLeastPrivilege(t *testing.T) {
 			can("create", "services", "-A"),
 			can("create", "secrets", "-A"),
 			can("create", "events", "-n", "production"),
+			can("watch", "events", "-A"),
+			cannot("delete", "events", "-A"),
 			// Leader election on its own Lease only.
 			can("create", "leases.coordination.k8s.io", "-n", installNamespace),
 			can("update", "leases.coordination.k8s.io/database-controller", "-n", installNamespace),
