@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -493,9 +494,15 @@ func TestDeletionPolicyDecidesWhatStays(t *testing.T) {
 }
 
 // TestReadyDatabaseLeftAloneCausesNoWrites: reconciles keep happening (resyncs every few
-// seconds in the e2e configuration), and none of them writes the Database or a child.
+// seconds in the e2e configuration), and none of them writes the Database or a child. The
+// window is 20 s, or E2E_IDLE_WINDOW (a Go duration: `make test-faults` watches 5m).
 func TestReadyDatabaseLeftAloneCausesNoWrites(t *testing.T) {
-	const window = 20 * time.Second
+	window := 20 * time.Second
+	if v := os.Getenv("E2E_IDLE_WINDOW"); v != "" {
+		var err error
+		window, err = time.ParseDuration(v)
+		require.NoError(t, err, "E2E_IDLE_WINDOW")
+	}
 	ns := testNamespace(t, "e2e-quiet")
 	kubectlIn(t, databaseIn(ns, "quiet", 2, ""), "apply", "-f", "-")
 	db := waitReady(t, ns, "quiet", 2)
