@@ -156,13 +156,7 @@ func TestRunLeadsServesProbesAndReleasesTheLease(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, code)
 
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return after its context ended")
-	}
+	stopRun(t, cancel, done)
 	lease, err := kube.CoordinationV1().Leases("database-system").Get(context.Background(), "database-controller", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.True(t, lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "", "the Lease is released")
@@ -211,13 +205,7 @@ func TestSecurePortServesProbesToAnyoneAndMetricsOnlyToTheAuthorized(t *testing.
 	require.NoError(t, err)
 	require.Equal(t, http.StatusBadRequest, code, "plain HTTP is refused")
 
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return after its context ended")
-	}
+	stopRun(t, cancel, done)
 }
 
 // TestApplyServingKeepsTheSelfSignedCertificateInCertDir: with --cert-dir, the generated
@@ -326,6 +314,13 @@ func TestRunCampaignsAgainAfterLosingTheLease(t *testing.T) {
 	require.Equal(t, "test_1", *lease.Spec.HolderIdentity)
 	waitOK(t, client, base+"/readyz")
 
+	stopRun(t, cancel, done)
+}
+
+// stopRun ends Run's context with cancel and requires Run, whose result arrives on done, to
+// return nil within 30 s.
+func stopRun(t *testing.T, cancel context.CancelFunc, done <-chan error) {
+	t.Helper()
 	cancel()
 	select {
 	case err := <-done:
