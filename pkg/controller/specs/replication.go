@@ -160,7 +160,7 @@ func replicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpec) {
 	env := append([]corev1.EnvVar{}, c.Env...)
 	env = append(env,
 		secretEnv("REPLICATION_USER", secret, engine.SecretKeyReplicationUsername),
-		secretEnv("REPLICATION_PASSWORD", secret, engine.SecretKeyReplicationPassword),
+		corev1.EnvVar{Name: "REPLICATION_PASSWORD_FILE", Value: engine.CredentialsFile(engine.SecretKeyReplicationPassword)},
 		corev1.EnvVar{Name: "PGPORT", Value: strconv.Itoa(int(d.Recipe.Port))},
 		corev1.EnvVar{Name: "PRIMARY_HOST", Value: ClientServiceName(db) + "." + db.Namespace + ".svc"},
 	)
@@ -171,17 +171,21 @@ func replicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpec) {
 		Env:     env,
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: engine.DataVolumeName, MountPath: d.Recipe.DataPath},
+			engine.CredentialsMount(),
 			mount,
 		},
 		Resources:       c.Resources,
 		SecurityContext: engine.ContainerSecurityContext(),
 	}}
-	pod.Volumes = []corev1.Volume{{Name: replicationVolume, VolumeSource: corev1.VolumeSource{
-		ConfigMap: &corev1.ConfigMapVolumeSource{
-			LocalObjectReference: corev1.LocalObjectReference{Name: ReplicationConfigMapName(db)},
-			DefaultMode:          ptr.To[int32](0o444),
-		},
-	}}}
+	pod.Volumes = []corev1.Volume{
+		engine.CredentialsVolume(secret, engine.SecretKeyPassword, engine.SecretKeyReplicationPassword),
+		{Name: replicationVolume, VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: ReplicationConfigMapName(db)},
+				DefaultMode:          ptr.To[int32](0o444),
+			},
+		}},
+	}
 }
 
 func secretEnv(name, secret, key string) corev1.EnvVar {

@@ -56,6 +56,8 @@ func (r *setupRun) run() string {
 	path := filepath.Join(r.dir, "postgresql-setup.sh")
 	script = []byte(strings.Replace(string(script), readPrimary, "primary=$(<"+filepath.Join(r.dir, "primary")+")", 1))
 	require.NoError(r.t, os.WriteFile(path, script, 0o644))
+	passwordFile := filepath.Join(r.dir, "replication-password")
+	require.NoError(r.t, os.WriteFile(passwordFile, []byte("s3cret"), 0o400))
 	cmd := exec.Command("bash", path)
 	cmd.Env = []string{
 		"PATH=" + filepath.Join(r.dir, "bin") + ":" + os.Getenv("PATH"),
@@ -63,7 +65,7 @@ func (r *setupRun) run() string {
 		"PGPORT=5432",
 		"PRIMARY_HOST=my-database.production.svc",
 		"REPLICATION_USER=replicator",
-		"REPLICATION_PASSWORD=s3cret",
+		"REPLICATION_PASSWORD_FILE=" + passwordFile,
 		"HOSTNAME=" + r.hostname,
 		"BASEBACKUP_LOG=" + r.log,
 	}
