@@ -139,6 +139,20 @@ var postgresqlServerArgs = []string{
 	"-c", "hba_file=" + replicationMountPath + "/" + postgresqlHBAKey,
 }
 
+// PrimaryHost is the name standbys reach the primary by: the client Service's DNS name
+// ("<name>.<namespace>.svc"), which routes to the Pod labelled primary, so a standby follows
+// a switchover without being set up again.
+func PrimaryHost(db *examplev1.Database) string {
+	return ClientServiceName(db) + "." + db.Namespace + ".svc"
+}
+
+// PrimaryConnectTimeoutSeconds is the connect_timeout of a standby's primary_conninfo, in
+// seconds: a connection to the primary that is not answered in time (the client Service
+// without a ready endpoint during a switchover) is given up, and the WAL receiver tries
+// again (every wal_retrieve_retry_interval, 5 s by default) instead of waiting for the
+// kernel's SYN retries, about two minutes.
+const PrimaryConnectTimeoutSeconds = 5
+
 // replicationPod adds to pod, the Pod template of a replicating Database, what replication
 // needs: the setup init container (postgresql-setup.sh) on the database image with the data
 // volume and the replication role's credentials, the replication ConfigMap mounted in both
@@ -162,7 +176,8 @@ func replicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpec) {
 		secretEnv("REPLICATION_USER", secret, engine.SecretKeyReplicationUsername),
 		corev1.EnvVar{Name: "REPLICATION_PASSWORD_FILE", Value: engine.CredentialsFile(engine.SecretKeyReplicationPassword)},
 		corev1.EnvVar{Name: "PGPORT", Value: strconv.Itoa(int(d.Recipe.Port))},
-		corev1.EnvVar{Name: "PRIMARY_HOST", Value: ClientServiceName(db) + "." + db.Namespace + ".svc"},
+		corev1.EnvVar{Name: "PRIMARY_HOST", Value: PrimaryHost(db)},
+		corev1.EnvVar{Name: "PRIMARY_CONNECT_TIMEOUT", Value: strconv.Itoa(PrimaryConnectTimeoutSeconds)},
 	)
 	pod.InitContainers = []corev1.Container{{
 		Name:    SetupContainerName,
