@@ -110,6 +110,11 @@ func (fi *fakeInstances) SyncSlots(_ context.Context, s postgres.Server, _ map[s
 	return nil
 }
 
+func (fi *fakeInstances) SetPrimaryConnInfo(_ context.Context, s postgres.Server, conninfo string) error {
+	fi.record(s, fmt.Sprintf("set-conninfo %s %s", s.Host, conninfo))
+	return nil
+}
+
 func (fi *fakeInstances) Promote(_ context.Context, s postgres.Server) error {
 	fi.record(s, "promote "+s.Host)
 	return nil
@@ -247,21 +252,30 @@ func replicating(t *testing.T, replicas int, db *examplev1.Database) (*fixture, 
 	return f, fi
 }
 
-// A replication password that changes (a Secret restored without it gets a new one) is
-// given to the primary's role, once.
-func TestAChangedReplicationPasswordIsGivenToThePrimarysRole(t *testing.T) {
+// A replication password that changes (a Secret restored without it gets a new one, a user
+// rotates it) is given to the primary's role, then to every standby's primary_conninfo, once.
+func TestAChangedReplicationPasswordIsGivenToThePrimarysRoleAndTheStandbys(t *testing.T) {
 	f, fi := replicating(t, 3, nil)
 	_, err := f.reconcile()
 	require.NoError(t, err)
 	require.NotContains(t, strings.Join(fi.recorded(), " "), "create-role", "the role has the Secret's password")
 
 	secret := f.secret().DeepCopy()
-	secret.Data["replication-password"] = []byte("NEWPASSWORD")
+	// A quote and a backslash: libpq's quoting, then SQL's.
+	secret.Data["replication-password"] = []byte(`NEW'PASS\WORD`)
 	require.NoError(t, f.kube.Tracker().Update(secrets, secret, namespace))
 	fi.reset()
 	_, err = f.reconcile()
 	require.NoError(t, err)
-	require.Contains(t, fi.recorded(), "create-role 10.0.0.1 replicator NEWPASSWORD")
+	conninfo := func(pod string) string {
+		return "host='my-database.production.svc' port='5432' user='replicator' password='NEW\\'PASS\\\\WORD' application_name='" + pod + "' connect_timeout='5'"
+	}
+	require.Equal(t, []string{
+		`create-role 10.0.0.1 replicator NEW'PASS\WORD`,
+		"set-conninfo 10.0.0.2 " + conninfo(podName(1)),
+		"set-conninfo 10.0.0.3 " + conninfo(podName(2)),
+	}, fi.recorded()[:3], "the role first, then the standbys")
+	require.Contains(t, f.events(), "Normal Updated Gave standby my-database-1 the new replication password")
 	fi.reset()
 	_, err = f.reconcile()
 	require.NoError(t, err)

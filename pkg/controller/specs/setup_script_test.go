@@ -64,6 +64,7 @@ func (r *setupRun) run() string {
 		"PGDATA=" + r.pgdata,
 		"PGPORT=5432",
 		"PRIMARY_HOST=my-database.production.svc",
+		"PRIMARY_CONNECT_TIMEOUT=5",
 		"REPLICATION_USER=replicator",
 		"REPLICATION_PASSWORD_FILE=" + passwordFile,
 		"HOSTNAME=" + r.hostname,
@@ -97,7 +98,7 @@ func (r *setupRun) cloned() bool {
 	return err == nil
 }
 
-const standbyConf = `primary_conninfo = 'host=my-database.production.svc port=5432 user=replicator password=s3cret application_name=my-database-1'
+const standbyConf = `primary_conninfo = 'host=my-database.production.svc port=5432 user=replicator password=s3cret application_name=my-database-1 connect_timeout=5'
 primary_slot_name = 'my_database_1'
 `
 

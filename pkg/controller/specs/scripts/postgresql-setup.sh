@@ -11,7 +11,8 @@
 #     the controller switched away from (shut down cleanly first) a standby of the new one.
 # Standbys reach the primary through the client Service, which routes to the Pod the
 # controller labels primary, so they follow a switchover without being set up again.
-# Environment: PGDATA, PGPORT, PRIMARY_HOST (the client Service's DNS name), REPLICATION_USER,
+# Environment: PGDATA, PGPORT, PRIMARY_HOST (the client Service's DNS name),
+# PRIMARY_CONNECT_TIMEOUT (seconds), REPLICATION_USER,
 # REPLICATION_PASSWORD_FILE (the credentials Secret's key, mounted), HOSTNAME (the Pod's name).
 set -o errexit -o nounset -o pipefail
 
@@ -31,7 +32,7 @@ follow() {
 	touch "${conf}"
 	sed -i -e '/^primary_conninfo[[:space:]]*=/d' -e '/^primary_slot_name[[:space:]]*=/d' "${conf}"
 	cat >>"${conf}" <<CONF
-primary_conninfo = 'host=${PRIMARY_HOST} port=${PGPORT} user=${REPLICATION_USER} password=${replication_password} application_name=${me}'
+primary_conninfo = 'host=${PRIMARY_HOST} port=${PGPORT} user=${REPLICATION_USER} password=${replication_password} application_name=${me} connect_timeout=${PRIMARY_CONNECT_TIMEOUT}'
 primary_slot_name = '${slot}'
 CONF
 	touch "${PGDATA}/standby.signal"
