@@ -286,3 +286,35 @@ func TestControllerPolicyBindsTheRunningController(t *testing.T) {
 	require.NoError(t, err)
 	waitReady(t, ns, "bound", 2)
 }
+
+// TestControllerPolicyExpressionsTypeCheck requires kube-apiserver's type checking of every
+// policy of artifacts/policy against the schemas of the kinds it matches to find no
+// warning: a misspelt field would otherwise be a runtime error, which failurePolicy Fail
+// turns into a refusal of every write.
+func TestControllerPolicyExpressionsTypeCheck(t *testing.T) {
+	objs, err := os.ReadDir(filepath.Join(root, "artifacts", "policy"))
+	require.NoError(t, err)
+	var names []string
+	for _, f := range objs {
+		if name, ok := strings.CutSuffix(f.Name(), ".yaml"); ok && name != "kustomization" {
+			names = append(names, "database-"+name)
+		}
+	}
+	require.NotEmpty(t, names)
+	client := kube(t).AdmissionregistrationV1().ValidatingAdmissionPolicies()
+	for _, name := range names {
+		eventually(t, 30*time.Second, func() error {
+			p, err := client.Get(context.Background(), name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if p.Status.ObservedGeneration != p.Generation || p.Status.TypeChecking == nil {
+				return fmt.Errorf("policy %s not type-checked yet", name)
+			}
+			return nil
+		})
+		p, err := client.Get(context.Background(), name, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Empty(t, p.Status.TypeChecking.ExpressionWarnings, "policy %s", name)
+	}
+}
