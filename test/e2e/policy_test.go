@@ -158,6 +158,14 @@ func TestControllerPolicyRefusesWhatTheControllerDoesNotBuild(t *testing.T) {
 		})
 	}
 
+	t.Run("kubectl as the controller is refused, as README.md shows", func(t *testing.T) {
+		as := "--as=" + localcluster.ControllerUser
+		errOut := kubectlFails(t, cluster.KubeconfigPath, "", as, "create", "secret", "generic", "stolen", "-n", "kube-system", "--from-literal=k=v")
+		require.Contains(t, errOut, "database-controller may not write Secret kube-system/stolen: kube-system is a system namespace")
+		errOut = kubectlFails(t, cluster.KubeconfigPath, "", as, "create", "secret", "generic", "planted", "-n", ns, "--from-literal=password=known")
+		require.Contains(t, errOut, "database-controller may not write Secret "+ns+"/planted: its controller ownerReference must be an example.com/v1 Database")
+	})
+
 	t.Run("a Secret without the managed-by label is refused", func(t *testing.T) {
 		secret := built.Secret.DeepCopy()
 		delete(secret.Labels, specs.ManagedByLabel)
@@ -205,6 +213,26 @@ func TestControllerPolicyRefusesWhatTheControllerDoesNotBuild(t *testing.T) {
 		svc.Spec.ExternalIPs = []string{"192.0.2.10"}
 		_, err := k.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
 		requireRefused(t, err, "database-controller-services", "it sets externalIPs")
+	})
+
+	t.Run("only what it manages is deleted", func(t *testing.T) {
+		// Dry runs: admission decides as for a real delete, and nothing goes if the policy
+		// fails to refuse.
+		dryRun := metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}
+		for name, labels := range map[string]map[string]string{
+			"e2e-managed":   {specs.ManagedByLabel: specs.ManagedByValue},
+			"e2e-unmanaged": nil,
+		} {
+			_, err := kube(t).CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+			}, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+		require.NoError(t, k.CoreV1().Secrets(ns).Delete(ctx, "e2e-managed", dryRun))
+		requireRefused(t, k.CoreV1().Secrets(ns).Delete(ctx, "e2e-unmanaged", dryRun), "database-controller-deletes",
+			"database-controller may not delete Secret "+ns+"/e2e-unmanaged: it is neither labelled app.kubernetes.io/managed-by=database-controller nor controlled by a Database")
+		requireRefused(t, k.CoreV1().ConfigMaps("kube-system").Delete(ctx, "extension-apiserver-authentication", dryRun),
+			"database-controller-deletes", "database-controller may not delete ConfigMap kube-system/extension-apiserver-authentication: kube-system is a system namespace")
 	})
 
 	t.Run("a Pod's label may change, its image may not", func(t *testing.T) {
