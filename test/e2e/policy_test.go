@@ -318,7 +318,9 @@ func TestControllerPolicyBindsTheRunningController(t *testing.T) {
 // TestControllerPolicyExpressionsTypeCheck requires kube-apiserver's type checking of every
 // policy of artifacts/policy against the schemas of the kinds it matches to find no
 // warning: a misspelt field would otherwise be a runtime error, which failurePolicy Fail
-// turns into a refusal of every write.
+// turns into a refusal of every write. kube-apiserver type-checks the validations, not the
+// variables: those are evaluated on real objects by the admitted writes of
+// TestControllerPolicyRefusesWhatTheControllerDoesNotBuild.
 func TestControllerPolicyExpressionsTypeCheck(t *testing.T) {
 	objs, err := os.ReadDir(filepath.Join(root, "artifacts", "policy"))
 	require.NoError(t, err)
