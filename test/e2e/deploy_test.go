@@ -184,6 +184,17 @@ func TestDeployRendersAndEveryObjectPassesServerDryRun(t *testing.T) {
 			{"PodDisruptionBudget", "database-etcd"}, {"PodDisruptionBudget", "database-apiserver"}, {"PodDisruptionBudget", "database-controller"},
 			{"ClusterRoleBinding", "database-apiserver:system:auth-delegator"},
 			{"RoleBinding", "database-apiserver:extension-apiserver-authentication-reader"},
+			// The admission policies that bound the controller (artifacts/policy).
+			{"ValidatingAdmissionPolicy", "database-controller-children"},
+			{"ValidatingAdmissionPolicyBinding", "database-controller-children"},
+			{"ValidatingAdmissionPolicy", "database-controller-workloads"},
+			{"ValidatingAdmissionPolicyBinding", "database-controller-workloads"},
+			{"ValidatingAdmissionPolicy", "database-controller-pods"},
+			{"ValidatingAdmissionPolicyBinding", "database-controller-pods"},
+			{"ValidatingAdmissionPolicy", "database-controller-services"},
+			{"ValidatingAdmissionPolicyBinding", "database-controller-services"},
+			{"ValidatingAdmissionPolicy", "database-controller-deletes"},
+			{"ValidatingAdmissionPolicyBinding", "database-controller-deletes"},
 		} {
 			find(t, objs, want[0], want[1])
 		}
