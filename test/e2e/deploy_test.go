@@ -193,6 +193,10 @@ func TestDeployRendersAndEveryObjectPassesServerDryRun(t *testing.T) {
 			{"ValidatingAdmissionPolicyBinding", "database-controller-pods"},
 			{"ValidatingAdmissionPolicy", "database-controller-services"},
 			{"ValidatingAdmissionPolicyBinding", "database-controller-services"},
+			{"ValidatingAdmissionPolicy", "database-controller-secrets"},
+			{"ValidatingAdmissionPolicyBinding", "database-controller-secrets"},
+			{"ValidatingAdmissionPolicy", "database-controller-claims"},
+			{"ValidatingAdmissionPolicyBinding", "database-controller-claims"},
 			{"ValidatingAdmissionPolicy", "database-controller-deletes"},
 			{"ValidatingAdmissionPolicyBinding", "database-controller-deletes"},
 		} {

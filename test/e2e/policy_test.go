@@ -188,6 +188,29 @@ func TestControllerPolicyRefusesWhatTheControllerDoesNotBuild(t *testing.T) {
 		requireRefused(t, err, "database-controller-children", "kube-system is a system namespace")
 	})
 
+	t.Run("a ServiceAccount token Secret is refused", func(t *testing.T) {
+		secret := built.Secret.DeepCopy()
+		secret.Type = corev1.SecretTypeServiceAccountToken
+		secret.Annotations = map[string]string{corev1.ServiceAccountNameKey: "default"}
+		_, err := k.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{})
+		requireRefused(t, err, "database-controller-secrets",
+			"Secret "+ns+"/e2e-shape-credentials: type kubernetes.io/service-account-token is not Opaque")
+	})
+
+	t.Run("a claim of an existing volume is refused", func(t *testing.T) {
+		claim := specs.DataClaim(built.StatefulSet, 0)
+		claim.Spec.VolumeName = "someone-elses"
+		_, err := k.CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim, metav1.CreateOptions{})
+		requireRefused(t, err, "database-controller-claims", "it names the volume someone-elses")
+	})
+
+	t.Run("a claim from a data source is refused", func(t *testing.T) {
+		claim := specs.DataClaim(built.StatefulSet, 0)
+		claim.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "theirs"}
+		_, err := k.CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim, metav1.CreateOptions{})
+		requireRefused(t, err, "database-controller-claims", "it has a dataSource or dataSourceRef")
+	})
+
 	t.Run("a foreign Secret is not taken over", func(t *testing.T) {
 		foreign, err := kube(t).CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: "e2e-foreign"},
