@@ -3,7 +3,7 @@ SHELL := /usr/bin/env bash
 GO ?= go
 BIN := bin
 
-.PHONY: all build test test-unit test-integration test-e2e verify generate run clean tools node
+.PHONY: all build test test-unit test-integration test-e2e test-faults verify generate run clean tools node
 
 all: build
 
@@ -74,6 +74,18 @@ clean:
 ## free ports).
 test-e2e: tools build node
 	$(GO) test -tags e2e -count=1 -timeout 20m ./internal/localcluster/... ./test/e2e/...
+
+# The e2e tests that are fault scenarios: our API server restarted under load through
+# kube-apiserver, kube-apiserver down, components SIGKILLed and restarted, the control plane
+# restarted on its state, the controller SIGKILLed mid-reconcile, an idle Ready Database.
+E2E_FAULTS := TestAPIServerRestartsThroughKubeAPIServer|TestControllerRidesOutAKubeAPIServerOutage|TestKilledComponentsAreRestarted|TestRestartOnSameStateKeepsObjects|TestControllerKilledWhileCreatingDatabasesConverges|TestReadyDatabaseLeftAloneCausesNoWrites
+
+## test-faults: the fault suite: etcd SIGKILLed under writes, etcd out of space, one of 3 etcd
+## members and one of 2 API servers killed under load (test/faults, etcd and our server as
+## processes), then the e2e fault scenarios; each prints its figures as "measured:" lines.
+test-faults: tools build node
+	$(GO) test -tags faults -count=1 -timeout 10m -v ./test/faults/...
+	$(GO) test -tags e2e -count=1 -timeout 30m -run '^($(E2E_FAULTS))$$' -v ./test/e2e/...
 
 # --- images -----------------------------------------------------------------
 # No container runtime runs on the development machines of this project: build the images where

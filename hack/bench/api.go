@@ -195,8 +195,8 @@ func (b *bench) profileAPI(ctx context.Context) error {
 	} {
 		logf("profiling: %s", p.file)
 		pctx, cancel := context.WithCancel(ctx)
-		waitOurs := profileCPU(ctx, b.adminDirect, b.adminDirect.Host, filepath.Join(b.o.profileDir, "apiserver-"+p.file+".pprof"), seconds)
-		waitKube := profileCPU(ctx, b.cluster.AdminConfig, b.cluster.AdminConfig.Host, filepath.Join(b.o.profileDir, "kube-apiserver-"+p.file+".pprof"), seconds)
+		waitOurs := profileCPU(ctx, b.adminDirect, nil, b.adminDirect.Host, filepath.Join(b.o.profileDir, "apiserver-"+p.file+".pprof"), seconds)
+		waitKube := profileCPU(ctx, b.cluster.AdminConfig, nil, b.cluster.AdminConfig.Host, filepath.Join(b.o.profileDir, "kube-apiserver-"+p.file+".pprof"), seconds)
 		wait := func() error { return errors.Join(waitOurs(), waitKube()) }
 		done := make(chan struct{})
 		go func() {

@@ -63,6 +63,9 @@ type bench struct {
 	cpu cpuMeter
 	// adminDirect is the admin identity at our server's own port (for /metrics, /debug/pprof).
 	adminDirect *rest.Config
+	// controller reads the controller's /metrics and /debug/pprof over HTTPS as a member of
+	// system:masters (authorized without a SubjectAccessReview).
+	controller *http.Client
 }
 
 func newBench(ctx context.Context, o options, root string, sc scale) (_ *bench, err error) {
@@ -130,6 +133,10 @@ func newBench(ctx context.Context, o options, root string, sc scale) (_ *bench, 
 	}
 	b.adminDirect = rest.CopyConfig(b.cluster.AdminConfig)
 	b.adminDirect.Host = b.cluster.APIServerURL
+	if b.controller, err = b.cluster.ControllerClient("bench-admin", "system:masters"); err != nil {
+		return nil, err
+	}
+	b.controller.Timeout = 0 // a CPU profile takes its seconds; requests end with their context
 
 	mk := func(name, desc string, cfg *rest.Config, gv schema.GroupVersion, ct string, procs ...string) error {
 		c, err := newDBClient(cfg, gv, ct)
@@ -263,11 +270,11 @@ func httpGet(ctx context.Context, client *http.Client, url string) (string, erro
 }
 
 // profileCPU records a CPU profile of seconds from a server's /debug/pprof/profile into path,
-// in the background; the returned function waits for it.
-func profileCPU(ctx context.Context, cfg *rest.Config, url, path string, seconds int) func() error {
+// in the background, with cfg's identity (or, nil, with client); the returned function waits
+// for it.
+func profileCPU(ctx context.Context, cfg *rest.Config, client *http.Client, url, path string, seconds int) func() error {
 	done := make(chan error, 1)
 	go func() {
-		var client *http.Client
 		if cfg != nil {
 			rt, err := rest.TransportFor(cfg)
 			if err != nil {
@@ -275,8 +282,6 @@ func profileCPU(ctx context.Context, cfg *rest.Config, url, path string, seconds
 				return
 			}
 			client = &http.Client{Transport: rt}
-		} else {
-			client = http.DefaultClient
 		}
 		body, err := httpGet(ctx, client, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", url, seconds))
 		if err == nil {
@@ -301,6 +306,3 @@ func gitCommit(root string) string {
 }
 
 var errIncomplete = errors.New("incomplete")
-
-// httpClient reads the controller's plain-HTTP /metrics.
-var httpClient = &http.Client{Timeout: 30 * time.Second}

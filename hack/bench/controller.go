@@ -113,7 +113,7 @@ func (b *bench) controllerRun(ctx context.Context, n, workers int, profile bool)
 	ctlPID := b.cluster.PID(procCtl)
 	meter := cpuMeter{procKube: b.cpu[procKube], procOurs: b.cpu[procOurs], procCtl: ctlPID}
 	client := b.targets[1].client // ours-proto: through kube-apiserver, as users and the controller
-	before, err := httpGet(ctx, httpClient, b.cluster.ControllerURL+"/metrics")
+	before, err := httpGet(ctx, b.controller, b.cluster.ControllerURL+"/metrics")
 	if err != nil {
 		return controllerRun{}, err
 	}
@@ -130,7 +130,7 @@ func (b *bench) controllerRun(ctx context.Context, n, workers int, profile bool)
 	}
 	var waitProfile func() error
 	if profile && b.o.profileDir != "" {
-		waitProfile = profileCPU(ctx, nil, b.cluster.ControllerURL,
+		waitProfile = profileCPU(ctx, nil, b.controller, b.cluster.ControllerURL,
 			filepath.Join(b.o.profileDir, fmt.Sprintf("controller-%d.pprof", n)), 60)
 	}
 
@@ -151,7 +151,7 @@ func (b *bench) controllerRun(ctx context.Context, n, workers int, profile bool)
 	complete := dbs.wait(ctx, n, readyTimeout(n))
 	stss.wait(ctx, n, time.Second)
 	cpu := meter.since(cpu0)
-	after, err := httpGet(ctx, httpClient, b.cluster.ControllerURL+"/metrics")
+	after, err := httpGet(ctx, b.controller, b.cluster.ControllerURL+"/metrics")
 	if err != nil {
 		return controllerRun{}, err
 	}

@@ -89,7 +89,7 @@ The local control plane is running (logs in %s).
   kubectl explain databases.spec
   kubectl get nodes,pods,pvc -A
 
-The controller's /healthz, /readyz and /metrics: %s
+The controller's /healthz, /readyz and /metrics (HTTPS; /metrics needs get on it): %s
 `, c.LogDir(), c.KubeconfigPath, c.ControllerURL)
 	if realNode {
 		fmt.Printf(`

@@ -30,6 +30,16 @@ type Options struct {
 	ClientPort, PeerPort int
 	// StartTimeout bounds how long Start waits for the member to be ready; 0 means one minute.
 	StartTimeout time.Duration
+	// Name is the member's name; empty means "default".
+	Name string
+	// InitialCluster lists the members of a new cluster as name=peerURL pairs separated by
+	// commas ("a=http://127.0.0.1:2380,b=http://127.0.0.1:2381"), this one included; empty
+	// means a cluster of this member alone. A member restarted on its data directory reads
+	// its cluster from there and ignores it.
+	InitialCluster string
+	// QuotaBackendBytes is the size of the backend at which etcd raises its NOSPACE alarm
+	// and refuses writes; 0 means etcd's default (2 GiB).
+	QuotaBackendBytes int64
 }
 
 // Start starts etcd and waits until it serves clients. It returns an error if
@@ -38,6 +48,9 @@ type Options struct {
 func Start(opts Options) (*Server, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = "default"
+	if opts.Name != "" {
+		cfg.Name = opts.Name
+	}
 	cfg.Dir = opts.DataDir
 	// etcd's own logs, errors only, as JSON on stderr, at a level Stop can lower.
 	logLevel := zap.NewAtomicLevelAt(zapcore.ErrorLevel)
@@ -56,6 +69,10 @@ func Start(opts Options) (*Server, error) {
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{clientURL}, []url.URL{clientURL}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peerURL}, []url.URL{peerURL}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	if opts.InitialCluster != "" {
+		cfg.InitialCluster = opts.InitialCluster
+	}
+	cfg.QuotaBackendBytes = opts.QuotaBackendBytes
 	// Compact history the way kube-apiserver expects a dedicated etcd to.
 	cfg.AutoCompactionMode = "periodic"
 	cfg.AutoCompactionRetention = "1h"

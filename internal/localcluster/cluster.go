@@ -96,8 +96,9 @@ type Config struct {
 	SchedulerArgs         []string
 	// ControllerBinary is database-controller; empty runs without it. It needs APIServerBinary.
 	// It runs once our server is registered, with --kubeconfig for its own identity
-	// (ControllerUser, RBAC from artifacts/rbac) and --health-probe-bind-address on a free
-	// port, plus ControllerArgs.
+	// (ControllerUser, RBAC from artifacts/rbac; the same kubeconfig delegates the secure
+	// port's authentication and authorization) and its secure port on a free port of
+	// 127.0.0.1 with a serving certificate of the serving CA, plus ControllerArgs.
 	ControllerBinary string
 	ControllerArgs   []string
 	// RealNode runs a real node (kubelet, containerd, CNI, kube-proxy) next to the simulated
@@ -179,8 +180,9 @@ type Cluster struct {
 	APIServerURL string
 	// EtcdURL is the embedded etcd's client URL.
 	EtcdURL string
-	// ControllerURL is http://127.0.0.1:<port> serving database-controller's /healthz,
-	// /readyz and /metrics; empty without it.
+	// ControllerURL is https://127.0.0.1:<port> serving database-controller's /healthz and
+	// /readyz to anyone, /metrics to users allowed get on that path (ControllerClient);
+	// empty without it.
 	ControllerURL string
 
 	apiServerPort int

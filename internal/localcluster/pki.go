@@ -56,6 +56,7 @@ type clusterPKI struct {
 
 	KubeAPIServer   *keyPair // serving
 	APIServer       *keyPair // our server's serving cert
+	Controller      *keyPair // database-controller's serving cert (127.0.0.1, localhost)
 	FrontProxy      *keyPair // kube-apiserver's client cert towards aggregated servers
 	Admin           *keyPair // O=system:masters
 	ControllerMgr   *keyPair // CN=system:kube-controller-manager
@@ -107,6 +108,8 @@ func loadOrCreatePKI(dir string) (*clusterPKI, error) {
 				APIServerServiceName + "." + APIServerNamespace + ".svc.cluster.local",
 				"localhost"},
 			IPAddresses: loopback}},
+		{&p.Controller, "database-controller", p.ServingCA, pki.Template{CommonName: ControllerServiceAccount,
+			ExtKeyUsage: serving, DNSNames: []string{"localhost"}, IPAddresses: loopback}},
 		{&p.FrontProxy, "front-proxy-client", p.FrontProxyCA,
 			pki.Template{CommonName: FrontProxyClientName, ExtKeyUsage: client}},
 		{&p.Admin, "admin", p.ClientCA,

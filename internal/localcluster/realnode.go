@@ -101,6 +101,8 @@ type realNode struct {
 	images []string
 
 	registry, containerd, kubelet, kubeProxy, dns *process
+	// volumeDirs prepares the hostPath volumes' directories for non-root Pods.
+	volumeDirs *volumeDirs
 }
 
 // podImageNames returns the names a Pod spec may give the image pushed as repoTag (a
@@ -195,7 +197,8 @@ func (c *Cluster) prepareRealNode() error {
 }
 
 // startRealNode brings the real node up: host network (the bridge, IP forwarding), the
-// registry with the images pushed, containerd, the kubelet (until its node is Ready),
+// registry with the images pushed, containerd, the volume directories' preparation
+// (prepareVolumeDir), the kubelet (until its node is Ready),
 // kube-proxy (until it is healthy), the node selection policy, and CoreDNS (until ready).
 func (c *Cluster) startRealNode(ctx context.Context) error {
 	n := c.node
@@ -231,6 +234,11 @@ func (c *Cluster) startRealNode(ctx context.Context) error {
 	if err := removeSandboxes(ctx, n.socket, 10*time.Second); err != nil {
 		return c.failure(n.containerd, fmt.Errorf("removing the Pods of an earlier run: %w", err))
 	}
+	dirs, err := c.startVolumeDirs(ctx)
+	if err != nil {
+		return err
+	}
+	n.volumeDirs = dirs
 	if err := c.startKubelet(ctx); err != nil {
 		return err
 	}
@@ -691,6 +699,9 @@ func (c *Cluster) stopRealNode() {
 	}
 	if n.registry != nil {
 		timed("registry", func() { c.stopChild("registry", 5*time.Second) })
+	}
+	if n.volumeDirs != nil {
+		n.volumeDirs.stop()
 	}
 	removeContainerLogLinks(filepath.Join(n.dir, "pod-logs"))
 	if err := unmountUnder(n.dir); err != nil {

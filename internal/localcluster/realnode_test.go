@@ -2,10 +2,13 @@ package localcluster
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -97,4 +100,46 @@ COMMIT
 -X KUBE-SVC-ABC
 COMMIT
 `, got)
+}
+
+func TestPrepareVolumeDirMakesVolumesUnderRootWritableByAnyUser(t *testing.T) {
+	root := t.TempDir()
+	hostPath := func(path string) *corev1.PersistentVolume {
+		return &corev1.PersistentVolume{Spec: corev1.PersistentVolumeSpec{PersistentVolumeSource: corev1.PersistentVolumeSource{
+			HostPath: &corev1.HostPathVolumeSource{Path: path}}}}
+	}
+	mode := func(dir string) os.FileMode {
+		fi, err := os.Stat(dir)
+		require.NoError(t, err)
+		require.True(t, fi.IsDir())
+		return fi.Mode().Perm()
+	}
+
+	fresh := filepath.Join(root, "pvc-a")
+	dir, err := prepareVolumeDir(root, hostPath(fresh))
+	require.NoError(t, err)
+	require.Equal(t, fresh, dir)
+	require.Equal(t, os.FileMode(0o777), mode(fresh))
+
+	// One the kubelet made first (DirectoryOrCreate: 0755), holding data: only its mode changes.
+	made := filepath.Join(root, "pvc-b")
+	require.NoError(t, os.MkdirAll(filepath.Join(made, "pgdata"), 0o700))
+	_, err = prepareVolumeDir(root, hostPath(made+"/"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o777), mode(made))
+	require.Equal(t, os.FileMode(0o700), mode(filepath.Join(made, "pgdata")))
+
+	for _, pv := range []*corev1.PersistentVolume{
+		hostPath(filepath.Join(t.TempDir(), "pvc-c")),    // another root
+		hostPath(filepath.Join(root, "pvc-d", "nested")), // not a volume directory of root
+		hostPath(filepath.Join(root, "..", "pvc-e")),
+		hostPath(root),
+		{}, // not a hostPath volume
+	} {
+		dir, err := prepareVolumeDir(root, pv)
+		require.NoError(t, err)
+		require.Empty(t, dir, pv.Spec.HostPath)
+	}
+	_, err = os.Stat(filepath.Join(root, "pvc-d"))
+	require.ErrorIs(t, err, os.ErrNotExist)
 }

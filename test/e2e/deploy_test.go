@@ -184,6 +184,11 @@ func TestDeployRendersAndEveryObjectPassesServerDryRun(t *testing.T) {
 			{"PodDisruptionBudget", "database-etcd"}, {"PodDisruptionBudget", "database-apiserver"}, {"PodDisruptionBudget", "database-controller"},
 			{"ClusterRoleBinding", "database-apiserver:system:auth-delegator"},
 			{"RoleBinding", "database-apiserver:extension-apiserver-authentication-reader"},
+			{"ClusterRoleBinding", "database-controller:system:auth-delegator"},
+			{"RoleBinding", "database-controller:extension-apiserver-authentication-reader"},
+			{"ClusterRole", "database-metrics-reader"},
+			{"NetworkPolicy", "default-deny-ingress"}, {"NetworkPolicy", "database-apiserver"},
+			{"NetworkPolicy", "database-controller"}, {"NetworkPolicy", "database-etcd"},
 			// The admission policies that bound the controller (artifacts/policy).
 			{"ValidatingAdmissionPolicy", "database-controller-children"},
 			{"ValidatingAdmissionPolicyBinding", "database-controller-children"},
@@ -299,7 +304,8 @@ func TestDeployWorkloadsAreHardened(t *testing.T) {
 	}{
 		{"StatefulSet", "database-etcd", 3, []string{"--client-cert-auth=true", "--peer-client-cert-auth=true"}},
 		{"Deployment", "database-apiserver", 2, []string{"--audit-log-path=-", "--secure-port=8443"}},
-		{"Deployment", "database-controller", 2, []string{"--leader-elect=true", "--health-probe-bind-address=:8081"}},
+		{"Deployment", "database-controller", 2, []string{"--leader-elect=true", "--secure-port=8081",
+			"--authorization-always-allow-paths=/healthz,/readyz,/livez"}},
 	} {
 		t.Run(w.name, func(t *testing.T) {
 			o := find(t, objs, w.kind, w.name)
@@ -340,6 +346,108 @@ func TestDeployWorkloadsAreHardened(t *testing.T) {
 	containers, _, _ := unstructured.NestedSlice(apiserver.Object, "spec", "template", "spec", "containers")
 	liveness, _, _ := unstructured.NestedString(containers[0].(map[string]any), "livenessProbe", "httpGet", "path")
 	require.Equal(t, "/livez?exclude=etcd", liveness)
+
+	// The controller's probes speak HTTPS to the port that serves /metrics.
+	controller := find(t, objs, "Deployment", "database-controller")
+	containers, _, _ = unstructured.NestedSlice(controller.Object, "spec", "template", "spec", "containers")
+	for _, probe := range []string{"livenessProbe", "readinessProbe"} {
+		get, _, _ := unstructured.NestedMap(containers[0].(map[string]any), probe, "httpGet")
+		require.Equal(t, "HTTPS", get["scheme"], probe)
+		require.Equal(t, "https", get["port"], probe)
+	}
+}
+
+// TestDeployNetworkPoliciesAdmitOnlyWhatEachPortServes reads the rendered NetworkPolicies of
+// the install's namespace: one denies all ingress to every Pod, and the others admit, per
+// workload, exactly these (source, port) pairs, each port a named port of the workload's
+// container: anyone to the API server's https port (kube-apiserver, whose address cannot be
+// selected), the namespace "monitoring" to the controller's https port and etcd's metrics
+// port, the API server to etcd's client port, the members to their client and peer ports.
+func TestDeployNetworkPoliciesAdmitOnlyWhatEachPortServes(t *testing.T) {
+	objs := kustomize(t, "artifacts/deploy")
+	const monitoring = "namespace kubernetes.io/metadata.name=monitoring"
+	want := map[string][]string{
+		"database-apiserver":  {"anyone -> https"},
+		"database-controller": {monitoring + " -> https"},
+		"database-etcd": {"pod app.kubernetes.io/name=database-apiserver -> client",
+			"pod app.kubernetes.io/name=database-etcd -> client", "pod app.kubernetes.io/name=database-etcd -> peer",
+			monitoring + " -> metrics"},
+	}
+	// Named container ports of each workload, by its app.kubernetes.io/name.
+	ports := map[string][]string{}
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" && o.GetKind() != "StatefulSet" {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		for _, c := range containers {
+			list, _, _ := unstructured.NestedSlice(c.(map[string]any), "ports")
+			for _, p := range list {
+				ports[o.GetName()] = append(ports[o.GetName()], p.(map[string]any)["name"].(string))
+			}
+		}
+	}
+	selector := func(m map[string]any, key string) string {
+		labels, _, _ := unstructured.NestedStringMap(m, key, "matchLabels")
+		require.Len(t, labels, 1, "%s: %v", key, m)
+		for k, v := range labels {
+			return k + "=" + v
+		}
+		return ""
+	}
+
+	got := map[string][]string{}
+	var denyAll bool
+	for _, o := range objs {
+		if o.GetKind() != "NetworkPolicy" {
+			continue
+		}
+		require.Equal(t, installNamespace, o.GetNamespace())
+		types, _, _ := unstructured.NestedStringSlice(o.Object, "spec", "policyTypes")
+		require.Equal(t, []string{"Ingress"}, types, o.GetName())
+		podSelector, _, _ := unstructured.NestedMap(o.Object, "spec", "podSelector")
+		rules, found, _ := unstructured.NestedSlice(o.Object, "spec", "ingress")
+		if len(podSelector) == 0 {
+			require.False(t, found, "%s: the policy selecting every Pod admits nothing", o.GetName())
+			denyAll = true
+			continue
+		}
+		workload := strings.TrimPrefix(selector(o.Object["spec"].(map[string]any), "podSelector"), "app.kubernetes.io/name=")
+		require.Contains(t, ports, workload, "%s selects a workload of the install", o.GetName())
+		for _, r := range rules {
+			rule := r.(map[string]any)
+			sources := []string{"anyone"}
+			if from, ok := rule["from"].([]any); ok {
+				sources = nil
+				for _, f := range from {
+					peer := f.(map[string]any)
+					require.NotContains(t, peer, "ipBlock")
+					switch {
+					case peer["namespaceSelector"] != nil:
+						require.NotContains(t, peer, "podSelector", "whole namespaces only")
+						sources = append(sources, "namespace "+selector(peer, "namespaceSelector"))
+					default:
+						sources = append(sources, "pod "+selector(peer, "podSelector"))
+					}
+				}
+			}
+			list, _, _ := unstructured.NestedSlice(rule, "ports")
+			require.NotEmpty(t, list, "%s: every rule names its ports", o.GetName())
+			for _, p := range list {
+				port, ok := p.(map[string]any)["port"].(string)
+				require.True(t, ok, "%s: ports by name", o.GetName())
+				require.Contains(t, ports[workload], port, "%s: %s is a port of %s", o.GetName(), port, workload)
+				for _, src := range sources {
+					got[workload] = append(got[workload], src+" -> "+port)
+				}
+			}
+		}
+	}
+	require.True(t, denyAll, "a policy denies all ingress to the namespace")
+	require.Len(t, got, len(want))
+	for workload, pairs := range want {
+		require.ElementsMatch(t, pairs, got[workload], workload)
+	}
 }
 
 // TestDeployFlagsAreKnownToTheBinaries runs bin/database-apiserver and bin/database-controller
@@ -503,6 +611,8 @@ func TestDeployServiceAccountsHaveLeastPrivilege(t *testing.T) {
 			can("create", "services", "-A"),
 			can("create", "secrets", "-A"),
 			can("create", "events", "-n", "production"),
+			can("watch", "events", "-A"),
+			cannot("delete", "events", "-A"),
 			// Leader election on its own Lease only.
 			can("create", "leases.coordination.k8s.io", "-n", installNamespace),
 			can("update", "leases.coordination.k8s.io/database-controller", "-n", installNamespace),
@@ -520,7 +630,12 @@ func TestDeployServiceAccountsHaveLeastPrivilege(t *testing.T) {
 			cannot("update", "nodes"),
 			cannot("create", "pods", "-A"),
 			cannot("create", "databases.example.com", "-A"),
-			cannot("create", "tokenreviews.authentication.k8s.io"),
+			// Its secure port's delegated authentication and authorization, as the API
+			// server's (system:auth-delegator, extension-apiserver-authentication-reader).
+			can("create", "tokenreviews.authentication.k8s.io"),
+			can("create", "subjectaccessreviews.authorization.k8s.io"),
+			can("get", "configmaps/extension-apiserver-authentication", "-n", "kube-system"),
+			can("watch", "configmaps/extension-apiserver-authentication", "-n", "kube-system"),
 		}, writeRBAC...))
 	})
 

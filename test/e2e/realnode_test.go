@@ -47,6 +47,7 @@ func psqlURIPod(ns, name, db, sql string) string {
 
 // pod is a Pod on the real node running script with psql's environment from the Database's
 // Secret (PGPASSWORD is password, or the Secret's when empty; URI the Secret's uri) and SQL.
+// It passes the "restricted" Pod Security Standard, as a client in a restrictedNamespace must.
 func pod(ns, name, db, script, sql, password string) string {
 	secret := db + "-credentials"
 	passwordEnv := fmt.Sprintf("{name: PGPASSWORD, value: %q}", password)
@@ -60,10 +61,17 @@ metadata:
   namespace: %[2]s
 spec:
   restartPolicy: Never
+  securityContext:
+    runAsNonRoot: true
+    runAsUser: 999
+    seccompProfile: {type: RuntimeDefault}
   containers:
   - name: psql
     image: postgres:15
     command: ["sh", "-c", %[3]q]
+    securityContext:
+      allowPrivilegeEscalation: false
+      capabilities: {drop: [ALL]}
     env:
     - {name: SQL, value: %[4]q}
     - %[5]s
@@ -138,9 +146,12 @@ func serverPod(t *testing.T, ns, db string, not string) *corev1.Pod {
 	return pod
 }
 
+// TestRealPostgreSQLAnswersThroughItsServiceAndKeepsItsData runs in a namespace that enforces
+// the "restricted" Pod Security Standard: the server runs for real with the restricted
+// security context (non-root, no capabilities) on a freshly provisioned volume.
 func TestRealPostgreSQLAnswersThroughItsServiceAndKeepsItsData(t *testing.T) {
 	requireRealNode(t)
-	ns := testNamespace(t, "e2e-real-postgres")
+	ns := restrictedNamespace(t, "e2e-real-postgres")
 	const db = "orders"
 	kubectlIn(t, `apiVersion: example.com/v1
 kind: Database

@@ -101,9 +101,12 @@ func waitRows(t *testing.T, ns, prefix, db, host, sql, want string) time.Duratio
 // standbys that follow it, scale-up by cloning, a replica restarted from its volume, and a
 // switchover under a steady write load that keeps every acknowledged row. It logs the
 // measured lag, catch-up time and write pause.
+//
+// The namespace enforces the "restricted" Pod Security Standard: the clone by pg_basebackup
+// and the standbys run as the non-root server user too.
 func TestRealPostgreSQLReplicates(t *testing.T) {
 	requireRealNode(t)
-	ns := testNamespace(t, "e2e-real-replication")
+	ns := restrictedNamespace(t, "e2e-real-replication")
 	const db = "ledger"
 	kubectlIn(t, `apiVersion: example.com/v1
 kind: Database

@@ -1,6 +1,8 @@
 // Package app is the database-controller command: its options (flags grouped as Kubernetes
 // components group them), the clients they configure, and Run: informers, the health and
-// metrics server, leader election on a Lease, and the Database controller's workers.
+// metrics server (HTTPS with delegated authentication and authorization, as
+// kube-controller-manager serves its own), leader election on a Lease, and the Database
+// controller's workers.
 package app
 
 import (
@@ -10,6 +12,7 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,6 +21,8 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apiserver/pkg/server"
+	apiserveroptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -45,8 +50,9 @@ const (
 	DefaultLeaseNamespace = "database-system"
 	// DefaultLeaseName is the Lease the replicas compete for, named in the RBAC's resourceNames.
 	DefaultLeaseName = database.ControllerName
-	// DefaultHealthProbeBindAddress serves /healthz, /readyz and /metrics.
-	DefaultHealthProbeBindAddress = ":8081"
+	// DefaultSecurePort serves /healthz, /readyz and /metrics over HTTPS, on every address
+	// (--bind-address 0.0.0.0).
+	DefaultSecurePort = 8081
 	// DefaultWorkers is how many Databases are reconciled at once.
 	DefaultWorkers = 4
 
@@ -72,10 +78,22 @@ type Options struct {
 	// ResyncPeriod is the informers' resync period: every Database is reconciled again this
 	// often even without a change (0 turns resyncs off).
 	ResyncPeriod time.Duration
-	// HealthProbeBindAddress is host:port for /healthz, /readyz and /metrics; "0" turns the
-	// server off.
-	HealthProbeBindAddress string
-	// EnableProfiling serves /debug/pprof on the health probe address.
+	// SecureServing is where /healthz, /readyz, /metrics and /debug/pprof are served over
+	// HTTPS (--bind-address, --secure-port, 0 turns the server off) and with which
+	// certificate: --tls-cert-file, else <--cert-dir>/database-controller.{crt,key}, else one
+	// self-signed in memory at start.
+	SecureServing *apiserveroptions.SecureServingOptions
+	// Authentication authenticates the requests to the secure port: client certificates
+	// (the cluster's client CA), bearer tokens (TokenReviews sent to kube-apiserver) and
+	// front-proxy headers, as an aggregated API server does; anything else is anonymous.
+	// --authentication-kubeconfig defaults to --kubeconfig.
+	Authentication *apiserveroptions.DelegatingAuthenticationOptions
+	// Authorization authorizes them: --authorization-always-allow-paths (the probes) and the
+	// group system:masters without a question, everything else by a SubjectAccessReview
+	// (GET /metrics needs the verb get on the non-resource URL /metrics).
+	// --authorization-kubeconfig defaults to --kubeconfig.
+	Authorization *apiserveroptions.DelegatingAuthorizationOptions
+	// EnableProfiling serves /debug/pprof on the secure port (to authorized users).
 	EnableProfiling bool
 	// ImageRegistry, when set, is the registry (and path) the database images are pulled
 	// from instead of the catalog's: "registry.example:5000/mirror" runs
@@ -89,7 +107,9 @@ type Options struct {
 
 // NewOptions returns the default options: 4 workers, a 10 minute resync, leader election on
 // the Lease database-system/database-controller with Kubernetes components' timings, health
-// probes on :8081, protobuf at 100 QPS (burst 200) per client, text logs.
+// probes and metrics over HTTPS on :8081 (a self-signed certificate in memory, delegated
+// authentication and authorization, /healthz, /readyz and /livez open to all), protobuf at
+// 100 QPS (burst 200) per client, text logs.
 //
 // The client-side limit is a backstop, not the throttle: the workers bound how many requests
 // are in flight, and kube-apiserver's API Priority and Fairness protects it. At 20 QPS
@@ -99,6 +119,16 @@ type Options struct {
 func NewOptions() *Options {
 	gates := featuregate.NewFeatureGate()
 	utilruntime.Must(logsapi.AddFeatureGates(gates))
+	secureServing := apiserveroptions.NewSecureServingOptions()
+	secureServing.BindPort = DefaultSecurePort
+	// No --cert-dir by default: the root filesystem is read-only in a real install, so the
+	// self-signed certificate lives in memory, as kube-controller-manager's does.
+	secureServing.ServerCert.CertDirectory = ""
+	secureServing.ServerCert.PairName = database.ControllerName
+	authentication := apiserveroptions.NewDelegatingAuthenticationOptions()
+	authentication.RemoteKubeConfigFileOptional = true
+	authorization := apiserveroptions.NewDelegatingAuthorizationOptions()
+	authorization.RemoteKubeConfigFileOptional = true
 	return &Options{
 		ClientConnection: componentbaseconfig.ClientConnectionConfiguration{
 			ContentType: contentTypeProtobuf,
@@ -114,11 +144,13 @@ func NewOptions() *Options {
 			ResourceName:      DefaultLeaseName,
 			ResourceNamespace: DefaultLeaseNamespace,
 		},
-		Workers:                DefaultWorkers,
-		ResyncPeriod:           10 * time.Minute,
-		HealthProbeBindAddress: DefaultHealthProbeBindAddress,
-		Logs:                   logsapi.NewLoggingConfiguration(),
-		FeatureGates:           gates,
+		Workers:        DefaultWorkers,
+		ResyncPeriod:   10 * time.Minute,
+		SecureServing:  secureServing,
+		Authentication: authentication,
+		Authorization:  authorization,
+		Logs:           logsapi.NewLoggingConfiguration(),
+		FeatureGates:   gates,
 	}
 }
 
@@ -146,11 +178,17 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 
 	configoptions.BindLeaderElectionFlags(&o.LeaderElection, fss.FlagSet("leader election"))
 
+	o.SecureServing.AddFlags(fss.FlagSet("secure serving"))
+	o.Authentication.AddFlags(fss.FlagSet("authentication"))
+	o.Authorization.AddFlags(fss.FlagSet("authorization"))
+
 	fs = fss.FlagSet("health and debugging")
-	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress,
-		"host:port serving /healthz, /readyz (informer caches synced) and /metrics over HTTP; 0 turns it off.")
+	fs.Var(healthProbeBindAddress{o.SecureServing}, "health-probe-bind-address",
+		"host:port of the secure port, the same as --bind-address and --secure-port; 0 turns it off.")
+	utilruntime.Must(fs.MarkDeprecated("health-probe-bind-address",
+		"use --bind-address and --secure-port; /healthz, /readyz and /metrics are served over HTTPS"))
 	fs.BoolVar(&o.EnableProfiling, "profiling", o.EnableProfiling,
-		"Serve /debug/pprof on the health probe address.")
+		"Serve /debug/pprof on the secure port, to users authorized for it.")
 
 	logsapi.AddFlags(o.Logs, fss.FlagSet("logs"))
 	o.FeatureGates.AddFlag(fss.FlagSet("logs"))
@@ -179,11 +217,14 @@ func (o *Options) Validate() error {
 	if r := o.ImageRegistry; r != "" && !registryPattern.MatchString(r) {
 		errs = append(errs, fmt.Errorf("--image-registry must be a registry host, optionally with a port and a path (registry.example:5000/mirror), without a scheme, tag or digest, got %q", r))
 	}
-	if o.HealthProbeBindAddress != "0" {
-		if _, _, err := net.SplitHostPort(o.HealthProbeBindAddress); err != nil {
-			errs = append(errs, fmt.Errorf("--health-probe-bind-address: %w", err))
-		}
+	// SecureServingOptions.Validate reports an out-of-range port as if 0 were refused too.
+	if port := o.SecureServing.BindPort; port < 0 || port > 65535 {
+		errs = append(errs, fmt.Errorf("--secure-port must be from 0 (no server) to 65535, got %d", port))
+	} else {
+		errs = append(errs, o.SecureServing.Validate()...)
 	}
+	errs = append(errs, o.Authentication.Validate()...)
+	errs = append(errs, o.Authorization.Validate()...)
 	if le := o.LeaderElection; le.LeaderElect {
 		if le.ResourceLock != resourcelock.LeasesResourceLock {
 			errs = append(errs, fmt.Errorf("--leader-elect-resource-lock must be %q, got %q",
@@ -221,10 +262,17 @@ type Config struct {
 	LeaderElection kubernetes.Interface
 	// Identity is this process's name in the Lease: <hostname>_<uuid>.
 	Identity string
+	// SecureServing is the listener and certificates of the health and metrics server; nil
+	// when --secure-port is 0.
+	SecureServing *server.SecureServingInfo
+	// Authentication and Authorization guard every request to it.
+	Authentication server.AuthenticationInfo
+	Authorization  server.AuthorizationInfo
 }
 
-// Config builds the clients from the kubeconfig (or the in-cluster configuration). It fails
-// when the kubeconfig cannot be read.
+// Config builds the clients from the kubeconfig (or the in-cluster configuration) and the
+// secure server (ApplyServing). It fails when the kubeconfig cannot be read or the server
+// cannot be set up.
 func (o *Options) Config() (*Config, error) {
 	restConfig, err := clientcmd.BuildConfigFromFlags("", o.ClientConnection.Kubeconfig)
 	if err != nil {
@@ -260,14 +308,98 @@ func (o *Options) Config() (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Config{
+	c := &Config{
 		Options:        o,
 		Kube:           kube,
 		Databases:      databases,
 		LeaderElection: leClient,
 		Identity:       hostname + "_" + string(uuid.NewUUID()),
-	}, nil
+	}
+	if err := o.ApplyServing(c); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
+
+// ApplyServing sets up c's secure server unless --secure-port is 0: it listens (so a port in
+// use fails the start), loads or generates the serving certificate (self-signed for
+// localhost and 127.0.0.1 when neither --tls-cert-file nor a pair in --cert-dir is given),
+// and builds the delegated authenticator and authorizer. They talk to kube-apiserver with
+// --authentication-kubeconfig and --authorization-kubeconfig, which default to --kubeconfig
+// (and, both empty, to the in-cluster configuration); the authenticator reads the client CA
+// and the front-proxy settings from kube-system/extension-apiserver-authentication, and
+// fails the start when it may not (unless --authentication-tolerate-lookup-failure).
+func (o *Options) ApplyServing(c *Config) error {
+	if o.SecureServing.BindPort == 0 && o.SecureServing.Listener == nil {
+		return nil
+	}
+	if err := o.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{net.IPv4(127, 0, 0, 1)}); err != nil {
+		return fmt.Errorf("generating a self-signed serving certificate: %w", err)
+	}
+	if err := o.SecureServing.ApplyTo(&c.SecureServing); err != nil {
+		return fmt.Errorf("--secure-port: %w", err)
+	}
+	authentication := *o.Authentication
+	if authentication.RemoteKubeConfigFile == "" {
+		authentication.RemoteKubeConfigFile = o.ClientConnection.Kubeconfig
+	}
+	if err := authentication.ApplyTo(&c.Authentication, c.SecureServing, nil); err != nil {
+		return fmt.Errorf("delegated authentication: %w", err)
+	}
+	authorization := *o.Authorization
+	if authorization.RemoteKubeConfigFile == "" {
+		authorization.RemoteKubeConfigFile = o.ClientConnection.Kubeconfig
+	}
+	if err := authorization.ApplyTo(&c.Authorization); err != nil {
+		return fmt.Errorf("delegated authorization: %w", err)
+	}
+	return nil
+}
+
+// healthProbeBindAddress is the deprecated --health-probe-bind-address: host:port (an empty
+// host is every address) sets --bind-address and --secure-port, "0" turns the server off.
+type healthProbeBindAddress struct {
+	s *apiserveroptions.SecureServingOptions
+}
+
+func (a healthProbeBindAddress) String() string {
+	if a.s == nil {
+		return ""
+	}
+	if a.s.BindPort == 0 {
+		return "0"
+	}
+	host := ""
+	if !a.s.BindAddress.IsUnspecified() {
+		host = a.s.BindAddress.String()
+	}
+	return net.JoinHostPort(host, strconv.Itoa(a.s.BindPort))
+}
+
+func (a healthProbeBindAddress) Set(v string) error {
+	if v == "0" {
+		a.s.BindPort = 0
+		return nil
+	}
+	host, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	ip := net.IPv4zero
+	if host != "" {
+		if ip = net.ParseIP(host); ip == nil {
+			return fmt.Errorf("host %q is not an IP address", host)
+		}
+	}
+	a.s.BindAddress, a.s.BindPort = ip, n
+	return nil
+}
+
+func (healthProbeBindAddress) Type() string { return "host:port" }
 
 // NewCommand returns the database-controller cobra command for o; it runs until ctx is
 // cancelled.
@@ -279,7 +411,9 @@ func NewCommand(ctx context.Context, o *Options) *cobra.Command {
 StatefulSets, Services, Secrets and PodDisruptionBudgets it made for them (and every
 PersistentVolumeClaim, which it finds by name), and reconciles each Database: its finalizer, credentials Secret, headless and client
 Services, StatefulSet and PodDisruptionBudget, and its status. One replica works at a time,
-elected on a Lease; /healthz, /readyz and /metrics are served over HTTP.`,
+elected on a Lease; /healthz, /readyz and /metrics are served over HTTPS on --secure-port,
+/metrics to users kube-apiserver authorizes for it (a SubjectAccessReview of get on the
+non-resource URL /metrics), the probes to anyone.`,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 0 {

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"io"
 	"testing"
 	"time"
 
@@ -29,7 +30,13 @@ func TestDefaultsElectOnTheLeaseInDatabaseSystem(t *testing.T) {
 	require.Equal(t, "database-system", o.LeaderElection.ResourceNamespace)
 	require.Equal(t, "database-controller", o.LeaderElection.ResourceName)
 	require.Equal(t, 15*time.Second, o.LeaderElection.LeaseDuration.Duration)
-	require.Equal(t, ":8081", o.HealthProbeBindAddress)
+	require.Equal(t, "0.0.0.0", o.SecureServing.BindAddress.String())
+	require.Equal(t, 8081, o.SecureServing.BindPort)
+	require.Empty(t, o.SecureServing.ServerCert.CertDirectory, "the self-signed certificate is kept in memory")
+	require.Equal(t, []string{"/healthz", "/readyz", "/livez"}, o.Authorization.AlwaysAllowPaths)
+	require.Equal(t, []string{"system:masters"}, o.Authorization.AlwaysAllowGroups)
+	require.True(t, o.Authentication.RemoteKubeConfigFileOptional)
+	require.True(t, o.Authorization.RemoteKubeConfigFileOptional)
 	require.Equal(t, "application/vnd.kubernetes.protobuf", o.ClientConnection.ContentType)
 	require.False(t, o.EnableProfiling)
 }
@@ -37,7 +44,9 @@ func TestDefaultsElectOnTheLeaseInDatabaseSystem(t *testing.T) {
 func TestFlagsSetOptions(t *testing.T) {
 	o := parse(t, "--kubeconfig=/tmp/kc", "--workers=8", "--resync-period=1m",
 		"--leader-elect=false", "--leader-elect-resource-namespace=ops", "--leader-elect-resource-name=db",
-		"--health-probe-bind-address=127.0.0.1:9000", "--profiling",
+		"--bind-address=127.0.0.1", "--secure-port=9000", "--profiling",
+		"--authentication-kubeconfig=/tmp/authn", "--authorization-kubeconfig=/tmp/authz",
+		"--authorization-always-allow-paths=/healthz,/readyz",
 		"--kube-api-qps=50", "--kube-api-burst=100", "--content-type=application/json",
 		"--logging-format=json", "-v=4", "--image-registry=registry.example:5000/mirror")
 	require.NoError(t, o.Validate())
@@ -48,7 +57,11 @@ func TestFlagsSetOptions(t *testing.T) {
 	require.False(t, o.LeaderElection.LeaderElect)
 	require.Equal(t, "ops", o.LeaderElection.ResourceNamespace)
 	require.Equal(t, "db", o.LeaderElection.ResourceName)
-	require.Equal(t, "127.0.0.1:9000", o.HealthProbeBindAddress)
+	require.Equal(t, "127.0.0.1", o.SecureServing.BindAddress.String())
+	require.Equal(t, 9000, o.SecureServing.BindPort)
+	require.Equal(t, "/tmp/authn", o.Authentication.RemoteKubeConfigFile)
+	require.Equal(t, "/tmp/authz", o.Authorization.RemoteKubeConfigFile)
+	require.Equal(t, []string{"/healthz", "/readyz"}, o.Authorization.AlwaysAllowPaths)
 	require.True(t, o.EnableProfiling)
 	require.Equal(t, float32(50), o.ClientConnection.QPS)
 	require.Equal(t, int32(100), o.ClientConnection.Burst)
@@ -65,7 +78,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{[]string{"--resync-period=-1s"}, "--resync-period must not be negative"},
 		{[]string{"--content-type=application/yaml"}, "--content-type must be"},
 		{[]string{"--kube-api-qps=-1"}, "--kube-api-qps"},
-		{[]string{"--health-probe-bind-address=8081"}, "--health-probe-bind-address"},
+		{[]string{"--secure-port=70000"}, "--secure-port must be from 0 (no server) to 65535, got 70000"},
 		{[]string{"--leader-elect-resource-lock=configmaps"}, "--leader-elect-resource-lock must be \"leases\""},
 		{[]string{"--leader-elect-resource-namespace=Bad_NS"}, "--leader-elect-resource-namespace"},
 		{[]string{"--leader-elect-lease-duration=5s", "--leader-elect-renew-deadline=5s"},
@@ -88,8 +101,24 @@ func TestLeaderElectionTimingsAreNotCheckedWhenItIsOff(t *testing.T) {
 	require.NoError(t, o.Validate())
 }
 
-func TestHealthProbeServerCanBeTurnedOff(t *testing.T) {
-	require.NoError(t, parse(t, "--health-probe-bind-address=0").Validate())
+// TestDeprecatedHealthProbeBindAddressSetsTheSecurePort: the flag of earlier releases still
+// parses, as --bind-address and --secure-port (an empty host is every address).
+func TestDeprecatedHealthProbeBindAddressSetsTheSecurePort(t *testing.T) {
+	o := parse(t, "--health-probe-bind-address=127.0.0.1:9000")
+	require.Equal(t, "127.0.0.1", o.SecureServing.BindAddress.String())
+	require.Equal(t, 9000, o.SecureServing.BindPort)
+	o = parse(t, "--bind-address=127.0.0.1", "--health-probe-bind-address=:8082")
+	require.Equal(t, "0.0.0.0", o.SecureServing.BindAddress.String())
+	require.Equal(t, 8082, o.SecureServing.BindPort)
+	require.Equal(t, 0, parse(t, "--health-probe-bind-address=0").SecureServing.BindPort)
+	for _, bad := range []string{"8081", "localhost:8081", ":http", ":70000"} {
+		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		for _, set := range NewOptions().Flags().FlagSets {
+			fs.AddFlagSet(set)
+		}
+		require.ErrorContains(t, fs.Parse([]string{"--health-probe-bind-address=" + bad}), "health-probe-bind-address", bad)
+	}
 }
 
 func TestImageRegistryTakesHostsPortsAndPaths(t *testing.T) {

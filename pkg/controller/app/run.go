@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	genericapifilters "k8s.io/apiserver/pkg/endpoints/filters"
+	apirequest "k8s.io/apiserver/pkg/endpoints/request"
+	genericfilters "k8s.io/apiserver/pkg/server/filters"
 	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -32,7 +35,7 @@ const leaderHealthzTimeout = 20 * time.Second
 // caches and reports ready, then reconciles with the configured workers while it holds the
 // Lease (or right away without leader election). It returns nil when ctx ends, after the
 // workers have finished and the Lease is released; an error when the health server cannot
-// listen or the controller cannot be built.
+// start or the controller cannot be built.
 //
 // Losing the Lease (kube-apiserver unreachable past the renew deadline, or another replica
 // took it) does not end Run: the workers stop, and a new term starts with new informers (a
@@ -209,16 +212,17 @@ func (c *Config) lead(ctx context.Context, t *controllerTerm, health *leaderelec
 	return nil
 }
 
-// serveHealth listens on --health-probe-bind-address (unless "0") and serves /healthz (the
-// process, and the lease renewal while leading), /readyz (synced: every informer cache of the
-// current term synced),
-// /metrics (legacyregistry) and, with --profiling, /debug/pprof. The returned channel closes
-// once the server has shut down after ctx ends.
+// serveHealth serves, on the secure port (unless --secure-port is 0), /healthz (the process,
+// and the lease renewal while leading), /readyz (synced: every informer cache of the current
+// term synced), /metrics (legacyregistry) and, with --profiling, /debug/pprof, behind the
+// filters kube-controller-manager puts in front of its own: authentication, then
+// authorization (a 401 for bad credentials, a 403 for a user not allowed the path), request
+// info, no caching, panic recovery. The returned channel closes once the server has shut
+// down after ctx ends.
 func (c *Config) serveHealth(ctx context.Context, synced func() bool,
 	leaderHealth *leaderelection.HealthzAdaptor) (<-chan struct{}, error) {
-	done := make(chan struct{})
-	addr := c.Options.HealthProbeBindAddress
-	if addr == "0" {
+	if c.SecureServing == nil {
+		done := make(chan struct{})
 		close(done)
 		return done, nil
 	}
@@ -243,24 +247,19 @@ func (c *Config) serveHealth(ctx context.Context, synced func() bool,
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 
-	listener, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--health-probe-bind-address: %w", err)
-	}
-	server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	requestInfo := &apirequest.RequestInfoFactory{}
+	handler := genericapifilters.WithAuthorization(mux, c.Authorization.Authorizer, scheme.Codecs)
+	handler = genericapifilters.WithAuthentication(handler, c.Authentication.Authenticator,
+		genericapifilters.Unauthorized(scheme.Codecs), nil, c.Authentication.RequestHeaderConfig)
+	handler = genericapifilters.WithRequestInfo(handler, requestInfo)
+	handler = genericapifilters.WithCacheControl(handler)
+	handler = genericfilters.WithPanicRecovery(handler, requestInfo)
+
 	log := klog.FromContext(ctx)
-	log.Info("Serving health probes and metrics", "address", listener.Addr().String())
-	go func() {
-		if err := server.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error(err, "Health probe server failed")
-		}
-	}()
-	go func() {
-		defer close(done)
-		<-ctx.Done()
-		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = server.Shutdown(shutdownCtx)
-	}()
-	return done, nil
+	log.Info("Serving health probes and metrics over HTTPS", "address", c.SecureServing.Listener.Addr().String())
+	stopped, _, err := c.SecureServing.Serve(handler, 5*time.Second, ctx.Done())
+	if err != nil {
+		return nil, fmt.Errorf("serving health probes and metrics: %w", err)
+	}
+	return stopped, nil
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -86,9 +87,11 @@ type reconciler interface {
 }
 
 // Controller feeds the Reconciler from informers: Databases (read through kube-apiserver like
-// any client) and the kinds it owns, scoped by ManagedBySelector except PersistentVolumeClaims
-// (NewClaimInformer). Every event of a Database, or of an object a Database controls, enqueues
-// the Database's namespace/name; N workers reconcile keys from a rate-limited workqueue.
+// any client), the kinds it owns, scoped by ManagedBySelector except PersistentVolumeClaims
+// (NewClaimInformer), and the StatefulSet controller's Events (NewEventInformer). Every event
+// of a Database, of an object a Database controls, or of a Pod creation of its StatefulSet,
+// enqueues the Database's namespace/name; N workers reconcile keys from a rate-limited
+// workqueue.
 type Controller struct {
 	reconciler  reconciler
 	queue       workqueue.TypedRateLimitingInterface[cache.ObjectName]
@@ -96,18 +99,22 @@ type Controller struct {
 	recorder    record.EventRecorder
 	// synced reports, per informer, that its initial list reached our handlers.
 	synced []cache.InformerSynced
+	// statefulSets finds the StatefulSet an Event is about (enqueueEvent).
+	statefulSets appslisters.StatefulSetLister
 }
 
 // NewKubeInformerFactory returns the shared informer factory for the kinds a Database owns,
 // listing and watching only objects labelled ManagedBySelector: the controller never caches a
-// cluster's other Secrets or Services. The one exception is PersistentVolumeClaims: the
-// factory's claim informer is NewClaimInformer's, registered here, unfiltered. resync is the
-// informers' resync period (0: none).
+// cluster's other Secrets or Services. Two informers, registered here, have their own list
+// options instead, and are only started and stopped with the factory: the claim informer
+// (NewClaimInformer, unfiltered) and the Event informer (NewEventInformer, selected by fields:
+// Events have no labels). resync is the informers' resync period (0: none).
 func NewKubeInformerFactory(kube kubernetes.Interface, resync time.Duration) informers.SharedInformerFactory {
 	selector := ManagedBySelector().String()
 	factory := informers.NewSharedInformerFactoryWithOptions(kube, resync,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
 	factory.InformerFor(&corev1.PersistentVolumeClaim{}, NewClaimInformer)
+	factory.InformerFor(&corev1.Event{}, NewEventInformer)
 	return factory
 }
 
@@ -139,7 +146,8 @@ func NewDatabaseInformerFactory(databases versioned.Interface, resync time.Durat
 // Reconciler's options. The caller starts the
 // factories (before or after Run); Events are recorded until ctx ends. It fails when
 // kubeInformers already holds a PersistentVolumeClaim informer other than NewClaimInformer's
-// (one without ClaimsByDatabaseIndex).
+// (one without ClaimsByDatabaseIndex) or an Event informer other than NewEventInformer's (one
+// without EventsByObjectUIDIndex).
 func NewController(ctx context.Context, kube kubernetes.Interface, databases versioned.Interface,
 	kubeInformers informers.SharedInformerFactory, databaseInformers externalversions.SharedInformerFactory, options Options) (*Controller, error) {
 	logger := klog.FromContext(ctx)
@@ -157,6 +165,10 @@ func NewController(ctx context.Context, kube kubernetes.Interface, databases ver
 	if _, ok := claims.GetIndexer().GetIndexers()[ClaimsByDatabaseIndex]; !ok {
 		return nil, errors.New("the PersistentVolumeClaim informer has no index " + ClaimsByDatabaseIndex + ": build the factory with NewKubeInformerFactory")
 	}
+	events := kubeInformers.InformerFor(&corev1.Event{}, NewEventInformer)
+	if _, ok := events.GetIndexer().GetIndexers()[EventsByObjectUIDIndex]; !ok {
+		return nil, errors.New("the Event informer has no index " + EventsByObjectUIDIndex + ": build the factory with NewKubeInformerFactory")
+	}
 	pdbs := kubeInformers.Policy().V1().PodDisruptionBudgets()
 	configMaps := kubeInformers.Core().V1().ConfigMaps()
 	pods := kubeInformers.Core().V1().Pods()
@@ -171,13 +183,15 @@ func NewController(ctx context.Context, kube kubernetes.Interface, databases ver
 			ConfigMaps:             configMaps.Lister(),
 			Pods:                   pods.Lister(),
 			PersistentVolumeClaims: claims.GetIndexer(),
+			Events:                 events.GetIndexer(),
 		}, recorder, clock.RealClock{}, options),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: ControllerName},
 		),
-		broadcaster: broadcaster,
-		recorder:    recorder,
+		broadcaster:  broadcaster,
+		recorder:     recorder,
+		statefulSets: statefulSets.Lister(),
 	}
 
 	reg, err := databaseInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -215,6 +229,7 @@ func NewController(ctx context.Context, kube kubernetes.Interface, databases ver
 		{pdbs.Informer(), c.enqueueOwner},
 		{configMaps.Informer(), c.enqueueOwner},
 		{pods.Informer(), c.enqueuePod},
+		{events, c.enqueueEvent},
 	} {
 		reg, err := h.informer.AddEventHandler(changes(h.enqueue))
 		if err != nil {
@@ -378,4 +393,24 @@ func (c *Controller) enqueueClaim(obj any) {
 	if database, _, ok := specs.ParseDataClaimName(claim.GetName()); ok {
 		c.queue.Add(cache.ObjectName{Namespace: claim.GetNamespace(), Name: database})
 	}
+}
+
+// enqueueEvent enqueues the Database that controls the StatefulSet a FailedCreate or
+// SuccessfulCreate Event of the StatefulSet controller is about (the StatefulSet of the
+// Event's namespace and involvedObject.name in the cache, with the Event's
+// involvedObject.uid): a refused Pod creation, or its end, changes the Database's status.
+// Events of other reasons, and of StatefulSets not in the cache, are ignored.
+func (c *Controller) enqueueEvent(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	event, ok := obj.(*corev1.Event)
+	if !ok || (event.Reason != ReasonFailedCreate && event.Reason != eventReasonSuccessfulCreate) {
+		return
+	}
+	sts, err := c.statefulSets.StatefulSets(event.InvolvedObject.Namespace).Get(event.InvolvedObject.Name)
+	if err != nil || sts.UID != event.InvolvedObject.UID {
+		return
+	}
+	c.enqueueOwner(sts)
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/component-base/metrics/testutil"
@@ -167,6 +168,78 @@ func TestNewControllerRefusesAClaimInformerWithoutItsIndex(t *testing.T) {
 	kubeInformers.Core().V1().PersistentVolumeClaims().Informer() // label-scoped or not, it lacks the index
 	_, err := NewController(t.Context(), kube, dbfake.NewClientset(), kubeInformers, NewDatabaseInformerFactory(dbfake.NewClientset(), 0), Options{})
 	require.ErrorContains(t, err, ClaimsByDatabaseIndex)
+}
+
+func TestNewControllerRefusesAnEventInformerWithoutItsIndex(t *testing.T) {
+	kube := kubefake.NewClientset()
+	kubeInformers := informers.NewSharedInformerFactory(kube, 0)
+	kubeInformers.InformerFor(&corev1.PersistentVolumeClaim{}, NewClaimInformer)
+	kubeInformers.Core().V1().Events().Informer() // unselected, and it lacks the index
+	_, err := NewController(t.Context(), kube, dbfake.NewClientset(), kubeInformers, NewDatabaseInformerFactory(dbfake.NewClientset(), 0), Options{})
+	require.ErrorContains(t, err, EventsByObjectUIDIndex)
+}
+
+// The Event informer lists and watches, in every namespace, only the StatefulSet controller's
+// Events on StatefulSets: by fields, with no label selector (Events have no labels).
+func TestEventInformerSelectsTheStatefulSetControllersEventsByFields(t *testing.T) {
+	kube := kubefake.NewClientset()
+	var restrictions []string
+	kube.PrependReactor("list", "events", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		r := a.(k8stesting.ListAction).GetListRestrictions()
+		restrictions = append(restrictions, fmt.Sprintf("ns=%q labels=%q fields=%q", a.GetNamespace(), r.Labels, r.Fields))
+		return false, nil, nil
+	})
+	kubeInformers := NewKubeInformerFactory(kube, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	informer := kubeInformers.InformerFor(&corev1.Event{}, NewEventInformer)
+	kubeInformers.Start(ctx.Done())
+	defer kubeInformers.Shutdown() // after cancel: it waits for the informers to stop
+	require.True(t, cache.WaitForCacheSync(ctx.Done(), informer.HasSynced))
+	cancel()
+	require.Equal(t, []string{`ns="" labels="" fields="involvedObject.kind=StatefulSet,source=statefulset-controller"`}, restrictions)
+}
+
+// A FailedCreate or SuccessfulCreate Event of a StatefulSet a Database controls enqueues the
+// Database; Events of other reasons, of a StatefulSet of another UID (deleted and created
+// again) and of a StatefulSet not in the cache do not.
+func TestStatefulSetEventsEnqueueTheControllingDatabase(t *testing.T) {
+	managed := map[string]string{specs.ManagedByLabel: specs.ManagedByValue}
+	c, start := newTestController(t,
+		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "production", Name: "ours", UID: "sts-uid", Labels: managed,
+			OwnerReferences: controlledBy("example.com/v1", "Database", "ours")}},
+		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "production", Name: "theirs", UID: "theirs-uid", Labels: managed}},
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start(ctx)
+	require.True(t, cache.WaitForCacheSync(ctx.Done(), c.HasSynced))
+	drain(c)
+
+	event := func(stsName string, uid types.UID, reason string) *corev1.Event {
+		return &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{Namespace: "production", Name: stsName + "." + reason},
+			InvolvedObject: corev1.ObjectReference{Kind: "StatefulSet", Namespace: "production", Name: stsName, UID: uid},
+			Reason:         reason,
+			Source:         corev1.EventSource{Component: StatefulSetControllerName},
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		event any
+		want  []string
+	}{
+		{"FailedCreate", event("ours", "sts-uid", "FailedCreate"), []string{"production/ours"}},
+		{"SuccessfulCreate", event("ours", "sts-uid", "SuccessfulCreate"), []string{"production/ours"}},
+		{"a tombstone", cache.DeletedFinalStateUnknown{Key: "production/ours.FailedCreate", Obj: event("ours", "sts-uid", "FailedCreate")},
+			[]string{"production/ours"}},
+		{"another reason", event("ours", "sts-uid", "SuccessfulDelete"), nil},
+		{"another UID", event("ours", "old-uid", "FailedCreate"), nil},
+		{"a StatefulSet no Database controls", event("theirs", "theirs-uid", "FailedCreate"), nil},
+		{"a StatefulSet not cached", event("unknown", "unknown-uid", "FailedCreate"), nil},
+	} {
+		c.enqueueEvent(tc.event)
+		require.Equal(t, tc.want, drain(c), tc.name)
+	}
 }
 
 // fakeReconciler returns result and err and records the keys it was given.

@@ -50,6 +50,7 @@ var (
 	pdbs         = policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets")
 	configMaps   = corev1.SchemeGroupVersion.WithResource("configmaps")
 	pods         = corev1.SchemeGroupVersion.WithResource("pods")
+	events       = corev1.SchemeGroupVersion.WithResource("events")
 	databases    = examplev1.SchemeGroupVersion.WithResource("databases")
 )
 
@@ -158,6 +159,7 @@ func newFixtureWithOptions(t *testing.T, options database.Options, db *examplev1
 		f.indexers[gvr] = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	}
 	f.indexers[claims] = database.NewClaimInformer(f.kube, 0).GetIndexer()
+	f.indexers[events] = database.NewEventInformer(f.kube, 0).GetIndexer()
 	f.r = database.NewReconciler(f.kube, f.dbs, database.Listers{
 		Databases:              examplelisters.NewDatabaseLister(f.indexers[databases]),
 		StatefulSets:           appslisters.NewStatefulSetLister(f.indexers[statefulSets]),
@@ -167,6 +169,7 @@ func newFixtureWithOptions(t *testing.T, options database.Options, db *examplev1
 		ConfigMaps:             corelisters.NewConfigMapLister(f.indexers[configMaps]),
 		Pods:                   corelisters.NewPodLister(f.indexers[pods]),
 		PersistentVolumeClaims: f.indexers[claims],
+		Events:                 f.indexers[events],
 	}, f.recorder, f.clock, database.Options{Instances: f.instances, ImageRegistry: f.imageRegistry})
 	f.sync()
 	return f
@@ -217,8 +220,10 @@ func describe(a k8stesting.Action) string {
 	return strings.TrimSpace(fmt.Sprintf("%s %s %s", a.GetVerb(), resource, objName))
 }
 
-// sync fills the listers with the fakes' objects: all Databases and claims, and the other
-// owned kinds' objects labelled ManagedBySelector, as the controller's informers see them.
+// sync fills the listers with the fakes' objects: all Databases, claims and Events (the tests
+// create only the StatefulSet controller's, which NewEventInformer's field selector keeps),
+// and the other owned kinds' objects labelled ManagedBySelector, as the controller's
+// informers see them.
 func (f *fixture) sync() {
 	f.t.Helper()
 	f.recording = false
@@ -249,6 +254,9 @@ func (f *fixture) sync() {
 		pods: func() (runtime.Object, error) {
 			return f.kube.CoreV1().Pods("").List(f.t.Context(), metav1.ListOptions{})
 		},
+		events: func() (runtime.Object, error) {
+			return f.kube.CoreV1().Events("").List(f.t.Context(), metav1.ListOptions{})
+		},
 	}
 	for gvr, list := range lists {
 		l, err := list()
@@ -260,7 +268,7 @@ func (f *fixture) sync() {
 			if _, pinned := f.pinned[gvr][item.(metav1.Object).GetName()]; pinned {
 				continue
 			}
-			if gvr == databases || gvr == claims || selector.Matches(labels.Set(item.(metav1.Object).GetLabels())) {
+			if gvr == databases || gvr == claims || gvr == events || selector.Matches(labels.Set(item.(metav1.Object).GetLabels())) {
 				keep = append(keep, item)
 			}
 		}

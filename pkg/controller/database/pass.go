@@ -3,6 +3,7 @@ package database
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -43,9 +44,10 @@ type pass struct {
 	expanding []string
 }
 
-// sync brings db's children to its spec in one pass and returns what status needs. The
-// error is transient, for the workqueue's backoff; a spec the controller cannot run, a
-// child it may not write and a child being deleted halt the pass and are in the observation.
+// sync brings db's children to its spec in one pass and returns what status needs, with the
+// StatefulSet controller's refusal to create the Pods, if any (podRefusal). The error is
+// transient, for the workqueue's backoff; a spec the controller cannot run, a child it may
+// not write and a child being deleted halt the pass and are in the observation.
 func (r *Reconciler) sync(ctx context.Context, db *examplev1.Database) (observation, error) {
 	sts, err := r.listers.StatefulSets.StatefulSets(db.Namespace).Get(specs.StatefulSetName(db))
 	switch {
@@ -61,7 +63,13 @@ func (r *Reconciler) sync(ctx context.Context, db *examplev1.Database) (observat
 	}
 	desired.Image = specs.ImageFrom(r.options.ImageRegistry, desired.Image)
 	p.desired, p.wantStatefulSet = desired, specs.StatefulSet(db, desired)
-	return p.run(ctx)
+	obs, err := p.run(ctx)
+	if obs.failure == nil {
+		refusal, rerr := r.podRefusal(obs.statefulSet)
+		obs.refusal = refusal
+		err = errors.Join(err, rerr)
+	}
+	return obs, err
 }
 
 // run takes the steps in order and stops at the first halt or error. A halt before the data

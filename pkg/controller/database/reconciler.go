@@ -11,7 +11,8 @@
 // roles, slots, switchover and restarts, asked through Instances), then writes status
 // (status.go); a Database being deleted goes to delete.go instead. The pieces they share
 // have their own files: child writes (childwrite.go), ownership and adoption
-// (ownership.go), errors (errors.go) and Events (events.go).
+// (ownership.go), errors (errors.go), Events (events.go), and the StatefulSet controller's
+// refusals to create the Pods, read from its Events (refusal.go).
 package database
 
 import (
@@ -89,6 +90,11 @@ type Listers struct {
 	// (NewClaimInformer's indexer), with the index ClaimsByDatabaseIndex: the Reconciler finds
 	// a Database's data claims in it by name, since the StatefulSet mounts a claim by name.
 	PersistentVolumeClaims cache.Indexer
+	// Events is the cache of the StatefulSet controller's Events on StatefulSets
+	// (NewEventInformer's indexer, selected by fields, not labels), with the index
+	// EventsByObjectUIDIndex: the Reconciler finds in it a StatefulSet's refused Pod
+	// creations (podRefusal).
+	Events cache.Indexer
 }
 
 // Reconciler turns a Database into its children (credentials Secret, headless and client
@@ -132,9 +138,10 @@ func NewReconciler(kube kubernetes.Interface, databases versioned.Interface, lis
 // failure or a degradation caused by an object its informers do not watch (a child name
 // taken by an object it does not own, a refused volume expansion, a terminating namespace);
 // Result{RequeueAfter: RequeueAfterNotReady} while replicas are not ready or a child is still
-// being deleted; and transient API errors, including write conflicts the cache had not seen
-// yet, as an error for the workqueue's backoff (reported, except conflicts, in a Warning
-// Event and the Progressing condition).
+// being deleted, except while the StatefulSet controller is refused the Pods' creation
+// (podRefusal), whose end its informers see; and transient API errors, including write
+// conflicts the cache had not seen yet, as an error for the workqueue's backoff (reported,
+// except conflicts, in a Warning Event and the Progressing condition).
 //
 // A Database deleted while it is reconciled (a write of it, its finalizer or its status,
 // answers 404) is routine: (Result{}, nil), its deletion event having ended the matter.
@@ -191,13 +198,18 @@ func (r *Reconciler) reconcile(ctx context.Context, key cache.ObjectName) (Resul
 
 // report writes the status obs gives db and says when to look again. A failure, a refused
 // volume expansion or a credentials Secret being deleted is also a Warning Event, once per transition rather than on every
-// resync of an unchanged one.
+// resync of an unchanged one; a refusal of the Pods, once when it begins, after the status
+// that reports it is written (a write that fails is retried without repeating the Event; the
+// StatefulSet controller's own Events count its retries).
 func (r *Reconciler) report(ctx context.Context, db *examplev1.Database, obs observation) (Result, error) {
 	status := computeStatus(db, obs, r.now())
+	refusalBegins := obs.refusal != nil && !refusalReported(db.Status)
 	if !equality.Semantic.DeepEqual(db.Status, status) {
 		switch {
 		case obs.failure != nil:
 			r.event(ctx, db, corev1.EventTypeWarning, obs.failure.reason, "%s", obs.failure.message)
+		case obs.refusal != nil:
+			// What the conditions report, recorded below.
 		case obs.expansion != nil && !sameCondition(db.Status, status, ConditionProgressing):
 			r.event(ctx, db, corev1.EventTypeWarning, obs.expansion.reason, "%s", obs.expansion.message)
 		case obs.credentials != nil && !sameCondition(db.Status, status, ConditionDegraded):
@@ -206,6 +218,9 @@ func (r *Reconciler) report(ctx context.Context, db *examplev1.Database, obs obs
 	}
 	if _, err := r.writeStatus(ctx, db, status); err != nil {
 		return Result{}, err
+	}
+	if refusalBegins {
+		r.event(ctx, db, corev1.EventTypeWarning, obs.refusal.reason, "%s", obs.refusal.message)
 	}
 	switch rep := obs.replication; {
 	case obs.failure != nil && obs.failure.external():
@@ -217,6 +232,14 @@ func (r *Reconciler) report(ctx context.Context, db *examplev1.Database, obs obs
 		return Result{RequeueAfter: RequeueAfterNotReady}, nil
 	case rep != nil && obs.replicas > 1 && rep.observed && status.Phase == examplev1.DatabasePhaseReady:
 		return Result{RequeueAfter: RequeueAfterReplication}, nil
+	case obs.refusal != nil && rep != nil && obs.replicas > 1 && rep.observed:
+		// The servers still running are asked for their state as those of a Ready Database.
+		return Result{RequeueAfter: RequeueAfterReplication}, nil
+	case obs.refusal != nil:
+		// Whatever ends the refusal reaches an informer: the StatefulSet controller's next
+		// attempt is an Event (a new one, or its count and lastTimestamp changing), the
+		// Pods it creates change the StatefulSet's status, so nothing is polled.
+		return Result{}, nil
 	case status.Phase == examplev1.DatabasePhaseFailed:
 		return Result{}, nil
 	case status.Phase == examplev1.DatabasePhaseProvisioning || status.Phase == examplev1.DatabasePhasePending:

@@ -22,7 +22,8 @@ const (
 	// a rolling update, a StatefulSet replacement, a deletion.
 	ConditionProgressing = "Progressing"
 	// ConditionDegraded is True when a Ready Database lost replicas, a volume expansion was
-	// refused, its credentials Secret is being deleted, or it failed.
+	// refused, its credentials Secret is being deleted, the creation of its Pods is refused,
+	// or it failed.
 	ConditionDegraded = "Degraded"
 	// ConditionReplicating, on a Database of more than one replica whose engine replicates,
 	// is True when every replica streams from the primary, False while one does not or a
@@ -66,6 +67,11 @@ const (
 	// deleted and kept by CredentialsFinalizer.
 	ReasonCredentialsDeleting  = "CredentialsDeleting"
 	ReasonNamespaceTerminating = "NamespaceTerminating"
+	// ReasonFailedCreate: the StatefulSet controller cannot create the Pods (an admission
+	// refusal), the reason and message of its Warning Event; Failed while no replica is
+	// ready, Degraded while some are. The name is the one of the ReplicaFailure condition of
+	// ReplicaSets and Deployments.
+	ReasonFailedCreate = "FailedCreate"
 	// ReasonReconcileError is a transient error (Progressing False and a Warning Event),
 	// retried with backoff.
 	ReasonReconcileError = "ReconcileError"
@@ -104,6 +110,10 @@ type observation struct {
 	// replication is what the replication step found, nil for an engine that does not
 	// replicate or a pass that stopped before it.
 	replication *replication
+	// refusal, if set, is the StatefulSet controller's refusal to create the Pods
+	// (podRefusal): they are fewer than the StatefulSet asks for, and its latest attempt
+	// failed.
+	refusal *failure
 }
 
 // rolledOut reports whether the StatefulSet controller has observed sts's current generation
@@ -131,11 +141,13 @@ func readyReplicas(sts *appsv1.StatefulSet) int32 {
 // through meta.SetStatusCondition, so lastTransitionTime becomes now only when a condition's
 // status changes; an unchanged status compares equal to db.Status and is not written.
 //
-// Phases: Failed on a failure; Pending without a StatefulSet; Ready when the StatefulSet is
-// rolled out with every desired replica ready and every mounted claim's capacity at
-// spec.storage (Provisioning, reason StorageExpanding, while a volume expansion runs);
-// Degraded when a Database Ready at this generation has lost ready replicas without a
-// rollout; Provisioning otherwise.
+// Phases: Failed on a failure; Pending without a StatefulSet; on a refusal of the Pods
+// (podRefusal), Failed while no replica is ready and Degraded while some are (Ready and
+// Progressing False, Degraded True, each with reason FailedCreate and the refusal's message);
+// Ready when the StatefulSet is rolled out with every desired replica ready and every
+// mounted claim's capacity at spec.storage (Provisioning, reason StorageExpanding, while a
+// volume expansion runs); Degraded when a Database Ready at this generation has lost ready
+// replicas without a rollout; Provisioning otherwise.
 func computeStatus(db *examplev1.Database, obs observation, now metav1.Time) examplev1.DatabaseStatus {
 	status := *db.Status.DeepCopy()
 	status.ObservedGeneration = db.Generation
@@ -169,6 +181,17 @@ func computeStatus(db *examplev1.Database, obs observation, now metav1.Time) exa
 		}
 		ready = cond{metav1.ConditionFalse, ReasonPending, msg}
 		degraded = cond{metav1.ConditionFalse, ReasonAsExpected, ""}
+
+	case obs.refusal != nil:
+		// The StatefulSet controller retries with backoff; once the Pods exist, the cases
+		// below apply again.
+		status.Phase = examplev1.DatabasePhaseFailed
+		if status.ReadyReplicas > 0 {
+			status.Phase = examplev1.DatabasePhaseDegraded
+		}
+		f := cond{metav1.ConditionFalse, obs.refusal.reason, obs.refusal.message}
+		ready, progressing = f, f
+		degraded = cond{metav1.ConditionTrue, obs.refusal.reason, obs.refusal.message}
 
 	case obs.waiting == "" && rolledOut(sts) && ptr.Deref(sts.Spec.Replicas, 1) == obs.replicas &&
 		sts.Status.Replicas == obs.replicas && status.ReadyReplicas == obs.replicas:
@@ -211,7 +234,9 @@ func computeStatus(db *examplev1.Database, obs observation, now metav1.Time) exa
 		ready = cond{metav1.ConditionFalse, ReasonStorageExpanding, msg}
 		progressing = cond{metav1.ConditionTrue, ReasonStorageExpanding, msg}
 	}
-	if obs.expansion != nil && obs.failure == nil {
+	// A failure or a refusal of the Pods is what the conditions report, before any of these.
+	stopped := obs.failure != nil || obs.refusal != nil
+	if obs.expansion != nil && !stopped {
 		// Everything else is rolled out; the spec's storage is not.
 		progressing = cond{metav1.ConditionFalse, obs.expansion.reason, obs.expansion.message}
 		degraded = cond{metav1.ConditionTrue, obs.expansion.reason, obs.expansion.message}
@@ -220,7 +245,7 @@ func computeStatus(db *examplev1.Database, obs observation, now metav1.Time) exa
 		}
 	}
 
-	if obs.credentials != nil && obs.failure == nil {
+	if obs.credentials != nil && !stopped {
 		degraded = cond{metav1.ConditionTrue, obs.credentials.reason, obs.credentials.message}
 		if status.Phase == examplev1.DatabasePhaseReady {
 			status.Phase = examplev1.DatabasePhaseDegraded
@@ -238,10 +263,10 @@ func computeStatus(db *examplev1.Database, obs observation, now metav1.Time) exa
 	}
 	if rep := obs.replication; rep != nil {
 		status.Primary, status.Members = rep.primary, rep.members
-		if rep.switchover != "" && obs.failure == nil {
+		if rep.switchover != "" && !stopped {
 			conditions[1].cond = cond{metav1.ConditionTrue, ReasonSwitchover, rep.switchover}
 		}
-		if rep.fenced && obs.failure == nil {
+		if rep.fenced && !stopped {
 			// The old primary is stopped and the new one not promoted yet: no server takes
 			// writes, and the client Service has no endpoint.
 			c := cond{metav1.ConditionFalse, ReasonSwitchover, rep.switchover}

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 )
@@ -65,9 +66,10 @@ type Recipe struct {
 	// HasDatabase says whether the engine creates a named database at initialisation
 	// (SecretKeyDatabase and the URI's path).
 	HasDatabase bool
-	// FSGroup is the group the image's server runs as (999 in all three official images):
-	// the pod's fsGroup, so the server can write a freshly provisioned volume.
-	FSGroup int64
+	// User and Group are the uid and gid the image's server runs as (999:999 in all three
+	// official images): the Pod runs as them (runAsUser, runAsGroup), never as root, and
+	// Group is its fsGroup, so the server can write a freshly provisioned volume.
+	User, Group int64
 	// ReplicationUsername is the role replicas stream from the primary as; "" for an engine
 	// whose replication the controller does not set up, whose replicas are independent
 	// servers of which only the first is served.
@@ -95,20 +97,49 @@ func For(engine examplev1.Engine) (Recipe, bool) {
 func (r Recipe) Env(secret string) []corev1.EnvVar { return r.env(secret) }
 
 // Container returns the database container running image with the credentials of the Secret
-// named secret: the engine port, Env, the data volume mounted at DataPath, Requests, and
-// Probes.
+// named secret: the engine port, Env, the data volume mounted at DataPath, Requests, Probes,
+// and ContainerSecurityContext.
 func (r Recipe) Container(image, secret string) corev1.Container {
 	startup, readiness, liveness := r.Probes()
 	return corev1.Container{
-		Name:           ContainerName,
-		Image:          image,
-		Ports:          []corev1.ContainerPort{{Name: r.PortName, ContainerPort: r.Port, Protocol: corev1.ProtocolTCP}},
-		Env:            r.Env(secret),
-		VolumeMounts:   []corev1.VolumeMount{{Name: DataVolumeName, MountPath: r.DataPath}},
-		Resources:      corev1.ResourceRequirements{Requests: r.Requests.DeepCopy()},
-		StartupProbe:   startup,
-		ReadinessProbe: readiness,
-		LivenessProbe:  liveness,
+		Name:            ContainerName,
+		Image:           image,
+		SecurityContext: ContainerSecurityContext(),
+		Ports:           []corev1.ContainerPort{{Name: r.PortName, ContainerPort: r.Port, Protocol: corev1.ProtocolTCP}},
+		Env:             r.Env(secret),
+		VolumeMounts:    []corev1.VolumeMount{{Name: DataVolumeName, MountPath: r.DataPath}},
+		Resources:       corev1.ResourceRequirements{Requests: r.Requests.DeepCopy()},
+		StartupProbe:    startup,
+		ReadinessProbe:  readiness,
+		LivenessProbe:   liveness,
+	}
+}
+
+// PodSecurityContext is the Pod-level half of what the Pod Security Standards' "restricted"
+// profile requires (https://kubernetes.io/docs/concepts/security/pod-security-standards/):
+// runAsNonRoot, as the image's server user and group (User, Group), the RuntimeDefault
+// seccomp profile; and Group as fsGroup, applied to a volume only when its root does not
+// already carry it (fsGroupChangePolicy OnRootMismatch), so a large volume is not walked at
+// every start.
+func (r Recipe) PodSecurityContext() *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot:        ptr.To(true),
+		RunAsUser:           ptr.To(r.User),
+		RunAsGroup:          ptr.To(r.Group),
+		FSGroup:             ptr.To(r.Group),
+		FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
+		SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+// ContainerSecurityContext is the container-level half of the "restricted" profile, for every
+// container of a database Pod: no privilege escalation and every capability dropped. The
+// official images' entrypoints need neither once they start as the server user: they only
+// switch to it (gosu, setpriv) when they start as root.
+func ContainerSecurityContext() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
 }
 
@@ -183,8 +214,10 @@ func requests(cpu, memory string) corev1.ResourceList {
 	}
 }
 
-// imageGroup is the gid of the server user in the official postgres, mysql and mongo images.
-const imageGroup = 999
+// imageUser is the uid and gid of the server user in the official postgres, mysql and mongo
+// images (their Dockerfiles create it with a fixed id so volumes keep their owner across
+// versions).
+const imageUser = 999
 
 var recipes = map[examplev1.Engine]Recipe{
 	examplev1.EnginePostgreSQL: {
@@ -197,7 +230,8 @@ var recipes = map[examplev1.Engine]Recipe{
 		// A role with the REPLICATION attribute and nothing else
 		// (https://www.postgresql.org/docs/current/warm-standby.html#STREAMING-REPLICATION-AUTHENTICATION).
 		ReplicationUsername: "replicator",
-		FSGroup:             imageGroup,
+		User:                imageUser,
+		Group:               imageUser,
 		Requests:            requests("250m", "256Mi"),
 		env: func(secret string) []corev1.EnvVar {
 			return []corev1.EnvVar{
@@ -223,7 +257,8 @@ var recipes = map[examplev1.Engine]Recipe{
 		// MYSQL_USER may not be root: the entrypoint refuses it.
 		Username:    "admin",
 		HasDatabase: true,
-		FSGroup:     imageGroup,
+		User:        imageUser,
+		Group:       imageUser,
 		Requests:    requests("250m", "512Mi"),
 		env: func(secret string) []corev1.EnvVar {
 			return []corev1.EnvVar{
@@ -243,7 +278,8 @@ var recipes = map[examplev1.Engine]Recipe{
 		Port:     27017,
 		DataPath: "/data/db",
 		Username: "admin",
-		FSGroup:  imageGroup,
+		User:     imageUser,
+		Group:    imageUser,
 		Requests: requests("250m", "512Mi"),
 		env: func(secret string) []corev1.EnvVar {
 			return []corev1.EnvVar{

@@ -88,7 +88,9 @@ func TestContainerFollowsTheEngineRecipe(t *testing.T) {
 			require.Equal(t, []corev1.ContainerPort{{Name: r.PortName, ContainerPort: tc.port, Protocol: corev1.ProtocolTCP}}, c.Ports)
 			require.Equal(t, tc.env, envSource(c.Env))
 			require.Equal(t, []corev1.VolumeMount{{Name: DataVolumeName, MountPath: tc.dataPath}}, c.VolumeMounts)
-			require.Equal(t, int64(999), r.FSGroup)
+			require.Equal(t, int64(999), r.User)
+			require.Equal(t, int64(999), r.Group)
+			require.Equal(t, ContainerSecurityContext(), c.SecurityContext)
 			require.Nil(t, c.Resources.Limits)
 			require.True(t, c.Resources.Requests.Memory().Equal(resource.MustParse(tc.memoryReq)))
 

@@ -173,7 +173,8 @@ func replicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpec) {
 			{Name: engine.DataVolumeName, MountPath: d.Recipe.DataPath},
 			mount,
 		},
-		Resources: c.Resources,
+		Resources:       c.Resources,
+		SecurityContext: engine.ContainerSecurityContext(),
 	}}
 	pod.Volumes = []corev1.Volume{{Name: replicationVolume, VolumeSource: corev1.VolumeSource{
 		ConfigMap: &corev1.ConfigMapVolumeSource{

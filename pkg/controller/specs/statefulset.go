@@ -14,8 +14,10 @@ import (
 )
 
 // StatefulSet is "<name>", from the engine's recipe (engine.Recipe): the catalog's image,
-// credentials from the Secret, the engine's probes and data mount, fsGroup, OrderedReady
-// Pods behind the headless Service, and a volumeClaimTemplate engine.DataVolumeName of
+// credentials from the Secret, the engine's probes and data mount, the security context of
+// the Pod Security Standards' "restricted" profile (engine.Recipe.PodSecurityContext and
+// engine.ContainerSecurityContext, for every container), OrderedReady Pods behind the
+// headless Service, and a volumeClaimTemplate engine.DataVolumeName of
 // spec.storage.
 //
 // The claim template carries db as controller (ClaimOwnerReference) so that every
@@ -42,12 +44,8 @@ func StatefulSet(db *examplev1.Database, d Desired) *appsv1.StatefulSet {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: workloadLabels(db)},
 				Spec: corev1.PodSpec{
-					Containers: []corev1.Container{d.Recipe.Container(d.Image, SecretName(db))},
-					SecurityContext: &corev1.PodSecurityContext{
-						FSGroup: ptr.To(d.Recipe.FSGroup),
-						// Large volumes: chown only a fresh one, not every start.
-						FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
-					},
+					Containers:      []corev1.Container{d.Recipe.Container(d.Image, SecretName(db))},
+					SecurityContext: d.Recipe.PodSecurityContext(),
 					// The database needs no API access, nor every Service as variables.
 					AutomountServiceAccountToken: ptr.To(false),
 					EnableServiceLinks:           ptr.To(false),
@@ -101,9 +99,10 @@ func DataClaim(sts *appsv1.StatefulSet, ordinal int32) *corev1.PersistentVolumeC
 }
 
 // SyncStatefulSet copies the fields the controller owns from want into have: labels,
-// replicas, the update strategy's type, the Pod template's labels, security context fields, token and service-link
-// settings, the volumes of want's names, the database container's image, arguments, ports,
-// environment, mounts, resources, probes and lifecycle, and the same of want's init
+// replicas, the update strategy's type, the Pod template's labels, its security context's
+// user, group, fsGroup and seccomp fields, token and service-link settings, the volumes of
+// want's names, the database container's image, arguments, ports, environment, mounts,
+// resources, probes, lifecycle and security context, and the same of want's init
 // containers. Everything else (fields the API server defaults, other containers and volumes,
 // annotations such as kubectl's restartedAt) is kept, so a StatefulSet read back compares
 // equal. The
@@ -122,8 +121,10 @@ func SyncStatefulSet(have, want *appsv1.StatefulSet) {
 	if pod.SecurityContext == nil {
 		pod.SecurityContext = &corev1.PodSecurityContext{}
 	}
-	pod.SecurityContext.FSGroup = wantPod.SecurityContext.FSGroup
-	pod.SecurityContext.FSGroupChangePolicy = wantPod.SecurityContext.FSGroupChangePolicy
+	sc, wantSC := pod.SecurityContext, wantPod.SecurityContext
+	sc.RunAsNonRoot, sc.RunAsUser, sc.RunAsGroup = wantSC.RunAsNonRoot, wantSC.RunAsUser, wantSC.RunAsGroup
+	sc.FSGroup, sc.FSGroupChangePolicy = wantSC.FSGroup, wantSC.FSGroupChangePolicy
+	sc.SeccompProfile = wantSC.SeccompProfile
 	pod.AutomountServiceAccountToken = wantPod.AutomountServiceAccountToken
 	pod.EnableServiceLinks = wantPod.EnableServiceLinks
 
@@ -160,6 +161,7 @@ func syncContainers(have, want []corev1.Container) []corev1.Container {
 		c.ReadinessProbe = w.ReadinessProbe
 		c.LivenessProbe = w.LivenessProbe
 		c.Lifecycle = w.Lifecycle
+		c.SecurityContext = w.SecurityContext
 	}
 	return append(missing, have...)
 }

@@ -2,7 +2,9 @@
 // unreachable etcd is answered with a 503 ServiceUnavailable and Retry-After,
 // which clients retry, instead of a 500 with the gRPC error ("rpc error: code =
 // Unavailable desc = error reading from server: EOF") or a request that hangs
-// until it times out.
+// until it times out. An etcd out of space (its NOSPACE alarm raised) is
+// answered with a 503 that says so, without Retry-After: only an operator
+// brings it back.
 package unavailable
 
 import (
@@ -143,7 +145,27 @@ func (s *unavailableStorage) guard(ctx context.Context, call func(context.Contex
 	if err != nil && IsUnavailable(err) {
 		return s.serviceUnavailable(err)
 	}
+	if err != nil && IsNoSpace(err) {
+		return s.outOfSpace(err)
+	}
 	return err
+}
+
+// outOfSpace is the answer to a write etcd refused for its NOSPACE alarm: a
+// 503 ServiceUnavailable, the code the Kubernetes API conventions give a
+// server temporarily unable to handle a request (they use no 507, and
+// apimachinery has no reason for one, so clients would see "Unknown"). It has
+// no Retry-After, so that clients do not retry a write that fails until an
+// operator frees space; reads keep working meanwhile.
+func (s *unavailableStorage) outOfSpace(err error) *apierrors.StatusError {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure,
+		Code:   http.StatusServiceUnavailable,
+		Reason: metav1.StatusReasonServiceUnavailable,
+		Message: fmt.Sprintf("the storage of %s is out of space and refuses writes (%v); reads still work; "+
+			"writes resume once etcd is compacted and defragmented and its NOSPACE alarm disarmed", s.resource, err),
+		Details: &metav1.StatusDetails{Group: s.resource.Group, Kind: s.resource.Resource},
+	}}
 }
 
 func (s *unavailableStorage) serviceUnavailable(err error) *apierrors.StatusError {
@@ -218,4 +240,15 @@ func IsUnavailable(err error) bool {
 		return st.Code() == codes.Unavailable
 	}
 	return false
+}
+
+// IsNoSpace reports whether err is etcd's refusal of a write while its
+// NOSPACE alarm is raised ("etcdserver: mvcc: database space exceeded"), as
+// etcd's client returns it or as the gRPC status it decodes.
+func IsNoSpace(err error) bool {
+	if errors.Is(err, rpctypes.ErrNoSpace) {
+		return true
+	}
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.ResourceExhausted && st.Message() == rpctypes.ErrorDesc(rpctypes.ErrGRPCNoSpace)
 }

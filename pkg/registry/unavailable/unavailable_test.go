@@ -79,6 +79,29 @@ func TestUnreachableEtcdIsServiceUnavailable(t *testing.T) {
 	}
 }
 
+// A write etcd refuses for its NOSPACE alarm is a 503 that says the store is
+// out of space, without Retry-After (a retry fails until an operator frees
+// space); etcd's other ResourceExhausted errors are unchanged.
+func TestEtcdOutOfSpaceIsServiceUnavailableWithoutRetry(t *testing.T) {
+	healthy := func() error { return nil }
+	for _, err := range []error{
+		rpctypes.Error(rpctypes.ErrGRPCNoSpace),
+		rpctypes.ErrGRPCNoSpace,
+		fmt.Errorf("wrapped: %w", rpctypes.ErrNoSpace),
+	} {
+		s := NewStorage(&fakeStorage{err: err}, databases, healthy)
+		got := s.Create(context.Background(), "k", nil, nil, 0)
+		require.True(t, apierrors.IsServiceUnavailable(got), "%v: %v", err, got)
+		_, retry := apierrors.SuggestsClientDelay(got)
+		require.False(t, retry, "%v", got)
+		require.Contains(t, got.Error(), "the storage of databases.example.com is out of space and refuses writes")
+		require.Contains(t, got.Error(), "mvcc: database space exceeded")
+	}
+	tooMany := rpctypes.Error(rpctypes.ErrGRPCRequestTooManyRequests)
+	s := NewStorage(&fakeStorage{err: tooMany}, databases, healthy)
+	require.Equal(t, tooMany, s.Create(context.Background(), "k", nil, nil, 0))
+}
+
 // While the health check fails, writes and reads of the latest state fail
 // fast without reaching etcd; reads the watch cache can serve go through.
 func TestUnhealthyEtcdFailsFast(t *testing.T) {

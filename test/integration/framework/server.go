@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -44,40 +45,60 @@ var pluginsNeedingKubeAPIServer = []string{
 type TestServer struct {
 	// ClientConfig reaches the server as a privileged user over TLS.
 	ClientConfig *rest.Config
-	// EtcdURL is the embedded etcd's client URL, for reading raw keys.
+	// EtcdURL is the etcd's client URLs, separated by commas, for reading raw keys.
 	EtcdURL string
 
-	dir    string
-	etcd   *embedetcd.Server
-	cancel context.CancelFunc
-	done   chan error
+	dir string
+	// ownEtcd says the server runs etcd (etcd, nil while stopped), not the caller.
+	ownEtcd bool
+	etcd    *embedetcd.Server
+	cancel  context.CancelFunc
+	done    chan error
+}
+
+// Options says which etcd the server uses and where it listens.
+type Options struct {
+	// EtcdServers are the client URLs of an etcd the caller runs; empty means
+	// an embedded etcd of the server's own, started and stopped with it.
+	EtcdServers []string
+	// Port is the loopback port the server listens on; 0 picks a free one.
+	Port int
 }
 
 // Start starts etcd and database-apiserver, with extraFlags appended to the
 // server's command line (e.g. "--admission-control-config-file=..."), and
 // waits for /readyz. Stop must be called to release both.
 func Start(extraFlags ...string) (*TestServer, error) {
+	return StartWith(Options{}, extraFlags...)
+}
+
+// StartWith is Start with the etcd and the port opts gives.
+func StartWith(opts Options, extraFlags ...string) (*TestServer, error) {
 	dir, err := os.MkdirTemp("", "database-apiserver-integration-")
 	if err != nil {
 		return nil, err
 	}
 	s := &TestServer{dir: dir, done: make(chan error, 1)}
-	if err := s.start(extraFlags); err != nil {
+	if err := s.start(opts, extraFlags); err != nil {
 		s.Stop()
 		return nil, err
 	}
 	return s, nil
 }
 
-func (s *TestServer) start(extraFlags []string) error {
-	var err error
-	s.etcd, err = embedetcd.Start(embedetcd.Options{DataDir: filepath.Join(s.dir, "etcd")})
-	if err != nil {
-		return err
+func (s *TestServer) start(opts Options, extraFlags []string) error {
+	s.EtcdURL = strings.Join(opts.EtcdServers, ",")
+	if len(opts.EtcdServers) == 0 {
+		s.ownEtcd = true
+		var err error
+		s.etcd, err = embedetcd.Start(embedetcd.Options{DataDir: filepath.Join(s.dir, "etcd")})
+		if err != nil {
+			return err
+		}
+		s.EtcdURL = s.etcd.ClientURL
 	}
-	s.EtcdURL = s.etcd.ClientURL
 
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	listener, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(opts.Port)))
 	if err != nil {
 		return err
 	}
@@ -177,6 +198,9 @@ func (s *TestServer) StopEtcd() {
 // StartEtcd starts the server's etcd again after StopEtcd, on its data
 // directory and client URL, so the server reconnects and finds every key.
 func (s *TestServer) StartEtcd() error {
+	if !s.ownEtcd {
+		return fmt.Errorf("the server's etcd is run by the caller")
+	}
 	if s.etcd != nil {
 		return fmt.Errorf("etcd is running")
 	}
