@@ -66,6 +66,9 @@ type replication struct {
 	switchover string
 	// notStreaming lists the replicas that are not streaming, with why.
 	notStreaming []string
+	// refused lists the members whose servers refuse the credentials Secret's superuser
+	// username and password.
+	refused []string
 	// observed is false when the controller could not ask the servers at all.
 	observed bool
 	// fenced is true while the replication ConfigMap names another Pod than the confirmed
@@ -257,6 +260,11 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 		}
 	}
 	rep.members, rep.notStreaming = memberStatus(members, rep, sts)
+	for _, m := range members {
+		if m.state == nil && postgres.IsAuthenticationFailure(m.err) {
+			rep.refused = append(rep.refused, m.name)
+		}
+	}
 	return rep, nil
 }
 
@@ -586,6 +594,8 @@ func memberStatus(members []*member, rep replication, n int32) ([]examplev1.Data
 		switch {
 		case m.pod == nil:
 			why = "no Pod"
+		case m.state == nil && postgres.IsAuthenticationFailure(m.err):
+			why = "refuses the Secret's password"
 		case m.state == nil && m.err != nil:
 			why = "not answering"
 		case m.state == nil:

@@ -248,6 +248,15 @@ func (Client) Promote(ctx context.Context, s Server) error {
 
 // isDuplicate reports whether err is PostgreSQL's duplicate_object (SQLSTATE 42710): a role or
 // replication slot of that name exists.
+// IsAuthenticationFailure reports whether err is the server refusing the credentials: an
+// error of SQLSTATE class 28, invalid authorization specification (28P01
+// invalid_password, 28000 invalid_authorization_specification;
+// https://www.postgresql.org/docs/current/errcodes-appendix.html).
+func IsAuthenticationFailure(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "28")
+}
+
 func isDuplicate(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "42710"
