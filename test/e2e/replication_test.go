@@ -284,5 +284,5 @@ done`, "", "")
 		"the replica restarted first (%s), the primary last (%s)", replica0.CreationTimestamp, primary1.CreationTimestamp)
 	phase, out = psqlAt(t, ns, "after-update", db, primaryHost, "SELECT count(*) FROM items;")
 	require.Equal(t, corev1.PodSucceeded, phase, out)
-	require.Equal(t, "200", lastLines(out, 1), out)
+	require.Equal(t, "250", lastLines(out, 1), out)
 }
