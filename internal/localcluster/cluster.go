@@ -79,8 +79,8 @@ type Config struct {
 	KubeBinDir string
 	// KwokDir holds kwok and its stages/ (hack/build-tools.sh: bin/kwok-<version>).
 	KwokDir string
-	// ArtifactsDir is the repository's artifacts/: deploy/base/namespace.yaml, rbac/ and
-	// deploy/base/apiservice.yaml are applied as a real install applies them.
+	// ArtifactsDir is the repository's artifacts/: deploy/base/namespace.yaml, rbac/, policy/
+	// and deploy/base/apiservice.yaml are applied as a real install applies them.
 	ArtifactsDir string
 	// APIServerBinary is our aggregated API server. Empty runs the control plane without it
 	// (and without the APIService).
@@ -617,7 +617,8 @@ func (c *Cluster) kwokObjects() (stages, rest []*unstructured.Unstructured, err 
 	return append(stages, ours...), rest, nil
 }
 
-// applyBase applies the simulated node, kwok's StorageClass, our namespace and RBAC.
+// applyBase applies the simulated node, kwok's StorageClass, our namespace, RBAC and the
+// admission policies that bound the controller (artifacts/policy).
 func (c *Cluster) applyBase(ctx context.Context) error {
 	a, err := newApplier(c.AdminConfig)
 	if err != nil {
@@ -633,7 +634,8 @@ func (c *Cluster) applyBase(ctx context.Context) error {
 	}
 	ours, err := readObjects(
 		filepath.Join(c.cfg.ArtifactsDir, "deploy", "base", "namespace.yaml"),
-		filepath.Join(c.cfg.ArtifactsDir, "rbac"))
+		filepath.Join(c.cfg.ArtifactsDir, "rbac"),
+		filepath.Join(c.cfg.ArtifactsDir, "policy"))
 	if err != nil {
 		return err
 	}

@@ -176,9 +176,15 @@ func (c *Cluster) prepareRealNode() error {
 		return err
 	}
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(realNodeLock)
 		lock.Close()
-		c.noRealNode = "another local cluster on this machine runs the real node (" + realNodeLock + ")"
+		c.noRealNode = fmt.Sprintf("another local cluster on this machine runs the real node (%s, held by %s); stop it, then start this one again to get the real node",
+			realNodeLock, strings.TrimSpace(string(holder)))
 		return nil
+	}
+	// Who holds it, for the message above.
+	if err := lock.Truncate(0); err == nil {
+		_, _ = fmt.Fprintf(lock, "pid %d, state in %s\n", os.Getpid(), c.cfg.Dir)
 	}
 	kp, err := c.pki.ClientCert("kube-apiserver-kubelet-client", "kube-apiserver-kubelet-client")
 	if err != nil {

@@ -189,6 +189,21 @@ func TestDeployRendersAndEveryObjectPassesServerDryRun(t *testing.T) {
 			{"ClusterRole", "database-metrics-reader"},
 			{"NetworkPolicy", "default-deny-ingress"}, {"NetworkPolicy", "database-apiserver"},
 			{"NetworkPolicy", "database-controller"}, {"NetworkPolicy", "database-etcd"},
+			// The admission policies that bound the controller (artifacts/policy).
+			{"ValidatingAdmissionPolicy", "database-controller-children"},
+			{"ValidatingAdmissionPolicyBinding", "database-controller-children"},
+			{"ValidatingAdmissionPolicy", "database-controller-workloads"},
+			{"ValidatingAdmissionPolicyBinding", "database-controller-workloads"},
+			{"ValidatingAdmissionPolicy", "database-controller-pods"},
+			{"ValidatingAdmissionPolicyBinding", "database-controller-pods"},
+			{"ValidatingAdmissionPolicy", "database-controller-services"},
+			{"ValidatingAdmissionPolicyBinding", "database-controller-services"},
+			{"ValidatingAdmissionPolicy", "database-controller-secrets"},
+			{"ValidatingAdmissionPolicyBinding", "database-controller-secrets"},
+			{"ValidatingAdmissionPolicy", "database-controller-claims"},
+			{"ValidatingAdmissionPolicyBinding", "database-controller-claims"},
+			{"ValidatingAdmissionPolicy", "database-controller-deletes"},
+			{"ValidatingAdmissionPolicyBinding", "database-controller-deletes"},
 		} {
 			find(t, objs, want[0], want[1])
 		}

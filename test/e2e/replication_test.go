@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strconv"
@@ -161,6 +163,30 @@ spec:
 	waitReplicating(t, ns, db, db+"-0", 3)
 	waitRows(t, ns, "back-replica-read", db, memberHost(ns, db, 2), "SELECT count(*) FROM items;", "200")
 
+	// The replication password rotated in the Secret: the primary's role and the running
+	// standbys get it, so once the primary has restarted they stream from it again, with the
+	// rows written since.
+	const rotated = "Rotated-by-e2e-1"
+	kubectl(t, "patch", "secret", db+"-credentials", "-n", ns, "--type=merge", "-p", `{"stringData":{"replication-password":"`+rotated+`"}}`)
+	sum := sha256.Sum256([]byte(rotated))
+	eventually(t, time.Minute, func() error {
+		s, err := kube(t).CoreV1().Secrets(ns).Get(context.Background(), db+"-credentials", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got := s.Annotations["database.example.com/replication-password-sha256"]; got != hex.EncodeToString(sum[:]) {
+			return fmt.Errorf("the primary's role does not have the rotated password yet (%s)", got)
+		}
+		return nil
+	})
+	kubectl(t, "delete", "pod", "-n", ns, db+"-0", "--wait=true")
+	serverPod(t, ns, db, "")
+	phase, out = psqlAt(t, ns, "write-after-rotation", db, primaryHost, "INSERT INTO items (id) SELECT generate_series(201, 250);")
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	waitRows(t, ns, "rotated-replica-read", db, memberHost(ns, db, 1), "SELECT count(*) FROM items;", "250")
+	waitRows(t, ns, "rotated-replica-read-2", db, memberHost(ns, db, 2), "SELECT count(*) FROM items;", "250")
+	waitReplicating(t, ns, db, db+"-0", 3)
+
 	// A switchover under a steady write load: every acknowledged insert is on the new
 	// primary, and the old primary follows it.
 	const writeFor = 90
@@ -258,5 +284,5 @@ done`, "", "")
 		"the replica restarted first (%s), the primary last (%s)", replica0.CreationTimestamp, primary1.CreationTimestamp)
 	phase, out = psqlAt(t, ns, "after-update", db, primaryHost, "SELECT count(*) FROM items;")
 	require.Equal(t, corev1.PodSucceeded, phase, out)
-	require.Equal(t, "200", lastLines(out, 1), out)
+	require.Equal(t, "250", lastLines(out, 1), out)
 }

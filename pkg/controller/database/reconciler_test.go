@@ -25,6 +25,7 @@ import (
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/database"
+	"example.com/database-apiserver/pkg/controller/engine"
 	"example.com/database-apiserver/pkg/controller/specs"
 )
 
@@ -176,14 +177,18 @@ func TestChildrenFollowTheEngineRecipes(t *testing.T) {
 			c := pod.Containers[0]
 			require.Equal(t, tc.image, c.Image)
 			require.Equal(t, tc.port, c.Ports[0].ContainerPort)
-			mounts := []corev1.VolumeMount{{Name: "data", MountPath: tc.mount}}
+			mounts := []corev1.VolumeMount{{Name: "data", MountPath: tc.mount}, {Name: "credentials", MountPath: "/etc/database-credentials", ReadOnly: true}}
 			if tc.replicates {
 				mounts = append(mounts, corev1.VolumeMount{Name: "replication", MountPath: "/etc/database", ReadOnly: true})
 				require.Len(t, pod.InitContainers, 1)
 				require.Equal(t, "setup", pod.InitContainers[0].Name)
 			} else {
 				require.Empty(t, pod.InitContainers)
-				require.Empty(t, pod.Volumes)
+				require.Equal(t, []corev1.Volume{engine.CredentialsVolume("my-database-credentials", engine.SecretKeyPassword)}, pod.Volumes)
+			}
+			for _, e := range c.Env {
+				require.False(t, e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Key == engine.SecretKeyPassword,
+					"%s: no password in the environment", e.Name)
 			}
 			require.Equal(t, mounts, c.VolumeMounts)
 			require.NotNil(t, c.StartupProbe)

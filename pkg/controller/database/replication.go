@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +33,7 @@ type Instances interface {
 	SetReplicationRole(ctx context.Context, s postgres.Server, role, password string) error
 	SyncSlots(ctx context.Context, s postgres.Server, have map[string]bool, want, drop []string) error
 	Promote(ctx context.Context, s postgres.Server) error
+	SetPrimaryConnInfo(ctx context.Context, s postgres.Server, conninfo string) error
 }
 
 // observeTimeout bounds the asking of every member of a Database, which runs in parallel:
@@ -64,6 +66,9 @@ type replication struct {
 	switchover string
 	// notStreaming lists the replicas that are not streaming, with why.
 	notStreaming []string
+	// refused lists the members whose servers refuse the credentials Secret's superuser
+	// username and password.
+	refused []string
 	// observed is false when the controller could not ask the servers at all.
 	observed bool
 	// fenced is true while the replication ConfigMap names another Pod than the confirmed
@@ -242,7 +247,7 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 	rep.fenced = designated != rep.primary
 	primary := byName[rep.primary]
 	if !rep.fenced && primary != nil && primary.primary() {
-		if err := p.syncPrimary(ctx, server(primary), primary.state, rep.primary, sts); err != nil {
+		if err := p.syncPrimary(ctx, server(primary), primary.state, rep.primary, sts, members, server); err != nil {
 			return rep, err
 		}
 	}
@@ -255,6 +260,11 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 		}
 	}
 	rep.members, rep.notStreaming = memberStatus(members, rep, sts)
+	for _, m := range members {
+		if m.state == nil && postgres.IsAuthenticationFailure(m.err) {
+			rep.refused = append(rep.refused, m.name)
+		}
+	}
 	return rep, nil
 }
 
@@ -400,12 +410,12 @@ func (p *pass) fence(ctx context.Context, m *member) error {
 }
 
 // syncPrimary gives primary, the Pod whose server s is, the replication role with the
-// Secret's password (syncReplicationRole), a slot for every other of the sts Pods, and drops
+// Secret's password (syncReplicationRole, which hands a changed one to standbys), a slot for every other of the sts Pods, and drops
 // the inactive slots of the Pods past them (up to the most replicas validation allows) whose
 // data claims are gone.
-func (p *pass) syncPrimary(ctx context.Context, s postgres.Server, st *postgres.State, primary string, sts int32) error {
+func (p *pass) syncPrimary(ctx context.Context, s postgres.Server, st *postgres.State, primary string, sts int32, standbys []*member, server func(*member) postgres.Server) error {
 	db, d := p.db, p.desired
-	if err := p.syncReplicationRole(ctx, s, st, d.Recipe.ReplicationUsername); err != nil {
+	if err := p.syncReplicationRole(ctx, s, st, d.Recipe.ReplicationUsername, standbys, server); err != nil {
 		return err
 	}
 	var want, drop []string
@@ -433,9 +443,12 @@ const ReplicationPasswordAnnotation = "database.example.com/replication-password
 // syncReplicationRole gives the primary s (whose state is st) the replication role with the
 // Secret's replication password when it has no such role (a data directory initialised
 // before replication was set up) or the password is not the one it was last given
-// (ReplicationPasswordAnnotation), then records it. Standbys connect with the password the
-// setup script wrote when their Pod last started: one that restarts picks the new one up.
-func (p *pass) syncReplicationRole(ctx context.Context, s postgres.Server, st *postgres.State, role string) error {
+// (ReplicationPasswordAnnotation), then records it. When it changes the password of a role
+// that existed, it first gives every standby that answers a primary_conninfo with the new
+// one (standbyConnInfo), which the WAL receiver uses from then on: without it a standby
+// would keep the old one, and fail to reconnect after the primary restarts. A standby that
+// does not answer gets the new password from the setup script when its Pod starts again.
+func (p *pass) syncReplicationRole(ctx context.Context, s postgres.Server, st *postgres.State, role string, standbys []*member, server func(*member) postgres.Server) error {
 	db := p.db
 	secret, err := p.r.listers.Secrets.Secrets(db.Namespace).Get(specs.SecretName(db))
 	if err != nil {
@@ -453,6 +466,17 @@ func (p *pass) syncReplicationRole(ctx context.Context, s postgres.Server, st *p
 	if err := p.r.options.Instances.SetReplicationRole(ctx, s, role, string(password)); err != nil {
 		return err
 	}
+	if slices.Contains(st.Roles, role) {
+		for _, m := range standbys {
+			if !m.standby() {
+				continue
+			}
+			if err := p.r.options.Instances.SetPrimaryConnInfo(ctx, server(m), p.standbyConnInfo(m.name, role, string(password))); err != nil {
+				return fmt.Errorf("give standby %s the new replication password: %w", m.name, err)
+			}
+			p.r.event(ctx, db, corev1.EventTypeNormal, ReasonUpdated, "Gave standby %s the new replication password", m.name)
+		}
+	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"uid": secret.UID, "annotations": map[string]string{ReplicationPasswordAnnotation: digest},
 	}})
@@ -463,6 +487,20 @@ func (p *pass) syncReplicationRole(ctx context.Context, s postgres.Server, st *p
 		return fmt.Errorf("record the replication password given to the primary on Secret %q: %w", secret.Name, err)
 	}
 	return nil
+}
+
+// standbyConnInfo is the primary_conninfo of the standby pod, the one the setup script
+// writes: the primary through specs.PrimaryHost as role with password, the Pod's name as
+// application_name (pg_stat_replication's), and specs.PrimaryConnectTimeoutSeconds.
+func (p *pass) standbyConnInfo(pod, role, password string) string {
+	return postgres.ConnInfo(
+		"host", specs.PrimaryHost(p.db),
+		"port", strconv.Itoa(int(p.desired.Recipe.Port)),
+		"user", role,
+		"password", password,
+		"application_name", pod,
+		"connect_timeout", strconv.Itoa(specs.PrimaryConnectTimeoutSeconds),
+	)
 }
 
 // hasDataClaim reports whether the claim cache holds the data claim of ordinal.
@@ -556,6 +594,8 @@ func memberStatus(members []*member, rep replication, n int32) ([]examplev1.Data
 		switch {
 		case m.pod == nil:
 			why = "no Pod"
+		case m.state == nil && postgres.IsAuthenticationFailure(m.err):
+			why = "refuses the Secret's password"
 		case m.state == nil && m.err != nil:
 			why = "not answering"
 		case m.state == nil:

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -42,10 +43,12 @@ type fakeInstances struct {
 	calls    []string
 	// servers are the Servers of the calls, in the order of calls.
 	servers []postgres.Server
+	// refused are the hosts that refuse the credentials (SQLSTATE 28P01).
+	refused map[string]bool
 }
 
 func newFakeInstances() *fakeInstances {
-	return &fakeInstances{states: map[string]postgres.State{}, observed: map[string]int{}}
+	return &fakeInstances{states: map[string]postgres.State{}, observed: map[string]int{}, refused: map[string]bool{}}
 }
 
 // set scripts the State of the Pod of ordinal.
@@ -87,6 +90,10 @@ func (fi *fakeInstances) Observe(_ context.Context, s postgres.Server, roles []s
 	fi.mu.Lock()
 	defer fi.mu.Unlock()
 	fi.observed[s.Host]++
+	if fi.refused[s.Host] {
+		return postgres.State{}, fmt.Errorf("connect to %s: %w", s.Host,
+			&pgconn.PgError{Severity: "FATAL", Code: "28P01", Message: `password authentication failed for user "postgres"`})
+	}
 	st, ok := fi.states[s.Host]
 	if !ok {
 		return postgres.State{}, fmt.Errorf("connect to %s: connection refused", s.Host)
@@ -107,6 +114,11 @@ func (fi *fakeInstances) SetReplicationRole(_ context.Context, s postgres.Server
 
 func (fi *fakeInstances) SyncSlots(_ context.Context, s postgres.Server, _ map[string]bool, want, drop []string) error {
 	fi.record(s, fmt.Sprintf("sync-slots %s want=%s drop=%s", s.Host, strings.Join(want, ","), strings.Join(drop, ",")))
+	return nil
+}
+
+func (fi *fakeInstances) SetPrimaryConnInfo(_ context.Context, s postgres.Server, conninfo string) error {
+	fi.record(s, fmt.Sprintf("set-conninfo %s %s", s.Host, conninfo))
 	return nil
 }
 
@@ -247,21 +259,30 @@ func replicating(t *testing.T, replicas int, db *examplev1.Database) (*fixture, 
 	return f, fi
 }
 
-// A replication password that changes (a Secret restored without it gets a new one) is
-// given to the primary's role, once.
-func TestAChangedReplicationPasswordIsGivenToThePrimarysRole(t *testing.T) {
+// A replication password that changes (a Secret restored without it gets a new one, a user
+// rotates it) is given to the primary's role, then to every standby's primary_conninfo, once.
+func TestAChangedReplicationPasswordIsGivenToThePrimarysRoleAndTheStandbys(t *testing.T) {
 	f, fi := replicating(t, 3, nil)
 	_, err := f.reconcile()
 	require.NoError(t, err)
 	require.NotContains(t, strings.Join(fi.recorded(), " "), "create-role", "the role has the Secret's password")
 
 	secret := f.secret().DeepCopy()
-	secret.Data["replication-password"] = []byte("NEWPASSWORD")
+	// A quote and a backslash: libpq's quoting, then SQL's.
+	secret.Data["replication-password"] = []byte(`NEW'PASS\WORD`)
 	require.NoError(t, f.kube.Tracker().Update(secrets, secret, namespace))
 	fi.reset()
 	_, err = f.reconcile()
 	require.NoError(t, err)
-	require.Contains(t, fi.recorded(), "create-role 10.0.0.1 replicator NEWPASSWORD")
+	conninfo := func(pod string) string {
+		return "host='my-database.production.svc' port='5432' user='replicator' password='NEW\\'PASS\\\\WORD' application_name='" + pod + "' connect_timeout='5'"
+	}
+	require.Equal(t, []string{
+		`create-role 10.0.0.1 replicator NEW'PASS\WORD`,
+		"set-conninfo 10.0.0.2 " + conninfo(podName(1)),
+		"set-conninfo 10.0.0.3 " + conninfo(podName(2)),
+	}, fi.recorded()[:3], "the role first, then the standbys")
+	require.Contains(t, f.events(), "Normal Updated Gave standby my-database-1 the new replication password")
 	fi.reset()
 	_, err = f.reconcile()
 	require.NoError(t, err)
@@ -819,4 +840,36 @@ func TestAReplicationConfigMapEditedByHandStartsNoSwitchover(t *testing.T) {
 	require.Empty(t, f.podDeletions(), "the primary was not stopped")
 	require.Equal(t, []string{"primary", "replica", "replica"}, f.roles(3))
 	require.NotContains(t, strings.Join(fi.recorded(), " "), "promote")
+}
+
+// A Secret whose password the servers refuse (edited by hand) is reported, not taken for
+// servers that do not answer: clients given the Secret cannot connect.
+func TestServersThatRefuseTheSecretsPasswordMakeTheDatabaseDegraded(t *testing.T) {
+	f, fi := replicating(t, 2, nil)
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, examplev1.DatabasePhaseReady, f.database().Status.Phase)
+
+	fi.mu.Lock()
+	fi.refused[podIP(0)], fi.refused[podIP(1)] = true, true
+	fi.mu.Unlock()
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	db := f.database()
+	require.Equal(t, examplev1.DatabasePhaseDegraded, db.Status.Phase)
+	for _, typ := range []string{"Ready", "Degraded"} {
+		c := condition(db, typ)
+		require.Equal(t, "CredentialsRefused", c.Reason, typ)
+		require.Equal(t, "my-database-0, my-database-1 refuse the username and password of Secret my-database-credentials, which clients are given: "+
+			"the database keeps the password its data was initialised with; set the Secret's back to it", c.Message)
+	}
+	require.Equal(t, metav1.ConditionFalse, condition(db, "Ready").Status)
+	require.Contains(t, condition(db, "Replicating").Message, "my-database-1 (refuses the Secret's password)")
+
+	fi.mu.Lock()
+	fi.refused = map[string]bool{}
+	fi.mu.Unlock()
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, examplev1.DatabasePhaseReady, f.database().Status.Phase)
 }

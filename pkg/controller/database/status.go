@@ -63,6 +63,10 @@ const (
 	ReasonInvalidCredentials     = "InvalidCredentials"
 	ReasonStorageExpansionFailed = "StorageExpansionFailed"
 	ReasonCredentialsLost        = "CredentialsLost"
+	// ReasonCredentialsRefused (Ready False, Degraded): the servers refuse the credentials
+	// Secret's username and password (the Secret was edited; the data directory keeps the
+	// password it was initialised with).
+	ReasonCredentialsRefused = "CredentialsRefused"
 	// ReasonCredentialsDeleting (Degraded, not Failed): the credentials Secret is being
 	// deleted and kept by CredentialsFinalizer.
 	ReasonCredentialsDeleting  = "CredentialsDeleting"
@@ -271,6 +275,16 @@ func computeStatus(db *examplev1.Database, obs observation, now metav1.Time) exa
 			// writes, and the client Service has no endpoint.
 			c := cond{metav1.ConditionFalse, ReasonSwitchover, rep.switchover}
 			conditions[0].cond, conditions[2].cond = c, cond{metav1.ConditionTrue, ReasonSwitchover, rep.switchover}
+			if status.Phase == examplev1.DatabasePhaseReady {
+				status.Phase = examplev1.DatabasePhaseDegraded
+			}
+		}
+		if len(rep.refused) > 0 && !stopped {
+			msg := fmt.Sprintf("%s refuse the username and password of Secret %s, which clients are given: "+
+				"the database keeps the password its data was initialised with; set the Secret's back to it",
+				strings.Join(rep.refused, ", "), specs.SecretName(db))
+			c := cond{metav1.ConditionFalse, ReasonCredentialsRefused, msg}
+			conditions[0].cond, conditions[2].cond = c, cond{metav1.ConditionTrue, ReasonCredentialsRefused, msg}
 			if status.Phase == examplev1.DatabasePhaseReady {
 				status.Phase = examplev1.DatabasePhaseDegraded
 			}

@@ -91,14 +91,16 @@ func For(engine examplev1.Engine) (Recipe, bool) {
 	return r, ok
 }
 
-// Env returns the container environment: the engine's credential variables read from the
-// Secret named secret (SecretKeyUsername, SecretKeyPassword, SecretKeyDatabase), plus what
-// the engine needs besides (PGDATA for PostgreSQL, POD_IP for MongoDB's probe).
+// Env returns the container environment: the engine's user and database variables read from
+// the Secret named secret (SecretKeyUsername, SecretKeyDatabase), its password variables as
+// <VAR>_FILE naming CredentialsFile(SecretKeyPassword), plus what the engine needs besides
+// (PGDATA for PostgreSQL, POD_IP for MongoDB's probe).
 func (r Recipe) Env(secret string) []corev1.EnvVar { return r.env(secret) }
 
 // Container returns the database container running image with the credentials of the Secret
-// named secret: the engine port, Env, the data volume mounted at DataPath, Requests, Probes,
-// and ContainerSecurityContext.
+// named secret: the engine port, Env, the data volume mounted at DataPath and
+// CredentialsMount (the Pod needs CredentialsVolume of secret with SecretKeyPassword),
+// Requests, Probes, and ContainerSecurityContext.
 func (r Recipe) Container(image, secret string) corev1.Container {
 	startup, readiness, liveness := r.Probes()
 	return corev1.Container{
@@ -107,7 +109,7 @@ func (r Recipe) Container(image, secret string) corev1.Container {
 		SecurityContext: ContainerSecurityContext(),
 		Ports:           []corev1.ContainerPort{{Name: r.PortName, ContainerPort: r.Port, Protocol: corev1.ProtocolTCP}},
 		Env:             r.Env(secret),
-		VolumeMounts:    []corev1.VolumeMount{{Name: DataVolumeName, MountPath: r.DataPath}},
+		VolumeMounts:    []corev1.VolumeMount{{Name: DataVolumeName, MountPath: r.DataPath}, CredentialsMount()},
 		Resources:       corev1.ResourceRequirements{Requests: r.Requests.DeepCopy()},
 		StartupProbe:    startup,
 		ReadinessProbe:  readiness,
@@ -200,6 +202,41 @@ func (r Recipe) URI(user, password, host, database string) string {
 	return u.String()
 }
 
+// CredentialsVolumeName is the Pod volume of the credentials Secret's passwords, mounted
+// read-only at CredentialsPath in every container of a database Pod: the images read a
+// password from the file a <VAR>_FILE variable names (their documented alternative to the
+// variable itself), so no password is in the containers' environment.
+const (
+	CredentialsVolumeName = "credentials"
+	CredentialsPath       = "/etc/database-credentials"
+)
+
+// CredentialsFile is the file, under CredentialsPath, holding the Secret's key.
+func CredentialsFile(key string) string { return CredentialsPath + "/" + key }
+
+// CredentialsVolume is the volume CredentialsVolumeName: the keys of the Secret named secret,
+// each as the file of its name, mode 0440: owned by root and by the Pod's fsGroup, the
+// server's group, which alone may read them.
+func CredentialsVolume(secret string, keys ...string) corev1.Volume {
+	items := make([]corev1.KeyToPath, len(keys))
+	for i, k := range keys {
+		items[i] = corev1.KeyToPath{Key: k, Path: k}
+	}
+	return corev1.Volume{Name: CredentialsVolumeName, VolumeSource: corev1.VolumeSource{
+		Secret: &corev1.SecretVolumeSource{SecretName: secret, Items: items, DefaultMode: ptr.To[int32](0o440)},
+	}}
+}
+
+// CredentialsMount mounts CredentialsVolumeName read-only at CredentialsPath.
+func CredentialsMount() corev1.VolumeMount {
+	return corev1.VolumeMount{Name: CredentialsVolumeName, MountPath: CredentialsPath, ReadOnly: true}
+}
+
+// fileEnv is the variable name set to CredentialsFile(key).
+func fileEnv(name, key string) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, Value: CredentialsFile(key)}
+}
+
 func secretEnv(name, secret, key string) corev1.EnvVar {
 	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{
 		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key},
@@ -236,7 +273,7 @@ var recipes = map[examplev1.Engine]Recipe{
 		env: func(secret string) []corev1.EnvVar {
 			return []corev1.EnvVar{
 				secretEnv("POSTGRES_USER", secret, SecretKeyUsername),
-				secretEnv("POSTGRES_PASSWORD", secret, SecretKeyPassword),
+				fileEnv("POSTGRES_PASSWORD_FILE", SecretKeyPassword),
 				secretEnv("POSTGRES_DB", secret, SecretKeyDatabase),
 				// A subdirectory: initdb refuses a mount point that holds lost+found. Set
 				// explicitly, so every major uses the same path: the postgres 18 images
@@ -262,9 +299,9 @@ var recipes = map[examplev1.Engine]Recipe{
 		Requests:    requests("250m", "512Mi"),
 		env: func(secret string) []corev1.EnvVar {
 			return []corev1.EnvVar{
-				secretEnv("MYSQL_ROOT_PASSWORD", secret, SecretKeyPassword),
+				fileEnv("MYSQL_ROOT_PASSWORD_FILE", SecretKeyPassword),
 				secretEnv("MYSQL_USER", secret, SecretKeyUsername),
-				secretEnv("MYSQL_PASSWORD", secret, SecretKeyPassword),
+				fileEnv("MYSQL_PASSWORD_FILE", SecretKeyPassword),
 				secretEnv("MYSQL_DATABASE", secret, SecretKeyDatabase),
 			}
 		},
@@ -284,7 +321,7 @@ var recipes = map[examplev1.Engine]Recipe{
 		env: func(secret string) []corev1.EnvVar {
 			return []corev1.EnvVar{
 				secretEnv("MONGO_INITDB_ROOT_USERNAME", secret, SecretKeyUsername),
-				secretEnv("MONGO_INITDB_ROOT_PASSWORD", secret, SecretKeyPassword),
+				fileEnv("MONGO_INITDB_ROOT_PASSWORD_FILE", SecretKeyPassword),
 				{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
 					FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"},
 				}},

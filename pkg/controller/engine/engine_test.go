@@ -41,10 +41,10 @@ func TestContainerFollowsTheEngineRecipe(t *testing.T) {
 		port:     5432,
 		dataPath: "/var/lib/postgresql/data",
 		env: map[string]string{
-			"POSTGRES_USER":     "secret:db-credentials/username",
-			"POSTGRES_PASSWORD": "secret:db-credentials/password",
-			"POSTGRES_DB":       "secret:db-credentials/database",
-			"PGDATA":            "/var/lib/postgresql/data/pgdata",
+			"POSTGRES_USER":          "secret:db-credentials/username",
+			"POSTGRES_PASSWORD_FILE": "/etc/database-credentials/password",
+			"POSTGRES_DB":            "secret:db-credentials/database",
+			"PGDATA":                 "/var/lib/postgresql/data/pgdata",
 		},
 		probe:     []string{"sh", "-c", `exec pg_isready -h 127.0.0.1 -p 5432 -U "$POSTGRES_USER" -d "$POSTGRES_DB"`},
 		uri:       "postgresql://postgres:pw@db.ns.svc:5432/my_db",
@@ -55,10 +55,10 @@ func TestContainerFollowsTheEngineRecipe(t *testing.T) {
 		port:     3306,
 		dataPath: "/var/lib/mysql",
 		env: map[string]string{
-			"MYSQL_ROOT_PASSWORD": "secret:db-credentials/password",
-			"MYSQL_USER":          "secret:db-credentials/username",
-			"MYSQL_PASSWORD":      "secret:db-credentials/password",
-			"MYSQL_DATABASE":      "secret:db-credentials/database",
+			"MYSQL_ROOT_PASSWORD_FILE": "/etc/database-credentials/password",
+			"MYSQL_USER":               "secret:db-credentials/username",
+			"MYSQL_PASSWORD_FILE":      "/etc/database-credentials/password",
+			"MYSQL_DATABASE":           "secret:db-credentials/database",
 		},
 		probe:     []string{"mysqladmin", "ping", "-h", "127.0.0.1", "-P", "3306", "--silent"},
 		uri:       "mysql://admin:pw@db.ns.svc:3306/my_db",
@@ -69,9 +69,9 @@ func TestContainerFollowsTheEngineRecipe(t *testing.T) {
 		port:     27017,
 		dataPath: "/data/db",
 		env: map[string]string{
-			"MONGO_INITDB_ROOT_USERNAME": "secret:db-credentials/username",
-			"MONGO_INITDB_ROOT_PASSWORD": "secret:db-credentials/password",
-			"POD_IP":                     "field:status.podIP",
+			"MONGO_INITDB_ROOT_USERNAME":      "secret:db-credentials/username",
+			"MONGO_INITDB_ROOT_PASSWORD_FILE": "/etc/database-credentials/password",
+			"POD_IP":                          "field:status.podIP",
 		},
 		probe:     []string{"sh", "-c", `exec mongosh --host "$POD_IP" --port 27017 --quiet --eval "db.adminCommand('ping')"`},
 		uri:       "mongodb://admin:pw@db.ns.svc:27017/?authSource=admin",
@@ -87,7 +87,7 @@ func TestContainerFollowsTheEngineRecipe(t *testing.T) {
 			require.Equal(t, "img:1", c.Image)
 			require.Equal(t, []corev1.ContainerPort{{Name: r.PortName, ContainerPort: tc.port, Protocol: corev1.ProtocolTCP}}, c.Ports)
 			require.Equal(t, tc.env, envSource(c.Env))
-			require.Equal(t, []corev1.VolumeMount{{Name: DataVolumeName, MountPath: tc.dataPath}}, c.VolumeMounts)
+			require.Equal(t, []corev1.VolumeMount{{Name: DataVolumeName, MountPath: tc.dataPath}, {Name: CredentialsVolumeName, MountPath: CredentialsPath, ReadOnly: true}}, c.VolumeMounts)
 			require.Equal(t, int64(999), r.User)
 			require.Equal(t, int64(999), r.Group)
 			require.Equal(t, ContainerSecurityContext(), c.SecurityContext)

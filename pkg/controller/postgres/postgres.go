@@ -12,6 +12,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -185,6 +186,48 @@ func (Client) SyncSlots(ctx context.Context, s Server, have map[string]bool, wan
 	return nil
 }
 
+// SetPrimaryConnInfo makes the standby s connect to its primary with conninfo (a libpq
+// connection string, ConnInfo) from now on: ALTER SYSTEM SET primary_conninfo, then
+// pg_reload_conf(). Since PostgreSQL 13 a reload restarts the WAL receiver with the new
+// setting (https://www.postgresql.org/docs/current/runtime-config-replication.html#GUC-PRIMARY-CONNINFO);
+// the setting is kept in postgresql.auto.conf across restarts.
+func (Client) SetPrimaryConnInfo(ctx context.Context, s Server, conninfo string) error {
+	conn, err := connect(ctx, s)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	// ALTER SYSTEM takes no bind parameters.
+	if _, err := conn.Exec(ctx, "ALTER SYSTEM SET primary_conninfo = "+quoteLiteral(conninfo)); err != nil {
+		return fmt.Errorf("set primary_conninfo on %s: %w", s.Host, err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		return fmt.Errorf("reload the configuration of %s: %w", s.Host, err)
+	}
+	return nil
+}
+
+// ConnInfo is a libpq connection string of keyword = 'value' pairs, in the order given
+// (keyword, value, keyword, value, ...), each value quoted with ' and \ escaped
+// (https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-CONNSTRING-KEYWORD-VALUE).
+// It panics on an odd number of arguments.
+func ConnInfo(pairs ...string) string {
+	if len(pairs)%2 != 0 {
+		panic("ConnInfo: a keyword without a value")
+	}
+	var b strings.Builder
+	for i := 0; i < len(pairs); i += 2 {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(pairs[i])
+		b.WriteString("='")
+		b.WriteString(strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(pairs[i+1]))
+		b.WriteByte('\'')
+	}
+	return b.String()
+}
+
 // Promote ends recovery on the standby s and waits up to a minute for it to take writes
 // (pg_promote(true, 60)). It fails when s is not a standby or does not finish in time.
 func (Client) Promote(ctx context.Context, s Server) error {
@@ -205,6 +248,15 @@ func (Client) Promote(ctx context.Context, s Server) error {
 
 // isDuplicate reports whether err is PostgreSQL's duplicate_object (SQLSTATE 42710): a role or
 // replication slot of that name exists.
+// IsAuthenticationFailure reports whether err is the server refusing the credentials: an
+// error of SQLSTATE class 28, invalid authorization specification (28P01
+// invalid_password, 28000 invalid_authorization_specification;
+// https://www.postgresql.org/docs/current/errcodes-appendix.html).
+func IsAuthenticationFailure(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "28")
+}
+
 func isDuplicate(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "42710"

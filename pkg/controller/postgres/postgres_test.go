@@ -39,3 +39,9 @@ func TestSyncSlotsConnectsOnlyWhenThereIsWork(t *testing.T) {
 		require.ErrorContains(t, err, "connect to 127.0.0.1:1", tc.name)
 	}
 }
+
+func TestConnInfoQuotesEveryValue(t *testing.T) {
+	require.Equal(t, `host='db.ns.svc' password='it\'s a \\ test' application_name=''`,
+		ConnInfo("host", "db.ns.svc", "password", `it's a \ test`, "application_name", ""))
+	require.Panics(t, func() { ConnInfo("host") })
+}

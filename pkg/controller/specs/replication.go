@@ -139,6 +139,20 @@ var postgresqlServerArgs = []string{
 	"-c", "hba_file=" + replicationMountPath + "/" + postgresqlHBAKey,
 }
 
+// PrimaryHost is the name standbys reach the primary by: the client Service's DNS name
+// ("<name>.<namespace>.svc"), which routes to the Pod labelled primary, so a standby follows
+// a switchover without being set up again.
+func PrimaryHost(db *examplev1.Database) string {
+	return ClientServiceName(db) + "." + db.Namespace + ".svc"
+}
+
+// PrimaryConnectTimeoutSeconds is the connect_timeout of a standby's primary_conninfo, in
+// seconds: a connection to the primary that is not answered in time (the client Service
+// without a ready endpoint during a switchover) is given up, and the WAL receiver tries
+// again (every wal_retrieve_retry_interval, 5 s by default) instead of waiting for the
+// kernel's SYN retries, about two minutes.
+const PrimaryConnectTimeoutSeconds = 5
+
 // replicationPod adds to pod, the Pod template of a replicating Database, what replication
 // needs: the setup init container (postgresql-setup.sh) on the database image with the data
 // volume and the replication role's credentials, the replication ConfigMap mounted in both
@@ -160,9 +174,10 @@ func replicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpec) {
 	env := append([]corev1.EnvVar{}, c.Env...)
 	env = append(env,
 		secretEnv("REPLICATION_USER", secret, engine.SecretKeyReplicationUsername),
-		secretEnv("REPLICATION_PASSWORD", secret, engine.SecretKeyReplicationPassword),
+		corev1.EnvVar{Name: "REPLICATION_PASSWORD_FILE", Value: engine.CredentialsFile(engine.SecretKeyReplicationPassword)},
 		corev1.EnvVar{Name: "PGPORT", Value: strconv.Itoa(int(d.Recipe.Port))},
-		corev1.EnvVar{Name: "PRIMARY_HOST", Value: ClientServiceName(db) + "." + db.Namespace + ".svc"},
+		corev1.EnvVar{Name: "PRIMARY_HOST", Value: PrimaryHost(db)},
+		corev1.EnvVar{Name: "PRIMARY_CONNECT_TIMEOUT", Value: strconv.Itoa(PrimaryConnectTimeoutSeconds)},
 	)
 	pod.InitContainers = []corev1.Container{{
 		Name:    SetupContainerName,
@@ -171,17 +186,21 @@ func replicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpec) {
 		Env:     env,
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: engine.DataVolumeName, MountPath: d.Recipe.DataPath},
+			engine.CredentialsMount(),
 			mount,
 		},
 		Resources:       c.Resources,
 		SecurityContext: engine.ContainerSecurityContext(),
 	}}
-	pod.Volumes = []corev1.Volume{{Name: replicationVolume, VolumeSource: corev1.VolumeSource{
-		ConfigMap: &corev1.ConfigMapVolumeSource{
-			LocalObjectReference: corev1.LocalObjectReference{Name: ReplicationConfigMapName(db)},
-			DefaultMode:          ptr.To[int32](0o444),
-		},
-	}}}
+	pod.Volumes = []corev1.Volume{
+		engine.CredentialsVolume(secret, engine.SecretKeyPassword, engine.SecretKeyReplicationPassword),
+		{Name: replicationVolume, VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: ReplicationConfigMapName(db)},
+				DefaultMode:          ptr.To[int32](0o444),
+			},
+		}},
+	}
 }
 
 func secretEnv(name, secret, key string) corev1.EnvVar {

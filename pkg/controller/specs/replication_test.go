@@ -44,6 +44,7 @@ func TestPostgreSQLPodsRunTheSetupScriptBeforeTheServer(t *testing.T) {
 	require.Equal(t, server.Resources, setup.Resources)
 	require.Equal(t, []corev1.VolumeMount{
 		{Name: engine.DataVolumeName, MountPath: "/var/lib/postgresql/data"},
+		{Name: "credentials", MountPath: "/etc/database-credentials", ReadOnly: true},
 		{Name: "replication", MountPath: "/etc/database", ReadOnly: true},
 	}, setup.VolumeMounts)
 	env := map[string]corev1.EnvVar{}
@@ -51,15 +52,20 @@ func TestPostgreSQLPodsRunTheSetupScriptBeforeTheServer(t *testing.T) {
 		env[e.Name] = e
 	}
 	require.Equal(t, secretRef(engine.SecretKeyReplicationUsername), env["REPLICATION_USER"].ValueFrom)
-	require.Equal(t, secretRef(engine.SecretKeyReplicationPassword), env["REPLICATION_PASSWORD"].ValueFrom)
+	require.Equal(t, "/etc/database-credentials/replication-password", env["REPLICATION_PASSWORD_FILE"].Value)
 	require.Equal(t, "my-database.production.svc", env["PRIMARY_HOST"].Value, "the client Service, which routes to the primary")
 	require.Equal(t, "5432", env["PGPORT"].Value)
 	for _, e := range server.Env {
 		require.Equal(t, e, env[e.Name], "the server's %s: the same PGDATA", e.Name)
 	}
 
-	require.Equal(t, []corev1.Volume{{Name: "replication", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-		LocalObjectReference: corev1.LocalObjectReference{Name: "my-database-replication"}, DefaultMode: ptr.To[int32](0o444)}}}}, pod.Volumes)
+	require.Equal(t, []corev1.Volume{
+		{Name: "credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: "my-database-credentials", DefaultMode: ptr.To[int32](0o440),
+			Items: []corev1.KeyToPath{{Key: "password", Path: "password"}, {Key: "replication-password", Path: "replication-password"}}}}},
+		{Name: "replication", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "my-database-replication"}, DefaultMode: ptr.To[int32](0o444)}}},
+	}, pod.Volumes)
 	require.Contains(t, server.VolumeMounts, corev1.VolumeMount{Name: "replication", MountPath: "/etc/database", ReadOnly: true})
 	require.Equal(t, "postgres", server.Args[0], "the image's entrypoint runs the server")
 	require.Subset(t, server.Args, []string{"hba_file=/etc/database/pg_hba.conf", "hot_standby_feedback=on", "wal_log_hints=on"})
@@ -143,10 +149,10 @@ func TestEnginesThatDoNotReplicateAreUnchanged(t *testing.T) {
 			require.False(t, specs.Replicates(d))
 			pod := specs.StatefulSet(db, d).Spec.Template.Spec
 			require.Empty(t, pod.InitContainers)
-			require.Empty(t, pod.Volumes)
+			require.Equal(t, []string{engine.CredentialsVolumeName}, volumeNames(pod.Volumes))
 			require.Nil(t, pod.Containers[0].Args, "the image's default command")
 			require.Nil(t, pod.Containers[0].Lifecycle)
-			require.Len(t, pod.Containers[0].VolumeMounts, 1)
+			require.Len(t, pod.Containers[0].VolumeMounts, 2, "data and credentials")
 			require.Equal(t, "my-database-0", specs.ClientService(db, d).Spec.Selector[appsv1.StatefulSetPodNameLabel],
 				"the first Pod only: these replicas hold data of their own")
 			require.NotContains(t, specs.ClientService(db, d).Spec.Selector, specs.RoleLabel)
@@ -268,4 +274,12 @@ func TestPodOrdinalSlotNameAndDatabaseOfPod(t *testing.T) {
 		_, ok := specs.DatabaseOfPod(&metav1.ObjectMeta{Labels: l})
 		require.False(t, ok, "%v", l)
 	}
+}
+
+func volumeNames(volumes []corev1.Volume) []string {
+	var out []string
+	for _, v := range volumes {
+		out = append(out, v.Name)
+	}
+	return out
 }

@@ -56,14 +56,17 @@ func (r *setupRun) run() string {
 	path := filepath.Join(r.dir, "postgresql-setup.sh")
 	script = []byte(strings.Replace(string(script), readPrimary, "primary=$(<"+filepath.Join(r.dir, "primary")+")", 1))
 	require.NoError(r.t, os.WriteFile(path, script, 0o644))
+	passwordFile := filepath.Join(r.dir, "replication-password")
+	require.NoError(r.t, os.WriteFile(passwordFile, []byte("s3cret"), 0o400))
 	cmd := exec.Command("bash", path)
 	cmd.Env = []string{
 		"PATH=" + filepath.Join(r.dir, "bin") + ":" + os.Getenv("PATH"),
 		"PGDATA=" + r.pgdata,
 		"PGPORT=5432",
 		"PRIMARY_HOST=my-database.production.svc",
+		"PRIMARY_CONNECT_TIMEOUT=5",
 		"REPLICATION_USER=replicator",
-		"REPLICATION_PASSWORD=s3cret",
+		"REPLICATION_PASSWORD_FILE=" + passwordFile,
 		"HOSTNAME=" + r.hostname,
 		"BASEBACKUP_LOG=" + r.log,
 	}
@@ -95,7 +98,7 @@ func (r *setupRun) cloned() bool {
 	return err == nil
 }
 
-const standbyConf = `primary_conninfo = 'host=my-database.production.svc port=5432 user=replicator password=s3cret application_name=my-database-1'
+const standbyConf = `primary_conninfo = 'host=my-database.production.svc port=5432 user=replicator password=s3cret application_name=my-database-1 connect_timeout=5'
 primary_slot_name = 'my_database_1'
 `
 

@@ -11,9 +11,12 @@
 #     the controller switched away from (shut down cleanly first) a standby of the new one.
 # Standbys reach the primary through the client Service, which routes to the Pod the
 # controller labels primary, so they follow a switchover without being set up again.
-# Environment: PGDATA, PGPORT, PRIMARY_HOST (the client Service's DNS name), REPLICATION_USER,
-# REPLICATION_PASSWORD (from the credentials Secret), HOSTNAME (the Pod's name).
+# Environment: PGDATA, PGPORT, PRIMARY_HOST (the client Service's DNS name),
+# PRIMARY_CONNECT_TIMEOUT (seconds), REPLICATION_USER,
+# REPLICATION_PASSWORD_FILE (the credentials Secret's key, mounted), HOSTNAME (the Pod's name).
 set -o errexit -o nounset -o pipefail
+
+replication_password=$(<"${REPLICATION_PASSWORD_FILE}")
 
 me=${HOSTNAME}
 primary=$(</etc/database/primary)
@@ -29,7 +32,7 @@ follow() {
 	touch "${conf}"
 	sed -i -e '/^primary_conninfo[[:space:]]*=/d' -e '/^primary_slot_name[[:space:]]*=/d' "${conf}"
 	cat >>"${conf}" <<CONF
-primary_conninfo = 'host=${PRIMARY_HOST} port=${PGPORT} user=${REPLICATION_USER} password=${REPLICATION_PASSWORD} application_name=${me}'
+primary_conninfo = 'host=${PRIMARY_HOST} port=${PGPORT} user=${REPLICATION_USER} password=${replication_password} application_name=${me} connect_timeout=${PRIMARY_CONNECT_TIMEOUT}'
 primary_slot_name = '${slot}'
 CONF
 	touch "${PGDATA}/standby.signal"
@@ -52,7 +55,7 @@ fi
 # Cloned into a sibling directory and renamed, so a clone cut short is never taken for data.
 clone=${PGDATA}.clone
 echo "postgresql-setup: cloning ${primary} through ${PRIMARY_HOST} (slot ${slot})"
-until PGPASSWORD=${REPLICATION_PASSWORD} pg_basebackup --pgdata="${clone}" --host="${PRIMARY_HOST}" \
+until PGPASSWORD=${replication_password} pg_basebackup --pgdata="${clone}" --host="${PRIMARY_HOST}" \
 	--port="${PGPORT}" --username="${REPLICATION_USER}" --no-password --wal-method=stream \
 	--slot="${slot}" --checkpoint=fast; do
 	rm -rf "${clone}"
