@@ -28,6 +28,7 @@ import (
 	dbadmission "example.com/database-apiserver/pkg/admission"
 	"example.com/database-apiserver/pkg/admission/databasedefaults"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/authnready"
 	generatedopenapi "example.com/database-apiserver/pkg/generated/openapi"
 
 	// JSON log format (--logging-format=json).
@@ -193,23 +194,30 @@ func checkPatchFieldTypes(serverConfig *genericapiserver.RecommendedConfig) {
 	}
 }
 
+// RequestHeaderCACheckName is the /readyz check (/readyz/requestheader-client-ca)
+// that fails until the front-proxy CA is loaded.
+const RequestHeaderCACheckName = "requestheader-client-ca"
+
 // gateOnRequestHeaderCA keeps /readyz false, and answers other requests with a
 // 503 and Retry-After, until the front-proxy CA the delegated authentication
-// trusts is loaded (requestHeaderCAReady). Without a requestheader
-// configuration (no authentication kubeconfig, --authentication-skip-lookup)
-// nothing is gated.
+// trusts (kube-apiserver's --requestheader-client-ca-file, read from the
+// ConfigMap kube-system/extension-apiserver-authentication unless
+// --requestheader-client-ca-file is given) is loaded: until then every request
+// kube-apiserver proxies would authenticate as system:anonymous
+// (authnready.CA). Without a requestheader configuration (no authentication
+// kubeconfig, --authentication-skip-lookup) nothing is gated.
 func gateOnRequestHeaderCA(serverConfig *genericapiserver.RecommendedConfig) {
-	var ready requestHeaderCAReady
+	ready := authnready.CA{CheckName: RequestHeaderCACheckName, What: "the front-proxy client CA"}
 	if rh := serverConfig.Authentication.RequestHeaderConfig; rh != nil {
-		ready.ca = rh.CAContentProvider
+		ready.Provider = rh.CAContentProvider
 	}
-	if ready.ca == nil {
+	if ready.Provider == nil {
 		return
 	}
-	serverConfig.AddReadyzChecks(ready.healthCheck())
+	serverConfig.AddReadyzChecks(ready.HealthCheck())
 	build := serverConfig.BuildHandlerChainFunc
 	serverConfig.BuildHandlerChainFunc = func(handler http.Handler, c *genericapiserver.Config) http.Handler {
-		return withRequestHeaderCAReady(build(handler, c), ready, c.Serializer)
+		return ready.Gate(build(handler, c), c.Serializer)
 	}
 }
 

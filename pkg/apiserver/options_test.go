@@ -84,3 +84,14 @@ func TestServerRequiresDatabaseDefaults(t *testing.T) {
 	require.NoError(t, validate())
 	require.NoError(t, validate("--disable-admission-plugins=DatabaseValidation"))
 }
+
+// The options end watches on shutdown by default, so a server behind
+// kube-apiserver stops in about a second rather than --request-timeout.
+func TestDefaultShutdownWatchTerminationGracePeriod(t *testing.T) {
+	o := NewOptions(nil, nil)
+	require.Equal(t, DefaultShutdownWatchTerminationGracePeriod, o.ServerRun.ShutdownWatchTerminationGracePeriod)
+	require.Positive(t, o.ServerRun.ShutdownWatchTerminationGracePeriod)
+	fss := o.Flags()
+	fs := fss.FlagSet("generic")
+	require.Equal(t, DefaultShutdownWatchTerminationGracePeriod.String(), fs.Lookup("shutdown-watch-termination-grace-period").DefValue)
+}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
+	"example.com/database-apiserver/pkg/authnready"
 	"example.com/database-apiserver/pkg/controller/database"
 	"example.com/database-apiserver/pkg/controller/postgres"
 
@@ -219,6 +220,10 @@ func (c *Config) lead(ctx context.Context, t *controllerTerm, health *leaderelec
 // authorization (a 401 for bad credentials, a 403 for a user not allowed the path), request
 // info, no caching, panic recovery. The returned channel closes once the server has shut
 // down after ctx ends.
+// ClientCACheckName is the /readyz check (/readyz/client-ca) that fails until the client CA
+// the secure port verifies client certificates with is loaded.
+const ClientCACheckName = "client-ca"
+
 func (c *Config) serveHealth(ctx context.Context, synced func() bool,
 	leaderHealth *leaderelection.HealthzAdaptor) (<-chan struct{}, error) {
 	if c.SecureServing == nil {
@@ -232,12 +237,17 @@ func (c *Config) serveHealth(ctx context.Context, synced func() bool,
 		checks = append(checks, leaderHealth)
 	}
 	healthz.InstallHandler(mux, checks...)
+	// A client certificate is verified with the client CA, which the delegated authentication
+	// reads from kube-system/extension-apiserver-authentication once serving (unless
+	// --client-ca-file is given): until it is loaded, /readyz fails and requests are held
+	// back with a 503, not refused as system:anonymous.
+	clientCA := authnready.CA{CheckName: ClientCACheckName, What: "the client CA", Provider: c.SecureServing.ClientCA}
 	healthz.InstallReadyzHandler(mux, healthz.NamedCheck("informer-sync", func(*http.Request) error {
 		if !synced() {
 			return errors.New("informer caches not synced")
 		}
 		return nil
-	}))
+	}), clientCA.HealthCheck())
 	mux.Handle("/metrics", legacyregistry.Handler())
 	if c.Options.EnableProfiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -254,6 +264,7 @@ func (c *Config) serveHealth(ctx context.Context, synced func() bool,
 	handler = genericapifilters.WithRequestInfo(handler, requestInfo)
 	handler = genericapifilters.WithCacheControl(handler)
 	handler = genericfilters.WithPanicRecovery(handler, requestInfo)
+	handler = clientCA.Gate(handler, scheme.Codecs)
 
 	log := klog.FromContext(ctx)
 	log.Info("Serving health probes and metrics over HTTPS", "address", c.SecureServing.Listener.Addr().String())

@@ -1,4 +1,4 @@
-package apiserver
+package authnready
 
 import (
 	"crypto/x509"
@@ -10,8 +10,17 @@ import (
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 )
+
+// codecs serializes the 503's Status.
+var codecs = func() serializer.CodecFactory {
+	scheme := runtime.NewScheme()
+	metav1.AddToGroupVersion(scheme, metav1.SchemeGroupVersion)
+	return serializer.NewCodecFactory(scheme)
+}()
 
 // fakeCA is a CA provider whose content the test sets, as the ConfigMap
 // controller sets it once its informer has synced.
@@ -37,17 +46,17 @@ func serve(h http.Handler, path string) *httptest.ResponseRecorder {
 	return w
 }
 
-// Until the front-proxy CA is loaded, API requests get a retryable 503 that
-// closes the connection and /readyz fails; the health endpoints still reach
-// the server. Once it is loaded, everything goes through.
-func TestRequestHeaderCAGate(t *testing.T) {
+// Until the CA is loaded, requests get a retryable 503 that closes the connection and
+// /readyz fails; the health endpoints still reach the server. Once it is loaded, everything
+// goes through.
+func TestGateHoldsRequestsUntilTheCAIsLoaded(t *testing.T) {
 	ca := &fakeCA{}
-	ready := requestHeaderCAReady{ca: ca}
+	ready := CA{CheckName: "requestheader-client-ca", What: "the front-proxy client CA", Provider: ca}
 	served := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	h := withRequestHeaderCAReady(served, ready, Codecs)
+	h := ready.Gate(served, codecs)
 
-	require.ErrorContains(t, ready.healthCheck().Check(nil), "requestheader-client-ca-file is not loaded yet")
-	require.Equal(t, RequestHeaderCACheckName, ready.healthCheck().Name())
+	require.ErrorContains(t, ready.HealthCheck().Check(nil), "requestheader-client-ca-file is not loaded yet")
+	require.Equal(t, "requestheader-client-ca", ready.HealthCheck().Name())
 
 	w := serve(h, "/apis/example.com/v1/namespaces/ns/databases")
 	require.Equal(t, http.StatusServiceUnavailable, w.Code)
@@ -65,27 +74,16 @@ func TestRequestHeaderCAGate(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, serve(h, "/readyzz").Code)
 
 	ca.load("-----BEGIN CERTIFICATE-----")
-	require.NoError(t, ready.healthCheck().Check(nil))
+	require.NoError(t, ready.HealthCheck().Check(nil))
 	w = serve(h, "/apis/example.com/v1/namespaces/ns/databases")
 	require.Equal(t, http.StatusOK, w.Code)
 	require.Empty(t, w.Header().Get("Connection"))
 }
 
-// A server that trusts no front proxy is not gated.
-func TestRequestHeaderCAGateWithoutRequestHeader(t *testing.T) {
+// A server that trusts no such CA is not gated.
+func TestGateWithoutACA(t *testing.T) {
 	served := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
-	ready := requestHeaderCAReady{}
-	require.NoError(t, ready.check())
-	require.Equal(t, http.StatusTeapot, serve(withRequestHeaderCAReady(served, ready, Codecs), "/apis").Code)
-}
-
-// The options end watches on shutdown by default, so a server behind
-// kube-apiserver stops in about a second rather than --request-timeout.
-func TestDefaultShutdownWatchTerminationGracePeriod(t *testing.T) {
-	o := NewOptions(nil, nil)
-	require.Equal(t, DefaultShutdownWatchTerminationGracePeriod, o.ServerRun.ShutdownWatchTerminationGracePeriod)
-	require.Positive(t, o.ServerRun.ShutdownWatchTerminationGracePeriod)
-	fss := o.Flags()
-	fs := fss.FlagSet("generic")
-	require.Equal(t, DefaultShutdownWatchTerminationGracePeriod.String(), fs.Lookup("shutdown-watch-termination-grace-period").DefValue)
+	ready := CA{CheckName: "requestheader-client-ca"}
+	require.NoError(t, ready.Check())
+	require.Equal(t, http.StatusTeapot, serve(ready.Gate(served, codecs), "/apis").Code)
 }
