@@ -879,18 +879,7 @@ func TestDeletionDuringAStatefulSetReplacementLeavesNothing(t *testing.T) {
 func TestQuotaErrorsReachStatusAndEvents(t *testing.T) {
 	ctx := context.Background()
 	ns := testNamespace(t, "e2e-quota")
-	_, err := kube(t).CoreV1().ResourceQuotas(ns).Create(ctx, &corev1.ResourceQuota{
-		ObjectMeta: metav1.ObjectMeta{Name: "no-services"},
-		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceServices: resource.MustParse("0")}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	eventually(t, time.Minute, func() error { // enforced once the quota controller computed it
-		q, err := kube(t).CoreV1().ResourceQuotas(ns).Get(ctx, "no-services", metav1.GetOptions{})
-		if err == nil && len(q.Status.Hard) == 0 {
-			err = fmt.Errorf("quota status not computed yet")
-		}
-		return err
-	})
+	zeroQuota(t, ns, "no-services", corev1.ResourceServices)
 	kubectlIn(t, databaseIn(ns, "limited", 1, ""), "apply", "-f", "-")
 	db := waitCondition(t, ns, "limited", "Progressing", "ReconcileError")
 	require.Contains(t, meta.FindStatusCondition(db.Status.Conditions, "Progressing").Message, "Service")
@@ -942,4 +931,23 @@ spec:
 	for _, db := range []string{"pg", "mysql", "mongo"} {
 		waitReady(t, ns, db, 2)
 	}
+}
+
+// zeroQuota creates the ResourceQuota name in ns with a hard limit of 0 on res, and waits
+// until the quota controller has computed its status: only then does admission enforce it.
+func zeroQuota(t *testing.T, ns, name string, res corev1.ResourceName) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := kube(t).CoreV1().ResourceQuotas(ns).Create(ctx, &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{res: resource.MustParse("0")}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	eventually(t, time.Minute, func() error {
+		q, err := kube(t).CoreV1().ResourceQuotas(ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil && len(q.Status.Hard) == 0 {
+			err = fmt.Errorf("quota %s status not computed yet", name)
+		}
+		return err
+	})
 }

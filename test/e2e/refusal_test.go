@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
@@ -25,18 +24,7 @@ import (
 func TestRefusedPodsReachStatus(t *testing.T) {
 	ctx := context.Background()
 	ns := testNamespace(t, "e2e-pod-quota")
-	_, err := kube(t).CoreV1().ResourceQuotas(ns).Create(ctx, &corev1.ResourceQuota{
-		ObjectMeta: metav1.ObjectMeta{Name: "no-pods"},
-		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	eventually(t, time.Minute, func() error { // enforced once the quota controller computed it
-		q, err := kube(t).CoreV1().ResourceQuotas(ns).Get(ctx, "no-pods", metav1.GetOptions{})
-		if err == nil && len(q.Status.Hard) == 0 {
-			err = fmt.Errorf("quota status not computed yet")
-		}
-		return err
-	})
+	zeroQuota(t, ns, "no-pods", corev1.ResourcePods)
 	kubectlIn(t, databaseIn(ns, "refused", 1, ""), "apply", "-f", "-")
 
 	db := waitCondition(t, ns, "refused", "Ready", "FailedCreate")
