@@ -29,6 +29,7 @@ import (
 
 	"example.com/database-apiserver/internal/localcluster"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	dbcontroller "example.com/database-apiserver/pkg/controller/database"
 )
 
 // These tests run the controller the local control plane starts (bin/database-controller, as
@@ -717,6 +718,12 @@ func TestRetainedDataIsAdoptedByADatabaseOfTheSameName(t *testing.T) {
 	kept, err := kube(t).CoreV1().Secrets(ns).Get(ctx, "again-credentials", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, ns+"/again", kept.Annotations["database.example.com/retained-from"])
+	// The release is recorded where tenants cannot write: the controller's namespace.
+	records := kube(t).CoreV1().ConfigMaps(localcluster.APIServerNamespace)
+	record, err := records.Get(ctx, dbcontroller.ReleasedRecordName(ns, "again"), metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "Secret again-credentials", record.Data[string(kept.UID)])
+	require.Len(t, record.Data, 2, "the Secret and the claim: %v", record.Data)
 
 	kubectlIn(t, databaseIn(ns, "again", 1, examplev1.DeletionPolicyDelete), "apply", "-f", "-")
 	db := waitReady(t, ns, "again", 1)
@@ -725,6 +732,35 @@ func TestRetainedDataIsAdoptedByADatabaseOfTheSameName(t *testing.T) {
 	require.Equal(t, secret.Data["password"], c.Secrets[0].Data["password"], "the old data keeps its password")
 	require.Len(t, c.PVCs, 1)
 	require.Equal(t, db.UID, metav1.GetControllerOf(&c.PVCs[0]).UID, "the kept claim is adopted")
+	_, err = records.Get(ctx, dbcontroller.ReleasedRecordName(ns, "again"), metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "everything recorded is adopted: the record is deleted (%v)", err)
+}
+
+// TestLookAlikeOfARetainedSecretIsNotAdopted plants, as a tenant may, a Secret named as a
+// Database's credentials and marked retained-from it, with a password the planter knows,
+// before the Database exists: the Database does not adopt it (no Retain of the controller
+// released it), says so, and runs nothing on it.
+func TestLookAlikeOfARetainedSecretIsNotAdopted(t *testing.T) {
+	ctx := context.Background()
+	ns := testNamespace(t, "e2e-planted")
+	planted, err := kube(t).CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "planted-credentials",
+			Annotations: map[string]string{"database.example.com/retained-from": ns + "/planted"}},
+		StringData: map[string]string{"username": "postgres", "password": "known-to-the-planter"},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	kubectlIn(t, databaseIn(ns, "planted", 1, ""), "apply", "-f", "-")
+	db := waitCondition(t, ns, "planted", "Ready", "ChildConflict")
+	require.Contains(t, meta.FindStatusCondition(db.Status.Conditions, "Ready").Message,
+		"Secret planted-credentials carries database.example.com/retained-from="+ns+"/planted but is not adopted: this controller did not release it")
+	require.Empty(t, childrenOf(t, ns, db.UID).StatefulSets, "nothing runs with the planted password")
+	after, err := kube(t).CoreV1().Secrets(ns).Get(ctx, "planted-credentials", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Empty(t, after.OwnerReferences, "not adopted")
+	require.Equal(t, planted.ResourceVersion, after.ResourceVersion, "left untouched")
+	events, err := kube(t).CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=planted,reason=ChildConflict"})
+	require.NoError(t, err)
+	require.NotEmpty(t, events.Items, "a Warning Event names the planted Secret")
 }
 
 // TestDeletingTheCredentialsSecretKeepsThePassword: kubectl delete on a live Database's

@@ -23,6 +23,7 @@ import (
 
 	"example.com/database-apiserver/internal/localcluster"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	dbcontroller "example.com/database-apiserver/pkg/controller/database"
 	"example.com/database-apiserver/pkg/controller/specs"
 )
 
@@ -222,6 +223,59 @@ func TestControllerPolicyRefusesWhatTheControllerDoesNotBuild(t *testing.T) {
 		foreign.Data = map[string][]byte{"token": []byte("ours")}
 		_, err = k.CoreV1().Secrets(ns).Update(ctx, foreign, metav1.UpdateOptions{})
 		requireRefused(t, err, "database-controller-children", "may not take over Secret "+ns+"/e2e-foreign")
+	})
+
+	t.Run("a Secret marked retained-from another Database is not taken over", func(t *testing.T) {
+		marked, err := kube(t).CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "e2e-marked",
+				Annotations: map[string]string{"database.example.com/retained-from": ns + "/someone-else"}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		marked.OwnerReferences = []metav1.OwnerReference{specs.OwnerReference(db)}
+		marked.Labels = map[string]string{specs.ManagedByLabel: specs.ManagedByValue}
+		_, err = k.CoreV1().Secrets(ns).Update(ctx, marked, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+		requireRefused(t, err, "database-controller-children", "may not take over Secret "+ns+"/e2e-marked")
+
+		// Marked for the Database it is given to (retained-from its name, or restore-for its
+		// uid), the same update is admitted: whether to adopt is the controller's decision.
+		for _, annotations := range []map[string]string{
+			{"database.example.com/retained-from": ns + "/" + db.Name},
+			{"database.example.com/restore-for": string(db.UID)},
+		} {
+			fresh, err := kube(t).CoreV1().Secrets(ns).Get(ctx, marked.Name, metav1.GetOptions{})
+			require.NoError(t, err)
+			fresh.Annotations = annotations
+			fresh, err = kube(t).CoreV1().Secrets(ns).Update(ctx, fresh, metav1.UpdateOptions{})
+			require.NoError(t, err)
+			fresh.OwnerReferences = []metav1.OwnerReference{specs.OwnerReference(db)}
+			fresh.Labels = map[string]string{specs.ManagedByLabel: specs.ManagedByValue}
+			_, err = k.CoreV1().Secrets(ns).Update(ctx, fresh, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+			require.NoError(t, err, "%v", annotations)
+		}
+	})
+
+	t.Run("in the system namespace only release records are written", func(t *testing.T) {
+		sys := localcluster.APIServerNamespace
+		record := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: dbcontroller.ReleasedRecordName(ns, db.Name), Namespace: sys,
+			Labels: map[string]string{specs.ManagedByLabel: specs.ManagedByValue}}, Data: map[string]string{string(db.UID): "Secret e2e-shape-credentials"}}
+		created, err := k.CoreV1().ConfigMaps(sys).Create(ctx, record, metav1.CreateOptions{})
+		require.NoError(t, err)
+		created.Data["00000000-0000-4000-8000-000000000003"] = "PersistentVolumeClaim data-e2e-shape-0"
+		_, err = k.CoreV1().ConfigMaps(sys).Update(ctx, created, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		require.NoError(t, k.CoreV1().ConfigMaps(sys).Delete(ctx, created.Name, metav1.DeleteOptions{}))
+
+		for name, cm := range map[string]*corev1.ConfigMap{
+			"another name": {ObjectMeta: metav1.ObjectMeta{Name: "e2e-not-a-record", Namespace: sys,
+				Labels: map[string]string{specs.ManagedByLabel: specs.ManagedByValue}}},
+			"unlabelled": {ObjectMeta: metav1.ObjectMeta{Name: dbcontroller.ReleasedRecordName(ns, "unlabelled"), Namespace: sys}},
+		} {
+			_, err := k.CoreV1().ConfigMaps(sys).Create(ctx, cm, dryRun)
+			requireRefused(t, err, "database-controller-children", "database-system is a system namespace")
+			t.Logf("%s: refused", name)
+		}
+		requireRefused(t, k.CoreV1().ConfigMaps(sys).Delete(ctx, "etcd-config-does-not-matter", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}),
+			"database-controller-deletes", "database-system is a system namespace")
 	})
 
 	t.Run("a NodePort Service is refused", func(t *testing.T) {

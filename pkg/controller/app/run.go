@@ -111,7 +111,8 @@ func (c *Config) newTerm(ctx context.Context) (*controllerTerm, error) {
 	kubeInformers := database.NewKubeInformerFactory(c.Kube, o.ResyncPeriod)
 	databaseInformers := database.NewDatabaseInformerFactory(c.Databases, o.ResyncPeriod)
 	controller, err := database.NewController(eventsCtx, c.Kube, c.Databases, kubeInformers, databaseInformers,
-		database.Options{Instances: postgres.Client{}, ImageRegistry: o.ImageRegistry})
+		// The release records live in the controller's own namespace, the Lease's.
+		database.Options{Instances: postgres.Client{}, ImageRegistry: o.ImageRegistry, RecordNamespace: o.LeaderElection.ResourceNamespace})
 	if err != nil {
 		stopEvents()
 		return nil, err

@@ -52,8 +52,10 @@ type childOps[T childObject] struct {
 // read or written.
 //
 // A name taken by an object the Database does not control is never adopted nor written: it
-// is a ChildConflict halt; the only exception is an object a Retain released from a Database
-// of the same name (isRetainedFor), which is adopted. When the cache misses an object that
+// is a ChildConflict halt; the only exception is an object a Retain of a Database of the same
+// name released and recorded, or a Secret restored for this Database by its UID
+// (judgeAdoption), which is adopted. An object marked as released that the record does not
+// hold is a ChildConflict halt naming it, with a Warning Event. When the cache misses an object that
 // exists (it is not labelled as ours, or the informer lags), the create fails with
 // AlreadyExists and ensureChild reads the object from the API server to decide the same way.
 // A child of ours being deleted is waited for (a halt).
@@ -84,7 +86,14 @@ func ensureChild[T childObject](ctx context.Context, p *pass, c childOps[T]) (T,
 
 	adopting := false
 	if !isControlledBy(have, p.db) {
-		if !isRetainedFor(have, p.db) {
+		judged, err := p.judgeAdoption(ctx, c.kind, have)
+		switch {
+		case err != nil:
+			return zero, nil, err
+		case judged == unrecorded:
+			p.r.event(ctx, p.db, corev1.EventTypeWarning, ReasonChildConflict, "Not adopting %s %s: its uid %s is not one this controller released", c.kind, c.name, have.GetUID())
+			return zero, p.unrecordedFailure(c.kind, have), nil
+		case judged != adoptable:
 			return zero, conflictFailure(c.kind, have), nil
 		}
 		adopting = true
@@ -109,7 +118,7 @@ func ensureChild[T childObject](ctx context.Context, p *pass, c childOps[T]) (T,
 	}
 	if adopting {
 		p.r.event(ctx, p.db, corev1.EventTypeNormal, ReasonAdopted, "Adopted retained %s %s", c.kind, c.name)
-		return updated, nil, nil
+		return updated, nil, p.adopted(ctx, updated)
 	}
 	msg := fmt.Sprintf("Updated %s %s", c.kind, c.name)
 	if c.describe != nil {

@@ -111,9 +111,9 @@ func (p *pass) readClaims(ctx context.Context) ([]claimWork, *halt, error) {
 	var work []claimWork
 	for _, claim := range claims {
 		ordinal, _ := specs.DataClaimOrdinal(p.db, claim.Name)
-		w, h := p.judgeClaim(claim, ordinal)
-		if h != nil {
-			return nil, h, nil
+		w, h, err := p.judgeClaim(ctx, claim, ordinal)
+		if h != nil || err != nil {
+			return nil, h, err
 		}
 		if w != nil {
 			work = append(work, *w)
@@ -123,24 +123,32 @@ func (p *pass) readClaims(ctx context.Context) ([]claimWork, *halt, error) {
 }
 
 // judgeClaim decides what the pass does with claim, of ordinal: keep it up (a claim of ours,
-// or one a Retain released from a Database of the same name, to adopt), or nothing (nil: a
-// foreign claim the StatefulSet does not mount). A foreign claim it would mount is a
-// ChildConflict halt, left untouched, and one being deleted is waited for.
-func (p *pass) judgeClaim(claim *corev1.PersistentVolumeClaim, ordinal int32) (*claimWork, *halt) {
+// or one a Retain of a Database of the same name released and recorded, to adopt:
+// judgeAdoption), or nothing (nil: a foreign claim the StatefulSet does not mount). A foreign
+// claim it would mount is a ChildConflict halt, left untouched (one marked as released but
+// not recorded says so, with a Warning Event), and one being deleted is waited for.
+func (p *pass) judgeClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim, ordinal int32) (*claimWork, *halt, error) {
 	w := &claimWork{claim: claim, ordinal: ordinal}
 	if isControlledBy(claim, p.db) {
-		return w, nil
+		return w, nil, nil
+	}
+	judged, err := p.judgeAdoption(ctx, "PersistentVolumeClaim", claim)
+	if err != nil {
+		return nil, nil, err
 	}
 	switch {
-	case isRetainedFor(claim, p.db) && claim.DeletionTimestamp == nil:
+	case judged == adoptable && claim.DeletionTimestamp == nil:
 		w.adopting = true
-		return w, nil
+		return w, nil, nil
 	case ordinal >= p.desired.Replicas:
-		return nil, nil
+		return nil, nil, nil
 	case claim.DeletionTimestamp != nil:
-		return nil, waitFor("PersistentVolumeClaim %s is being deleted", claim.Name)
+		return nil, waitFor("PersistentVolumeClaim %s is being deleted", claim.Name), nil
+	case judged == unrecorded:
+		p.r.event(ctx, p.db, corev1.EventTypeWarning, ReasonChildConflict, "Not adopting PersistentVolumeClaim %s: its uid %s is not one this controller released", claim.Name, claim.UID)
+		return nil, p.unrecordedFailure("PersistentVolumeClaim", claim), nil
 	default:
-		return nil, conflictFailure("PersistentVolumeClaim", claim)
+		return nil, conflictFailure("PersistentVolumeClaim", claim), nil
 	}
 }
 
@@ -216,9 +224,9 @@ func (p *pass) createDataClaim(ctx context.Context, ordinal int32) (claimWork, *
 		// Gone again (NotFound): the next pass creates it.
 		return claimWork{}, nil, fmt.Errorf("get PersistentVolumeClaim %q: %w", claim.Name, err)
 	}
-	w, h := p.judgeClaim(live, ordinal)
-	if h != nil {
-		return claimWork{}, h, nil
+	w, h, err := p.judgeClaim(ctx, live, ordinal)
+	if h != nil || err != nil {
+		return claimWork{}, h, err
 	}
 	return *w, nil, nil // ordinal < replicas: judgeClaim never returns nil without a halt
 }
@@ -298,6 +306,7 @@ func (p *pass) syncClaim(ctx context.Context, w claimWork) (*corev1.PersistentVo
 	}
 	if w.adopting {
 		p.r.event(ctx, p.db, corev1.EventTypeNormal, ReasonAdopted, "Adopted retained PersistentVolumeClaim %s", claim.Name)
+		return updated, nil, p.adopted(ctx, updated)
 	}
 	return updated, nil, nil
 }

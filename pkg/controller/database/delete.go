@@ -28,8 +28,8 @@ import (
 //     (ourFinalizers removed first).
 //   - Retain: the workload is deleted; the claims and the Secret are kept and released: our
 //     owner reference, managed-by label and ourFinalizers are removed, so the garbage
-//     collector keeps them, and RetainedFromAnnotation marks them for a new Database of the
-//     same name to adopt.
+//     collector keeps them, RetainedFromAnnotation marks them, and their UIDs are recorded
+//     (recordReleased) for a new Database of the same name to adopt.
 //   - DoNotTerminate: the API server refuses such a DELETE, so this is a Database deleted
 //     before its policy was set, or around the API server; it is treated as Retain (data is
 //     never lost) and a Warning Event says so.
@@ -185,8 +185,9 @@ func (r *Reconciler) deleteOrphanPods(ctx context.Context, db *examplev1.Databas
 	return orphans, errors.Join(errs...)
 }
 
-// cleanupData deletes (keep false) or releases (keep true) db's data claims and credentials
-// Secret, those it controls: claims by name whatever their labels (listDataClaims), those of
+// cleanupData deletes (keep false) or releases (keep true: recordReleased first, so the
+// release record holds every object released) db's data claims and credentials Secret, those
+// it controls: claims by name whatever their labels (listDataClaims), those of
 // ordinals 0 to mounted-1 checked on the API server when the cache misses them, and the Secret
 // as the API server has it. It returns what it kept, as "PersistentVolumeClaim NAME" and
 // "Secret NAME".
@@ -208,17 +209,35 @@ func (r *Reconciler) cleanupData(ctx context.Context, db *examplev1.Database, ke
 			kept = append(kept, kind+" "+name)
 		}
 	}
+	var ours []*corev1.PersistentVolumeClaim
+	var released []releasedObject
 	for _, claim := range list {
 		if isControlledBy(claim, db) {
-			done("PersistentVolumeClaim", claim.Name, deleteOrRelease(ctx, claims, claimsResource, db, keep, claim))
+			ours = append(ours, claim)
+			released = append(released, releasedObject{"PersistentVolumeClaim", claim})
 		}
 	}
 	secret, err := secrets.Get(ctx, specs.SecretName(db), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
+		secret = nil
 	case err != nil:
 		errs = append(errs, fmt.Errorf("get Secret %q: %w", specs.SecretName(db), err))
-	case isControlledBy(secret, db):
+		secret = nil
+	case !isControlledBy(secret, db):
+		secret = nil
+	default:
+		released = append(released, releasedObject{"Secret", secret})
+	}
+	if keep && len(released) > 0 {
+		if err := r.recordReleased(ctx, db, released); err != nil {
+			return nil, errors.Join(append(errs, err)...)
+		}
+	}
+	for _, claim := range ours {
+		done("PersistentVolumeClaim", claim.Name, deleteOrRelease(ctx, claims, claimsResource, db, keep, claim))
+	}
+	if secret != nil {
 		done("Secret", secret.Name, deleteOrRelease(ctx, secrets, secretsResource, db, keep, secret))
 	}
 	return kept, errors.Join(errs...)

@@ -40,10 +40,10 @@ func orphanedPods(f *fixture) {
 // under deletionPolicy Delete (CredentialsFinalizer patched off the Secret first), then write
 // its status.
 var deleteDataActions = []string{
+	"get secrets my-database-credentials",
 	"delete persistentvolumeclaims data-my-database-0",
 	"delete persistentvolumeclaims data-my-database-1",
 	"delete persistentvolumeclaims data-my-database-2",
-	"get secrets my-database-credentials",
 	"patch secrets my-database-credentials",
 	"delete secrets my-database-credentials",
 	"update databases/status my-database",
@@ -60,11 +60,14 @@ func TestDeletion(t *testing.T) {
 		"list pods",
 	}
 	deleteData := append(slices.Clone(deleteDataActions), "update databases my-database")
+	// Released: recorded first, in the controller's namespace.
 	releaseData := []string{
+		"get secrets my-database-credentials",
+		"get configmaps released.production.my-database",
+		"create configmaps released.production.my-database",
 		"patch persistentvolumeclaims data-my-database-0",
 		"patch persistentvolumeclaims data-my-database-1",
 		"patch persistentvolumeclaims data-my-database-2",
-		"get secrets my-database-credentials",
 		"patch secrets my-database-credentials",
 		"update databases/status my-database",
 		"update databases my-database",
@@ -128,6 +131,19 @@ func TestDeletion(t *testing.T) {
 			}
 			if tc.keep {
 				require.Equal(t, password, f.secret().Data["password"])
+				// The release record, where tenants cannot write, holds every released uid.
+				obj, err := f.kube.Tracker().Get(configMaps, database.DefaultRecordNamespace, database.ReleasedRecordName(namespace, name))
+				require.NoError(t, err)
+				require.Equal(t, map[string]string{
+					"data-my-database-0-uid":      "PersistentVolumeClaim data-my-database-0",
+					"data-my-database-1-uid":      "PersistentVolumeClaim data-my-database-1",
+					"data-my-database-2-uid":      "PersistentVolumeClaim data-my-database-2",
+					"my-database-credentials-uid": "Secret my-database-credentials",
+				}, obj.(*corev1.ConfigMap).Data)
+				require.Equal(t, specs.ManagedByValue, obj.(*corev1.ConfigMap).Labels[specs.ManagedByLabel])
+			} else {
+				_, err := f.kube.Tracker().Get(configMaps, database.DefaultRecordNamespace, database.ReleasedRecordName(namespace, name))
+				require.True(t, apierrors.IsNotFound(err), "nothing released: %v", err)
 			}
 		})
 	}

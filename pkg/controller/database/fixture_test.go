@@ -144,6 +144,13 @@ func newFixtureWithOptions(t *testing.T, options database.Options, db *examplev1
 		}
 		return false, nil, nil
 	})
+	// And for Secrets, which the release record holds by uid.
+	f.kube.PrependReactor("create", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if secret := a.(k8stesting.CreateAction).GetObject().(*corev1.Secret); secret.UID == "" {
+			secret.UID = types.UID(secret.Name + "-uid")
+		}
+		return false, nil, nil
+	})
 	f.kube.PrependReactor("update", "statefulsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		sts := a.(k8stesting.UpdateAction).GetObject().(*appsv1.StatefulSet)
 		if stored, err := f.kube.Tracker().Get(statefulSets, sts.Namespace, sts.Name); err == nil {

@@ -32,7 +32,9 @@ const ProtectFinalizer = "database.example.com/protect"
 const CredentialsFinalizer = "database.example.com/credentials"
 
 // RetainedFromAnnotation marks a claim or Secret that deletionPolicy Retain released from a
-// Database, with its "<namespace>/<name>": a new Database of that name adopts it.
+// Database, with its "<namespace>/<name>", for people to read: a new Database of that name
+// adopts it only when its UID is in the release record too (judgeAdoption), since anyone who
+// may create Secrets or claims can set an annotation.
 const RetainedFromAnnotation = "database.example.com/retained-from"
 
 // setFinalizer adds FinalizerName to db (present) or removes it, with an Update; on a
@@ -87,21 +89,22 @@ func isControlledBy(obj metav1.Object, db *examplev1.Database) bool {
 // retainedKey is the value of RetainedFromAnnotation for db's children.
 func retainedKey(db *examplev1.Database) string { return db.Namespace + "/" + db.Name }
 
-// isRetainedFor reports whether obj was released by a Retain of a Database named as db, of
-// the same engine (its data would not start another), and nothing controls it since: db may
-// adopt it.
+// isRetainedFor reports whether obj is marked as released by a Retain of a Database named as
+// db, of the same engine (its data would not start another), and nothing controls it since:
+// db adopts it if the release record holds it (judgeAdoption).
 func isRetainedFor(obj metav1.Object, db *examplev1.Database) bool {
 	engine, labelled := obj.GetLabels()[specs.NameLabel]
 	return metav1.GetControllerOf(obj) == nil && obj.GetAnnotations()[RetainedFromAnnotation] == retainedKey(db) &&
 		(!labelled || engine == string(db.Spec.Engine))
 }
 
-// adopt makes db the controller of obj, a child retained for it (isRetainedFor), with the
-// owner reference ref, and removes the mark.
+// adopt makes db the controller of obj, a child it may adopt (judgeAdoption), with the
+// owner reference ref, and removes the marks (RetainedFromAnnotation, RestoreForAnnotation).
 func adopt(obj metav1.Object, ref metav1.OwnerReference) {
 	obj.SetOwnerReferences(append(obj.GetOwnerReferences(), ref))
 	annotations := obj.GetAnnotations()
 	delete(annotations, RetainedFromAnnotation)
+	delete(annotations, RestoreForAnnotation)
 	obj.SetAnnotations(annotations)
 }
 
@@ -157,7 +160,7 @@ func unprotectPatch(uid types.UID) []byte {
 // (whether or not a possibly stale copy shows them; deleting an absent one is a no-op), so
 // neither the garbage collector nor the Reconciler touches the object again; and it marks the
 // object RetainedFromAnnotation, so a new Database of the same name adopts it (with the data
-// and the password the engine keeps). It applies only to the object of uid: another object of
+// and the password the engine keeps), once recordReleased has recorded its UID. It applies only to the object of uid: another object of
 // the same name makes it fail (isUIDMismatch), so a foreign one is never marked.
 func releasePatch(db *examplev1.Database, uid types.UID) []byte {
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{

@@ -83,6 +83,22 @@ func retained(obj metav1.Object) {
 	obj.SetLabels(l)
 }
 
+// releasedRecord is the release record a Retain of the example Database writes for objs
+// (Secrets and claims), in the controller's namespace.
+func releasedRecord(objs ...metav1.Object) *corev1.ConfigMap {
+	data := map[string]string{}
+	for _, obj := range objs {
+		kind := "PersistentVolumeClaim"
+		if _, ok := obj.(*corev1.Secret); ok {
+			kind = "Secret"
+		}
+		data[string(obj.GetUID())] = kind + " " + obj.GetName()
+	}
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: database.DefaultRecordNamespace,
+		Name: database.ReleasedRecordName(namespace, name), Labels: map[string]string{specs.ManagedByLabel: specs.ManagedByValue}},
+		Data: data}
+}
+
 func TestRetainedDataIsAdoptedByADatabaseOfTheSameName(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -99,11 +115,14 @@ func TestRetainedDataIsAdoptedByADatabaseOfTheSameName(t *testing.T) {
 			secret := old.secret().DeepCopy()
 			retained(secret)
 			objects := []runtime.Object{secret}
+			released := []metav1.Object{secret}
 			for i := range 3 {
 				claim := old.claim(fmt.Sprintf("data-my-database-%d", i)).DeepCopy()
 				retained(claim)
 				objects = append(objects, claim)
+				released = append(released, claim)
 			}
+			objects = append(objects, releasedRecord(released...))
 			db := exampleDatabase()
 			db.UID = "new-uid"
 			f := newFixture(t, db, objects...)
@@ -115,16 +134,24 @@ func TestRetainedDataIsAdoptedByADatabaseOfTheSameName(t *testing.T) {
 
 			// Retained claims in the cache hold data: the Secret the cache misses is read (it is
 			// there), never generated; otherwise its create finds it.
-			secretActions := []string{"get secrets my-database-credentials", "update secrets my-database-credentials"}
+			// The release record is read once, and each adopted uid removed from it; the last
+			// removal deletes it.
+			record := "released.production.my-database"
+			secretActions := []string{"get configmaps " + record, "get secrets my-database-credentials", "update secrets my-database-credentials",
+				"get configmaps " + record, "update configmaps " + record}
 			if !tc.cached {
-				secretActions = slices.Insert(secretActions, 0, "create secrets my-database-credentials")
+				secretActions = []string{"create secrets my-database-credentials", "get secrets my-database-credentials", "get configmaps " + record,
+					"update secrets my-database-credentials", "get configmaps " + record, "update configmaps " + record}
 			}
 			_, err := f.reconcile()
 			require.NoError(t, err)
 			require.Equal(t, slices.Concat([]string{"update databases my-database"}, secretActions, createServices, getClaims, []string{
 				"update persistentvolumeclaims data-my-database-0",
+				"get configmaps " + record, "update configmaps " + record,
 				"update persistentvolumeclaims data-my-database-1",
+				"get configmaps " + record, "update configmaps " + record,
 				"update persistentvolumeclaims data-my-database-2",
+				"get configmaps " + record, "delete configmaps " + record,
 				"create statefulsets my-database",
 				"create poddisruptionbudgets my-database",
 				"update databases/status my-database",
@@ -143,6 +170,72 @@ func TestRetainedDataIsAdoptedByADatabaseOfTheSameName(t *testing.T) {
 				require.Equal(t, specs.ManagedByValue, obj.GetLabels()[specs.ManagedByLabel])
 			}
 			require.NotEqual(t, examplev1.DatabasePhaseFailed, f.database().Status.Phase)
+			_, err = f.kube.Tracker().Get(configMaps, database.DefaultRecordNamespace, record)
+			require.True(t, apierrors.IsNotFound(err), "every recorded uid adopted: the record is gone (%v)", err)
+		})
+	}
+}
+
+// TestLookAlikesOfRetainedDataAreNotAdopted plants, before a Database is created, a Secret and
+// a claim of its children's names marked retained-from it, as anyone who may create Secrets
+// and claims in the namespace can: none is adopted, since no Retain of this controller
+// released them (the record does not hold their uids, or holds another object's), and the
+// Database says why.
+func TestLookAlikesOfRetainedDataAreNotAdopted(t *testing.T) {
+	plantedSecret := func() *corev1.Secret {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-credentials", UID: "planted-secret"},
+			Data: map[string][]byte{"username": []byte("postgres"), "password": []byte("known")}}
+		retained(s)
+		return s
+	}
+	plantedClaim := func() *corev1.PersistentVolumeClaim {
+		c := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "data-my-database-0", UID: "planted-claim"}}
+		retained(c)
+		return c
+	}
+	for _, tc := range []struct {
+		name    string
+		objects []runtime.Object
+		// kind and child name the object the Database reports.
+		kind, child string
+	}{
+		{"a Secret, no record", []runtime.Object{plantedSecret()}, "Secret", name + "-credentials"},
+		{"a claim, no record", []runtime.Object{plantedClaim()}, "PersistentVolumeClaim", "data-my-database-0"},
+		{"a Secret, the record holds another uid", []runtime.Object{plantedSecret(),
+			releasedRecord(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-credentials", UID: "released-secret"}})},
+			"Secret", name + "-credentials"},
+		{"a claim recorded as a Secret", []runtime.Object{plantedClaim(),
+			releasedRecord(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "data-my-database-0", UID: "planted-claim"}})},
+			"PersistentVolumeClaim", "data-my-database-0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var before []runtime.Object
+			for _, o := range tc.objects {
+				before = append(before, o.DeepCopyObject())
+			}
+			f := newFixture(t, exampleDatabase(), tc.objects...)
+			_, err := f.reconcile()
+			require.NoError(t, err)
+			db := f.database()
+			require.Equal(t, examplev1.DatabasePhaseFailed, db.Status.Phase)
+			require.Equal(t, "ChildConflict", condition(db, "Degraded").Reason)
+			uid := "planted-secret"
+			if tc.kind == "PersistentVolumeClaim" {
+				uid = "planted-claim"
+			}
+			require.Equal(t, fmt.Sprintf("%s %s carries database.example.com/retained-from=production/my-database but is not adopted: this controller did not release it (its uid %s is not in the release record ConfigMap database-system/released.production.my-database), so it may have been planted; it is left untouched: delete or rename it, or give the Database another name (checked again every minute)",
+				tc.kind, tc.child, uid), condition(db, "Degraded").Message)
+			require.Contains(t, f.events(), fmt.Sprintf("Warning ChildConflict Not adopting %s %s: its uid %s is not one this controller released", tc.kind, tc.child, uid))
+			for _, o := range before {
+				m := o.(metav1.Object)
+				got, err := f.kube.Tracker().Get(schema.GroupVersionResource{Version: "v1", Resource: map[bool]string{true: "secrets", false: "persistentvolumeclaims"}[tc.kind == "Secret"]}, m.GetNamespace(), m.GetName())
+				if _, isRecord := o.(*corev1.ConfigMap); isRecord {
+					continue
+				}
+				require.NoError(t, err)
+				require.Equal(t, o, got, "left untouched")
+			}
+			require.NotContains(t, f.actions, "create statefulsets my-database", "the planted data is never mounted")
 		})
 	}
 }

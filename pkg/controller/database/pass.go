@@ -42,6 +42,8 @@ type pass struct {
 	// expanding names the mounted claims whose capacity is below spec.storage, with their
 	// sizes ("data-a-0 1Gi of 2Gi"), for the status.
 	expanding []string
+	// released is db's release record (UID to "<Kind> <name>") once judgeAdoption read it.
+	released map[string]string
 }
 
 // sync brings db's children to its spec in one pass and returns what status needs, with the
@@ -253,8 +255,8 @@ func (p *pass) lostCredentials(ctx context.Context) (*corev1.Secret, *halt, erro
 			keys = "username, password and replication-password"
 		}
 		return nil, fail(ReasonCredentialsLost,
-			"Secret %s is gone while the data directory keeps its credentials: no new password is generated, the database would not accept it. Restore it: create Secret %s with the old %s and the annotation %s=%s (checked again every minute)",
-			name, name, keys, RetainedFromAnnotation, retainedKey(db)), nil
+			"Secret %s is gone while the data directory keeps its credentials: no new password is generated, the database would not accept it. Restore it: create Secret %s with the old %s and the annotation %s=%s, this Database's uid (checked again every minute)",
+			name, name, keys, RestoreForAnnotation, db.UID), nil
 	case err != nil:
 		return nil, nil, fmt.Errorf("get Secret %q: %w", name, err)
 	}
@@ -262,8 +264,8 @@ func (p *pass) lostCredentials(ctx context.Context) (*corev1.Secret, *halt, erro
 }
 
 // hasData reports whether the Database's engine may have initialised a data directory: its
-// StatefulSet exists, or one of its data claims (of ours, or retained for it) is in the
-// claim cache.
+// StatefulSet exists, or one of its data claims (of ours, or released for it and recorded:
+// judgeAdoption) is in the claim cache.
 func (p *pass) hasData(ctx context.Context) (bool, error) {
 	if p.statefulSet != nil && isControlledBy(p.statefulSet, p.db) {
 		return true, nil
@@ -272,9 +274,15 @@ func (p *pass) hasData(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return slices.ContainsFunc(claims, func(c *corev1.PersistentVolumeClaim) bool {
-		return isControlledBy(c, p.db) || isRetainedFor(c, p.db)
-	}), nil
+	for _, c := range claims {
+		if isControlledBy(c, p.db) {
+			return true, nil
+		}
+		if judged, err := p.judgeAdoption(ctx, "PersistentVolumeClaim", c); err != nil || judged == adoptable {
+			return judged == adoptable, err
+		}
+	}
+	return false, nil
 }
 
 // unprotectDeletedSecret removes ProtectFinalizer from the credentials Secret when it is

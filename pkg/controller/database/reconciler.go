@@ -121,6 +121,9 @@ type Options struct {
 	// catalog's ("registry.example:5000/mirror": specs.ImageFrom), for a mirrored or
 	// air-gapped cluster.
 	ImageRegistry string
+	// RecordNamespace is the namespace of the release records (ReleasedRecordName): the
+	// controller's own, which tenants cannot write. Empty is DefaultRecordNamespace.
+	RecordNamespace string
 }
 
 // NewReconciler returns a Reconciler writing children through kube, Databases through

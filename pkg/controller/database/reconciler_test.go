@@ -848,7 +848,7 @@ func TestLostCredentialsAreReportedNeverRegenerated(t *testing.T) {
 	require.Equal(t, requeueExternal, result, "a restored Secret may be unlabelled: looked for every minute")
 	require.Equal(t, []string{"get secrets my-database-credentials", "update databases/status my-database"}, f.actions)
 	require.False(t, f.exists(secrets, name+"-credentials"), "no new password")
-	const msg = "Secret my-database-credentials is gone while the data directory keeps its credentials: no new password is generated, the database would not accept it. Restore it: create Secret my-database-credentials with the old username, password and replication-password and the annotation database.example.com/retained-from=production/my-database (checked again every minute)"
+	const msg = "Secret my-database-credentials is gone while the data directory keeps its credentials: no new password is generated, the database would not accept it. Restore it: create Secret my-database-credentials with the old username, password and replication-password and the annotation database.example.com/restore-for=db-uid, this Database's uid (checked again every minute)"
 	require.Equal(t, []string{"Warning CredentialsLost " + msg}, f.events())
 	db := f.database()
 	require.Equal(t, examplev1.DatabasePhaseFailed, db.Status.Phase)
@@ -856,9 +856,10 @@ func TestLostCredentialsAreReportedNeverRegenerated(t *testing.T) {
 	require.Equal(t, msg, condition(db, "Degraded").Message)
 
 	// The user restores it as the message says (with the replication password too, which the
-	// primary's replication role and the standbys hold): adopted, the passwords kept.
+	// primary's replication role and the standbys hold): adopted, the passwords kept. The
+	// annotation names this Database's uid, which no Secret planted before it existed can.
 	restored := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-credentials",
-		Annotations: map[string]string{database.RetainedFromAnnotation: namespace + "/" + name}},
+		Annotations: map[string]string{database.RestoreForAnnotation: string(dbUID)}},
 		Data: map[string][]byte{"username": old.Data["username"], "password": old.Data["password"],
 			"replication-password": old.Data["replication-password"]}}
 	require.NoError(t, f.kube.Tracker().Add(restored))
@@ -879,10 +880,11 @@ func TestRetainedClaimsWithoutTheirSecretAreLostCredentials(t *testing.T) {
 	retained(claim)
 	db := exampleDatabase()
 	db.UID = "new-uid"
-	f := newFixture(t, db, claim)
+	f := newFixture(t, db, claim, releasedRecord(claim))
 	_, err := f.reconcile()
 	require.NoError(t, err)
-	require.Equal(t, []string{"update databases my-database", "get secrets my-database-credentials", "update databases/status my-database"}, f.actions)
+	require.Equal(t, []string{"update databases my-database", "get configmaps released.production.my-database",
+		"get secrets my-database-credentials", "update databases/status my-database"}, f.actions)
 	require.False(t, f.exists(secrets, name+"-credentials"))
 	require.Equal(t, "CredentialsLost", condition(f.database(), "Ready").Reason)
 }
