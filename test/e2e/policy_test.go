@@ -274,7 +274,7 @@ func TestControllerPolicyRefusesWhatTheControllerDoesNotBuild(t *testing.T) {
 			requireRefused(t, err, "database-controller-children", "database-system is a system namespace")
 			t.Logf("%s: refused", name)
 		}
-		requireRefused(t, k.CoreV1().ConfigMaps(sys).Delete(ctx, "etcd-config-does-not-matter", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}),
+		requireRefused(t, k.CoreV1().ConfigMaps(sys).Delete(ctx, "kube-root-ca.crt", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}),
 			"database-controller-deletes", "database-system is a system namespace")
 	})
 

@@ -137,10 +137,12 @@ func (p *pass) halted(obs observation, h *halt) observation {
 	return obs
 }
 
-// ensureSecret creates the credentials Secret with a new random password (crypto/rand)
+// ensureSecret creates the credentials Secret with new random passwords (crypto/rand)
 // when there is none and the Database has no data yet, and otherwise only adds the keys that
-// follow from the ones present: the username and password are never regenerated, since the
-// engine keeps them in its data directory. The Secret carries CredentialsFinalizer. A Secret
+// follow from the ones present: the passwords the engine keeps in its data directory are
+// never regenerated. A Secret written before the superuser keys is given them
+// (specs.MigrateCredentials: the old superuser moves to them, and where the controller
+// creates the application user over SQL, username and password become that user's). The Secret carries CredentialsFinalizer. A Secret
 // of ours without them is an InvalidCredentials halt; one gone while the data exists is a
 // CredentialsLost halt (lostCredentials); one being deleted, which the finalizer keeps, is
 // reported (p.credentials) and the pass goes on with it.
@@ -171,7 +173,7 @@ func (p *pass) ensureSecret(ctx context.Context) (*halt, error) {
 			return r.listers.Secrets.Secrets(db.Namespace).Get(name)
 		},
 		build: func() *corev1.Secret {
-			s := specs.Secret(db, p.desired, rand.Text(), rand.Text())
+			s := specs.Secret(db, p.desired, specs.Passwords{Application: rand.Text(), Superuser: rand.Text(), Replication: rand.Text()})
 			setCredentialsFinalizer(s)
 			setProtection(s, protected(db))
 			return s
@@ -186,6 +188,11 @@ func (p *pass) ensureSecret(ctx context.Context) (*halt, error) {
 						"Secret %s has no %q; restore it with the credentials the data directory holds (checked again every minute)",
 						have.Name, key)
 				}
+			}
+			if specs.MigrateCredentials(p.desired, have.Data, rand.Text()) {
+				r.event(ctx, db, corev1.EventTypeNormal, ReasonUpdated,
+					"Secret %s: the superuser's credentials moved to %s and %s; %s is the application user %s",
+					have.Name, engine.SecretKeySuperuserUsername, engine.SecretKeySuperuserPassword, engine.SecretKeyUsername, have.Data[engine.SecretKeyUsername])
 			}
 			have.Labels = specs.MergeLabels(have.Labels, specs.ChildLabels(db))
 			setCredentialsFinalizer(have)
@@ -250,9 +257,9 @@ func (p *pass) lostCredentials(ctx context.Context) (*corev1.Secret, *halt, erro
 	live, err := p.r.kube.CoreV1().Secrets(db.Namespace).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		keys := "username and password"
+		keys := "username, password, superuser-username and superuser-password"
 		if specs.Replicates(p.desired) {
-			keys = "username, password and replication-password"
+			keys = "username, password, superuser-username, superuser-password and replication-password"
 		}
 		return nil, fail(ReasonCredentialsLost,
 			"Secret %s is gone while the data directory keeps its credentials: no new password is generated, the database would not accept it. Restore it: create Secret %s with the old %s and the annotation %s=%s, this Database's uid (checked again every minute)",

@@ -132,15 +132,18 @@ func TestChildrenFollowTheEngineRecipes(t *testing.T) {
 		// replicates: PostgreSQL's replicas stream from the primary, the others' do not
 		// replicate.
 		replicates bool
+		// superuser is the engine's superuser; volume the password keys the server reads.
+		superuser string
+		volume    []string
 	}{
 		{examplev1.EnginePostgreSQL, "14.5", "postgres:14.5", 5432, "/var/lib/postgresql/data",
-			regexp.MustCompile(`^postgresql://postgres:([A-Za-z0-9_-]+)@my-database\.production\.svc:5432/my_database$`), true},
+			regexp.MustCompile(`^postgresql://app:([A-Za-z0-9_-]+)@my-database\.production\.svc:5432/my_database$`), true, "postgres", nil},
 		{examplev1.EnginePostgreSQL, "18", "postgres:18", 5432, "/var/lib/postgresql/data",
-			regexp.MustCompile(`^postgresql://postgres:([A-Za-z0-9_-]+)@my-database\.production\.svc:5432/my_database$`), true},
+			regexp.MustCompile(`^postgresql://app:([A-Za-z0-9_-]+)@my-database\.production\.svc:5432/my_database$`), true, "postgres", nil},
 		{examplev1.EngineMySQL, "8.4", "mysql:8.4", 3306, "/var/lib/mysql",
-			regexp.MustCompile(`^mysql://admin:([A-Za-z0-9_-]+)@my-database\.production\.svc:3306/my_database$`), false},
+			regexp.MustCompile(`^mysql://admin:([A-Za-z0-9_-]+)@my-database\.production\.svc:3306/my_database$`), false, "root", []string{"superuser-password", "password"}},
 		{examplev1.EngineMongoDB, "7.0", "mongo:7.0", 27017, "/data/db",
-			regexp.MustCompile(`^mongodb://admin:([A-Za-z0-9_-]+)@my-database\.production\.svc:27017/\?authSource=admin$`), false},
+			regexp.MustCompile(`^mongodb://admin:([A-Za-z0-9_-]+)@my-database\.production\.svc:27017/\?authSource=admin$`), false, "admin", []string{"superuser-password"}},
 	} {
 		t.Run(tc.image, func(t *testing.T) {
 			db := exampleDatabase()
@@ -184,7 +187,7 @@ func TestChildrenFollowTheEngineRecipes(t *testing.T) {
 				require.Equal(t, "setup", pod.InitContainers[0].Name)
 			} else {
 				require.Empty(t, pod.InitContainers)
-				require.Equal(t, []corev1.Volume{engine.CredentialsVolume("my-database-credentials", engine.SecretKeyPassword)}, pod.Volumes)
+				require.Equal(t, []corev1.Volume{engine.CredentialsVolume("my-database-credentials", tc.volume...)}, pod.Volumes)
 			}
 			for _, e := range c.Env {
 				require.False(t, e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Key == engine.SecretKeyPassword,
@@ -262,6 +265,14 @@ func TestChildrenFollowTheEngineRecipes(t *testing.T) {
 			m := tc.uri.FindStringSubmatch(string(secret.Data["uri"]))
 			require.NotNil(t, m, string(secret.Data["uri"]))
 			require.Equal(t, password, m[1])
+			require.Equal(t, tc.superuser, string(secret.Data["superuser-username"]))
+			if tc.superuser == string(secret.Data["username"]) {
+				require.Equal(t, password, string(secret.Data["superuser-password"]), "MongoDB: the application user is the superuser")
+			} else {
+				require.GreaterOrEqual(t, len(secret.Data["superuser-password"]), 24)
+				require.NotEqual(t, password, string(secret.Data["superuser-password"]), "the superuser has a password of its own")
+				require.NotContains(t, string(secret.Data["uri"]), string(secret.Data["superuser-password"]), "no URI is the superuser's")
+			}
 			require.Equal(t, "my-database.production.svc", string(secret.Data["host"]))
 			require.Equal(t, strconv.Itoa(int(tc.port)), string(secret.Data["port"]))
 
@@ -701,11 +712,13 @@ func TestExistingSecretIsNeverRegenerated(t *testing.T) {
 	rest := slices.Concat(createServices, getClaims, createClaims,
 		[]string{"create statefulsets my-database", "create poddisruptionbudgets my-database", "update databases/status my-database"})
 	// current is the Secret of the example Database (PostgreSQL, three replicas) as the
-	// Reconciler keeps it, with the password "kept" and the replication password "repl-kept".
-	current := map[string]string{"username": "postgres", "password": "kept", "host": "my-database.production.svc", "port": "5432",
-		"database": "my_database", "uri": "postgresql://postgres:kept@my-database.production.svc:5432/my_database",
+	// Reconciler keeps it, with the application user's password "kept", the superuser's
+	// "su-kept" and the replication password "repl-kept".
+	current := map[string]string{"username": "app", "password": "kept", "host": "my-database.production.svc", "port": "5432",
+		"superuser-username": "postgres", "superuser-password": "su-kept",
+		"database": "my_database", "uri": "postgresql://app:kept@my-database.production.svc:5432/my_database",
 		"replication-username": "replicator", "replication-password": "repl-kept", "read-host": "my-database-read.production.svc",
-		"read-uri": "postgresql://postgres:kept@my-database-read.production.svc:5432/my_database"}
+		"read-uri": "postgresql://app:kept@my-database-read.production.svc:5432/my_database"}
 	with := func(change map[string]string, remove ...string) map[string]string {
 		m := maps.Clone(current)
 		maps.Copy(m, change)
@@ -740,15 +753,16 @@ func TestExistingSecretIsNeverRegenerated(t *testing.T) {
 		phase:   examplev1.DatabasePhaseProvisioning,
 	}, {
 		name: "password edited by hand: the uri and the other derived keys follow, the password stays",
-		secret: ours(with(map[string]string{"password": "edited", "host": "h", "port": "1", "database": "d", "uri": "postgresql://postgres:old@h:1/d",
-			"read-host": "r", "read-uri": "postgresql://postgres:old@r:1/d"})),
+		secret: ours(with(map[string]string{"password": "edited", "host": "h", "port": "1", "database": "d", "uri": "postgresql://app:old@h:1/d",
+			"read-host": "r", "read-uri": "postgresql://app:old@r:1/d"})),
 		actions: append([]string{"update databases my-database", "update secrets my-database-credentials"}, rest...),
-		data: with(map[string]string{"password": "edited", "uri": "postgresql://postgres:edited@my-database.production.svc:5432/my_database",
-			"read-uri": "postgresql://postgres:edited@my-database-read.production.svc:5432/my_database"}),
+		data: with(map[string]string{"password": "edited", "uri": "postgresql://app:edited@my-database.production.svc:5432/my_database",
+			"read-uri": "postgresql://app:edited@my-database-read.production.svc:5432/my_database"}),
 		phase: examplev1.DatabasePhaseProvisioning,
 	}, {
 		name:    "missing keys that follow from the credentials: filled",
-		secret:  ours(map[string]string{"username": "someone", "password": "kept", "replication-password": "repl-kept"}),
+		secret: ours(map[string]string{"username": "someone", "password": "kept", "replication-password": "repl-kept",
+			"superuser-username": "postgres", "superuser-password": "su-kept"}),
 		actions: append([]string{"update databases my-database", "update secrets my-database-credentials"}, rest...),
 		data: with(map[string]string{"username": "someone", "uri": "postgresql://someone:kept@my-database.production.svc:5432/my_database",
 			"read-uri": "postgresql://someone:kept@my-database-read.production.svc:5432/my_database"}),
@@ -848,7 +862,7 @@ func TestLostCredentialsAreReportedNeverRegenerated(t *testing.T) {
 	require.Equal(t, requeueExternal, result, "a restored Secret may be unlabelled: looked for every minute")
 	require.Equal(t, []string{"get secrets my-database-credentials", "update databases/status my-database"}, f.actions)
 	require.False(t, f.exists(secrets, name+"-credentials"), "no new password")
-	const msg = "Secret my-database-credentials is gone while the data directory keeps its credentials: no new password is generated, the database would not accept it. Restore it: create Secret my-database-credentials with the old username, password and replication-password and the annotation database.example.com/restore-for=db-uid, this Database's uid (checked again every minute)"
+	const msg = "Secret my-database-credentials is gone while the data directory keeps its credentials: no new password is generated, the database would not accept it. Restore it: create Secret my-database-credentials with the old username, password, superuser-username, superuser-password and replication-password and the annotation database.example.com/restore-for=db-uid, this Database's uid (checked again every minute)"
 	require.Equal(t, []string{"Warning CredentialsLost " + msg}, f.events())
 	db := f.database()
 	require.Equal(t, examplev1.DatabasePhaseFailed, db.Status.Phase)
@@ -861,6 +875,7 @@ func TestLostCredentialsAreReportedNeverRegenerated(t *testing.T) {
 	restored := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-credentials",
 		Annotations: map[string]string{database.RestoreForAnnotation: string(dbUID)}},
 		Data: map[string][]byte{"username": old.Data["username"], "password": old.Data["password"],
+			"superuser-username": old.Data["superuser-username"], "superuser-password": old.Data["superuser-password"],
 			"replication-password": old.Data["replication-password"]}}
 	require.NoError(t, f.kube.Tracker().Add(restored))
 	_, err = f.reconcile()

@@ -31,6 +31,7 @@ import (
 type Instances interface {
 	Observe(ctx context.Context, s postgres.Server, roles []string) (postgres.State, error)
 	SetReplicationRole(ctx context.Context, s postgres.Server, role, password string) error
+	SetApplicationRole(ctx context.Context, s postgres.Server, role, password string, takeOver bool) error
 	SyncSlots(ctx context.Context, s postgres.Server, have map[string]bool, want, drop []string) error
 	Promote(ctx context.Context, s postgres.Server) error
 	SetPrimaryConnInfo(ctx context.Context, s postgres.Server, conninfo string) error
@@ -323,8 +324,8 @@ func (p *pass) members(ctx context.Context, sts int32) (members []*member, serve
 	server = func(m *member) postgres.Server {
 		return postgres.Server{
 			Host: m.pod.Status.PodIP, Port: p.desired.Recipe.Port,
-			User:     string(secret.Data[engine.SecretKeyUsername]),
-			Password: string(secret.Data[engine.SecretKeyPassword]),
+			User:     string(secret.Data[engine.SecretKeySuperuserUsername]),
+			Password: string(secret.Data[engine.SecretKeySuperuserPassword]),
 			Database: string(secret.Data[engine.SecretKeyDatabase]),
 		}
 	}
@@ -410,12 +411,16 @@ func (p *pass) fence(ctx context.Context, m *member) error {
 }
 
 // syncPrimary gives primary, the Pod whose server s is, the replication role with the
-// Secret's password (syncReplicationRole, which hands a changed one to standbys), a slot for every other of the sts Pods, and drops
+// Secret's password (syncReplicationRole, which hands a changed one to standbys), the
+// application role (syncApplicationRole), a slot for every other of the sts Pods, and drops
 // the inactive slots of the Pods past them (up to the most replicas validation allows) whose
 // data claims are gone.
 func (p *pass) syncPrimary(ctx context.Context, s postgres.Server, st *postgres.State, primary string, sts int32, standbys []*member, server func(*member) postgres.Server) error {
 	db, d := p.db, p.desired
 	if err := p.syncReplicationRole(ctx, s, st, d.Recipe.ReplicationUsername, standbys, server); err != nil {
+		return err
+	}
+	if err := p.syncApplicationRole(ctx, s); err != nil {
 		return err
 	}
 	var want, drop []string

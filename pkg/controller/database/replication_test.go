@@ -45,6 +45,11 @@ type fakeInstances struct {
 	servers []postgres.Server
 	// refused are the hosts that refuse the credentials (SQLSTATE 28P01).
 	refused map[string]bool
+	// applicationRoles are the SetApplicationRole calls, as "HOST ROLE PASSWORD takeOver=BOOL"
+	// (kept apart from calls: the application role has its own tests, credentials_test.go),
+	// and applicationServers their Servers.
+	applicationRoles   []string
+	applicationServers []postgres.Server
 }
 
 func newFakeInstances() *fakeInstances {
@@ -109,6 +114,14 @@ func (fi *fakeInstances) Observe(_ context.Context, s postgres.Server, roles []s
 
 func (fi *fakeInstances) SetReplicationRole(_ context.Context, s postgres.Server, role, password string) error {
 	fi.record(s, fmt.Sprintf("create-role %s %s %s", s.Host, role, password))
+	return nil
+}
+
+func (fi *fakeInstances) SetApplicationRole(_ context.Context, s postgres.Server, role, password string, takeOver bool) error {
+	fi.mu.Lock()
+	defer fi.mu.Unlock()
+	fi.applicationRoles = append(fi.applicationRoles, fmt.Sprintf("%s %s %s takeOver=%t", s.Host, role, password, takeOver))
+	fi.applicationServers = append(fi.applicationServers, s)
 	return nil
 }
 
@@ -355,7 +368,7 @@ func TestSteadyStateLabelsTheRolesCreatesTheSlotsAndReportsStreaming(t *testing.
 		"create-role 10.0.0.1 replicator " + string(secret.Data["replication-password"]),
 		"sync-slots 10.0.0.1 want=my_database_1,my_database_2 drop=" + dropSlots,
 	}, fi.recorded(), "on the primary only: the role with the Secret's password, a slot per replica")
-	require.Equal(t, postgres.Server{Host: "10.0.0.1", Port: 5432, User: "postgres", Password: string(secret.Data["password"]),
+	require.Equal(t, postgres.Server{Host: "10.0.0.1", Port: 5432, User: "postgres", Password: string(secret.Data["superuser-password"]),
 		Database: "my_database"}, fi.servers[0], "as the Secret's superuser")
 	require.Equal(t, []string{"primary", "replica", "replica"}, f.roles(3))
 	for _, a := range f.raw {
@@ -538,7 +551,7 @@ func TestSwitchoverPromotesOnlyOnceTheNewPrimaryHasAllTheOldOnesWAL(t *testing.T
 	calls := fi.recorded()
 	require.NotEmpty(t, calls)
 	require.Equal(t, "promote 10.0.0.2", calls[0])
-	require.Equal(t, postgres.Server{Host: "10.0.0.2", Port: 5432, User: "postgres", Password: string(f.secret().Data["password"]),
+	require.Equal(t, postgres.Server{Host: "10.0.0.2", Port: 5432, User: "postgres", Password: string(f.secret().Data["superuser-password"]),
 		Database: "my_database"}, fi.servers[0])
 	require.Equal(t, "sync-slots 10.0.0.2 want=my_database_0,my_database_2 drop="+dropSlots, calls[len(calls)-1],
 		"the new primary keeps a slot for the old one")
@@ -679,7 +692,7 @@ func TestReplicasHaveAReadHost(t *testing.T) {
 	f, _ := replicating(t, 3, nil)
 	secret := f.secret()
 	require.Equal(t, "my-database-read.production.svc", string(secret.Data["read-host"]))
-	require.Equal(t, "postgresql://postgres:"+string(secret.Data["password"])+"@my-database-read.production.svc:5432/my_database",
+	require.Equal(t, "postgresql://app:"+string(secret.Data["password"])+"@my-database-read.production.svc:5432/my_database",
 		string(secret.Data["read-uri"]))
 	require.True(t, f.exists(services, "my-database-read"))
 }

@@ -16,13 +16,20 @@ import (
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 )
 
-// Keys of the credentials Secret. The StatefulSet reads the first three through
-// secretKeyRef; the rest are for clients.
+// Keys of the credentials Secret. The StatefulSet reads the user names and the database
+// through secretKeyRef and the passwords as files (CredentialsVolume); host, port and the
+// URIs are for clients.
 const (
-	// SecretKeyUsername is the user the engine creates at initialisation.
+	// SecretKeyUsername is the application user (Recipe.Username): the user clients connect
+	// as, which owns the Database's database and has no superuser rights.
 	SecretKeyUsername = "username"
-	// SecretKeyPassword is that user's password (and MySQL's root password).
+	// SecretKeyPassword is the application user's password.
 	SecretKeyPassword = "password"
+	// SecretKeySuperuserUsername and SecretKeySuperuserPassword are the engine's superuser
+	// (Recipe.SuperuserUsername), which the engine creates at initialisation and no URI
+	// names: PostgreSQL's POSTGRES_USER, MySQL's root, MongoDB's root user.
+	SecretKeySuperuserUsername = "superuser-username"
+	SecretKeySuperuserPassword = "superuser-password"
 	// SecretKeyDatabase is the database the engine creates at initialisation; absent for
 	// MongoDB, which creates databases on first write.
 	SecretKeyDatabase = "database"
@@ -30,8 +37,8 @@ const (
 	SecretKeyHost = "host"
 	// SecretKeyPort is the engine port in decimal, e.g. "5432".
 	SecretKeyPort = "port"
-	// SecretKeyURI is a connection URI with the credentials, e.g.
-	// "postgresql://postgres:…@db.ns.svc:5432/db".
+	// SecretKeyURI is a connection URI with the application user's credentials, e.g.
+	// "postgresql://app:…@db.ns.svc:5432/db".
 	SecretKeyURI = "uri"
 	// SecretKeyReadHost and SecretKeyReadURI are the read Service's DNS name,
 	// "<name>-read.<namespace>.svc", and a URI through it: present while replicas > 1 on
@@ -61,8 +68,20 @@ type Recipe struct {
 	Port int32
 	// DataPath is where the data volume is mounted in the container.
 	DataPath string
-	// Username is the user created at initialisation and written to the Secret.
+	// Username is the application user, SecretKeyUsername: the user clients connect as.
 	Username string
+	// SuperuserUsername is the engine's superuser, SecretKeySuperuserUsername.
+	SuperuserUsername string
+	// ApplicationUserAtInit says whether the image creates the application user when it
+	// initialises an empty data directory (MySQL's MYSQL_USER). Otherwise the controller
+	// creates it and keeps its password in step with the Secret's over SQL, as the
+	// superuser (PostgreSQL), or, for an engine the controller does not talk to (MongoDB),
+	// the application user is the superuser.
+	ApplicationUserAtInit bool
+	// SuperuserWasUsername says whether, in a Secret written before the superuser keys,
+	// SecretKeyUsername and SecretKeyPassword were the superuser's (PostgreSQL, MongoDB);
+	// MySQL's were its application user's, with the same password as root.
+	SuperuserWasUsername bool
 	// HasDatabase says whether the engine creates a named database at initialisation
 	// (SecretKeyDatabase and the URI's path).
 	HasDatabase bool
@@ -92,14 +111,15 @@ func For(engine examplev1.Engine) (Recipe, bool) {
 }
 
 // Env returns the container environment: the engine's user and database variables read from
-// the Secret named secret (SecretKeyUsername, SecretKeyDatabase), its password variables as
-// <VAR>_FILE naming CredentialsFile(SecretKeyPassword), plus what the engine needs besides
-// (PGDATA for PostgreSQL, POD_IP for MongoDB's probe).
+// the Secret named secret (SecretKeySuperuserUsername, SecretKeyUsername for MySQL's
+// application user, SecretKeyDatabase), its password variables as <VAR>_FILE naming
+// CredentialsFile of the password keys, plus what the engine needs besides (PGDATA for
+// PostgreSQL, POD_IP for MongoDB's probe).
 func (r Recipe) Env(secret string) []corev1.EnvVar { return r.env(secret) }
 
 // Container returns the database container running image with the credentials of the Secret
 // named secret: the engine port, Env, the data volume mounted at DataPath and
-// CredentialsMount (the Pod needs CredentialsVolume of secret with SecretKeyPassword),
+// CredentialsMount (the Pod needs CredentialsVolume of secret with PasswordKeys),
 // Requests, Probes, and ContainerSecurityContext.
 func (r Recipe) Container(image, secret string) corev1.Container {
 	startup, readiness, liveness := r.Probes()
@@ -211,6 +231,16 @@ const (
 	CredentialsPath       = "/etc/database-credentials"
 )
 
+// PasswordKeys are the Secret's password keys the database container reads as files: the
+// superuser's and, for an engine whose image creates the application user
+// (ApplicationUserAtInit), the application user's.
+func (r Recipe) PasswordKeys() []string {
+	if r.ApplicationUserAtInit {
+		return []string{SecretKeySuperuserPassword, SecretKeyPassword}
+	}
+	return []string{SecretKeySuperuserPassword}
+}
+
 // CredentialsFile is the file, under CredentialsPath, holding the Secret's key.
 func CredentialsFile(key string) string { return CredentialsPath + "/" + key }
 
@@ -262,8 +292,12 @@ var recipes = map[examplev1.Engine]Recipe{
 		PortName:    "postgresql",
 		Port:        5432,
 		DataPath:    "/var/lib/postgresql/data",
-		Username:    "postgres",
-		HasDatabase: true,
+		// The image's POSTGRES_USER is the superuser; the controller creates the application
+		// role, owner of the database (replication.go's primary connection).
+		Username:             "app",
+		SuperuserUsername:    "postgres",
+		SuperuserWasUsername: true,
+		HasDatabase:          true,
 		// A role with the REPLICATION attribute and nothing else
 		// (https://www.postgresql.org/docs/current/warm-standby.html#STREAMING-REPLICATION-AUTHENTICATION).
 		ReplicationUsername: "replicator",
@@ -272,8 +306,8 @@ var recipes = map[examplev1.Engine]Recipe{
 		Requests:            requests("250m", "256Mi"),
 		env: func(secret string) []corev1.EnvVar {
 			return []corev1.EnvVar{
-				secretEnv("POSTGRES_USER", secret, SecretKeyUsername),
-				fileEnv("POSTGRES_PASSWORD_FILE", SecretKeyPassword),
+				secretEnv("POSTGRES_USER", secret, SecretKeySuperuserUsername),
+				fileEnv("POSTGRES_PASSWORD_FILE", SecretKeySuperuserPassword),
 				secretEnv("POSTGRES_DB", secret, SecretKeyDatabase),
 				// A subdirectory: initdb refuses a mount point that holds lost+found. Set
 				// explicitly, so every major uses the same path: the postgres 18 images
@@ -291,15 +325,18 @@ var recipes = map[examplev1.Engine]Recipe{
 		PortName: "mysql",
 		Port:     3306,
 		DataPath: "/var/lib/mysql",
-		// MYSQL_USER may not be root: the entrypoint refuses it.
-		Username:    "admin",
-		HasDatabase: true,
+		// MYSQL_USER may not be root: the entrypoint refuses it. It creates that user with
+		// ALL PRIVILEGES on MYSQL_DATABASE only.
+		Username:              "admin",
+		SuperuserUsername:     "root",
+		ApplicationUserAtInit: true,
+		HasDatabase:           true,
 		User:        imageUser,
 		Group:       imageUser,
 		Requests:    requests("250m", "512Mi"),
 		env: func(secret string) []corev1.EnvVar {
 			return []corev1.EnvVar{
-				fileEnv("MYSQL_ROOT_PASSWORD_FILE", SecretKeyPassword),
+				fileEnv("MYSQL_ROOT_PASSWORD_FILE", SecretKeySuperuserPassword),
 				secretEnv("MYSQL_USER", secret, SecretKeyUsername),
 				fileEnv("MYSQL_PASSWORD_FILE", SecretKeyPassword),
 				secretEnv("MYSQL_DATABASE", secret, SecretKeyDatabase),
@@ -314,14 +351,18 @@ var recipes = map[examplev1.Engine]Recipe{
 		PortName: "mongodb",
 		Port:     27017,
 		DataPath: "/data/db",
-		Username: "admin",
+		// The root user of MONGO_INITDB_ROOT_USERNAME; the controller does not talk to
+		// MongoDB, so the application user is that user too.
+		Username:             "admin",
+		SuperuserUsername:    "admin",
+		SuperuserWasUsername: true,
 		User:     imageUser,
 		Group:    imageUser,
 		Requests: requests("250m", "512Mi"),
 		env: func(secret string) []corev1.EnvVar {
 			return []corev1.EnvVar{
-				secretEnv("MONGO_INITDB_ROOT_USERNAME", secret, SecretKeyUsername),
-				fileEnv("MONGO_INITDB_ROOT_PASSWORD_FILE", SecretKeyPassword),
+				secretEnv("MONGO_INITDB_ROOT_USERNAME", secret, SecretKeySuperuserUsername),
+				fileEnv("MONGO_INITDB_ROOT_PASSWORD_FILE", SecretKeySuperuserPassword),
 				{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
 					FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"},
 				}},

@@ -41,13 +41,13 @@ func TestContainerFollowsTheEngineRecipe(t *testing.T) {
 		port:     5432,
 		dataPath: "/var/lib/postgresql/data",
 		env: map[string]string{
-			"POSTGRES_USER":          "secret:db-credentials/username",
-			"POSTGRES_PASSWORD_FILE": "/etc/database-credentials/password",
+			"POSTGRES_USER":          "secret:db-credentials/superuser-username",
+			"POSTGRES_PASSWORD_FILE": "/etc/database-credentials/superuser-password",
 			"POSTGRES_DB":            "secret:db-credentials/database",
 			"PGDATA":                 "/var/lib/postgresql/data/pgdata",
 		},
 		probe:     []string{"sh", "-c", `exec pg_isready -h 127.0.0.1 -p 5432 -U "$POSTGRES_USER" -d "$POSTGRES_DB"`},
-		uri:       "postgresql://postgres:pw@db.ns.svc:5432/my_db",
+		uri:       "postgresql://app:pw@db.ns.svc:5432/my_db",
 		database:  "my_db",
 		memoryReq: "256Mi",
 	}, {
@@ -55,7 +55,7 @@ func TestContainerFollowsTheEngineRecipe(t *testing.T) {
 		port:     3306,
 		dataPath: "/var/lib/mysql",
 		env: map[string]string{
-			"MYSQL_ROOT_PASSWORD_FILE": "/etc/database-credentials/password",
+			"MYSQL_ROOT_PASSWORD_FILE": "/etc/database-credentials/superuser-password",
 			"MYSQL_USER":               "secret:db-credentials/username",
 			"MYSQL_PASSWORD_FILE":      "/etc/database-credentials/password",
 			"MYSQL_DATABASE":           "secret:db-credentials/database",
@@ -69,8 +69,8 @@ func TestContainerFollowsTheEngineRecipe(t *testing.T) {
 		port:     27017,
 		dataPath: "/data/db",
 		env: map[string]string{
-			"MONGO_INITDB_ROOT_USERNAME":      "secret:db-credentials/username",
-			"MONGO_INITDB_ROOT_PASSWORD_FILE": "/etc/database-credentials/password",
+			"MONGO_INITDB_ROOT_USERNAME":      "secret:db-credentials/superuser-username",
+			"MONGO_INITDB_ROOT_PASSWORD_FILE": "/etc/database-credentials/superuser-password",
 			"POD_IP":                          "field:status.podIP",
 		},
 		probe:     []string{"sh", "-c", `exec mongosh --host "$POD_IP" --port 27017 --quiet --eval "db.adminCommand('ping')"`},

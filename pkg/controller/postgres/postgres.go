@@ -149,6 +149,64 @@ func (Client) SetReplicationRole(ctx context.Context, s Server, role, password s
 	return nil
 }
 
+// SetApplicationRole makes role, on the primary s, the application role of database s.Database:
+// LOGIN with password and nothing else (NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION
+// NOBYPASSRLS), the database's owner, so it may create schemas and, in the public schema
+// (owned by pg_database_owner since PostgreSQL 15, granted to it explicitly before), tables.
+// It creates the role, or, when it exists, sets its attributes and password. With takeOver it
+// also gives role the schemas, tables, views, materialized views, sequences and foreign tables
+// of that database that the connecting superuser owns outside the system schemas (a
+// sequence owned by a table column follows its table), so that the clients that used to
+// connect as the superuser keep their objects.
+func (Client) SetApplicationRole(ctx context.Context, s Server, role, password string, takeOver bool) error {
+	conn, err := connect(ctx, s)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	options := " WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD " + quoteLiteral(password)
+	name := pgx.Identifier{role}.Sanitize()
+	_, err = conn.Exec(ctx, "CREATE ROLE "+name+options)
+	if isDuplicate(err) {
+		_, err = conn.Exec(ctx, "ALTER ROLE "+name+options)
+	}
+	if err != nil {
+		return fmt.Errorf("set role %q on %s: %w", role, s.Host, err)
+	}
+	statements := []string{
+		"ALTER DATABASE " + pgx.Identifier{s.Database}.Sanitize() + " OWNER TO " + name,
+		"GRANT ALL ON SCHEMA public TO " + name,
+	}
+	if takeOver {
+		statements = append(statements, `DO $$
+DECLARE r record;
+BEGIN
+	FOR r IN SELECT n.nspname FROM pg_namespace n
+		WHERE n.nspowner = (SELECT oid FROM pg_roles WHERE rolname = current_user)
+		AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'public') AND n.nspname NOT LIKE 'pg\_%'
+	LOOP
+		EXECUTE format('ALTER SCHEMA %I OWNER TO %I', r.nspname, `+quoteLiteral(role)+`);
+	END LOOP;
+	FOR r IN SELECT c.oid::regclass AS rel FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user)
+		AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f')
+		AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_%'
+		AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid
+			AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i'))
+	LOOP
+		EXECUTE format('ALTER TABLE %s OWNER TO %I', r.rel, `+quoteLiteral(role)+`);
+	END LOOP;
+END
+$$`)
+	}
+	for _, stmt := range statements {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("give role %q database %q on %s: %w", role, s.Database, s.Host, err)
+		}
+	}
+	return nil
+}
+
 // SyncSlots makes the primary s keep a physical replication slot of every name in want that
 // have (its slots as Observe found them) lacks, reserving WAL from now on
 // (pg_create_physical_replication_slot(name, true); one created since is not an error), and

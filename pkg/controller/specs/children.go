@@ -30,15 +30,14 @@ type Children struct {
 }
 
 // NewChildren builds the children of db exactly as the controller builds them on its first
-// pass, with password (and as replication password) in the credentials Secret. It fails as
-// Resolve does.
+// pass, with password as every password of the credentials Secret. It fails as Resolve does.
 func NewChildren(db *examplev1.Database, password string) (Children, error) {
 	d, err := Resolve(db)
 	if err != nil {
 		return Children{}, err
 	}
 	c := Children{
-		Secret:          Secret(db, d, password, password),
+		Secret:          Secret(db, d, Passwords{Application: password, Superuser: password, Replication: password}),
 		HeadlessService: HeadlessService(db, d),
 		ClientService:   ClientService(db, d),
 		StatefulSet:     StatefulSet(db, d),
@@ -55,15 +54,33 @@ func NewChildren(db *examplev1.Database, password string) (Children, error) {
 	return c, nil
 }
 
-// Secret is the credentials Secret "<name>-credentials" for a new user of the engine with
-// password, and a replication role with replicationPassword on an engine that replicates:
-// every key of the engine package's SecretKey* that applies to the engine.
-func Secret(db *examplev1.Database, d Desired, password, replicationPassword string) *corev1.Secret {
-	data := map[string][]byte{
-		engine.SecretKeyUsername: []byte(d.Recipe.Username),
-		engine.SecretKeyPassword: []byte(password),
+// Passwords are the passwords of a new credentials Secret.
+type Passwords struct {
+	// Application is the application user's, Superuser the superuser's (ignored for an
+	// engine whose application user is its superuser), Replication the replication role's.
+	Application, Superuser, Replication string
+}
+
+// SuperuserIsApplicationUser reports whether the engine's application user is its
+// superuser: the controller neither creates another user at initialisation nor over SQL
+// (MongoDB).
+func SuperuserIsApplicationUser(d Desired) bool { return d.Recipe.Username == d.Recipe.SuperuserUsername }
+
+// Secret is the credentials Secret "<name>-credentials" for a new Database: the application
+// user and the superuser with their passwords, and a replication role on an engine that
+// replicates: every key of the engine package's SecretKey* that applies to the engine.
+func Secret(db *examplev1.Database, d Desired, passwords Passwords) *corev1.Secret {
+	superuser := passwords.Superuser
+	if SuperuserIsApplicationUser(d) {
+		superuser = passwords.Application
 	}
-	SetReplicationCredentials(d, data, replicationPassword)
+	data := map[string][]byte{
+		engine.SecretKeyUsername:          []byte(d.Recipe.Username),
+		engine.SecretKeyPassword:          []byte(passwords.Application),
+		engine.SecretKeySuperuserUsername: []byte(d.Recipe.SuperuserUsername),
+		engine.SecretKeySuperuserPassword: []byte(superuser),
+	}
+	SetReplicationCredentials(d, data, passwords.Replication)
 	FillCredentials(db, d, data)
 	return &corev1.Secret{
 		ObjectMeta: objectMeta(db, SecretName(db), ChildLabels(db)),
@@ -98,6 +115,33 @@ func FillCredentials(db *examplev1.Database, d Desired, data map[string][]byte) 
 	for k, v := range derived {
 		data[k] = []byte(v)
 	}
+}
+
+// MigrateCredentials gives data, a Secret written before the superuser keys (it has no
+// SecretKeySuperuserPassword), the keys the engine's data directory needs, and reports
+// whether it changed anything. The superuser is the one the data directory holds: the old
+// username and password where they were the superuser's (SuperuserWasUsername), else
+// SuperuserUsername with the old password (MySQL's root had the application user's). The
+// application user becomes Recipe.Username with applicationPassword only where the
+// controller creates it over SQL (PostgreSQL: the role is created with it as soon as the
+// primary answers); elsewhere the old user stays, since the image initialises users once,
+// on an empty data directory: MySQL's application user already is the one MYSQL_USER made,
+// with root's password, and MongoDB's is its root user.
+func MigrateCredentials(d Desired, data map[string][]byte, applicationPassword string) bool {
+	if len(data[engine.SecretKeySuperuserPassword]) > 0 {
+		return false
+	}
+	superuser := d.Recipe.SuperuserUsername
+	if d.Recipe.SuperuserWasUsername && len(data[engine.SecretKeyUsername]) > 0 {
+		superuser = string(data[engine.SecretKeyUsername])
+	}
+	data[engine.SecretKeySuperuserUsername] = []byte(superuser)
+	data[engine.SecretKeySuperuserPassword] = data[engine.SecretKeyPassword]
+	if !d.Recipe.ApplicationUserAtInit && !SuperuserIsApplicationUser(d) {
+		data[engine.SecretKeyUsername] = []byte(d.Recipe.Username)
+		data[engine.SecretKeyPassword] = []byte(applicationPassword)
+	}
+	return true
 }
 
 // SetReplicationCredentials sets the replication role's username and, when data has none,

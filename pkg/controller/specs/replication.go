@@ -193,7 +193,7 @@ func replicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpec) {
 		SecurityContext: engine.ContainerSecurityContext(),
 	}}
 	pod.Volumes = []corev1.Volume{
-		engine.CredentialsVolume(secret, engine.SecretKeyPassword, engine.SecretKeyReplicationPassword),
+		engine.CredentialsVolume(secret, append(d.Recipe.PasswordKeys(), engine.SecretKeyReplicationPassword)...),
 		{Name: replicationVolume, VolumeSource: corev1.VolumeSource{
 			ConfigMap: &corev1.ConfigMapVolumeSource{
 				LocalObjectReference: corev1.LocalObjectReference{Name: ReplicationConfigMapName(db)},

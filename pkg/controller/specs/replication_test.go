@@ -62,7 +62,7 @@ func TestPostgreSQLPodsRunTheSetupScriptBeforeTheServer(t *testing.T) {
 	require.Equal(t, []corev1.Volume{
 		{Name: "credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: "my-database-credentials", DefaultMode: ptr.To[int32](0o440),
-			Items: []corev1.KeyToPath{{Key: "password", Path: "password"}, {Key: "replication-password", Path: "replication-password"}}}}},
+			Items: []corev1.KeyToPath{{Key: "superuser-password", Path: "superuser-password"}, {Key: "replication-password", Path: "replication-password"}}}}},
 		{Name: "replication", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: "my-database-replication"}, DefaultMode: ptr.To[int32](0o444)}}},
 	}, pod.Volumes)
@@ -187,7 +187,7 @@ func TestNewChildrenOfAReplicatingDatabase(t *testing.T) {
 	}
 	require.Equal(t, "replicator", string(c.Secret.Data[engine.SecretKeyReplicationUsername]))
 	require.Equal(t, "my-database-read.production.svc", string(c.Secret.Data[engine.SecretKeyReadHost]))
-	require.Equal(t, "postgresql://postgres:secret@my-database-read.production.svc:5432/my_database", string(c.Secret.Data[engine.SecretKeyReadURI]))
+	require.Equal(t, "postgresql://app:secret@my-database-read.production.svc:5432/my_database", string(c.Secret.Data[engine.SecretKeyReadURI]))
 
 	one, err := specs.NewChildren(database(1), "secret")
 	require.NoError(t, err)

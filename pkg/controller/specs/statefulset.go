@@ -45,7 +45,7 @@ func StatefulSet(db *examplev1.Database, d Desired) *appsv1.StatefulSet {
 				ObjectMeta: metav1.ObjectMeta{Labels: workloadLabels(db)},
 				Spec: corev1.PodSpec{
 					Containers:      []corev1.Container{d.Recipe.Container(d.Image, SecretName(db))},
-					Volumes:         []corev1.Volume{engine.CredentialsVolume(SecretName(db), engine.SecretKeyPassword)},
+					Volumes:         []corev1.Volume{engine.CredentialsVolume(SecretName(db), d.Recipe.PasswordKeys()...)},
 					SecurityContext: d.Recipe.PodSecurityContext(),
 					// The database needs no API access, nor every Service as variables.
 					AutomountServiceAccountToken: ptr.To(false),
