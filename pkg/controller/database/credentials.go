@@ -39,7 +39,8 @@ func (p *pass) syncApplicationRole(ctx context.Context, s postgres.Server) error
 	}
 	user, password := secret.Data[engine.SecretKeyUsername], secret.Data[engine.SecretKeyPassword]
 	if len(user) == 0 || len(password) == 0 || len(secret.Data[engine.SecretKeySuperuserPassword]) == 0 {
-		return fmt.Errorf("secret %q has no application user or superuser yet", secret.Name)
+		// Not migrated yet as the cache has it (ensureSecret just did): the next pass.
+		return nil
 	}
 	if string(user) == string(secret.Data[engine.SecretKeySuperuserUsername]) {
 		// Edited by hand to name the superuser: its password is the superuser's own.
@@ -55,6 +56,16 @@ func (p *pass) syncApplicationRole(ctx context.Context, s postgres.Server) error
 	}
 	p.r.event(ctx, db, corev1.EventTypeNormal, ReasonUpdated, "Gave the primary the application role %s with the Secret's password", user)
 	return recordDigest(ctx, p, secret.Name, secret.UID, ApplicationPasswordAnnotation, digest)
+}
+
+// superuser returns the superuser's name and password from secret: its superuser keys or, in
+// a Secret the cache still has as written before them, its username and password where
+// those were the superuser's (Recipe.SuperuserWasUsername).
+func (p *pass) superuser(secret *corev1.Secret) (user, password string) {
+	if len(secret.Data[engine.SecretKeySuperuserPassword]) == 0 && p.desired.Recipe.SuperuserWasUsername {
+		return string(secret.Data[engine.SecretKeyUsername]), string(secret.Data[engine.SecretKeyPassword])
+	}
+	return string(secret.Data[engine.SecretKeySuperuserUsername]), string(secret.Data[engine.SecretKeySuperuserPassword])
 }
 
 // applicationDigest is the value of ApplicationPasswordAnnotation for user and password.

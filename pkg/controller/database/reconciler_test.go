@@ -760,7 +760,7 @@ func TestExistingSecretIsNeverRegenerated(t *testing.T) {
 			"read-uri": "postgresql://app:edited@my-database-read.production.svc:5432/my_database"}),
 		phase: examplev1.DatabasePhaseProvisioning,
 	}, {
-		name:    "missing keys that follow from the credentials: filled",
+		name: "missing keys that follow from the credentials: filled",
 		secret: ours(map[string]string{"username": "someone", "password": "kept", "replication-password": "repl-kept",
 			"superuser-username": "postgres", "superuser-password": "su-kept"}),
 		actions: append([]string{"update databases my-database", "update secrets my-database-credentials"}, rest...),

@@ -321,11 +321,11 @@ func (p *pass) members(ctx context.Context, sts int32) (members []*member, serve
 	if secret == nil {
 		instances, secret = nil, &corev1.Secret{}
 	}
+	user, password := p.superuser(secret)
 	server = func(m *member) postgres.Server {
 		return postgres.Server{
 			Host: m.pod.Status.PodIP, Port: p.desired.Recipe.Port,
-			User:     string(secret.Data[engine.SecretKeySuperuserUsername]),
-			Password: string(secret.Data[engine.SecretKeySuperuserPassword]),
+			User: user, Password: password,
 			Database: string(secret.Data[engine.SecretKeyDatabase]),
 		}
 	}

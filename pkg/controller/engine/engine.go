@@ -288,10 +288,10 @@ const imageUser = 999
 
 var recipes = map[examplev1.Engine]Recipe{
 	examplev1.EnginePostgreSQL: {
-		Engine:      examplev1.EnginePostgreSQL,
-		PortName:    "postgresql",
-		Port:        5432,
-		DataPath:    "/var/lib/postgresql/data",
+		Engine:   examplev1.EnginePostgreSQL,
+		PortName: "postgresql",
+		Port:     5432,
+		DataPath: "/var/lib/postgresql/data",
 		// The image's POSTGRES_USER is the superuser; the controller creates the application
 		// role, owner of the database (replication.go's primary connection).
 		Username:             "app",
@@ -331,9 +331,9 @@ var recipes = map[examplev1.Engine]Recipe{
 		SuperuserUsername:     "root",
 		ApplicationUserAtInit: true,
 		HasDatabase:           true,
-		User:        imageUser,
-		Group:       imageUser,
-		Requests:    requests("250m", "512Mi"),
+		User:                  imageUser,
+		Group:                 imageUser,
+		Requests:              requests("250m", "512Mi"),
 		env: func(secret string) []corev1.EnvVar {
 			return []corev1.EnvVar{
 				fileEnv("MYSQL_ROOT_PASSWORD_FILE", SecretKeySuperuserPassword),
@@ -356,9 +356,9 @@ var recipes = map[examplev1.Engine]Recipe{
 		Username:             "admin",
 		SuperuserUsername:    "admin",
 		SuperuserWasUsername: true,
-		User:     imageUser,
-		Group:    imageUser,
-		Requests: requests("250m", "512Mi"),
+		User:                 imageUser,
+		Group:                imageUser,
+		Requests:             requests("250m", "512Mi"),
 		env: func(secret string) []corev1.EnvVar {
 			return []corev1.EnvVar{
 				secretEnv("MONGO_INITDB_ROOT_USERNAME", secret, SecretKeySuperuserUsername),

@@ -64,7 +64,9 @@ type Passwords struct {
 // SuperuserIsApplicationUser reports whether the engine's application user is its
 // superuser: the controller neither creates another user at initialisation nor over SQL
 // (MongoDB).
-func SuperuserIsApplicationUser(d Desired) bool { return d.Recipe.Username == d.Recipe.SuperuserUsername }
+func SuperuserIsApplicationUser(d Desired) bool {
+	return d.Recipe.Username == d.Recipe.SuperuserUsername
+}
 
 // Secret is the credentials Secret "<name>-credentials" for a new Database: the application
 // user and the superuser with their passwords, and a replication role on an engine that
