@@ -98,7 +98,7 @@ A real node (%s) runs the PostgreSQL 15 Pods; demo/shop is a database you can us
   kubectl wait --for=condition=Ready db/shop -n demo --timeout=5m
   kubectl port-forward -n demo svc/shop 5432:5432 &
   PGPASSWORD=$(kubectl get secret shop-credentials -n demo -o jsonpath='{.data.password}' | base64 -d) \
-    psql -h 127.0.0.1 -U postgres -d shop -c 'CREATE TABLE t (x int); INSERT INTO t VALUES (1); SELECT * FROM t'
+    psql -h 127.0.0.1 -U app -d shop -c 'CREATE TABLE t (x int); INSERT INTO t VALUES (1); SELECT * FROM t'
 `, localcluster.RealNodeName)
 	} else {
 		fmt.Printf("\nNo real node (%s): every Pod is simulated.\n", noRealNode)

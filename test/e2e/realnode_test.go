@@ -186,6 +186,12 @@ spec:
 	require.Equal(t, corev1.PodSucceeded, phase, out)
 	require.Equal(t, "apple\npear", strings.TrimSpace(lastLines(out, 2)), out)
 
+	// The Secret's user is the application role, which owns the database and is no superuser.
+	phase, out = runPsql(t, ns, "whoami", db, password,
+		"SELECT current_user || ' ' || rolsuper || ' ' || rolcreaterole || ' ' || pg_get_userbyid(datdba) FROM pg_roles, pg_database WHERE rolname = current_user AND datname = current_database();")
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	require.Equal(t, "app false false app", strings.TrimSpace(out), out)
+
 	phase, out = runPsql(t, ns, "wrong-password", db, password+"-wrong", "SELECT 1;")
 	require.Equal(t, corev1.PodFailed, phase, out)
 	require.Contains(t, out, "password authentication failed", out)

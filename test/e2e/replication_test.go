@@ -30,6 +30,17 @@ func psqlAt(t *testing.T, ns, name, db, host, sql string) (corev1.PodPhase, stri
 		`exec psql -v ON_ERROR_STOP=1 --no-psqlrc --quiet --tuples-only --no-align -h `+host+` -p "$PGPORT" -c "$SQL"`, sql, ""))
 }
 
+// psqlAtAsSuperuser is psqlAt as the Secret's superuser, for what the application user may
+// not read (every standby's row of pg_stat_replication).
+func psqlAtAsSuperuser(t *testing.T, ns, name, db, host, sql string) (corev1.PodPhase, string) {
+	t.Helper()
+	spec := pod(ns, name, db,
+		`exec psql -v ON_ERROR_STOP=1 --no-psqlrc --quiet --tuples-only --no-align -h `+host+` -p "$PGPORT" -c "$SQL"`, sql, "")
+	spec = strings.Replace(spec, "key: username}", "key: superuser-username}", 1)
+	spec = strings.Replace(spec, "key: password}", "key: superuser-password}", 1)
+	return runPod(t, ns, name, spec)
+}
+
 // memberHost is the stable DNS name of a Database's Pod under its headless Service.
 func memberHost(ns, db string, ordinal int) string {
 	return fmt.Sprintf("%s-%d.%s-headless.%s.svc", db, ordinal, db, ns)
@@ -206,7 +217,7 @@ done`, "", "")
 	kubectlIn(t, writer, "apply", "-f", "-")
 	time.Sleep(10 * time.Second)
 	// The lag of each standby under that load, as the primary reports it.
-	phase, out = psqlAt(t, ns, "lag", db, primaryHost, `SELECT application_name || ' ' || state || ' ' ||
+	phase, out = psqlAtAsSuperuser(t, ns, "lag", db, primaryHost, `SELECT application_name || ' ' || state || ' ' ||
 		COALESCE(EXTRACT(epoch FROM replay_lag)::text, '0') || 's ' || pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn) || 'B'
 		FROM pg_stat_replication ORDER BY application_name;`)
 	require.Equal(t, corev1.PodSucceeded, phase, out)
