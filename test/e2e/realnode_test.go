@@ -188,9 +188,9 @@ spec:
 
 	// The Secret's user is the application role, which owns the database and is no superuser.
 	phase, out = runPsql(t, ns, "whoami", db, password,
-		"SELECT current_user || ' ' || rolsuper || ' ' || rolcreaterole || ' ' || pg_get_userbyid(datdba) FROM pg_roles, pg_database WHERE rolname = current_user AND datname = current_database();")
+		"SELECT current_user || ' ' || rolsuper::text || ' ' || rolcreaterole::text || ' ' || pg_get_userbyid(datdba) FROM pg_roles, pg_database WHERE rolname = current_user AND datname = current_database();")
 	require.Equal(t, corev1.PodSucceeded, phase, out)
-	require.Equal(t, "app false false app", strings.TrimSpace(out), out)
+	require.Equal(t, "app false false app", lastLines(out, 1), out)
 
 	phase, out = runPsql(t, ns, "wrong-password", db, password+"-wrong", "SELECT 1;")
 	require.Equal(t, corev1.PodFailed, phase, out)
