@@ -319,3 +319,19 @@ func TestReleaseAndUnprotectPatchesApplyOnlyToTheClaimTheyWereMadeFor(t *testing
 		})
 	}
 }
+
+// A Secret restored for another Database's uid (one deleted, or planted with a guess) is
+// not adopted by a Database whose Secret is lost.
+func TestASecretRestoredForAnotherUIDIsNotAdopted(t *testing.T) {
+	f := newFixture(t, exampleDatabase())
+	f.ready()
+	old := f.secret().DeepCopy()
+	require.NoError(t, f.kube.Tracker().Delete(secrets, namespace, old.Name))
+	planted := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: old.Name,
+		Annotations: map[string]string{database.RestoreForAnnotation: "another-uid"}}, Data: old.Data}
+	require.NoError(t, f.kube.Tracker().Add(planted))
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, "ChildConflict", condition(f.database(), "Degraded").Reason)
+	require.Nil(t, metav1.GetControllerOf(f.secret()), "not adopted")
+}

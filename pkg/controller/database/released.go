@@ -180,7 +180,7 @@ func (p *pass) judgeAdoption(ctx context.Context, kind string, obj metav1.Object
 	if metav1.GetControllerOf(obj) != nil {
 		return notRetained, nil
 	}
-	if kind == "Secret" && obj.GetAnnotations()[RestoreForAnnotation] == string(p.db.UID) {
+	if kind == "Secret" && p.db.UID != "" && obj.GetAnnotations()[RestoreForAnnotation] == string(p.db.UID) {
 		return adoptable, nil
 	}
 	if !isRetainedFor(obj, p.db) {
