@@ -8,11 +8,12 @@
 // Reconcile (this file) runs one pass (pass.go: the Secret and Services; replication.go:
 // the replication ConfigMap; claims.go: the data claims; workload.go: the StatefulSet and
 // PodDisruptionBudget; replication.go again, for an engine that replicates: the servers'
-// roles, slots, switchover and restarts, asked through Instances), then writes status
-// (status.go); a Database being deleted goes to delete.go instead. The pieces they share
-// have their own files: child writes (childwrite.go), ownership and adoption
-// (ownership.go), errors (errors.go), Events (events.go), and the StatefulSet controller's
-// refusals to create the Pods, read from its Events (refusal.go).
+// roles, slots, switchover and restarts, asked through Instances, and the application role,
+// credentials.go), then writes status (status.go); a Database being deleted goes to
+// delete.go instead. The pieces they share have their own files: child writes
+// (childwrite.go), ownership and adoption (ownership.go), the release records that adoption
+// requires (released.go), errors (errors.go), Events (events.go), and the StatefulSet
+// controller's refusals to create the Pods, read from its Events (refusal.go).
 package database
 
 import (
