@@ -244,7 +244,7 @@ func TestRestartForbiddenSaysWhatWasRefused(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Empty(t, out)
 	assert.Equal(t, "Error from server (Forbidden): "+forbiddenRestart+"\n"+
-		`error: this needs "create" on "databases/restart" in API group "example.com" in namespace "production" (check with: kubectl auth can-i create databases/restart -n production)`+"\n", errOut)
+		`error: this needs "create" on "databases/restart" in API group "example.com" in namespace "production" (check with: kubectl auth can-i create databases.example.com --subresource=restart -n production)`+"\n", errOut)
 }
 
 func TestSwitchoverPostsADatabaseSwitchover(t *testing.T) {
@@ -450,6 +450,18 @@ func TestDescribeOfAMissingDatabaseFails(t *testing.T) {
 	assert.Empty(t, out)
 	assert.Equal(t, "Error from server (NotFound): databases.example.com \"shop\" not found\n", errOut)
 	assert.Equal(t, []string{"GET " + dbPath}, api.paths())
+}
+
+func TestDescribeForbiddenSaysWhatToAskFor(t *testing.T) {
+	api := newFakeAPI(t)
+	const msg = `databases.example.com "shop" is forbidden: User "nobody" cannot get resource "databases" in API group "example.com" in the namespace "production"`
+	api.on(http.MethodGet, dbPath, http.StatusForbidden, status(http.StatusForbidden, metav1.StatusReasonForbidden, msg))
+
+	code, _, errOut := api.run("describe", "shop", "-n", "production")
+
+	assert.Equal(t, 1, code)
+	assert.Equal(t, "Error from server (Forbidden): "+msg+"\n"+
+		`error: this needs "get" on "databases" in API group "example.com" in namespace "production" (check with: kubectl auth can-i get databases.example.com -n production)`+"\n", errOut)
 }
 
 func queryValue(t *testing.T, r fakeRequest, key string) string {

@@ -40,9 +40,23 @@ func printError(w io.Writer, err error) {
 	fmt.Fprintln(w, errorMessage(err))
 	var re *requestError
 	if errors.As(err, &re) && apierrors.IsForbidden(err) {
-		fmt.Fprintf(w, "error: this needs %q on %q in API group %q in namespace %q (check with: kubectl auth can-i %s %s -n %s)\n",
-			re.verb, re.resource, groupOf(re.resource), re.namespace, re.verb, re.resource, re.namespace)
+		fmt.Fprintf(w, "error: this needs %q on %q in API group %q in namespace %q (check with: %s)\n",
+			re.verb, re.resource, groupOf(re.resource), re.namespace, canI(re))
 	}
+}
+
+// canI is the kubectl command that asks whether the current user may make the request of
+// re: `kubectl auth can-i VERB RESOURCE.GROUP [--subresource=SUB] -n NAMESPACE`.
+func canI(re *requestError) string {
+	resource, sub, _ := strings.Cut(re.resource, "/")
+	if g := groupOf(resource); g != "" {
+		resource += "." + g
+	}
+	cmd := "kubectl auth can-i " + re.verb + " " + resource
+	if sub != "" {
+		cmd += " --subresource=" + sub
+	}
+	return cmd + " -n " + re.namespace
 }
 
 // groupOf is the API group of one of the resources the plugin uses: "example.com" for
