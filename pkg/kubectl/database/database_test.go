@@ -164,6 +164,16 @@ func TestConnectionUsesTheKubeconfigNamespaceWithoutNamespaceFlag(t *testing.T) 
 	assert.Equal(t, []string{"GET /apis/example.com/v1/namespaces/default/databases/shop/connection"}, api.paths())
 }
 
+func TestConnectionUsesTheNamespaceOfContext(t *testing.T) {
+	api := newFakeAPI(t)
+	api.on(http.MethodGet, "/apis/example.com/v1/namespaces/team-b/databases/shop/connection", http.StatusOK, shopConnection())
+
+	code, _, errOut := api.run("--context", "team-b", "connection", "shop")
+
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, []string{"GET /apis/example.com/v1/namespaces/team-b/databases/shop/connection"}, api.paths())
+}
+
 func TestConnectionNotFoundIsPrintedAsKubectlDoes(t *testing.T) {
 	api := newFakeAPI(t)
 	api.on(http.MethodGet, dbPath+"/connection", http.StatusNotFound,

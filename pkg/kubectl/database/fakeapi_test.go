@@ -97,7 +97,8 @@ func (f *fakeAPI) paths() []string {
 	return out
 }
 
-// kubeconfig writes a kubeconfig whose current context uses the fake API in namespace ns.
+// kubeconfig writes a kubeconfig whose current context uses the fake API in namespace ns,
+// and whose context "team-b" uses it in namespace team-b.
 func (f *fakeAPI) kubeconfig(ns string) string {
 	f.t.Helper()
 	path := filepath.Join(f.t.TempDir(), "kubeconfig")
@@ -118,6 +119,11 @@ func (f *fakeAPI) kubeconfig(ns string) string {
 		"    cluster: fake",
 		"    user: someone",
 		"    namespace: " + ns,
+		"- name: team-b",
+		"  context:",
+		"    cluster: fake",
+		"    user: someone",
+		"    namespace: team-b",
 		"current-context: fake",
 		"",
 	}, "\n")
