@@ -331,7 +331,7 @@ func TestSwitchoverOfAnEngineWithoutReplicationIsRefused(t *testing.T) {
 }
 
 // Discovery lists the subresources with their verbs and kinds, and OpenAPI
-// v3 has the kinds.
+// v2 and v3 have the kinds.
 func TestSubresourcesAreInDiscoveryAndOpenAPI(t *testing.T) {
 	resp := do(t, http.MethodGet, "/apis/example.com/v1", nil, nil)
 	require.Equal(t, http.StatusOK, resp.code, "%s", resp.body)
@@ -363,5 +363,10 @@ func TestSubresourcesAreInDiscoveryAndOpenAPI(t *testing.T) {
 		`/apis/example.com/v1/namespaces/{namespace}/databases/{name}/restart`,
 	} {
 		require.True(t, strings.Contains(string(resp.body), s), "OpenAPI v3 has %s", s)
+	}
+	resp = do(t, http.MethodGet, "/openapi/v2", nil, map[string]string{"Accept": "application/json"})
+	require.Equal(t, http.StatusOK, resp.code)
+	for _, s := range []string{`"com.example.v1.DatabaseConnection"`, `"com.example.v1.DatabaseRestart"`, `"com.example.v1.DatabaseSwitchover"`} {
+		require.True(t, strings.Contains(string(resp.body), s), "OpenAPI v2 has %s", s)
 	}
 }
