@@ -12,10 +12,12 @@ all: build
 # build-cache entry, so a cold `make run` compiles k8s.io/apiserver and client-go once, not twice.
 BUILD_FLAGS ?= -trimpath
 
-## build: the API server and the controller binaries into bin/.
+## build: the API server, the controller and the kubectl plugin (kubectl-database: put bin/ on
+## PATH and kubectl runs it as `kubectl database`) binaries into bin/.
 build:
 	$(GO) build $(BUILD_FLAGS) -o $(BIN)/database-apiserver ./cmd/apiserver
 	$(GO) build $(BUILD_FLAGS) -o $(BIN)/database-controller ./cmd/controller
+	$(GO) build $(BUILD_FLAGS) -o $(BIN)/kubectl-database ./cmd/kubectl-database
 
 ## generate: regenerate deepcopy, defaulters, conversions, protobuf, OpenAPI, clientset, listers,
 ## informers. Needs protoc (Debian's protobuf-compiler): installed with apt-get when missing if

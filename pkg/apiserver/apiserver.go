@@ -88,8 +88,8 @@ func (cfg *Config) Complete() CompletedConfig {
 	}}
 }
 
-// New builds the server and installs example.com/v1: databases,
-// databases/status and databases/scale. It returns an error when the storage
+// New builds the server and installs example.com/v1: databases and its
+// status, scale, connection, restart and switchover subresources. It returns an error when the storage
 // cannot be built or the group cannot be installed (e.g. incomplete OpenAPI).
 func (c completedConfig) New() (*DatabaseServer, error) {
 	genericServer, err := c.GenericConfig.New("database-apiserver", genericapiserver.NewEmptyDelegate())
@@ -106,9 +106,12 @@ func (c completedConfig) New() (*DatabaseServer, error) {
 		return nil, fmt.Errorf("building databases storage: %w", err)
 	}
 	apiGroupInfo.VersionedResourcesStorageMap[examplev1.SchemeGroupVersion.Version] = map[string]rest.Storage{
-		"databases":        databases.Database,
-		"databases/status": databases.Status,
-		"databases/scale":  databases.Scale,
+		"databases":            databases.Database,
+		"databases/status":     databases.Status,
+		"databases/scale":      databases.Scale,
+		"databases/connection": databases.Connection,
+		"databases/restart":    databases.Restart,
+		"databases/switchover": databases.Switchover,
 	}
 	if err := genericServer.InstallAPIGroup(&apiGroupInfo); err != nil {
 		return nil, err

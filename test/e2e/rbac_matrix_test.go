@@ -25,8 +25,9 @@ import (
 // matrixVerbs are the verbs of the matrix: every verb the API server serves on databases.
 var matrixVerbs = []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
 
-// matrixResources are databases and its two subresources.
-var matrixResources = []string{"databases", "databases/status", "databases/scale"}
+// matrixResources are databases and its subresources.
+var matrixResources = []string{"databases", "databases/status", "databases/scale",
+	"databases/connection", "databases/restart", "databases/switchover"}
 
 // matrixRoles are the users of the matrix: one per aggregated ClusterRole, bound in the
 // test's namespace with a RoleBinding, and one without any binding.
@@ -36,24 +37,36 @@ var matrixRoles = []string{"admin", "edit", "view", "no binding"}
 // allowed (in matrixVerbs' order); every other verb is forbidden. The README shows this table.
 var authorizationMatrix = map[string]map[string][]string{
 	"admin": {
-		"databases":        matrixVerbs,
-		"databases/status": {"get"},
-		"databases/scale":  {"get", "update", "patch"},
+		"databases":            matrixVerbs,
+		"databases/status":     {"get"},
+		"databases/scale":      {"get", "update", "patch"},
+		"databases/connection": {"get"},
+		"databases/restart":    {"create"},
+		"databases/switchover": {"create"},
 	},
 	"edit": {
-		"databases":        matrixVerbs,
-		"databases/status": {"get"},
-		"databases/scale":  {"get", "update", "patch"},
+		"databases":            matrixVerbs,
+		"databases/status":     {"get"},
+		"databases/scale":      {"get", "update", "patch"},
+		"databases/connection": {"get"},
+		"databases/restart":    {"create"},
+		"databases/switchover": {"create"},
 	},
 	"view": {
-		"databases":        {"get", "list", "watch"},
-		"databases/status": {"get"},
-		"databases/scale":  {"get"},
+		"databases":            {"get", "list", "watch"},
+		"databases/status":     {"get"},
+		"databases/scale":      {"get"},
+		"databases/connection": {"get"},
+		"databases/restart":    {},
+		"databases/switchover": {},
 	},
 	"no binding": {
-		"databases":        {},
-		"databases/status": {},
-		"databases/scale":  {},
+		"databases":            {},
+		"databases/status":     {},
+		"databases/scale":      {},
+		"databases/connection": {},
+		"databases/restart":    {},
+		"databases/switchover": {},
 	},
 }
 
@@ -62,8 +75,7 @@ func matrixUser(role string) string {
 	return "e2e-matrix-" + strings.ReplaceAll(role, " ", "-")
 }
 
-// TestAuthorizationMatrix checks every verb on databases, databases/status and
-// databases/scale for admin, edit, view and a user without bindings, as kube-apiserver
+// TestAuthorizationMatrix checks every verb on databases and each of its subresources for admin, edit, view and a user without bindings, as kube-apiserver
 // decides it for that user (a SelfSubjectAccessReview sent impersonating them, what
 // `kubectl auth can-i --as` sends), and then real requests straight to our server as each
 // user, through the front-proxy headers kube-apiserver sends, so that our server's delegated
@@ -94,7 +106,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 	require.Equal(t, authorizationMatrix, got, "allowed verbs per role and resource")
 
 	t.Run("our server agrees", func(t *testing.T) {
-		// One create and one status read per role, straight to our server as that user.
+		// One create, one status read and one restart per role, straight to our server as
+		// that user.
 		for _, role := range matrixRoles {
 			create := slices.Contains(authorizationMatrix[role]["databases"], "create")
 			getStatus := slices.Contains(authorizationMatrix[role]["databases/status"], "get")
@@ -115,6 +128,13 @@ func TestAuthorizationMatrix(t *testing.T) {
 				"/apis/example.com/v1/namespaces/"+ns+"/databases/"+name+"/status", "")
 			require.Equal(t, map[bool]int{true: http.StatusOK, false: http.StatusForbidden}[getStatus], code,
 				"get status as %s: %s", role, out)
+
+			restart := slices.Contains(authorizationMatrix[role]["databases/restart"], "create")
+			code, out = ourServerAs(t, matrixUser(role), http.MethodPost,
+				"/apis/example.com/v1/namespaces/"+ns+"/databases/"+name+"/restart",
+				`{"apiVersion":"example.com/v1","kind":"DatabaseRestart"}`)
+			require.Equal(t, map[bool]int{true: http.StatusCreated, false: http.StatusForbidden}[restart], code,
+				"restart as %s: %s", role, out)
 		}
 	})
 }

@@ -32,6 +32,9 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(SchemeGroupVersion,
 		&Database{},
 		&DatabaseList{},
+		&DatabaseConnection{},
+		&DatabaseRestart{},
+		&DatabaseSwitchover{},
 	)
 	return nil
 }

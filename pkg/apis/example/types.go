@@ -136,6 +136,37 @@ type DatabaseStatus struct {
 	Primary string
 	// Members are the database Pods by ordinal, one each, keyed by name.
 	Members []DatabaseMember
+	// Restart is the last rolling restart asked for through databases/restart;
+	// nil when none was. Only that subresource sets the request fields.
+	Restart *DatabaseRestartStatus
+	// Switchover is the last switchover asked for through
+	// databases/switchover; nil when none was. Only that subresource sets it.
+	Switchover *DatabaseSwitchoverStatus
+}
+
+// DatabaseRestartStatus is a rolling restart: the request databases/restart
+// recorded (RequestedBy, RequestedAt, Reason) and the controller's
+// completion (CompletedAt).
+type DatabaseRestartStatus struct {
+	// RequestedBy is the authenticated user name of whoever asked.
+	RequestedBy string
+	// RequestedAt is when the request was recorded, to the microsecond; it
+	// identifies the request.
+	RequestedAt metav1.MicroTime
+	// Reason is the request's free text.
+	Reason string
+	// CompletedAt is when every Pod was recreated and Ready; nil while under way.
+	CompletedAt *metav1.Time
+}
+
+// DatabaseSwitchoverStatus is a switchover asked for through databases/switchover.
+type DatabaseSwitchoverStatus struct {
+	// RequestedBy is the authenticated user name of whoever asked.
+	RequestedBy string
+	// RequestedAt is when the request was recorded.
+	RequestedAt metav1.Time
+	// Target is the Pod asked to become the primary.
+	Target string
 }
 
 // DatabaseMember is one database Pod's part in replication, as the controller observed it.
@@ -163,4 +194,63 @@ type DatabaseList struct {
 	metav1.ListMeta
 
 	Items []Database
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// DatabaseConnection is how a client connects to a Database (GET
+// databases/{name}/connection): computed on read, never stored, no password.
+type DatabaseConnection struct {
+	metav1.TypeMeta
+	// ObjectMeta carries the Database's name and namespace.
+	metav1.ObjectMeta
+
+	// Engine is the Database's spec.engine.
+	Engine Engine
+	// Host is the client Service's DNS name, "<name>.<namespace>.svc".
+	Host string
+	// Port is the engine's TCP port.
+	Port int32
+	// ReadHost is the read Service's DNS name, "<name>-read.<namespace>.svc",
+	// while the engine replicates and spec.replicas is above 1; else empty.
+	ReadHost string
+	// Database is the database created at initialisation; empty for MongoDB.
+	Database string
+	// Username is the user applications connect as.
+	Username string
+	// SecretName is the credentials Secret.
+	SecretName string
+	// PasswordKey, URIKey and ReadURIKey are the keys of SecretName holding the
+	// password, the URI to Host and the URI to ReadHost (empty when ReadHost is).
+	PasswordKey string
+	URIKey      string
+	ReadURIKey  string
+	// Primary is status.primary.
+	Primary string
+	// Ready is true when the Database's Ready condition is True.
+	Ready bool
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// DatabaseRestart is the body of POST databases/{name}/restart.
+type DatabaseRestart struct {
+	metav1.TypeMeta
+	// ObjectMeta.Name, when set, must be the Database's name.
+	metav1.ObjectMeta
+
+	// Reason is free text recorded with the request.
+	Reason string
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// DatabaseSwitchover is the body of POST databases/{name}/switchover.
+type DatabaseSwitchover struct {
+	metav1.TypeMeta
+	// ObjectMeta.Name, when set, must be the Database's name.
+	metav1.ObjectMeta
+
+	// Target is the Pod to become the primary, "<name>-<ordinal>".
+	Target string
 }

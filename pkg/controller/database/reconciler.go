@@ -223,6 +223,10 @@ func (r *Reconciler) report(ctx context.Context, db *examplev1.Database, obs obs
 	if _, err := r.writeStatus(ctx, db, status); err != nil {
 		return Result{}, err
 	}
+	if old, r2 := db.Status.Restart, status.Restart; old != nil && old.CompletedAt == nil && r2 != nil && r2.CompletedAt != nil {
+		r.event(ctx, db, corev1.EventTypeNormal, ReasonRestartCompleted, "Rolling restart requested by %s at %s completed: every Pod was recreated and is Ready",
+			r2.RequestedBy, r2.RequestedAt.UTC().Format(time.RFC3339))
+	}
 	if refusalBegins {
 		r.event(ctx, db, corev1.EventTypeWarning, obs.refusal.reason, "%s", obs.refusal.message)
 	}

@@ -3,6 +3,7 @@ package database
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -54,6 +55,11 @@ const (
 	ReasonNotStreaming = "NotStreaming"
 	ReasonNotObserved  = "NotObserved"
 	ReasonSwitchover   = "Switchover"
+	// ReasonRestarting: Progressing while a restart asked for through databases/restart
+	// rolls; ReasonRestartCompleted, the Event when it is done (its beginning is the
+	// StatefulSet's Updated Event).
+	ReasonRestarting       = "Restarting"
+	ReasonRestartCompleted = "RestartCompleted"
 
 	// Failures (phase Failed): conditions and Warning Events.
 	ReasonChildConflict          = "ChildConflict"
@@ -151,7 +157,9 @@ func readyReplicas(sts *appsv1.StatefulSet) int32 {
 // Ready when the StatefulSet is rolled out with every desired replica ready and every
 // mounted claim's capacity at spec.storage (Provisioning, reason StorageExpanding, while a
 // volume expansion runs); Degraded when a Database Ready at this generation has lost ready
-// replicas without a rollout; Provisioning otherwise.
+// replicas without a rollout; Provisioning otherwise. A restart in status.restart is
+// completed (completedAt now) once restartDone, and until then, unless a switchover or a
+// failure is what Progressing reports, Progressing is True with reason Restarting.
 func computeStatus(db *examplev1.Database, obs observation, now metav1.Time) examplev1.DatabaseStatus {
 	status := *db.Status.DeepCopy()
 	status.ObservedGeneration = db.Generation
@@ -299,6 +307,17 @@ func computeStatus(db *examplev1.Database, obs observation, now metav1.Time) exa
 			meta.RemoveStatusCondition(&status.Conditions, ConditionReplicating)
 		}
 	}
+	if r := status.Restart; r != nil && r.CompletedAt == nil && !stopped {
+		if restartDone(db, obs) {
+			r.CompletedAt = ptr.To(now)
+		} else if conditions[1].reason != ReasonSwitchover {
+			msg := fmt.Sprintf("rolling restart requested by %s at %s", r.RequestedBy, r.RequestedAt.UTC().Format(time.RFC3339))
+			if sts != nil {
+				msg += fmt.Sprintf(": %d/%d replicas restarted", min(sts.Status.UpdatedReplicas, obs.replicas), obs.replicas)
+			}
+			conditions[1].cond = cond{metav1.ConditionTrue, ReasonRestarting, msg}
+		}
+	}
 	for _, c := range conditions {
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{
 			Type: c.typ, Status: c.status, Reason: c.reason, Message: c.message,
@@ -306,6 +325,17 @@ func computeStatus(db *examplev1.Database, obs observation, now metav1.Time) exa
 		})
 	}
 	return status
+}
+
+// restartDone reports whether the restart db.Status.Restart asks for is carried out: the
+// StatefulSet's Pod template has its stamp (specs.RestartStamp), and the StatefulSet
+// controller has observed that template and reports every one of the desired replicas at
+// its update revision and Ready.
+func restartDone(db *examplev1.Database, obs observation) bool {
+	sts := obs.statefulSet
+	return sts != nil && sts.Spec.Template.Annotations[specs.RestartedAtAnnotation] == specs.RestartStamp(db) &&
+		rolledOut(sts) && ptr.Deref(sts.Spec.Replicas, 1) == obs.replicas &&
+		sts.Status.Replicas == obs.replicas && sts.Status.UpdatedReplicas == obs.replicas && sts.Status.ReadyReplicas == obs.replicas
 }
 
 // deletingStatus is db's status while its deletion policy's cleanup runs: phase Deleting,

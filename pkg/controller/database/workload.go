@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -47,6 +48,9 @@ func (p *pass) ensureStatefulSet(ctx context.Context, grow bool) (*appsv1.Statef
 			}
 			if o, n := specs.ContainerImage(old), specs.ContainerImage(updated); o != n {
 				changes = append(changes, fmt.Sprintf("image %s → %s", o, n))
+			}
+			if r := p.db.Status.Restart; r != nil && old.Spec.Template.Annotations[specs.RestartedAtAnnotation] != updated.Spec.Template.Annotations[specs.RestartedAtAnnotation] {
+				changes = append(changes, fmt.Sprintf("rolling restart requested by %s at %s", r.RequestedBy, r.RequestedAt.UTC().Format(time.RFC3339)))
 			}
 			if len(changes) == 0 {
 				return "pod template"

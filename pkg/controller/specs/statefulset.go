@@ -32,6 +32,9 @@ import (
 // On an engine that replicates (Replicates), the Pod template also has what replicationPod
 // adds (every Pod but the primary starts as a standby of it), and the update strategy is
 // OnDelete: the controller picks the order in which Pods restart for a new revision.
+//
+// A restart asked for through databases/restart (status.restart) is the Pod template's
+// RestartedAtAnnotation: a new revision, rolled out as an image update is.
 func StatefulSet(db *examplev1.Database, d Desired) *appsv1.StatefulSet {
 	sts := &appsv1.StatefulSet{
 		ObjectMeta: objectMeta(db, StatefulSetName(db), workloadLabels(db)),
@@ -67,6 +70,9 @@ func StatefulSet(db *examplev1.Database, d Desired) *appsv1.StatefulSet {
 			}},
 		},
 	}
+	if stamp := RestartStamp(db); stamp != "" {
+		sts.Spec.Template.Annotations = map[string]string{RestartedAtAnnotation: stamp}
+	}
 	if Replicates(d) {
 		replicationPod(db, d, &sts.Spec.Template.Spec)
 		// The controller restarts the Pods for a new revision itself, the replicas first
@@ -100,7 +106,8 @@ func DataClaim(sts *appsv1.StatefulSet, ordinal int32) *corev1.PersistentVolumeC
 }
 
 // SyncStatefulSet copies the fields the controller owns from want into have: labels,
-// replicas, the update strategy's type, the Pod template's labels, its security context's
+// replicas, the update strategy's type, the Pod template's labels and RestartedAtAnnotation
+// (when want has it), its security context's
 // user, group, fsGroup and seccomp fields, token and service-link settings, the volumes of
 // want's names, the database container's image, arguments, ports, environment, mounts,
 // resources, probes, lifecycle and security context, and the same of want's init
@@ -118,6 +125,9 @@ func SyncStatefulSet(have, want *appsv1.StatefulSet) {
 
 	tmpl, wantTmpl := &have.Spec.Template, &want.Spec.Template
 	tmpl.Labels = MergeLabels(tmpl.Labels, wantTmpl.Labels)
+	if stamp, ok := wantTmpl.Annotations[RestartedAtAnnotation]; ok {
+		metav1.SetMetaDataAnnotation(&tmpl.ObjectMeta, RestartedAtAnnotation, stamp)
+	}
 	pod, wantPod := &tmpl.Spec, &wantTmpl.Spec
 	if pod.SecurityContext == nil {
 		pod.SecurityContext = &corev1.PodSecurityContext{}
@@ -194,4 +204,19 @@ func ClaimTemplateStorage(sts *appsv1.StatefulSet) (resource.Quantity, bool) {
 		}
 	}
 	return resource.Quantity{}, false
+}
+
+// RestartedAtAnnotation, on the Pod template, is the time of the last restart asked for
+// through databases/restart (RestartStamp): changing it makes a new revision, so every Pod
+// is recreated, as kubectl rollout restart's kubectl.kubernetes.io/restartedAt does.
+const RestartedAtAnnotation = "database.example.com/restarted-at"
+
+// RestartStamp is the value of RestartedAtAnnotation for db: status.restart.requestedAt in
+// RFC 3339 with microseconds (metav1.RFC3339Micro, its serialized form), "" when no restart
+// was asked for.
+func RestartStamp(db *examplev1.Database) string {
+	if db.Status.Restart == nil {
+		return ""
+	}
+	return db.Status.Restart.RequestedAt.UTC().Format(metav1.RFC3339Micro)
 }

@@ -36,10 +36,14 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &examplev1.DatabaseApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DatabaseMember"):
 		return &examplev1.DatabaseMemberApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("DatabaseRestartStatus"):
+		return &examplev1.DatabaseRestartStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DatabaseSpec"):
 		return &examplev1.DatabaseSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DatabaseStatus"):
 		return &examplev1.DatabaseStatusApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("DatabaseSwitchoverStatus"):
+		return &examplev1.DatabaseSwitchoverStatusApplyConfiguration{}
 
 	}
 	return nil

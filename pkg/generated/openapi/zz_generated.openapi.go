@@ -36,10 +36,15 @@ import (
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
 		v1.Database{}.OpenAPIModelName():                                    schema_pkg_apis_example_v1_Database(ref),
+		v1.DatabaseConnection{}.OpenAPIModelName():                          schema_pkg_apis_example_v1_DatabaseConnection(ref),
 		v1.DatabaseList{}.OpenAPIModelName():                                schema_pkg_apis_example_v1_DatabaseList(ref),
 		v1.DatabaseMember{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_DatabaseMember(ref),
+		v1.DatabaseRestart{}.OpenAPIModelName():                             schema_pkg_apis_example_v1_DatabaseRestart(ref),
+		v1.DatabaseRestartStatus{}.OpenAPIModelName():                       schema_pkg_apis_example_v1_DatabaseRestartStatus(ref),
 		v1.DatabaseSpec{}.OpenAPIModelName():                                schema_pkg_apis_example_v1_DatabaseSpec(ref),
 		v1.DatabaseStatus{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_DatabaseStatus(ref),
+		v1.DatabaseSwitchover{}.OpenAPIModelName():                          schema_pkg_apis_example_v1_DatabaseSwitchover(ref),
+		v1.DatabaseSwitchoverStatus{}.OpenAPIModelName():                    schema_pkg_apis_example_v1_DatabaseSwitchoverStatus(ref),
 		autoscalingv1.ContainerResourceMetricSource{}.OpenAPIModelName():    schema_k8sio_api_autoscaling_v1_ContainerResourceMetricSource(ref),
 		autoscalingv1.ContainerResourceMetricStatus{}.OpenAPIModelName():    schema_k8sio_api_autoscaling_v1_ContainerResourceMetricStatus(ref),
 		autoscalingv1.CrossVersionObjectReference{}.OpenAPIModelName():      schema_k8sio_api_autoscaling_v1_CrossVersionObjectReference(ref),
@@ -169,6 +174,136 @@ func schema_pkg_apis_example_v1_Database(ref common.ReferenceCallback) common.Op
 	}
 }
 
+func schema_pkg_apis_example_v1_DatabaseConnection(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DatabaseConnection is how a client connects to a Database, served by GET databases/{name}/connection. The API server computes it on each read from the Database and its status, as the controller writes the credentials Secret; it is never stored and holds no password: the password and the URIs are in the Secret it names, which a reader of this object may not be allowed to read.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Standard object metadata: the name and namespace of the Database.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(metav1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"engine": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Engine is the Database's spec.engine.\n\nPossible enum values:\n - `\"mongodb\"` runs the mongo image, port 27017.\n - `\"mysql\"` runs the mysql image, port 3306.\n - `\"postgresql\"` runs the postgres image, port 5432.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"mongodb", "mysql", "postgresql"},
+						},
+					},
+					"host": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Host is the client Service's DNS name, \"<name>.<namespace>.svc\": it reaches the primary.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"port": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Port is the engine's TCP port, e.g. 5432.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"readHost": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ReadHost is the read Service's DNS name, \"<name>-read.<namespace>.svc\", which spreads connections over the replicas: set while the engine replicates and spec.replicas is above 1.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"database": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Database is the database the engine created at initialisation; empty for an engine that creates databases on first write (MongoDB).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"username": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Username is the user applications connect as.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"secretName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SecretName is the credentials Secret, in the Database's namespace.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"passwordKey": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PasswordKey is the key of SecretName that holds Username's password.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"uriKey": {
+						SchemaProps: spec.SchemaProps{
+							Description: "URIKey is the key of SecretName that holds a connection URI to Host, credentials included.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"readURIKey": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ReadURIKey is the key of SecretName that holds a connection URI to ReadHost; set when ReadHost is.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"primary": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Primary is the Pod that is primary now (status.primary); empty until the controller has confirmed one.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"ready": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Ready is true when the Database takes connections: its Ready condition is True.",
+							Default:     false,
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"engine", "host", "port", "username", "secretName", "passwordKey", "uriKey", "ready"},
+			},
+		},
+		Dependencies: []string{
+			metav1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_example_v1_DatabaseList(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -268,6 +403,92 @@ func schema_pkg_apis_example_v1_DatabaseMember(ref common.ReferenceCallback) com
 				Required: []string{"name", "ready"},
 			},
 		},
+	}
+}
+
+func schema_pkg_apis_example_v1_DatabaseRestart(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DatabaseRestart asks for a rolling restart of a Database's Pods: the body of POST databases/{name}/restart (the create verb on the subresource, as pods/eviction). The API server records the request in status.restart and answers with the Database; the controller recreates the Pods one at a time, replicas before the primary. A restart asked for while one is under way, or of a Database being deleted, is a 409 Conflict.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Standard object metadata. metadata.name, when set, must be the Database's name.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(metav1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"reason": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Reason is free text recorded with the request, e.g. \"pick up the new kernel parameters\".",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			metav1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_DatabaseRestartStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DatabaseRestartStatus is a rolling restart of a Database's Pods: the request databases/restart recorded and the controller's progress on it.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"requestedBy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RequestedBy is the user name of whoever asked, as the API server authenticated them.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"requestedAt": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RequestedAt is when the API server recorded the request, in microseconds; the controller stamps it on the Pod template, so each request rolls the Pods once.",
+							Ref:         ref(metav1.MicroTime{}.OpenAPIModelName()),
+						},
+					},
+					"reason": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Reason is the free text the request carried, if any.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"completedAt": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CompletedAt is when the controller saw every database Pod recreated since RequestedAt and Ready. Unset while the restart is under way.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"requestedBy", "requestedAt"},
+			},
+		},
+		Dependencies: []string{
+			metav1.MicroTime{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -422,11 +643,106 @@ func schema_pkg_apis_example_v1_DatabaseStatus(ref common.ReferenceCallback) com
 							},
 						},
 					},
+					"restart": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Restart is the last rolling restart asked for through the databases/restart subresource: who asked, when, and when the controller finished it. Only databases/restart sets the request; a write of the Database or of its status keeps the stored one.",
+							Ref:         ref(v1.DatabaseRestartStatus{}.OpenAPIModelName()),
+						},
+					},
+					"switchover": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Switchover is the last switchover asked for through the databases/switchover subresource: who asked, when, and the Pod named. Only databases/switchover sets it; a write of the Database or of its status keeps the stored one.",
+							Ref:         ref(v1.DatabaseSwitchoverStatus{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.DatabaseMember{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName()},
+			v1.DatabaseMember{}.OpenAPIModelName(), v1.DatabaseRestartStatus{}.OpenAPIModelName(), v1.DatabaseSwitchoverStatus{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_DatabaseSwitchover(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DatabaseSwitchover asks for another Pod to become a Database's primary: the body of POST databases/{name}/switchover. The API server checks that the target is a replica that streams from the primary and has replayed all it was sent (status.members), sets spec.primary to it, records the request in status.switchover and answers with the Database; the controller carries out the planned switchover spec.primary describes. A target that is not one of the Database's Pods is a 422; one that is not a caught-up replica, or an engine whose replication the controller does not run, a 409 Conflict.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Standard object metadata. metadata.name, when set, must be the Database's name.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(metav1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"target": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Target is the Pod to become the primary, \"<metadata.name>-<ordinal>\", e.g. \"shop-1\".",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"target"},
+			},
+		},
+		Dependencies: []string{
+			metav1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_DatabaseSwitchoverStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DatabaseSwitchoverStatus is a switchover asked for through databases/switchover; the controller carries it out from spec.primary, which the request set.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"requestedBy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RequestedBy is the user name of whoever asked, as the API server authenticated them.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"requestedAt": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RequestedAt is when the API server recorded the request.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"target": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Target is the Pod asked to become the primary.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"requestedBy", "requestedAt", "target"},
+			},
+		},
+		Dependencies: []string{
+			metav1.Time{}.OpenAPIModelName()},
 	}
 }
 

@@ -6,6 +6,7 @@ package fuzzer
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeserializer "k8s.io/apimachinery/pkg/runtime/serializer"
@@ -26,6 +27,8 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 	return []interface{}{
 		fuzzDatabaseSpec,
 		fuzzDatabaseStatus,
+		fuzzDatabaseRestartStatus,
+		fuzzDatabaseSwitchoverStatus,
 		fuzzScaleStatus,
 	}
 }
@@ -88,6 +91,20 @@ func fuzzDatabaseStatus(s *example.DatabaseStatus, c randfill.Continue) {
 		s.Primary = s.Members[c.Intn(len(s.Members))].Name
 	}
 
+	s.Restart = nil
+	if c.Bool() {
+		s.Restart = &example.DatabaseRestartStatus{}
+		c.Fill(s.Restart)
+	}
+	s.Switchover = nil
+	if c.Bool() {
+		s.Switchover = &example.DatabaseSwitchoverStatus{}
+		c.Fill(s.Switchover)
+		if len(s.Members) > 0 {
+			s.Switchover.Target = s.Members[c.Intn(len(s.Members))].Name
+		}
+	}
+
 	// At most one condition per type, as status.conditions is a map keyed by type.
 	s.Conditions = nil
 	statuses := []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown}
@@ -105,6 +122,31 @@ func fuzzDatabaseStatus(s *example.DatabaseStatus, c randfill.Continue) {
 			Message:            c.String(0),
 		})
 	}
+}
+
+// fuzzDatabaseRestartStatus makes a request as databases/restart records it
+// (a user name, a time in whole microseconds, the form metav1.MicroTime
+// serializes) and, half the time, the controller's completion in whole seconds.
+func fuzzDatabaseRestartStatus(s *example.DatabaseRestartStatus, c randfill.Continue) {
+	s.RequestedBy = "user-" + randomName(c)
+	s.RequestedAt = metav1.NewMicroTime(time.UnixMicro(c.Int63n(1 << 52)))
+	s.Reason = ""
+	if c.Bool() {
+		s.Reason = c.String(0)
+	}
+	s.CompletedAt = nil
+	if c.Bool() {
+		t := metav1.Unix(c.Int63n(1<<32), 0)
+		s.CompletedAt = &t
+	}
+}
+
+// fuzzDatabaseSwitchoverStatus makes a request as databases/switchover
+// records it: a user name, a time in whole seconds and a Pod name.
+func fuzzDatabaseSwitchoverStatus(s *example.DatabaseSwitchoverStatus, c randfill.Continue) {
+	s.RequestedBy = "user-" + randomName(c)
+	s.RequestedAt = metav1.Unix(c.Int63n(1<<32), 0)
+	s.Target = example.PodName(randomName(c), c.Int31n(example.MaxReplicas))
 }
 
 // fuzzScaleStatus keeps the selector to what survives autoscaling/v1's

@@ -19,7 +19,8 @@ import (
 )
 
 // TestRoundTripTypes converts random internal objects of every group
-// install.Install registers (example.com Database and DatabaseList, and the
+// install.Install registers (example.com Database, DatabaseList and the
+// kinds of the connection, restart and switchover subresources, and the
 // autoscaling Scale the scale subresource serves) to each served version and
 // back through JSON and through protobuf, requiring them unchanged. Protobuf
 // is what clients preferring it (our clientset by default, the namespace
@@ -29,7 +30,8 @@ func TestRoundTripTypes(t *testing.T) {
 	roundtrip.RoundTripProtobufTestForAPIGroup(t, install.Install, examplefuzzer.Funcs)
 }
 
-// TestRoundTripExternalTypes sends random v1 Databases and DatabaseLists and
+// TestRoundTripExternalTypes sends random v1 Databases, DatabaseLists,
+// DatabaseConnections, DatabaseRestarts, DatabaseSwitchovers and
 // autoscaling/v1 Scales, fuzzed as wire objects with no constraint on their
 // values, through JSON and protobuf and back, requiring them unchanged.
 func TestRoundTripExternalTypes(t *testing.T) {
@@ -40,6 +42,9 @@ func TestRoundTripExternalTypes(t *testing.T) {
 	for _, gvk := range []schema.GroupVersionKind{
 		v1.SchemeGroupVersion.WithKind("Database"),
 		v1.SchemeGroupVersion.WithKind("DatabaseList"),
+		v1.SchemeGroupVersion.WithKind("DatabaseConnection"),
+		v1.SchemeGroupVersion.WithKind("DatabaseRestart"),
+		v1.SchemeGroupVersion.WithKind("DatabaseSwitchover"),
 		autoscalingv1.SchemeGroupVersion.WithKind("Scale"),
 	} {
 		t.Run(gvk.Kind, func(t *testing.T) {
@@ -48,8 +53,8 @@ func TestRoundTripExternalTypes(t *testing.T) {
 	}
 }
 
-// TestRoundTripToUnstructured sends random v1 Databases, DatabaseLists and
-// autoscaling/v1 Scales (fuzzed as internal objects, then converted) through
+// TestRoundTripToUnstructured sends random v1 Databases, DatabaseLists, the
+// subresources' kinds and autoscaling/v1 Scales (fuzzed as internal objects, then converted) through
 // JSON and CBOR into Unstructured and back, as server-side apply, the dynamic
 // client and the garbage collector see them, requiring them unchanged. The
 // other kinds in the scheme (options types, autoscaling kinds we do not
@@ -61,6 +66,9 @@ func TestRoundTripToUnstructured(t *testing.T) {
 	ours := sets.New(
 		v1.SchemeGroupVersion.WithKind("Database"),
 		v1.SchemeGroupVersion.WithKind("DatabaseList"),
+		v1.SchemeGroupVersion.WithKind("DatabaseConnection"),
+		v1.SchemeGroupVersion.WithKind("DatabaseRestart"),
+		v1.SchemeGroupVersion.WithKind("DatabaseSwitchover"),
 		autoscalingv1.SchemeGroupVersion.WithKind("Scale"),
 	)
 	skipped := sets.New[schema.GroupVersionKind]()

@@ -34,6 +34,9 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(SchemeGroupVersion,
 		&Database{},
 		&DatabaseList{},
+		&DatabaseConnection{},
+		&DatabaseRestart{},
+		&DatabaseSwitchover{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

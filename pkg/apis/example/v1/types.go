@@ -69,6 +69,9 @@ const (
 // +genclient
 // +genclient:method=GetScale,verb=get,subresource=scale,result=k8s.io/api/autoscaling/v1.Scale
 // +genclient:method=UpdateScale,verb=update,subresource=scale,input=k8s.io/api/autoscaling/v1.Scale,result=k8s.io/api/autoscaling/v1.Scale
+// +genclient:method=GetConnection,verb=get,subresource=connection,result=DatabaseConnection
+// +genclient:method=Restart,verb=create,subresource=restart,input=DatabaseRestart,result=Database
+// +genclient:method=Switchover,verb=create,subresource=switchover,input=DatabaseSwitchover,result=Database
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // Database is a managed database: a StatefulSet of the chosen engine with its
@@ -157,6 +160,55 @@ type DatabaseStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	Members []DatabaseMember `json:"members,omitempty" protobuf:"bytes,7,rep,name=members"`
+	// Restart is the last rolling restart asked for through the
+	// databases/restart subresource: who asked, when, and when the controller
+	// finished it. Only databases/restart sets the request; a write of the
+	// Database or of its status keeps the stored one.
+	// +optional
+	Restart *DatabaseRestartStatus `json:"restart,omitempty" protobuf:"bytes,8,opt,name=restart"`
+	// Switchover is the last switchover asked for through the
+	// databases/switchover subresource: who asked, when, and the Pod named.
+	// Only databases/switchover sets it; a write of the Database or of its
+	// status keeps the stored one.
+	// +optional
+	Switchover *DatabaseSwitchoverStatus `json:"switchover,omitempty" protobuf:"bytes,9,opt,name=switchover"`
+}
+
+// DatabaseRestartStatus is a rolling restart of a Database's Pods: the
+// request databases/restart recorded and the controller's progress on it.
+type DatabaseRestartStatus struct {
+	// RequestedBy is the user name of whoever asked, as the API server
+	// authenticated them.
+	// +required
+	RequestedBy string `json:"requestedBy" protobuf:"bytes,1,opt,name=requestedBy"`
+	// RequestedAt is when the API server recorded the request, in
+	// microseconds; the controller stamps it on the Pod template, so each
+	// request rolls the Pods once.
+	// +required
+	RequestedAt metav1.MicroTime `json:"requestedAt" protobuf:"bytes,2,opt,name=requestedAt"`
+	// Reason is the free text the request carried, if any.
+	// +optional
+	Reason string `json:"reason,omitempty" protobuf:"bytes,3,opt,name=reason"`
+	// CompletedAt is when the controller saw every database Pod recreated
+	// since RequestedAt and Ready. Unset while the restart is under way.
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty" protobuf:"bytes,4,opt,name=completedAt"`
+}
+
+// DatabaseSwitchoverStatus is a switchover asked for through
+// databases/switchover; the controller carries it out from spec.primary,
+// which the request set.
+type DatabaseSwitchoverStatus struct {
+	// RequestedBy is the user name of whoever asked, as the API server
+	// authenticated them.
+	// +required
+	RequestedBy string `json:"requestedBy" protobuf:"bytes,1,opt,name=requestedBy"`
+	// RequestedAt is when the API server recorded the request.
+	// +required
+	RequestedAt metav1.Time `json:"requestedAt" protobuf:"bytes,2,opt,name=requestedAt"`
+	// Target is the Pod asked to become the primary.
+	// +required
+	Target string `json:"target" protobuf:"bytes,3,opt,name=target"`
 }
 
 // DatabaseMember is one database Pod's part in replication, as the controller observed it.
@@ -192,4 +244,107 @@ type DatabaseList struct {
 
 	// Items are the Databases.
 	Items []Database `json:"items" protobuf:"bytes,2,rep,name=items"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// DatabaseConnection is how a client connects to a Database, served by GET
+// databases/{name}/connection. The API server computes it on each read from
+// the Database and its status, as the controller writes the credentials
+// Secret; it is never stored and holds no password: the password and the
+// URIs are in the Secret it names, which a reader of this object may not be
+// allowed to read.
+type DatabaseConnection struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard object metadata: the name and namespace of the Database.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+
+	// Engine is the Database's spec.engine.
+	// +required
+	Engine Engine `json:"engine" protobuf:"bytes,2,opt,name=engine,casttype=Engine"`
+	// Host is the client Service's DNS name, "<name>.<namespace>.svc": it
+	// reaches the primary.
+	// +required
+	Host string `json:"host" protobuf:"bytes,3,opt,name=host"`
+	// Port is the engine's TCP port, e.g. 5432.
+	// +required
+	Port int32 `json:"port" protobuf:"varint,4,opt,name=port"`
+	// ReadHost is the read Service's DNS name, "<name>-read.<namespace>.svc",
+	// which spreads connections over the replicas: set while the engine
+	// replicates and spec.replicas is above 1.
+	// +optional
+	ReadHost string `json:"readHost,omitempty" protobuf:"bytes,5,opt,name=readHost"`
+	// Database is the database the engine created at initialisation; empty
+	// for an engine that creates databases on first write (MongoDB).
+	// +optional
+	Database string `json:"database,omitempty" protobuf:"bytes,6,opt,name=database"`
+	// Username is the user applications connect as.
+	// +required
+	Username string `json:"username" protobuf:"bytes,7,opt,name=username"`
+	// SecretName is the credentials Secret, in the Database's namespace.
+	// +required
+	SecretName string `json:"secretName" protobuf:"bytes,8,opt,name=secretName"`
+	// PasswordKey is the key of SecretName that holds Username's password.
+	// +required
+	PasswordKey string `json:"passwordKey" protobuf:"bytes,9,opt,name=passwordKey"`
+	// URIKey is the key of SecretName that holds a connection URI to Host,
+	// credentials included.
+	// +required
+	URIKey string `json:"uriKey" protobuf:"bytes,10,opt,name=uriKey"`
+	// ReadURIKey is the key of SecretName that holds a connection URI to
+	// ReadHost; set when ReadHost is.
+	// +optional
+	ReadURIKey string `json:"readURIKey,omitempty" protobuf:"bytes,11,opt,name=readURIKey"`
+	// Primary is the Pod that is primary now (status.primary); empty until
+	// the controller has confirmed one.
+	// +optional
+	Primary string `json:"primary,omitempty" protobuf:"bytes,12,opt,name=primary"`
+	// Ready is true when the Database takes connections: its Ready
+	// condition is True.
+	Ready bool `json:"ready" protobuf:"varint,13,opt,name=ready"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// DatabaseRestart asks for a rolling restart of a Database's Pods: the body
+// of POST databases/{name}/restart (the create verb on the subresource, as
+// pods/eviction). The API server records the request in status.restart and
+// answers with the Database; the controller recreates the Pods one at a
+// time, replicas before the primary. A restart asked for while one is under
+// way, or of a Database being deleted, is a 409 Conflict.
+type DatabaseRestart struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard object metadata. metadata.name, when set, must be the
+	// Database's name.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+
+	// Reason is free text recorded with the request, e.g. "pick up the new
+	// kernel parameters".
+	// +optional
+	Reason string `json:"reason,omitempty" protobuf:"bytes,2,opt,name=reason"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// DatabaseSwitchover asks for another Pod to become a Database's primary: the
+// body of POST databases/{name}/switchover. The API server checks that the
+// target is a replica that streams from the primary and has replayed all it
+// was sent (status.members), sets spec.primary to it, records the request in
+// status.switchover and answers with the Database; the controller carries
+// out the planned switchover spec.primary describes. A target that is not one
+// of the Database's Pods is a 422; one that is not a caught-up replica, or an
+// engine whose replication the controller does not run, a 409 Conflict.
+type DatabaseSwitchover struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard object metadata. metadata.name, when set, must be the
+	// Database's name.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+
+	// Target is the Pod to become the primary, "<metadata.name>-<ordinal>",
+	// e.g. "shop-1".
+	// +required
+	Target string `json:"target" protobuf:"bytes,2,opt,name=target"`
 }

@@ -27,6 +27,11 @@ func (in Database) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DatabaseConnection) OpenAPIModelName() string {
+	return "com.example.v1.DatabaseConnection"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in DatabaseList) OpenAPIModelName() string {
 	return "com.example.v1.DatabaseList"
 }
@@ -37,6 +42,16 @@ func (in DatabaseMember) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DatabaseRestart) OpenAPIModelName() string {
+	return "com.example.v1.DatabaseRestart"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DatabaseRestartStatus) OpenAPIModelName() string {
+	return "com.example.v1.DatabaseRestartStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in DatabaseSpec) OpenAPIModelName() string {
 	return "com.example.v1.DatabaseSpec"
 }
@@ -44,4 +59,14 @@ func (in DatabaseSpec) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in DatabaseStatus) OpenAPIModelName() string {
 	return "com.example.v1.DatabaseStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DatabaseSwitchover) OpenAPIModelName() string {
+	return "com.example.v1.DatabaseSwitchover"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DatabaseSwitchoverStatus) OpenAPIModelName() string {
+	return "com.example.v1.DatabaseSwitchoverStatus"
 }

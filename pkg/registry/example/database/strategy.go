@@ -39,6 +39,7 @@ var (
 	_ rest.ResetFieldsStrategy      = Strategy{}
 	_ rest.RESTUpdateStrategy       = StatusStrategy{}
 	_ rest.ResetFieldsStrategy      = StatusStrategy{}
+	_ rest.RESTUpdateStrategy       = RequestStrategy{}
 )
 
 // NewStrategy returns the Strategy of databases; typer is normally the
@@ -150,13 +151,54 @@ func (StatusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
 }
 
 // PrepareForUpdate keeps the stored spec and labels, so a status write cannot
-// change what the user asked for nor which selectors match the Database.
+// change what the user asked for nor which selectors match the Database, and
+// the stored requests of databases/restart and databases/switchover, so a
+// status writer cannot forge who asked for one (KeepRequests).
 // metadata.generation is not bumped: BeforeUpdate already reset it to the stored one.
 func (StatusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 	newDB := obj.(*example.Database)
 	oldDB := old.(*example.Database)
 	newDB.Spec = oldDB.Spec
 	newDB.Labels = oldDB.Labels
+	KeepRequests(&newDB.Status, &oldDB.Status)
+}
+
+// KeepRequests sets the restart and switchover records of status to the
+// stored ones of old. The one thing a status write may add is the
+// completion of the stored restart: CompletedAt, when the stored one has
+// none and status names the same request (the same RequestedAt), so a
+// controller writing from a stale copy never completes a newer request.
+func KeepRequests(status, old *example.DatabaseStatus) {
+	restart := old.Restart.DeepCopy()
+	if restart != nil && restart.CompletedAt == nil && status.Restart != nil &&
+		status.Restart.CompletedAt != nil && status.Restart.RequestedAt.Equal(&restart.RequestedAt) {
+		restart.CompletedAt = status.Restart.CompletedAt.DeepCopy()
+	}
+	status.Restart = restart
+	status.Switchover = old.Switchover.DeepCopy()
+}
+
+// RequestStrategy is the update logic of databases/restart and
+// databases/switchover. Their REST builds the new Database from the stored
+// one, changing only what the request sets (status.restart; spec.primary and
+// status.switchover), so PrepareForUpdate has nothing to keep; it bumps
+// metadata.generation when the spec changed, as Strategy does.
+type RequestStrategy struct {
+	Strategy
+}
+
+// NewRequestStrategy returns the RequestStrategy built on strategy.
+func NewRequestStrategy(strategy Strategy) RequestStrategy {
+	return RequestStrategy{Strategy: strategy}
+}
+
+// PrepareForUpdate bumps metadata.generation by one when the spec changed.
+func (RequestStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	newDB := obj.(*example.Database)
+	oldDB := old.(*example.Database)
+	if !apiequality.Semantic.DeepEqual(newDB.Spec, oldDB.Spec) {
+		newDB.Generation = oldDB.Generation + 1
+	}
 }
 
 // ValidateUpdate returns the field errors of a status update

@@ -90,6 +90,18 @@ func ExtractDatabase(database *examplev1.Database, fieldManager string) (*Databa
 	return ExtractDatabaseFrom(database, fieldManager, "")
 }
 
+// ExtractDatabaseConnection extracts the applied configuration owned by fieldManager from
+// database for the connection subresource.
+func ExtractDatabaseConnection(database *examplev1.Database, fieldManager string) (*DatabaseApplyConfiguration, error) {
+	return ExtractDatabaseFrom(database, fieldManager, "connection")
+}
+
+// ExtractDatabaseRestart extracts the applied configuration owned by fieldManager from
+// database for the restart subresource.
+func ExtractDatabaseRestart(database *examplev1.Database, fieldManager string) (*DatabaseApplyConfiguration, error) {
+	return ExtractDatabaseFrom(database, fieldManager, "restart")
+}
+
 // ExtractDatabaseScale extracts the applied configuration owned by fieldManager from
 // database for the scale subresource.
 func ExtractDatabaseScale(database *examplev1.Database, fieldManager string) (*DatabaseApplyConfiguration, error) {
@@ -100,6 +112,12 @@ func ExtractDatabaseScale(database *examplev1.Database, fieldManager string) (*D
 // database for the status subresource.
 func ExtractDatabaseStatus(database *examplev1.Database, fieldManager string) (*DatabaseApplyConfiguration, error) {
 	return ExtractDatabaseFrom(database, fieldManager, "status")
+}
+
+// ExtractDatabaseSwitchover extracts the applied configuration owned by fieldManager from
+// database for the switchover subresource.
+func ExtractDatabaseSwitchover(database *examplev1.Database, fieldManager string) (*DatabaseApplyConfiguration, error) {
+	return ExtractDatabaseFrom(database, fieldManager, "switchover")
 }
 
 func (b DatabaseApplyConfiguration) IsApplyConfiguration() {}

@@ -43,6 +43,16 @@ type DatabaseStatusApplyConfiguration struct {
 	Primary *string `json:"primary,omitempty"`
 	// Members are the database Pods, one per ordinal, with their part in replication.
 	Members []DatabaseMemberApplyConfiguration `json:"members,omitempty"`
+	// Restart is the last rolling restart asked for through the
+	// databases/restart subresource: who asked, when, and when the controller
+	// finished it. Only databases/restart sets the request; a write of the
+	// Database or of its status keeps the stored one.
+	Restart *DatabaseRestartStatusApplyConfiguration `json:"restart,omitempty"`
+	// Switchover is the last switchover asked for through the
+	// databases/switchover subresource: who asked, when, and the Pod named.
+	// Only databases/switchover sets it; a write of the Database or of its
+	// status keeps the stored one.
+	Switchover *DatabaseSwitchoverStatusApplyConfiguration `json:"switchover,omitempty"`
 }
 
 // DatabaseStatusApplyConfiguration constructs a declarative configuration of the DatabaseStatus type for use with
@@ -114,5 +124,21 @@ func (b *DatabaseStatusApplyConfiguration) WithMembers(values ...*DatabaseMember
 		}
 		b.Members = append(b.Members, *values[i])
 	}
+	return b
+}
+
+// WithRestart sets the Restart field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Restart field is set to the value of the last call.
+func (b *DatabaseStatusApplyConfiguration) WithRestart(value *DatabaseRestartStatusApplyConfiguration) *DatabaseStatusApplyConfiguration {
+	b.Restart = value
+	return b
+}
+
+// WithSwitchover sets the Switchover field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Switchover field is set to the value of the last call.
+func (b *DatabaseStatusApplyConfiguration) WithSwitchover(value *DatabaseSwitchoverStatusApplyConfiguration) *DatabaseStatusApplyConfiguration {
+	b.Switchover = value
 	return b
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -29,11 +30,15 @@ import (
 
 // DatabaseStorage is the REST storage of databases and its subresources,
 // all over one etcd store: Database serves databases, Status
-// databases/status and Scale databases/scale.
+// databases/status, Scale databases/scale, Connection databases/connection,
+// Restart databases/restart and Switchover databases/switchover.
 type DatabaseStorage struct {
-	Database *REST
-	Status   *StatusREST
-	Scale    *ScaleREST
+	Database   *REST
+	Status     *StatusREST
+	Scale      *ScaleREST
+	Connection *ConnectionREST
+	Restart    *RestartREST
+	Switchover *SwitchoverREST
 }
 
 // NewStorage returns the storage of databases. scheme is the server's scheme,
@@ -67,10 +72,16 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (D
 	statusStore.UpdateStrategy = statusStrategy
 	statusStore.ResetFieldsStrategy = statusStrategy
 
+	requestStore := *store
+	requestStore.UpdateStrategy = database.NewRequestStrategy(strategy)
+
 	return DatabaseStorage{
-		Database: &REST{Store: store},
-		Status:   &StatusREST{store: &statusStore},
-		Scale:    &ScaleREST{store: store},
+		Database:   &REST{Store: store},
+		Status:     &StatusREST{store: &statusStore},
+		Scale:      &ScaleREST{store: store},
+		Connection: &ConnectionREST{store: store, scheme: scheme},
+		Restart:    &RestartREST{store: &requestStore, now: time.Now},
+		Switchover: &SwitchoverREST{store: &requestStore, now: time.Now},
 	}, nil
 }
 

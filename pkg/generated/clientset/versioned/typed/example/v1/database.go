@@ -54,6 +54,9 @@ type DatabaseInterface interface {
 	ApplyStatus(ctx context.Context, database *applyconfigurationexamplev1.DatabaseApplyConfiguration, opts metav1.ApplyOptions) (result *examplev1.Database, err error)
 	GetScale(ctx context.Context, databaseName string, options metav1.GetOptions) (*autoscalingv1.Scale, error)
 	UpdateScale(ctx context.Context, databaseName string, scale *autoscalingv1.Scale, opts metav1.UpdateOptions) (*autoscalingv1.Scale, error)
+	GetConnection(ctx context.Context, databaseName string, options metav1.GetOptions) (*examplev1.DatabaseConnection, error)
+	Restart(ctx context.Context, databaseName string, databaseRestart *examplev1.DatabaseRestart, opts metav1.CreateOptions) (*examplev1.Database, error)
+	Switchover(ctx context.Context, databaseName string, databaseSwitchover *examplev1.DatabaseSwitchover, opts metav1.CreateOptions) (*examplev1.Database, error)
 
 	DatabaseExpansion
 }
@@ -104,6 +107,53 @@ func (c *databases) UpdateScale(ctx context.Context, databaseName string, scale 
 		SubResource("scale").
 		VersionedParams(&opts, scheme.ParameterCodec).
 		Body(scale).
+		Do(ctx).
+		Into(result)
+	return
+}
+
+// GetConnection takes name of the database, and returns the corresponding examplev1.DatabaseConnection object, and an error if there is any.
+func (c *databases) GetConnection(ctx context.Context, databaseName string, options metav1.GetOptions) (result *examplev1.DatabaseConnection, err error) {
+	result = &examplev1.DatabaseConnection{}
+	err = c.GetClient().Get().
+		UseProtobufAsDefault().
+		Namespace(c.GetNamespace()).
+		Resource("databases").
+		Name(databaseName).
+		SubResource("connection").
+		VersionedParams(&options, scheme.ParameterCodec).
+		Do(ctx).
+		Into(result)
+	return
+}
+
+// Restart takes the representation of a databaseRestart and creates it.  Returns the server's representation of the database, and an error, if there is any.
+func (c *databases) Restart(ctx context.Context, databaseName string, databaseRestart *examplev1.DatabaseRestart, opts metav1.CreateOptions) (result *examplev1.Database, err error) {
+	result = &examplev1.Database{}
+	err = c.GetClient().Post().
+		UseProtobufAsDefault().
+		Namespace(c.GetNamespace()).
+		Resource("databases").
+		Name(databaseName).
+		SubResource("restart").
+		VersionedParams(&opts, scheme.ParameterCodec).
+		Body(databaseRestart).
+		Do(ctx).
+		Into(result)
+	return
+}
+
+// Switchover takes the representation of a databaseSwitchover and creates it.  Returns the server's representation of the database, and an error, if there is any.
+func (c *databases) Switchover(ctx context.Context, databaseName string, databaseSwitchover *examplev1.DatabaseSwitchover, opts metav1.CreateOptions) (result *examplev1.Database, err error) {
+	result = &examplev1.Database{}
+	err = c.GetClient().Post().
+		UseProtobufAsDefault().
+		Namespace(c.GetNamespace()).
+		Resource("databases").
+		Name(databaseName).
+		SubResource("switchover").
+		VersionedParams(&opts, scheme.ParameterCodec).
+		Body(databaseSwitchover).
 		Do(ctx).
 		Into(result)
 	return

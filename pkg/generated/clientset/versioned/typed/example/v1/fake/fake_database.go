@@ -76,3 +76,39 @@ func (c *fakeDatabases) UpdateScale(ctx context.Context, databaseName string, sc
 	}
 	return obj.(*autoscalingv1.Scale), err
 }
+
+// GetConnection takes name of the database, and returns the corresponding databaseConnection object, and an error if there is any.
+func (c *fakeDatabases) GetConnection(ctx context.Context, databaseName string, options metav1.GetOptions) (result *v1.DatabaseConnection, err error) {
+	emptyResult := &v1.DatabaseConnection{}
+	obj, err := c.Fake.
+		Invokes(testing.NewGetSubresourceActionWithOptions(c.Resource(), c.Namespace(), "connection", databaseName, options), emptyResult)
+
+	if obj == nil {
+		return emptyResult, err
+	}
+	return obj.(*v1.DatabaseConnection), err
+}
+
+// Restart takes the representation of a databaseRestart and creates it.  Returns the server's representation of the database, and an error, if there is any.
+func (c *fakeDatabases) Restart(ctx context.Context, databaseName string, databaseRestart *v1.DatabaseRestart, opts metav1.CreateOptions) (result *v1.Database, err error) {
+	emptyResult := &v1.Database{}
+	obj, err := c.Fake.
+		Invokes(testing.NewCreateSubresourceActionWithOptions(c.Resource(), databaseName, "restart", c.Namespace(), databaseRestart, opts), emptyResult)
+
+	if obj == nil {
+		return emptyResult, err
+	}
+	return obj.(*v1.Database), err
+}
+
+// Switchover takes the representation of a databaseSwitchover and creates it.  Returns the server's representation of the database, and an error, if there is any.
+func (c *fakeDatabases) Switchover(ctx context.Context, databaseName string, databaseSwitchover *v1.DatabaseSwitchover, opts metav1.CreateOptions) (result *v1.Database, err error) {
+	emptyResult := &v1.Database{}
+	obj, err := c.Fake.
+		Invokes(testing.NewCreateSubresourceActionWithOptions(c.Resource(), databaseName, "switchover", c.Namespace(), databaseSwitchover, opts), emptyResult)
+
+	if obj == nil {
+		return emptyResult, err
+	}
+	return obj.(*v1.Database), err
+}

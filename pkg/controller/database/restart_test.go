@@ -1,0 +1,127 @@
+package database_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/controller/specs"
+)
+
+// requestRestart plays databases/restart: status.restart asked for by alice at requestedAt.
+func (f *fixture) requestRestart(requestedAt time.Time) {
+	f.t.Helper()
+	f.updateDatabase(func(db *examplev1.Database) {
+		db.Status.Restart = &examplev1.DatabaseRestartStatus{RequestedBy: "alice", RequestedAt: metav1.NewMicroTime(requestedAt), Reason: "test"}
+	})
+}
+
+// A restart asked for through databases/restart stamps the Pod template, and the new
+// revision rolls one Pod at a time, the replicas from the highest ordinal down and the
+// primary last; it is completed once every Pod is at the new revision and Ready.
+func TestARestartRollsTheReplicasFirstThePrimaryLastAndCompletes(t *testing.T) {
+	db := exampleDatabase()
+	db.Status.Primary = podName(1)
+	f, fi := replicating(t, 3, db)
+	fi.set(1, primaryState(podName(0), podName(2)))
+	fi.set(0, standbyState(100, 100))
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.Empty(t, f.podDeletions())
+
+	requested := start.Add(30*time.Second + 123456*time.Microsecond)
+	f.requestRestart(requested)
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	sts := f.statefulSet()
+	require.Equal(t, "2026-03-01T12:00:30.123456Z", sts.Spec.Template.Annotations[specs.RestartedAtAnnotation])
+	require.Contains(t, f.events(), "Normal Updated Updated StatefulSet my-database: rolling restart requested by alice at 2026-03-01T12:00:30Z")
+	got := f.database()
+	require.Nil(t, got.Status.Restart.CompletedAt)
+	require.Equal(t, "Restarting", condition(got, "Progressing").Reason)
+	require.Equal(t, metav1.ConditionTrue, condition(got, "Progressing").Status)
+
+	// The StatefulSet controller sees the new template: a new update revision.
+	f.setStatefulSetStatus(3, "rev-1", "rev-2")
+	for n, ordinal := range []int{2, 0, 1} {
+		_, err := f.reconcile()
+		require.NoError(t, err)
+		require.Equal(t, []string{podName(ordinal) + " uid=" + string(f.pod(ordinal).UID)}, f.podDeletions(), "restart %d", n)
+		require.Nil(t, f.database().Status.Restart.CompletedAt, "restart %d", n)
+		_, err = f.reconcile()
+		require.NoError(t, err)
+		require.Empty(t, f.podDeletions(), "one Pod at a time")
+		f.restartPod(ordinal, types.UID(fmt.Sprintf("%s-rev-2", podName(ordinal))))
+	}
+	// Every Pod is new; the StatefulSet controller completes the update.
+	f.setStatefulSetStatus(3, "rev-2", "rev-2")
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Empty(t, f.podDeletions())
+	got = f.database()
+	require.NotNil(t, got.Status.Restart.CompletedAt)
+	require.Equal(t, "alice", got.Status.Restart.RequestedBy)
+	require.Equal(t, examplev1.DatabasePhaseReady, got.Status.Phase)
+	require.NotEqual(t, "Restarting", condition(got, "Progressing").Reason)
+	require.Contains(t, f.events(), "Normal RestartCompleted Rolling restart requested by alice at 2026-03-01T12:00:30Z completed: every Pod was recreated and is Ready")
+
+	// A completed restart restarts nothing again.
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Empty(t, f.podDeletions())
+	require.Empty(t, f.events())
+}
+
+// A restart is not completed while the StatefulSet controller has not observed the stamped
+// template, nor while a Pod is at the old revision or not Ready.
+func TestARestartIsNotCompletedBeforeEveryPodIsNewAndReady(t *testing.T) {
+	db := exampleDatabase()
+	db.Spec.Engine, db.Spec.Version = examplev1.EngineMySQL, "8.0"
+	f := newFixture(t, db)
+	f.ready()
+	f.requestRestart(start.Add(time.Minute))
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	sts := f.statefulSet()
+	require.Equal(t, appsv1.RollingUpdateStatefulSetStrategyType, sts.Spec.UpdateStrategy.Type, "the StatefulSet controller rolls MySQL's Pods")
+	require.Equal(t, "2026-03-01T12:01:00.000000Z", sts.Spec.Template.Annotations[specs.RestartedAtAnnotation])
+
+	for _, tc := range []struct {
+		name    string
+		observe func(*appsv1.StatefulSet)
+	}{
+		{"template not observed", func(s *appsv1.StatefulSet) { s.Status.ObservedGeneration = s.Generation - 1 }},
+		{"a Pod at the old revision", func(s *appsv1.StatefulSet) {
+			s.Status.UpdatedReplicas, s.Status.CurrentRevision, s.Status.UpdateRevision = 2, "rev-1", "rev-2"
+		}},
+		{"a Pod not Ready", func(s *appsv1.StatefulSet) {
+			s.Status.ReadyReplicas, s.Status.CurrentRevision, s.Status.UpdateRevision = 2, "rev-2", "rev-2"
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := f.statefulSet().DeepCopy()
+			s.Generation = 2
+			s.Status = appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 3, ReadyReplicas: 3, UpdatedReplicas: 3, CurrentReplicas: 3}
+			tc.observe(s)
+			require.NoError(t, f.kube.Tracker().Update(statefulSets, s, namespace))
+			_, err := f.reconcile()
+			require.NoError(t, err)
+			got := f.database()
+			require.Nil(t, got.Status.Restart.CompletedAt)
+			require.Equal(t, "Restarting", condition(got, "Progressing").Reason)
+		})
+	}
+
+	s := f.statefulSet().DeepCopy()
+	s.Status = appsv1.StatefulSetStatus{ObservedGeneration: s.Generation, Replicas: 3, ReadyReplicas: 3, UpdatedReplicas: 3, CurrentReplicas: 3, CurrentRevision: "rev-2", UpdateRevision: "rev-2"}
+	require.NoError(t, f.kube.Tracker().Update(statefulSets, s, namespace))
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.NotNil(t, f.database().Status.Restart.CompletedAt)
+}

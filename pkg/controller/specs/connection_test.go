@@ -1,0 +1,76 @@
+package specs_test
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/catalog"
+	"example.com/database-apiserver/pkg/controller/engine"
+	"example.com/database-apiserver/pkg/controller/specs"
+)
+
+// TestConnectionMatchesTheSecret pins that the connection facts are the
+// Secret's, for every engine with one replica and with three: the same host,
+// port, database and user, and keys that the Secret has (the read URI's only
+// when the Secret has a read host).
+func TestConnectionMatchesTheSecret(t *testing.T) {
+	for _, e := range []examplev1.Engine{examplev1.EngineMySQL, examplev1.EnginePostgreSQL, examplev1.EngineMongoDB} {
+		for _, replicas := range []int32{1, 3} {
+			t.Run(string(e)+"/"+strconv.Itoa(int(replicas)), func(t *testing.T) {
+				db := database(replicas)
+				db.Spec.Engine, db.Spec.Version = e, catalog.Lines(e)[0]
+				d, err := specs.Resolve(db)
+				require.NoError(t, err)
+				secret := specs.Secret(db, d, "pw", "rpw")
+
+				c := specs.Connection(db, d)
+				require.Equal(t, db.Name, c.Name)
+				require.Equal(t, db.Namespace, c.Namespace)
+				require.Equal(t, e, c.Engine)
+				require.Equal(t, secret.Name, c.SecretName)
+				require.Equal(t, string(secret.Data[engine.SecretKeyHost]), c.Host)
+				require.Equal(t, string(secret.Data[engine.SecretKeyPort]), strconv.Itoa(int(c.Port)))
+				require.Equal(t, string(secret.Data[engine.SecretKeyDatabase]), c.Database)
+				require.Equal(t, string(secret.Data[engine.SecretKeyUsername]), c.Username)
+				require.Equal(t, "pw", string(secret.Data[c.PasswordKey]))
+				require.Contains(t, secret.Data, c.URIKey)
+				require.Equal(t, string(secret.Data[engine.SecretKeyReadHost]), c.ReadHost)
+				if c.ReadHost == "" {
+					require.Empty(t, c.ReadURIKey)
+				} else {
+					require.Contains(t, secret.Data, c.ReadURIKey)
+				}
+				require.False(t, c.Ready)
+			})
+		}
+	}
+}
+
+// TestConnectionReadHostAndReadiness pins the read host of a replicated
+// PostgreSQL Database of three, and that ready and primary come from status.
+func TestConnectionReadHostAndReadiness(t *testing.T) {
+	db := database(3)
+	db.Status.Primary = "my-database-1"
+	db.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}}
+	d, err := specs.Resolve(db)
+	require.NoError(t, err)
+	c := specs.Connection(db, d)
+	require.Equal(t, "my-database.production.svc", c.Host)
+	require.Equal(t, "my-database-read.production.svc", c.ReadHost)
+	require.Equal(t, int32(5432), c.Port)
+	require.Equal(t, "my_database", c.Database)
+	require.Equal(t, "my-database-1", c.Primary)
+	require.True(t, c.Ready)
+
+	db.Spec.Replicas = ptr.To[int32](1)
+	db.Status.Conditions[0].Status = metav1.ConditionFalse
+	c = specs.Connection(db, d)
+	require.False(t, c.Ready)
+	d.Replicas = 1
+	require.Empty(t, specs.Connection(db, d).ReadHost)
+}

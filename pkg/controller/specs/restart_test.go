@@ -1,0 +1,36 @@
+package specs_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/controller/specs"
+)
+
+// A restart in status.restart stamps the Pod template with its time to the microsecond;
+// syncing a StatefulSet sets the stamp and keeps other annotations (kubectl's).
+func TestARestartStampsThePodTemplate(t *testing.T) {
+	db := database(3)
+	d, err := specs.Resolve(db)
+	require.NoError(t, err)
+	require.Empty(t, specs.StatefulSet(db, d).Spec.Template.Annotations, "no restart asked for")
+
+	have := specs.StatefulSet(db, d)
+	have.Spec.Template.Annotations = map[string]string{"kubectl.kubernetes.io/restartedAt": "2026-03-01T12:00:00Z"}
+	db.Status.Restart = &examplev1.DatabaseRestartStatus{
+		RequestedBy: "alice",
+		RequestedAt: metav1.NewMicroTime(time.Date(2026, time.March, 2, 8, 30, 0, 5000, time.UTC).Truncate(time.Microsecond)),
+	}
+	want := specs.StatefulSet(db, d)
+	require.Equal(t, map[string]string{specs.RestartedAtAnnotation: "2026-03-02T08:30:00.000005Z"}, want.Spec.Template.Annotations)
+
+	specs.SyncStatefulSet(have, want)
+	require.Equal(t, map[string]string{
+		"kubectl.kubernetes.io/restartedAt": "2026-03-01T12:00:00Z",
+		specs.RestartedAtAnnotation:         "2026-03-02T08:30:00.000005Z",
+	}, have.Spec.Template.Annotations)
+}

@@ -1,0 +1,306 @@
+package database
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/generated/clientset/versioned"
+)
+
+const describeExample = `  # Spec, phase, conditions, members, children and recent Events of my-database
+  kubectl database describe my-database -n production`
+
+// DescribeOptions are the inputs of `kubectl database describe NAME`.
+type DescribeOptions struct {
+	Name      string
+	Namespace string
+
+	db   versioned.Interface
+	kube kubernetes.Interface
+	now  func() time.Time
+
+	genericiooptions.IOStreams
+}
+
+func newCmdDescribe(f *factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &DescribeOptions{IOStreams: streams, now: f.now}
+	return &cobra.Command{
+		Use:     "describe NAME",
+		Short:   "Show a Database with its conditions, members, children and Events",
+		Long:    "Show a Database as kubectl describe does: its spec, phase and conditions, the primary and each member's role, readiness, streaming and lag, its StatefulSet, Services, credentials Secret (the name only, never its data) and PersistentVolumeClaims, and its recent Events.",
+		Example: describeExample,
+		Args:    exactlyOneName,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(f, args); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+}
+
+// Complete fills the options from the arguments and kubectl's flags.
+func (o *DescribeOptions) Complete(f *factory, args []string) error {
+	o.Name = args[0]
+	var err error
+	if o.Namespace, err = f.namespace(); err != nil {
+		return err
+	}
+	o.db, o.kube, err = f.clients()
+	return err
+}
+
+// Run reads the Database (an error when that fails) and then its children and Events, each
+// shown as "<error: ...>" in its place when it cannot be read (a user may read Databases and
+// not Events, say).
+func (o *DescribeOptions) Run(ctx context.Context) error {
+	db, err := o.db.ExampleV1().Databases(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+	if err != nil {
+		return onRequest(err, "get", "databases", o.Namespace)
+	}
+	w := newPrefixWriter(o.Out)
+	o.describeDatabase(w, db)
+	o.describeChildren(ctx, w, db)
+	o.describeEvents(ctx, w, db)
+	return w.Flush()
+}
+
+func (o *DescribeOptions) describeDatabase(w *prefixWriter, db *examplev1.Database) {
+	w.Write(0, "Name:\t%s\n", db.Name)
+	w.Write(0, "Namespace:\t%s\n", db.Namespace)
+	w.Write(0, "Created:\t%s (%s ago)\n", db.CreationTimestamp.UTC().Format(time.RFC1123Z), o.age(db.CreationTimestamp.Time))
+	if db.DeletionTimestamp != nil {
+		w.Write(0, "Deleting since:\t%s\n", db.DeletionTimestamp.UTC().Format(time.RFC1123Z))
+	}
+	w.Write(0, "Spec:\n")
+	w.Write(1, "Engine:\t%s\n", db.Spec.Engine)
+	w.Write(1, "Version:\t%s\n", db.Spec.Version)
+	w.Write(1, "Replicas:\t%s\n", int32OrNone(db.Spec.Replicas))
+	w.Write(1, "Storage:\t%s\n", orNone(db.Spec.Storage))
+	w.Write(1, "Deletion Policy:\t%s\n", orNone(string(db.Spec.DeletionPolicy)))
+	w.Write(1, "Primary:\t%s\n", orNone(db.Spec.Primary))
+	w.Write(0, "Status:\n")
+	w.Write(1, "Phase:\t%s\n", orNone(string(db.Status.Phase)))
+	w.Write(1, "Ready Replicas:\t%d\n", db.Status.ReadyReplicas)
+	w.Write(1, "Primary:\t%s\n", orNone(db.Status.Primary))
+	w.Write(1, "Observed Generation:\t%d (generation %d)\n", db.Status.ObservedGeneration, db.Generation)
+
+	if r := db.Status.Restart; r != nil {
+		w.Write(0, "Restart:\n")
+		w.Write(1, "Requested By:\t%s\n", r.RequestedBy)
+		w.Write(1, "Requested At:\t%s (%s ago)\n", r.RequestedAt.UTC().Format(time.RFC1123Z), o.age(r.RequestedAt.Time))
+		w.Write(1, "Reason:\t%s\n", orNone(r.Reason))
+		if r.CompletedAt != nil {
+			w.Write(1, "Completed At:\t%s (%s ago)\n", r.CompletedAt.UTC().Format(time.RFC1123Z), o.age(r.CompletedAt.Time))
+		} else {
+			w.Write(1, "Completed At:\t<under way>\n")
+		}
+	}
+	if s := db.Status.Switchover; s != nil {
+		w.Write(0, "Switchover:\n")
+		w.Write(1, "Target:\t%s\n", s.Target)
+		w.Write(1, "Requested By:\t%s\n", s.RequestedBy)
+		w.Write(1, "Requested At:\t%s (%s ago)\n", s.RequestedAt.UTC().Format(time.RFC1123Z), o.age(s.RequestedAt.Time))
+	}
+
+	if len(db.Status.Conditions) == 0 {
+		w.Write(0, "Conditions:\t<none>\n")
+	} else {
+		w.Write(0, "Conditions:\n")
+		w.Write(1, "Type\tStatus\tReason\tAge\tMessage\n")
+		w.Write(1, "----\t------\t------\t---\t-------\n")
+		for _, c := range db.Status.Conditions {
+			w.Write(1, "%s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, o.age(c.LastTransitionTime.Time), c.Message)
+		}
+	}
+
+	if len(db.Status.Members) == 0 {
+		w.Write(0, "Members:\t<none>\n")
+	} else {
+		w.Write(0, "Members:\n")
+		w.Write(1, "Name\tRole\tReady\tStreaming\tLag\n")
+		w.Write(1, "----\t----\t-----\t---------\t---\n")
+		for _, m := range db.Status.Members {
+			streaming, lag := "-", "-"
+			if m.Role == examplev1.MemberRoleReplica {
+				streaming = strconv.FormatBool(m.Streaming)
+			}
+			if m.LagBytes != nil {
+				lag = strconv.FormatInt(*m.LagBytes, 10) + " B"
+			}
+			w.Write(1, "%s\t%s\t%t\t%s\t%s\n", m.Name, orNone(string(m.Role)), m.Ready, streaming, lag)
+		}
+	}
+}
+
+// describeChildren shows what the controller made for db, found by the names and labels it
+// gives them (pkg/controller/specs).
+func (o *DescribeOptions) describeChildren(ctx context.Context, w *prefixWriter, db *examplev1.Database) {
+	selector := metav1.ListOptions{LabelSelector: specs.PodSelector(db)}
+
+	sts, err := o.kube.AppsV1().StatefulSets(db.Namespace).Get(ctx, specs.StatefulSetName(db), metav1.GetOptions{})
+	switch {
+	case err != nil:
+		w.Write(0, "StatefulSet:\t%s\n", childError(err))
+	default:
+		want := int32(1)
+		if sts.Spec.Replicas != nil {
+			want = *sts.Spec.Replicas
+		}
+		w.Write(0, "StatefulSet:\t%s (%d desired, %d ready, %d updated)\n", sts.Name, want, sts.Status.ReadyReplicas, sts.Status.UpdatedReplicas)
+	}
+
+	services, err := o.kube.CoreV1().Services(db.Namespace).List(ctx, selector)
+	switch {
+	case err != nil:
+		w.Write(0, "Services:\t%s\n", childError(err))
+	case len(services.Items) == 0:
+		w.Write(0, "Services:\t<none>\n")
+	default:
+		w.Write(0, "Services:\n")
+		w.Write(1, "Name\tType\tCluster IP\tPorts\n")
+		w.Write(1, "----\t----\t----------\t-----\n")
+		slices.SortFunc(services.Items, func(a, b corev1.Service) int { return strings.Compare(a.Name, b.Name) })
+		for _, s := range services.Items {
+			ports := make([]string, 0, len(s.Spec.Ports))
+			for _, p := range s.Spec.Ports {
+				ports = append(ports, fmt.Sprintf("%d/%s", p.Port, p.Protocol))
+			}
+			w.Write(1, "%s\t%s\t%s\t%s\n", s.Name, s.Spec.Type, orNone(s.Spec.ClusterIP), orNone(strings.Join(ports, ",")))
+		}
+	}
+
+	// The Secret is named, never read: its data is the password, and describe must work for
+	// a user who may not read Secrets.
+	w.Write(0, "Secret:\t%s\n", specs.SecretName(db))
+
+	claims, err := o.kube.CoreV1().PersistentVolumeClaims(db.Namespace).List(ctx, selector)
+	switch {
+	case err != nil:
+		w.Write(0, "PersistentVolumeClaims:\t%s\n", childError(err))
+	case len(claims.Items) == 0:
+		w.Write(0, "PersistentVolumeClaims:\t<none>\n")
+	default:
+		w.Write(0, "PersistentVolumeClaims:\n")
+		w.Write(1, "Name\tStatus\tRequested\tCapacity\n")
+		w.Write(1, "----\t------\t---------\t--------\n")
+		slices.SortFunc(claims.Items, func(a, b corev1.PersistentVolumeClaim) int { return strings.Compare(a.Name, b.Name) })
+		for _, c := range claims.Items {
+			requested, capacity := "-", "-"
+			if q, ok := c.Spec.Resources.Requests[corev1.ResourceStorage]; ok {
+				requested = q.String()
+			}
+			if q, ok := c.Status.Capacity[corev1.ResourceStorage]; ok {
+				capacity = q.String()
+			}
+			w.Write(1, "%s\t%s\t%s\t%s\n", c.Name, c.Status.Phase, requested, capacity)
+		}
+	}
+}
+
+// describeEvents shows the Events whose involvedObject is db, oldest first, as kubectl
+// describe does.
+func (o *DescribeOptions) describeEvents(ctx context.Context, w *prefixWriter, db *examplev1.Database) {
+	selector := fields.AndSelectors(
+		fields.OneTermEqualSelector("involvedObject.kind", "Database"),
+		fields.OneTermEqualSelector("involvedObject.name", db.Name),
+		fields.OneTermEqualSelector("involvedObject.namespace", db.Namespace),
+		fields.OneTermEqualSelector("involvedObject.uid", string(db.UID)),
+	).String()
+	events, err := o.kube.CoreV1().Events(db.Namespace).List(ctx, metav1.ListOptions{FieldSelector: selector})
+	switch {
+	case err != nil:
+		w.Write(0, "Events:\t%s\n", childError(err))
+		return
+	case len(events.Items) == 0:
+		w.Write(0, "Events:\t<none>\n")
+		return
+	}
+	slices.SortStableFunc(events.Items, func(a, b corev1.Event) int { return eventTime(a).Compare(eventTime(b)) })
+	w.Write(0, "Events:\n")
+	w.Write(1, "Type\tReason\tAge\tFrom\tMessage\n")
+	w.Write(1, "----\t------\t---\t----\t-------\n")
+	for _, e := range events.Items {
+		age := o.age(eventTime(e))
+		if e.Count > 1 {
+			age = fmt.Sprintf("%s (x%d over %s)", age, e.Count, o.age(e.FirstTimestamp.Time))
+		}
+		from := e.Source.Component
+		if from == "" {
+			from = e.ReportingController
+		}
+		w.Write(1, "%s\t%s\t%s\t%s\t%s\n", e.Type, e.Reason, age, from, strings.TrimSpace(e.Message))
+	}
+}
+
+// eventTime is when e last happened: lastTimestamp, else eventTime (events.k8s.io/v1
+// writers), else its creation.
+func eventTime(e corev1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.CreationTimestamp.Time
+}
+
+func (o *DescribeOptions) age(t time.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(o.now().Sub(t))
+}
+
+// childError is how a child that could not be read is shown in its place.
+func childError(err error) string {
+	return "<error: " + err.Error() + ">"
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}
+
+func int32OrNone(p *int32) string {
+	if p == nil {
+		return "<none>"
+	}
+	return strconv.FormatInt(int64(*p), 10)
+}
+
+// prefixWriter writes kubectl describe's layout: lines indented two spaces per level,
+// tab-separated columns aligned by one tabwriter across the whole output.
+type prefixWriter struct {
+	tw *tabwriter.Writer
+}
+
+func newPrefixWriter(out io.Writer) *prefixWriter {
+	return &prefixWriter{tw: tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)}
+}
+
+// Write writes format at indentation level.
+func (w *prefixWriter) Write(level int, format string, a ...any) {
+	fmt.Fprintf(w.tw, strings.Repeat("  ", level)+format, a...)
+}
+
+// Flush writes what the tabwriter holds.
+func (w *prefixWriter) Flush() error { return w.tw.Flush() }

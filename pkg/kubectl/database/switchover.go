@@ -1,0 +1,100 @@
+package database
+
+import (
+	"context"
+	"errors"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/generated/clientset/versioned"
+	"example.com/database-apiserver/pkg/generated/clientset/versioned/scheme"
+)
+
+const switchoverLong = `Move a Database's primary to one of its replicas, named by its Pod. The API server accepts
+only a replica that streams from the primary and has replayed what it sent; the controller
+then stops the old primary, promotes the target and makes the old primary its standby.
+Engines without replication refuse it.
+
+This creates databases/switchover (the "create" verb on the subresource, which the "edit"
+and "admin" roles have). The request is recorded in the Database's status.switchover.`
+
+const switchoverExample = `  # Make my-database-1 the primary of my-database
+  kubectl database switchover my-database -n production --to my-database-1
+
+  # Then wait until it is done
+  kubectl wait --for=condition=Ready db/my-database -n production`
+
+// SwitchoverOptions are the inputs of `kubectl database switchover NAME --to POD`.
+type SwitchoverOptions struct {
+	Name      string
+	Namespace string
+	// Target is --to: the Pod to become the primary.
+	Target string
+
+	PrintFlags *genericclioptions.PrintFlags
+	printer    printers.ResourcePrinter
+
+	db versioned.Interface
+
+	genericiooptions.IOStreams
+}
+
+func newCmdSwitchover(f *factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &SwitchoverOptions{IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:     "switchover NAME --to POD",
+		Short:   "Move a Database's primary to one of its replicas",
+		Long:    switchoverLong,
+		Example: switchoverExample,
+		Args:    exactlyOneName,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(f, args); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVar(&o.Target, "to", "", "The Pod (NAME-<ordinal>) to become the primary: a replica that streams from the current primary.")
+	// The printer's operation names the target, so the flags are added before it is known
+	// and the operation set in Complete.
+	o.PrintFlags = genericclioptions.NewPrintFlags("").WithTypeSetter(scheme.Scheme)
+	o.PrintFlags.AddFlags(cmd)
+	return cmd
+}
+
+// Complete fills the options from the arguments and kubectl's flags.
+func (o *SwitchoverOptions) Complete(f *factory, args []string) error {
+	o.Name = args[0]
+	if o.Target == "" {
+		return errors.New("--to is required: the Pod to become the primary, e.g. --to " + o.Name + "-1")
+	}
+	var err error
+	if o.Namespace, err = f.namespace(); err != nil {
+		return err
+	}
+	o.PrintFlags.NamePrintFlags.Operation = "switchover to " + o.Target + " requested"
+	if o.printer, err = o.PrintFlags.ToPrinter(); err != nil {
+		return err
+	}
+	o.db, _, err = f.clients()
+	return err
+}
+
+// Run creates databases/NAME/switchover and prints the Database the server returns.
+func (o *SwitchoverOptions) Run(ctx context.Context) error {
+	req := &examplev1.DatabaseSwitchover{
+		TypeMeta:   metav1.TypeMeta{APIVersion: examplev1.SchemeGroupVersion.String(), Kind: "DatabaseSwitchover"},
+		ObjectMeta: metav1.ObjectMeta{Name: o.Name, Namespace: o.Namespace},
+		Target:     o.Target,
+	}
+	db, err := o.db.ExampleV1().Databases(o.Namespace).Switchover(ctx, o.Name, req, metav1.CreateOptions{})
+	if err != nil {
+		return onRequest(err, "create", "databases/switchover", o.Namespace)
+	}
+	return o.printer.PrintObj(db, o.Out)
+}

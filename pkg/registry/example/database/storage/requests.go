@@ -1,0 +1,308 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"example.com/database-apiserver/pkg/apis/example"
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/controller/engine"
+	"example.com/database-apiserver/pkg/controller/specs"
+)
+
+// ConnectionREST serves GET databases/{name}/connection: the
+// DatabaseConnection of the Database, computed on each read (specs.Connection,
+// the facts the controller writes into the credentials Secret) and never stored.
+type ConnectionREST struct {
+	store  *genericregistry.Store
+	scheme *runtime.Scheme
+}
+
+var _ rest.Getter = &ConnectionREST{}
+
+// New returns an empty *example.DatabaseConnection.
+func (r *ConnectionREST) New() runtime.Object {
+	return &example.DatabaseConnection{}
+}
+
+// Destroy does nothing: the underlying store is shared with REST, which destroys it.
+func (r *ConnectionREST) Destroy() {}
+
+// Get returns the DatabaseConnection of the Database name; NotFound if there
+// is none, BadRequest for a Database whose engine the controller has no
+// recipe for (validation refuses such a Database).
+func (r *ConnectionREST) Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error) {
+	obj, err := r.store.Get(ctx, name, options)
+	if err != nil {
+		return nil, err
+	}
+	db := obj.(*example.Database)
+	var v1db examplev1.Database
+	if err := r.scheme.Convert(db, &v1db, nil); err != nil {
+		return nil, err
+	}
+	recipe, ok := engine.For(v1db.Spec.Engine)
+	if !ok {
+		return nil, errors.NewBadRequest(fmt.Sprintf("Database %s/%s has engine %q, which the controller does not run", db.Namespace, db.Name, db.Spec.Engine))
+	}
+	var replicas int32 = 1
+	if v1db.Spec.Replicas != nil {
+		replicas = *v1db.Spec.Replicas
+	}
+	v1conn := specs.Connection(&v1db, specs.Desired{Recipe: recipe, Replicas: replicas})
+	conn := &example.DatabaseConnection{}
+	if err := r.scheme.Convert(v1conn, conn, nil); err != nil {
+		return nil, err
+	}
+	return conn, nil
+}
+
+// RestartREST serves POST databases/{name}/restart (the create verb on the
+// subresource, as pods/eviction): the body is a DatabaseRestart, the answer
+// the Database with the request recorded in status.restart, which the
+// controller carries out.
+type RestartREST struct {
+	store *genericregistry.Store
+	now   func() time.Time
+}
+
+var (
+	_ rest.NamedCreater    = &RestartREST{}
+	_ rest.StorageMetadata = &RestartREST{}
+)
+
+// New returns an empty *example.DatabaseRestart, the body's kind.
+func (r *RestartREST) New() runtime.Object {
+	return &example.DatabaseRestart{}
+}
+
+// Destroy does nothing: the underlying store is shared with REST, which destroys it.
+func (r *RestartREST) Destroy() {}
+
+// ProducesMIMETypes returns nil: the usual types.
+func (r *RestartREST) ProducesMIMETypes(verb string) []string { return nil }
+
+// ProducesObject returns a Database: the answer's kind, for OpenAPI.
+func (r *RestartREST) ProducesObject(verb string) interface{} { return examplev1.Database{} }
+
+// Create records a restart of the Database name, asked for by the request's
+// user, and returns the Database. Errors: BadRequest for a body that is not a
+// DatabaseRestart or names another Database; NotFound; Conflict while a
+// restart is under way (status.restart has no completedAt) or the Database is
+// being deleted; what createValidation (validating admission) returns. A
+// refused request changes nothing; a dry run changes nothing either.
+func (r *RestartREST) Create(ctx context.Context, name string, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
+	req, ok := obj.(*example.DatabaseRestart)
+	if !ok {
+		return nil, errors.NewBadRequest(fmt.Sprintf("the body of databases/restart must be a DatabaseRestart, got %T", obj))
+	}
+	if err := checkRequestName(name, req.Name, "DatabaseRestart"); err != nil {
+		return nil, err
+	}
+	if createValidation != nil {
+		if err := createValidation(ctx, req.DeepCopyObject()); err != nil {
+			return nil, err
+		}
+	}
+	record := &example.DatabaseRestartStatus{
+		RequestedBy: requestUser(ctx),
+		RequestedAt: metav1.NewMicroTime(r.now().Truncate(time.Microsecond)),
+		Reason:      req.Reason,
+	}
+	resource := example.Resource("databases/restart")
+	return updateRequested(ctx, r.store, name, options, func(db *example.Database) error {
+		if db.DeletionTimestamp != nil {
+			return errors.NewConflict(resource, name, fmt.Errorf("the Database is being deleted"))
+		}
+		if cur := db.Status.Restart; cur != nil && cur.CompletedAt == nil {
+			return errors.NewConflict(resource, name, fmt.Errorf("a restart is under way: requested by %s at %s; ask again once status.restart.completedAt is set",
+				cur.RequestedBy, cur.RequestedAt.UTC().Format(time.RFC3339)))
+		}
+		db.Status.Restart = record
+		return nil
+	})
+}
+
+// SwitchoverREST serves POST databases/{name}/switchover: the body is a
+// DatabaseSwitchover naming the Pod to become the primary; after checking it
+// against status.members, spec.primary is set to it (the controller carries
+// out the planned switchover that describes), the request is recorded in
+// status.switchover, and the answer is the Database.
+type SwitchoverREST struct {
+	store *genericregistry.Store
+	now   func() time.Time
+}
+
+var (
+	_ rest.NamedCreater    = &SwitchoverREST{}
+	_ rest.StorageMetadata = &SwitchoverREST{}
+)
+
+// New returns an empty *example.DatabaseSwitchover, the body's kind.
+func (r *SwitchoverREST) New() runtime.Object {
+	return &example.DatabaseSwitchover{}
+}
+
+// Destroy does nothing: the underlying store is shared with REST, which destroys it.
+func (r *SwitchoverREST) Destroy() {}
+
+// ProducesMIMETypes returns nil: the usual types.
+func (r *SwitchoverREST) ProducesMIMETypes(verb string) []string { return nil }
+
+// ProducesObject returns a Database: the answer's kind, for OpenAPI.
+func (r *SwitchoverREST) ProducesObject(verb string) interface{} { return examplev1.Database{} }
+
+// Create asks for a switchover of the Database name to the Pod req.Target and
+// returns the updated Database. Errors: BadRequest for a body that is not a
+// DatabaseSwitchover, names another Database, or a Database whose engine the
+// controller does not replicate (engine.Recipe.ReplicationUsername is empty);
+// Invalid (422) on target when it is empty or not one of the Database's Pods,
+// listing those; NotFound; Conflict when the target is already the primary,
+// a switchover is under way, the target is not a Ready replica that streams
+// from the primary with no lag (status.members), or the Database is being
+// deleted. A refused request changes nothing.
+func (r *SwitchoverREST) Create(ctx context.Context, name string, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
+	req, ok := obj.(*example.DatabaseSwitchover)
+	if !ok {
+		return nil, errors.NewBadRequest(fmt.Sprintf("the body of databases/switchover must be a DatabaseSwitchover, got %T", obj))
+	}
+	if err := checkRequestName(name, req.Name, "DatabaseSwitchover"); err != nil {
+		return nil, err
+	}
+	if createValidation != nil {
+		if err := createValidation(ctx, req.DeepCopyObject()); err != nil {
+			return nil, err
+		}
+	}
+	record := &example.DatabaseSwitchoverStatus{
+		RequestedBy: requestUser(ctx),
+		RequestedAt: metav1.NewTime(r.now().Truncate(time.Second)),
+		Target:      req.Target,
+	}
+	return updateRequested(ctx, r.store, name, options, func(db *example.Database) error {
+		if err := r.check(db, req); err != nil {
+			return err
+		}
+		db.Spec.Primary = req.Target
+		db.Status.Switchover = record
+		return nil
+	})
+}
+
+// check returns why the switchover req of db is refused, nil when it is not.
+func (r *SwitchoverREST) check(db *example.Database, req *example.DatabaseSwitchover) error {
+	resource := example.Resource("databases/switchover")
+	if db.DeletionTimestamp != nil {
+		return errors.NewConflict(resource, db.Name, fmt.Errorf("the Database is being deleted"))
+	}
+	recipe, ok := engine.For(examplev1.Engine(db.Spec.Engine))
+	if !ok || recipe.ReplicationUsername == "" {
+		return errors.NewBadRequest(fmt.Sprintf("Database %s runs %s, whose Pods the controller does not replicate: there is no replica to switch over to", db.Name, db.Spec.Engine))
+	}
+	var replicas int32 = 1
+	if db.Spec.Replicas != nil {
+		replicas = *db.Spec.Replicas
+	}
+	pods := make([]string, 0, replicas)
+	for i := range replicas {
+		pods = append(pods, example.PodName(db.Name, i))
+	}
+	targetPath := field.NewPath("target")
+	if req.Target == "" {
+		return errors.NewInvalid(example.Kind("DatabaseSwitchover"), db.Name, field.ErrorList{field.Required(targetPath, "the Pod to become the primary, one of: "+strings.Join(pods, ", "))})
+	}
+	if ordinal, ok := example.PodOrdinal(db.Name, req.Target); !ok || ordinal >= replicas {
+		return errors.NewInvalid(example.Kind("DatabaseSwitchover"), db.Name, field.ErrorList{field.NotSupported(targetPath, req.Target, pods)})
+	}
+	primary := db.Status.Primary
+	if db.Spec.Primary != "" && db.Spec.Primary != primary {
+		return errors.NewConflict(resource, db.Name, fmt.Errorf("a switchover to %s is under way (spec.primary); status.primary is %q", db.Spec.Primary, primary))
+	}
+	if req.Target == primary {
+		return errors.NewConflict(resource, db.Name, fmt.Errorf("%s is already the primary", req.Target))
+	}
+	var member *example.DatabaseMember
+	for i := range db.Status.Members {
+		if db.Status.Members[i].Name == req.Target {
+			member = &db.Status.Members[i]
+		}
+	}
+	var reason string
+	switch {
+	case primary == "":
+		reason = "the controller has not confirmed a primary yet (status.primary is empty)"
+	case member == nil:
+		reason = fmt.Sprintf("%s is not in status.members yet", req.Target)
+	case !member.Ready:
+		reason = fmt.Sprintf("%s is not Ready", req.Target)
+	case member.Role != example.MemberRoleReplica:
+		reason = fmt.Sprintf("%s is not a replica (role %q)", req.Target, member.Role)
+	case !member.Streaming:
+		reason = fmt.Sprintf("%s does not stream from the primary %s", req.Target, primary)
+	case member.LagBytes == nil:
+		reason = fmt.Sprintf("the lag of %s behind the primary is not known", req.Target)
+	case *member.LagBytes != 0:
+		reason = fmt.Sprintf("%s is %d bytes of WAL behind the primary %s", req.Target, *member.LagBytes, primary)
+	}
+	if reason != "" {
+		return errors.NewConflict(resource, db.Name, fmt.Errorf("%s is not a caught-up replica: %s", req.Target, reason))
+	}
+	return nil
+}
+
+// checkRequestName returns a BadRequest when the body's metadata.name is set
+// and is not the Database's name from the URL.
+func checkRequestName(name, bodyName, kind string) error {
+	if bodyName != "" && bodyName != name {
+		return errors.NewBadRequest(fmt.Sprintf("metadata.name of the %s, %q, does not match the Database %q in the URL", kind, bodyName, name))
+	}
+	return nil
+}
+
+// requestUser returns the authenticated user name of the request, "" when
+// the context carries none.
+func requestUser(ctx context.Context) string {
+	if u, ok := genericapirequest.UserFrom(ctx); ok {
+		return u.GetName()
+	}
+	return ""
+}
+
+// updateRequested updates the Database name through store (a RequestStrategy
+// store): mutate gets a copy of the stored Database and changes what the
+// request sets, or returns why it is refused, in which case nothing is
+// written. The update is conditional on the stored resourceVersion and is a
+// dry run when options say so. It never creates a Database.
+func updateRequested(ctx context.Context, store *genericregistry.Store, name string, options *metav1.CreateOptions, mutate func(*example.Database) error) (runtime.Object, error) {
+	var updateOptions metav1.UpdateOptions
+	if options != nil {
+		updateOptions.DryRun = options.DryRun
+	}
+	objInfo := rest.DefaultUpdatedObjectInfo(nil, func(ctx context.Context, _, oldObj runtime.Object) (runtime.Object, error) {
+		db, ok := oldObj.DeepCopyObject().(*example.Database)
+		if !ok {
+			return nil, errors.NewInternalError(fmt.Errorf("expected the stored object to be a Database, got %T", oldObj))
+		}
+		// The store hands a zero Database when none is stored.
+		if accessor, err := meta.Accessor(db); err != nil || accessor.GetResourceVersion() == "" {
+			return nil, errors.NewNotFound(example.Resource("databases"), name)
+		}
+		if err := mutate(db); err != nil {
+			return nil, err
+		}
+		return db, nil
+	})
+	obj, _, err := store.Update(ctx, name, objInfo, rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, false, &updateOptions)
+	return obj, err
+}

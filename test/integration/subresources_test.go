@@ -1,0 +1,372 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/utils/ptr"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+)
+
+// A Database's connection is computed from it on read: the client and read
+// hosts, port, database, user, Secret and keys, and primary and readiness
+// from status; no password is served.
+func TestConnectionIsComputedFromTheDatabaseAndItsStatus(t *testing.T) {
+	client, _ := clientFor(t)
+	ns := namespace(t)
+	ctx := context.Background()
+	dbs := client.ExampleV1().Databases(ns)
+	db := newDatabase(ns, "shop", examplev1.EnginePostgreSQL, "16")
+	db.Spec.Replicas = ptrInt32(3)
+	db = create(t, client, db)
+
+	conn, err := dbs.GetConnection(ctx, "shop", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "shop", conn.Name)
+	require.Equal(t, ns, conn.Namespace)
+	require.Equal(t, examplev1.EnginePostgreSQL, conn.Engine)
+	require.Equal(t, "shop."+ns+".svc", conn.Host)
+	require.Equal(t, int32(5432), conn.Port)
+	require.Equal(t, "shop-read."+ns+".svc", conn.ReadHost)
+	require.Equal(t, "shop", conn.Database)
+	require.Equal(t, "postgres", conn.Username)
+	require.Equal(t, "shop-credentials", conn.SecretName)
+	require.Equal(t, "password", conn.PasswordKey)
+	require.Equal(t, "uri", conn.URIKey)
+	require.Equal(t, "read-uri", conn.ReadURIKey)
+	require.Empty(t, conn.Primary)
+	require.False(t, conn.Ready)
+
+	db.Status.Primary = "shop-0"
+	db.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "AllReplicasReady", LastTransitionTime: metav1.Now()}}
+	_, err = dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	resp := do(t, http.MethodGet, databasesPath(ns)+"/shop/connection", nil, nil)
+	require.Equal(t, http.StatusOK, resp.code, "%s", resp.body)
+	var raw map[string]any
+	require.NoError(t, json.Unmarshal(resp.body, &raw))
+	require.Equal(t, "DatabaseConnection", raw["kind"])
+	require.Equal(t, "example.com/v1", raw["apiVersion"])
+	require.Equal(t, true, raw["ready"])
+	require.Equal(t, "shop-0", raw["primary"])
+	for _, k := range []string{"password", "uri", "readURI"} {
+		require.NotContains(t, raw, k, "no credentials are served")
+	}
+
+	// MySQL does not replicate: no read host, even with three Pods.
+	my := newDatabase(ns, "legacy", examplev1.EngineMySQL, "8.0")
+	my.Spec.Replicas = ptrInt32(3)
+	create(t, client, my)
+	conn, err = dbs.GetConnection(ctx, "legacy", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, int32(3306), conn.Port)
+	require.Empty(t, conn.ReadHost)
+	require.Empty(t, conn.ReadURIKey)
+
+	_, err = dbs.GetConnection(ctx, "missing", metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "got %v", err)
+}
+
+// A restart is recorded in status.restart with the requesting user and the
+// time; a second one while it is under way is a 409 naming the first; once
+// the controller completes it, another may be asked for.
+func TestRestartIsRecordedAndASecondWhileUnderWayIsConflict(t *testing.T) {
+	client, _ := clientFor(t)
+	ns := namespace(t)
+	ctx := context.Background()
+	dbs := client.ExampleV1().Databases(ns)
+	created := create(t, client, newDatabase(ns, "shop", examplev1.EnginePostgreSQL, "16"))
+
+	before := time.Now().Add(-time.Second)
+	got, err := dbs.Restart(ctx, "shop", &examplev1.DatabaseRestart{ObjectMeta: metav1.ObjectMeta{Name: "shop"}, Reason: "new kernel"}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, got.Status.Restart)
+	require.Equal(t, user.APIServerUser, got.Status.Restart.RequestedBy)
+	require.Equal(t, "new kernel", got.Status.Restart.Reason)
+	require.True(t, got.Status.Restart.RequestedAt.After(before))
+	require.Nil(t, got.Status.Restart.CompletedAt)
+	require.Equal(t, created.Generation, got.Generation, "a restart is no spec change")
+	require.Equal(t, created.Spec, got.Spec)
+
+	_, err = dbs.Restart(ctx, "shop", &examplev1.DatabaseRestart{}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsConflict(err), "got %v", err)
+	require.ErrorContains(t, err, "a restart is under way: requested by "+user.APIServerUser)
+
+	stored, err := dbs.Get(ctx, "shop", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, got.Status.Restart, stored.Status.Restart, "the refusal changed nothing")
+	require.Equal(t, got.ResourceVersion, stored.ResourceVersion)
+
+	// The controller completes it through status; then a new one is accepted.
+	done := metav1.NewTime(time.Now().Truncate(time.Second))
+	stored.Status.Restart.CompletedAt = &done
+	stored, err = dbs.UpdateStatus(ctx, stored, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, stored.Status.Restart.CompletedAt)
+
+	again, err := dbs.Restart(ctx, "shop", &examplev1.DatabaseRestart{}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Nil(t, again.Status.Restart.CompletedAt)
+	require.True(t, again.Status.Restart.RequestedAt.After(got.Status.Restart.RequestedAt.Time))
+	require.Empty(t, again.Status.Restart.Reason)
+
+	// A dry run is checked and answered but stores nothing.
+	stored.Status.Restart = again.Status.Restart.DeepCopy()
+	stored.Status.Restart.CompletedAt = &done
+	stored.ResourceVersion = ""
+	stored, err = dbs.UpdateStatus(ctx, stored, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	dry, err := dbs.Restart(ctx, "shop", &examplev1.DatabaseRestart{Reason: "dry"}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	require.NoError(t, err)
+	require.Equal(t, "dry", dry.Status.Restart.Reason)
+	after, err := dbs.Get(ctx, "shop", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, stored.ResourceVersion, after.ResourceVersion)
+	require.Empty(t, after.Status.Restart.Reason)
+
+	// On the wire the answer is a Database, 201 Created as for other creates.
+	create(t, client, newDatabase(ns, "raw", examplev1.EngineMySQL, "8.0"))
+	resp := do(t, http.MethodPost, databasesPath(ns)+"/raw/restart", []byte(`{"apiVersion":"example.com/v1","kind":"DatabaseRestart","reason":"raw"}`), nil)
+	require.Equal(t, http.StatusCreated, resp.code, "%s", resp.body)
+	var answer examplev1.Database
+	require.NoError(t, json.Unmarshal(resp.body, &answer))
+	require.Equal(t, "Database", answer.Kind)
+	require.Equal(t, "raw", answer.Status.Restart.Reason)
+}
+
+// Neither a write of the Database nor one of its status can forge the
+// records of databases/restart and databases/switchover; a status write
+// completes only the stored restart.
+func TestRequestRecordsCannotBeForged(t *testing.T) {
+	client, _ := clientFor(t)
+	ns := namespace(t)
+	ctx := context.Background()
+	dbs := client.ExampleV1().Databases(ns)
+	create(t, client, newDatabase(ns, "shop", examplev1.EnginePostgreSQL, "16"))
+	real, err := dbs.Restart(ctx, "shop", &examplev1.DatabaseRestart{}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	want := real.Status.Restart.DeepCopy()
+
+	forged := real.DeepCopy()
+	forged.Status.Restart.RequestedBy = "mallory"
+	forged.Status.Switchover = &examplev1.DatabaseSwitchoverStatus{RequestedBy: "mallory", Target: "shop-0", RequestedAt: metav1.Now()}
+	out, err := dbs.Update(ctx, forged, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Equal(t, want, out.Status.Restart)
+	require.Nil(t, out.Status.Switchover)
+
+	forged = out.DeepCopy()
+	forged.Status.Restart.RequestedBy = "mallory"
+	forged.Status.Restart.Reason = "forged"
+	forged.Status.Switchover = &examplev1.DatabaseSwitchoverStatus{RequestedBy: "mallory", Target: "shop-0", RequestedAt: metav1.Now()}
+	out, err = dbs.UpdateStatus(ctx, forged, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Equal(t, want, out.Status.Restart)
+	require.Nil(t, out.Status.Switchover)
+
+	// A completion of another request (a stale copy) completes nothing.
+	stale := out.DeepCopy()
+	stale.Status.Restart.RequestedAt = metav1.NewMicroTime(want.RequestedAt.Add(-time.Hour))
+	done := metav1.NewTime(time.Now().Truncate(time.Second))
+	stale.Status.Restart.CompletedAt = &done
+	out, err = dbs.UpdateStatus(ctx, stale, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Equal(t, want, out.Status.Restart)
+
+	// Nor can a create carry one.
+	fresh := newDatabase(ns, "fresh", examplev1.EnginePostgreSQL, "16")
+	fresh.Status.Restart = &examplev1.DatabaseRestartStatus{RequestedBy: "mallory", RequestedAt: metav1.NowMicro()}
+	require.Nil(t, create(t, client, fresh).Status.Restart)
+}
+
+// A restart or switchover of a Database being deleted is a 409, and changes nothing.
+func TestRequestsOfADatabaseBeingDeletedAreConflict(t *testing.T) {
+	client, _ := clientFor(t)
+	ns := namespace(t)
+	ctx := context.Background()
+	dbs := client.ExampleV1().Databases(ns)
+	db := newDatabase(ns, "going", examplev1.EnginePostgreSQL, "16")
+	db.Finalizers = []string{"example.com/test-hold"}
+	create(t, client, db)
+	require.NoError(t, dbs.Delete(ctx, "going", metav1.DeleteOptions{}))
+	t.Cleanup(func() {
+		_, _ = dbs.Patch(context.Background(), "going", "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	})
+
+	_, err := dbs.Restart(ctx, "going", &examplev1.DatabaseRestart{}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsConflict(err), "got %v", err)
+	require.ErrorContains(t, err, "being deleted")
+	_, err = dbs.Switchover(ctx, "going", &examplev1.DatabaseSwitchover{Target: "going-0"}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsConflict(err), "got %v", err)
+	require.ErrorContains(t, err, "being deleted")
+
+	got, err := dbs.Get(ctx, "going", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Nil(t, got.Status.Restart)
+	require.Empty(t, got.Spec.Primary)
+}
+
+// Bad requests to the subresources are 4xx naming the problem, and store nothing.
+func TestSubresourceBadInputIsRefused(t *testing.T) {
+	client, _ := clientFor(t)
+	ns := namespace(t)
+	created := create(t, client, newDatabase(ns, "shop", examplev1.EnginePostgreSQL, "16"))
+	base := databasesPath(ns) + "/shop"
+
+	for _, tc := range []struct {
+		name, method, path, body string
+		code                     int
+		msg                      string
+	}{
+		{"unknown subresource", http.MethodPost, base + "/backup", `{}`, http.StatusNotFound, ""},
+		{"unknown subresource get", http.MethodGet, base + "/backup", "", http.StatusNotFound, ""},
+		{"missing Database", http.MethodPost, databasesPath(ns) + "/missing/restart", `{"apiVersion":"example.com/v1","kind":"DatabaseRestart"}`, http.StatusNotFound, `databases.example.com "missing" not found`},
+		{"malformed body", http.MethodPost, base + "/restart", `{"apiVersion":`, http.StatusBadRequest, ""},
+		{"wrong kind", http.MethodPost, base + "/restart", `{"apiVersion":"example.com/v1","kind":"Database","metadata":{"name":"shop"}}`, http.StatusBadRequest, "Database in version \"v1\" cannot be handled as a DatabaseRestart"},
+		{"switchover body to restart", http.MethodPost, base + "/restart", `{"apiVersion":"example.com/v1","kind":"DatabaseSwitchover","target":"shop-0"}`, http.StatusBadRequest, "cannot be handled as a DatabaseRestart"},
+		{"wrong group", http.MethodPost, base + "/restart", `{"apiVersion":"apps/v1","kind":"DatabaseRestart"}`, http.StatusBadRequest, ""},
+		{"name mismatch", http.MethodPost, base + "/restart", `{"apiVersion":"example.com/v1","kind":"DatabaseRestart","metadata":{"name":"other"}}`, http.StatusBadRequest, `metadata.name of the DatabaseRestart, "other", does not match the Database "shop"`},
+		{"switchover name mismatch", http.MethodPost, base + "/switchover", `{"apiVersion":"example.com/v1","kind":"DatabaseSwitchover","metadata":{"name":"other"},"target":"shop-0"}`, http.StatusBadRequest, "does not match"},
+		{"switchover wrong kind", http.MethodPost, base + "/switchover", `{"apiVersion":"example.com/v1","kind":"DatabaseRestart"}`, http.StatusBadRequest, "cannot be handled as a DatabaseSwitchover"},
+		{"switchover of a missing Database", http.MethodPost, databasesPath(ns) + "/missing/switchover", `{"apiVersion":"example.com/v1","kind":"DatabaseSwitchover","target":"missing-0"}`, http.StatusNotFound, ""},
+		{"get of restart", http.MethodGet, base + "/restart", "", http.StatusMethodNotAllowed, ""},
+		{"post to connection", http.MethodPost, base + "/connection", `{}`, http.StatusMethodNotAllowed, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var body []byte
+			if tc.body != "" {
+				body = []byte(tc.body)
+			}
+			resp := do(t, tc.method, tc.path, body, nil)
+			require.Equal(t, tc.code, resp.code, "%s", resp.body)
+			if tc.msg != "" {
+				require.Contains(t, resp.status(t).Message, tc.msg)
+			}
+		})
+	}
+
+	got, err := client.ExampleV1().Databases(ns).Get(context.Background(), "shop", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, created.ResourceVersion, got.ResourceVersion, "nothing was stored")
+}
+
+// A switchover sets spec.primary to a caught-up replica and records who
+// asked; any other target is refused with the reason, and nothing changes.
+func TestSwitchoverToACaughtUpReplicaSetsSpecPrimary(t *testing.T) {
+	client, _ := clientFor(t)
+	ns := namespace(t)
+	ctx := context.Background()
+	dbs := client.ExampleV1().Databases(ns)
+	db := newDatabase(ns, "shop", examplev1.EnginePostgreSQL, "16")
+	db.Spec.Replicas = ptrInt32(3)
+	db = create(t, client, db)
+	db.Status.Primary = "shop-0"
+	db.Status.Members = []examplev1.DatabaseMember{
+		{Name: "shop-0", Role: examplev1.MemberRolePrimary, Ready: true},
+		{Name: "shop-1", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](0)},
+		{Name: "shop-2", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](4096)},
+	}
+	db, err := dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		target string
+		is     func(error) bool
+		msg    string
+	}{
+		{"shop-2", apierrors.IsConflict, "shop-2 is not a caught-up replica: shop-2 is 4096 bytes of WAL behind the primary shop-0"},
+		{"shop-0", apierrors.IsConflict, "shop-0 is already the primary"},
+		{"shop-3", apierrors.IsInvalid, `target: Unsupported value: "shop-3": supported values: "shop-0", "shop-1", "shop-2"`},
+		{"other-1", apierrors.IsInvalid, `target: Unsupported value: "other-1"`},
+		{"", apierrors.IsInvalid, "target: Required value"},
+	} {
+		_, err := dbs.Switchover(ctx, "shop", &examplev1.DatabaseSwitchover{Target: tc.target}, metav1.CreateOptions{})
+		require.True(t, tc.is(err), "%q: got %v", tc.target, err)
+		require.ErrorContains(t, err, tc.msg)
+	}
+	unchanged, err := dbs.Get(ctx, "shop", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, db.ResourceVersion, unchanged.ResourceVersion, "refusals change nothing")
+
+	got, err := dbs.Switchover(ctx, "shop", &examplev1.DatabaseSwitchover{ObjectMeta: metav1.ObjectMeta{Name: "shop"}, Target: "shop-1"}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "shop-1", got.Spec.Primary)
+	require.Equal(t, db.Generation+1, got.Generation, "spec.primary is a spec change")
+	require.NotNil(t, got.Status.Switchover)
+	require.Equal(t, user.APIServerUser, got.Status.Switchover.RequestedBy)
+	require.Equal(t, "shop-1", got.Status.Switchover.Target)
+
+	// Until the controller confirms shop-1, another switchover is refused.
+	_, err = dbs.Switchover(ctx, "shop", &examplev1.DatabaseSwitchover{Target: "shop-2"}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsConflict(err), "got %v", err)
+	require.ErrorContains(t, err, "a switchover to shop-1 is under way")
+}
+
+// An engine whose Pods the controller does not replicate has no switchover.
+func TestSwitchoverOfAnEngineWithoutReplicationIsRefused(t *testing.T) {
+	client, _ := clientFor(t)
+	ns := namespace(t)
+	ctx := context.Background()
+	dbs := client.ExampleV1().Databases(ns)
+	db := newDatabase(ns, "legacy", examplev1.EngineMySQL, "8.0")
+	db.Spec.Replicas = ptrInt32(2)
+	db = create(t, client, db)
+
+	_, err := dbs.Switchover(ctx, "legacy", &examplev1.DatabaseSwitchover{Target: "legacy-1"}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsBadRequest(err), "got %v", err)
+	require.ErrorContains(t, err, "Database legacy runs mysql, whose Pods the controller does not replicate")
+	got, err := dbs.Get(ctx, "legacy", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, db.ResourceVersion, got.ResourceVersion)
+}
+
+// Discovery lists the subresources with their verbs and kinds, and OpenAPI
+// v2 and v3 have the kinds.
+func TestSubresourcesAreInDiscoveryAndOpenAPI(t *testing.T) {
+	resp := do(t, http.MethodGet, "/apis/example.com/v1", nil, nil)
+	require.Equal(t, http.StatusOK, resp.code, "%s", resp.body)
+	var list metav1.APIResourceList
+	require.NoError(t, json.Unmarshal(resp.body, &list))
+	byName := map[string]metav1.APIResource{}
+	for _, r := range list.APIResources {
+		byName[r.Name] = r
+	}
+	for name, want := range map[string]struct {
+		kind  string
+		verbs []string
+	}{
+		"databases/connection": {"DatabaseConnection", []string{"get"}},
+		"databases/restart":    {"DatabaseRestart", []string{"create"}},
+		"databases/switchover": {"DatabaseSwitchover", []string{"create"}},
+	} {
+		r, ok := byName[name]
+		require.True(t, ok, "discovery lists %s", name)
+		require.Equal(t, want.kind, r.Kind, name)
+		require.ElementsMatch(t, want.verbs, []string(r.Verbs), name)
+		require.True(t, r.Namespaced, name)
+	}
+
+	resp = do(t, http.MethodGet, "/openapi/v3/apis/example.com/v1", nil, nil)
+	require.Equal(t, http.StatusOK, resp.code)
+	for _, s := range []string{
+		`"com.example.v1.DatabaseConnection"`, `"com.example.v1.DatabaseRestart"`, `"com.example.v1.DatabaseSwitchover"`,
+		`/apis/example.com/v1/namespaces/{namespace}/databases/{name}/restart`,
+	} {
+		require.True(t, strings.Contains(string(resp.body), s), "OpenAPI v3 has %s", s)
+	}
+	resp = do(t, http.MethodGet, "/openapi/v2", nil, map[string]string{"Accept": "application/json"})
+	require.Equal(t, http.StatusOK, resp.code)
+	for _, s := range []string{`"com.example.v1.DatabaseConnection"`, `"com.example.v1.DatabaseRestart"`, `"com.example.v1.DatabaseSwitchover"`} {
+		require.True(t, strings.Contains(string(resp.body), s), "OpenAPI v2 has %s", s)
+	}
+}
