@@ -22,6 +22,7 @@ import (
 
 	"example.com/database-apiserver/pkg/authnready"
 	"example.com/database-apiserver/pkg/controller/database"
+	"example.com/database-apiserver/pkg/controller/mysql"
 	"example.com/database-apiserver/pkg/controller/postgres"
 
 	// client-go's REST client, workqueue and leader election metrics in legacyregistry.
@@ -111,7 +112,7 @@ func (c *Config) newTerm(ctx context.Context) (*controllerTerm, error) {
 	kubeInformers := database.NewKubeInformerFactory(c.Kube, o.ResyncPeriod)
 	databaseInformers := database.NewDatabaseInformerFactory(c.Databases, o.ResyncPeriod)
 	controller, err := database.NewController(eventsCtx, c.Kube, c.Databases, kubeInformers, databaseInformers,
-		database.Options{Instances: postgres.Client{}, ImageRegistry: o.ImageRegistry})
+		database.Options{Instances: postgres.Client{}, MySQL: mysql.Client{}, ImageRegistry: o.ImageRegistry})
 	if err != nil {
 		stopEvents()
 		return nil, err

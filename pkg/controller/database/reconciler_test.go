@@ -129,7 +129,7 @@ func TestChildrenFollowTheEngineRecipes(t *testing.T) {
 		port    int32
 		mount   string
 		uri     *regexp.Regexp
-		// replicates: PostgreSQL's replicas stream from the primary, the others' do not
+		// replicates: PostgreSQL's and MySQL's replicas follow the primary, MongoDB's do not
 		// replicate.
 		replicates bool
 	}{
@@ -138,7 +138,7 @@ func TestChildrenFollowTheEngineRecipes(t *testing.T) {
 		{examplev1.EnginePostgreSQL, "18", "postgres:18", 5432, "/var/lib/postgresql/data",
 			regexp.MustCompile(`^postgresql://postgres:([A-Za-z0-9_-]+)@my-database\.production\.svc:5432/my_database$`), true},
 		{examplev1.EngineMySQL, "8.4", "mysql:8.4", 3306, "/var/lib/mysql",
-			regexp.MustCompile(`^mysql://admin:([A-Za-z0-9_-]+)@my-database\.production\.svc:3306/my_database$`), false},
+			regexp.MustCompile(`^mysql://admin:([A-Za-z0-9_-]+)@my-database\.production\.svc:3306/my_database$`), true},
 		{examplev1.EngineMongoDB, "7.0", "mongo:7.0", 27017, "/data/db",
 			regexp.MustCompile(`^mongodb://admin:([A-Za-z0-9_-]+)@my-database\.production\.svc:27017/\?authSource=admin$`), false},
 	} {
@@ -179,7 +179,12 @@ func TestChildrenFollowTheEngineRecipes(t *testing.T) {
 			require.Equal(t, tc.port, c.Ports[0].ContainerPort)
 			mounts := []corev1.VolumeMount{{Name: "data", MountPath: tc.mount}, {Name: "credentials", MountPath: "/etc/database-credentials", ReadOnly: true}}
 			if tc.replicates {
-				mounts = append(mounts, corev1.VolumeMount{Name: "replication", MountPath: "/etc/database", ReadOnly: true})
+				if tc.engine == examplev1.EngineMySQL {
+					// The settings the setup script writes; the script itself is the init container's.
+					mounts = append(mounts, corev1.VolumeMount{Name: "mysql-config", MountPath: "/etc/mysql/conf.d", ReadOnly: true})
+				} else {
+					mounts = append(mounts, corev1.VolumeMount{Name: "replication", MountPath: "/etc/database", ReadOnly: true})
+				}
 				require.Len(t, pod.InitContainers, 1)
 				require.Equal(t, "setup", pod.InitContainers[0].Name)
 			} else {

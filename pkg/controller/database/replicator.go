@@ -32,9 +32,12 @@ type replicator interface {
 	// setUser makes user, on the primary e, the replication user with password: created,
 	// or given the password when it exists.
 	setUser(ctx context.Context, e endpoint, user, password string) error
-	// setSource makes the replica e, the Pod named pod, stream from the primary (through
-	// specs.PrimaryHost) as user with password from now on.
-	setSource(ctx context.Context, p *pass, e endpoint, pod, user, password string) error
+	// setSource makes the replica e, the Pod named pod, stream from the primary, the Pod
+	// named primary, as user with password from now on.
+	setSource(ctx context.Context, p *pass, e endpoint, pod, primary, user, password string) error
+	// syncReplica points the replica, which answered, at the primary when its own setup
+	// does not (MySQL's replication channel), through setSource.
+	syncReplica(ctx context.Context, p *pass, e endpoint, replica *member, primary, user, password string) error
 	// syncPrimary does what else the primary needs for the sts Pods (PostgreSQL's slots).
 	syncPrimary(ctx context.Context, p *pass, e endpoint, primary *member, sts int32) error
 	// follower is what the primary's and the replica's answers say of the replica's stream;
@@ -76,6 +79,8 @@ func (r *Reconciler) replicatorFor(e examplev1.Engine) replicator {
 	switch {
 	case e == examplev1.EnginePostgreSQL && r.options.Instances != nil:
 		return postgresReplicator{r.options.Instances}
+	case e == examplev1.EngineMySQL && r.options.MySQL != nil:
+		return mysqlReplicator{r.options.MySQL}
 	}
 	return nil
 }
@@ -86,12 +91,25 @@ func (r *Reconciler) replicatorFor(e examplev1.Engine) replicator {
 const ReplicationPasswordAnnotation = "database.example.com/replication-password-sha256"
 
 // syncPrimary gives primary, whose server the Pods reach by server, the replication user
-// (syncReplicationUser) and what else the engine needs for the sts Pods.
+// (syncReplicationUser) and what else the engine needs for the sts Pods, then points every
+// replica that answered at it (syncReplica).
 func (p *pass) syncPrimary(ctx context.Context, r replicator, primary *member, sts int32, members []*member, server func(*member) endpoint) error {
-	if err := p.syncReplicationUser(ctx, r, primary, members, server); err != nil {
+	password, err := p.syncReplicationUser(ctx, r, primary, members, server)
+	if err != nil {
 		return err
 	}
-	return r.syncPrimary(ctx, p, server(primary), primary, sts)
+	if err := r.syncPrimary(ctx, p, server(primary), primary, sts); err != nil {
+		return err
+	}
+	for _, m := range members {
+		if m.name == primary.name || !m.standby() {
+			continue
+		}
+		if err := r.syncReplica(ctx, p, server(m), m, primary.name, p.desired.Recipe.ReplicationUsername, password); err != nil {
+			return fmt.Errorf("point replica %s at %s: %w", m.name, primary.name, err)
+		}
+	}
+	return nil
 }
 
 // syncReplicationUser gives the primary the replication user with the Secret's replication
@@ -102,32 +120,34 @@ func (p *pass) syncPrimary(ctx context.Context, r replicator, primary *member, s
 // a standby would keep the old one, and fail to reconnect after the primary restarts. A
 // standby that does not answer gets the new password from its setup when its Pod starts
 // again.
-func (p *pass) syncReplicationUser(ctx context.Context, r replicator, primary *member, standbys []*member, server func(*member) endpoint) error {
+//
+// It returns the replication password.
+func (p *pass) syncReplicationUser(ctx context.Context, r replicator, primary *member, standbys []*member, server func(*member) endpoint) (string, error) {
 	db, user := p.db, p.desired.Recipe.ReplicationUsername
 	secret, err := p.r.listers.Secrets.Secrets(db.Namespace).Get(specs.SecretName(db))
 	if err != nil {
-		return err
+		return "", err
 	}
 	password := secret.Data[engine.SecretKeyReplicationPassword]
 	if len(password) == 0 {
-		return fmt.Errorf("secret %q has no %q yet", secret.Name, engine.SecretKeyReplicationPassword)
+		return "", fmt.Errorf("secret %q has no %q yet", secret.Name, engine.SecretKeyReplicationPassword)
 	}
 	sum := sha256.Sum256(password)
 	digest := hex.EncodeToString(sum[:])
 	exists := r.hasUser(primary, user)
 	if exists && secret.Annotations[ReplicationPasswordAnnotation] == digest {
-		return nil
+		return string(password), nil
 	}
 	if err := r.setUser(ctx, server(primary), user, string(password)); err != nil {
-		return err
+		return "", err
 	}
 	if exists {
 		for _, m := range standbys {
 			if !m.standby() {
 				continue
 			}
-			if err := r.setSource(ctx, p, server(m), m.name, user, string(password)); err != nil {
-				return fmt.Errorf("give standby %s the new replication password: %w", m.name, err)
+			if err := r.setSource(ctx, p, server(m), m.name, primary.name, user, string(password)); err != nil {
+				return "", fmt.Errorf("give standby %s the new replication password: %w", m.name, err)
 			}
 			p.r.event(ctx, db, corev1.EventTypeNormal, ReasonUpdated, "Gave standby %s the new replication password", m.name)
 		}
@@ -136,10 +156,10 @@ func (p *pass) syncReplicationUser(ctx context.Context, r replicator, primary *m
 		"uid": secret.UID, "annotations": map[string]string{ReplicationPasswordAnnotation: digest},
 	}})
 	if err != nil {
-		return err
+		return "", err
 	}
 	if _, err := p.r.kube.CoreV1().Secrets(db.Namespace).Patch(ctx, secret.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("record the replication password given to the primary on Secret %q: %w", secret.Name, err)
+		return "", fmt.Errorf("record the replication password given to the primary on Secret %q: %w", secret.Name, err)
 	}
-	return nil
+	return string(password), nil
 }

@@ -52,7 +52,7 @@ func (r postgresReplicator) setUser(ctx context.Context, e endpoint, user, passw
 // setSource gives the standby the primary_conninfo the setup script writes: the primary
 // through specs.PrimaryHost as user with password, the Pod's name as application_name
 // (pg_stat_replication's), and specs.PrimaryConnectTimeoutSeconds.
-func (r postgresReplicator) setSource(ctx context.Context, p *pass, e endpoint, pod, user, password string) error {
+func (r postgresReplicator) setSource(ctx context.Context, p *pass, e endpoint, pod, _, user, password string) error {
 	conninfo := postgres.ConnInfo(
 		"host", specs.PrimaryHost(p.db),
 		"port", strconv.Itoa(int(p.desired.Recipe.Port)),
@@ -62,6 +62,12 @@ func (r postgresReplicator) setSource(ctx context.Context, p *pass, e endpoint, 
 		"connect_timeout", strconv.Itoa(specs.PrimaryConnectTimeoutSeconds),
 	)
 	return r.instances.SetPrimaryConnInfo(ctx, e.postgres(), conninfo)
+}
+
+// syncReplica does nothing: the setup script gives every standby its primary_conninfo when
+// its Pod starts, through the client Service, which follows the primary.
+func (postgresReplicator) syncReplica(context.Context, *pass, endpoint, *member, string, string, string) error {
+	return nil
 }
 
 // syncPrimary keeps on the primary a slot for every other of the sts Pods, and drops the

@@ -294,9 +294,12 @@ var recipes = map[examplev1.Engine]Recipe{
 		// MYSQL_USER may not be root: the entrypoint refuses it.
 		Username:    "admin",
 		HasDatabase: true,
-		User:        imageUser,
-		Group:       imageUser,
-		Requests:    requests("250m", "512Mi"),
+		// An account with REPLICATION SLAVE and BACKUP_ADMIN (the CLONE plugin's donor
+		// privilege) and nothing else.
+		ReplicationUsername: "replicator",
+		User:                imageUser,
+		Group:               imageUser,
+		Requests:            requests("250m", "512Mi"),
 		env: func(secret string) []corev1.EnvVar {
 			return []corev1.EnvVar{
 				fileEnv("MYSQL_ROOT_PASSWORD_FILE", SecretKeyPassword),
