@@ -154,8 +154,10 @@ func (Client) SetReplicationUser(ctx context.Context, s Server, user, password s
 
 // SetSource makes the replica s replicate from host:port as user with password, by GTID
 // auto-positioning over TLS (the servers' self-signed certificates, which MySQL generates at
-// initialisation: encrypted, not verified), retrying a lost connection every 5 seconds: STOP
-// REPLICA, CHANGE REPLICATION SOURCE TO, START REPLICA. The channel is kept in the server's
+// initialisation: encrypted, not verified), retrying a lost connection every 5 seconds up to
+// 86400 times (5 days: a primary restarted for an update or a switchover is waited for, where
+// 8.4's default of 10 tries would stop the receiver after 50 s): STOP REPLICA, CHANGE
+// REPLICATION SOURCE TO, START REPLICA. The channel is kept in the server's
 // replication tables across restarts.
 func (Client) SetSource(ctx context.Context, s Server, host string, port int32, user, password string) error {
 	db, err := open(s)
@@ -174,7 +176,7 @@ func (Client) SetSource(ctx context.Context, s Server, host string, port int32, 
 	}{
 		{`STOP REPLICA`, nil},
 		{`CHANGE REPLICATION SOURCE TO SOURCE_HOST = ?, SOURCE_PORT = ?, SOURCE_USER = ?, SOURCE_PASSWORD = ?,
-			SOURCE_AUTO_POSITION = 1, SOURCE_SSL = 1, SOURCE_CONNECT_RETRY = 5`, []any{host, port, user, password}},
+			SOURCE_AUTO_POSITION = 1, SOURCE_SSL = 1, SOURCE_CONNECT_RETRY = 5, SOURCE_RETRY_COUNT = 86400`, []any{host, port, user, password}},
 		{`START REPLICA`, nil},
 	} {
 		if _, err := conn.ExecContext(ctx, stmt.sql, stmt.args...); err != nil {
