@@ -297,3 +297,75 @@ done`, "", "")
 	require.Equal(t, corev1.PodSucceeded, phase, out)
 	require.Equal(t, "250", lastLines(out, 1), out)
 }
+
+// TestReplicatedMySQLHasTheReplicatedShape runs a MySQL Database of three replicas on the
+// simulated node, where no server answers: it gets the replicated shape all the same (the
+// client Service selecting the primary by role label, the read Service the replicas, the
+// Secret's replication and read keys, the replication ConfigMap with the setup script, the
+// setup init container, status.primary and -o wide's PRIMARY), and the controller's attempts
+// to reach the servers that are not there do not keep the Database from Ready.
+func TestReplicatedMySQLHasTheReplicatedShape(t *testing.T) {
+	ns := restrictedNamespace(t, "e2e-mysql-replication")
+	const db = "orders"
+	kubectlIn(t, `apiVersion: example.com/v1
+kind: Database
+metadata:
+  name: `+db+`
+  namespace: `+ns+`
+spec:
+  engine: mysql
+  version: "8.4"
+  replicas: 3
+  storage: 1Gi
+`, "apply", "-f", "-")
+	d := waitReady(t, ns, db, 3)
+	ctx := context.Background()
+
+	client, err := kube(t).CoreV1().Services(ns).Get(ctx, db, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "primary", client.Spec.Selector["database.example.com/role"])
+	require.Equal(t, int32(3306), client.Spec.Ports[0].Port)
+	read, err := kube(t).CoreV1().Services(ns).Get(ctx, db+"-read", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "replica", read.Spec.Selector["database.example.com/role"])
+
+	secret, err := kube(t).CoreV1().Secrets(ns).Get(ctx, db+"-credentials", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "replicator", string(secret.Data["replication-username"]))
+	require.NotEmpty(t, secret.Data["replication-password"])
+	require.Equal(t, db+"-read."+ns+".svc", string(secret.Data["read-host"]))
+	require.True(t, strings.HasPrefix(string(secret.Data["read-uri"]), "mysql://admin:"), "read-uri")
+	require.Contains(t, string(secret.Data["read-uri"]), "@"+db+"-read."+ns+".svc:3306/orders")
+
+	cm, err := kube(t).CoreV1().ConfigMaps(ns).Get(ctx, db+"-replication", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, db+"-0", cm.Data["primary"])
+	require.Contains(t, cm.Data["mysql-setup.sh"], "CLONE INSTANCE FROM")
+	sts, err := kube(t).AppsV1().StatefulSets(ns).Get(ctx, db, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Len(t, sts.Spec.Template.Spec.InitContainers, 1)
+	require.Equal(t, []string{"bash", "/etc/database/mysql-setup.sh"}, sts.Spec.Template.Spec.InitContainers[0].Command)
+
+	eventually(t, 30*time.Second, func() error {
+		if got := podsWithRole(t, ns, db, "primary"); !slices.Equal(got, []string{db + "-0"}) {
+			return fmt.Errorf("primary Pods %v", got)
+		}
+		if got := podsWithRole(t, ns, db, "replica"); !slices.Equal(got, []string{db + "-1", db + "-2"}) {
+			return fmt.Errorf("replica Pods %v", got)
+		}
+		return nil
+	})
+	require.Equal(t, db+"-0", d.Status.Primary)
+	require.Len(t, d.Status.Members, 3)
+	c := meta.FindStatusCondition(d.Status.Conditions, "Replicating")
+	require.NotNil(t, c)
+	require.NotEqual(t, metav1.ConditionTrue, c.Status, "no server answers on the simulated node: %+v", c)
+
+	out := kubectl(t, "get", "db", db, "-n", ns, "-o", "wide")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2, out)
+	header, row := strings.Fields(lines[0]), strings.Fields(lines[1])
+	i := slices.Index(header, "PRIMARY")
+	require.GreaterOrEqual(t, i, 0, out)
+	require.Equal(t, db+"-0", row[i], out)
+}

@@ -142,3 +142,21 @@ func TestServerSideApplyMergesMembersByName(t *testing.T) {
 		{Name: "applied-1", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](512)},
 	}, got.Status.Members)
 }
+
+// A MySQL Database replicates: spec.primary is stored, and checked against its Pods as a
+// PostgreSQL one's is.
+func TestMySQLDatabaseTakesAPrimary(t *testing.T) {
+	client, _ := clientFor(t)
+	ns := namespace(t)
+	db := newDatabase(ns, "orders", examplev1.EngineMySQL, "8.4")
+	db.Spec.Replicas = ptrInt32(3)
+	db.Spec.Primary = "orders-2"
+	require.Equal(t, "orders-2", create(t, client, db).Spec.Primary)
+
+	db = newDatabase(ns, "more", examplev1.EngineMySQL, "8.4")
+	db.Spec.Replicas = ptrInt32(2)
+	db.Spec.Primary = "more-2"
+	_, err := client.ExampleV1().Databases(ns).Create(context.Background(), db, metav1.CreateOptions{})
+	require.True(t, apierrors.IsInvalid(err), "got %v", err)
+	require.ErrorContains(t, err, `spec.primary: Invalid value: "more-2"`)
+}

@@ -22,6 +22,7 @@ import (
 
 	"example.com/database-apiserver/pkg/authnready"
 	"example.com/database-apiserver/pkg/controller/database"
+	"example.com/database-apiserver/pkg/controller/mysql"
 	"example.com/database-apiserver/pkg/controller/postgres"
 
 	// client-go's REST client, workqueue and leader election metrics in legacyregistry.
@@ -112,7 +113,8 @@ func (c *Config) newTerm(ctx context.Context) (*controllerTerm, error) {
 	databaseInformers := database.NewDatabaseInformerFactory(c.Databases, o.ResyncPeriod)
 	controller, err := database.NewController(eventsCtx, c.Kube, c.Databases, kubeInformers, databaseInformers,
 		// The release records live in the controller's own namespace, the Lease's.
-		database.Options{Instances: postgres.Client{}, ImageRegistry: o.ImageRegistry, RecordNamespace: o.LeaderElection.ResourceNamespace})
+		database.Options{Instances: postgres.Client{}, MySQL: mysql.Client{}, ImageRegistry: o.ImageRegistry,
+			RecordNamespace: o.LeaderElection.ResourceNamespace})
 	if err != nil {
 		stopEvents()
 		return nil, err

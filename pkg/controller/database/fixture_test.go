@@ -84,6 +84,8 @@ type fixture struct {
 	instances database.Instances
 	// imageRegistry is the Reconciler's ImageRegistry option, set like instances.
 	imageRegistry string
+	// mysql is the Reconciler's MySQL option, set like instances.
+	mysql database.MySQLInstances
 
 	indexers map[schema.GroupVersionResource]cache.Indexer
 	// pinned overrides what sync puts in the listers for these objects (by resource and
@@ -113,6 +115,7 @@ func newFixtureWithOptions(t *testing.T, options database.Options, db *examplev1
 		t:             t,
 		instances:     options.Instances,
 		imageRegistry: options.ImageRegistry,
+		mysql:         options.MySQL,
 		kube:          kubefake.NewClientset(kubeObjects...),
 		recorder:      record.NewFakeRecorder(100),
 		clock:         clocktesting.NewFakePassiveClock(start),
@@ -177,7 +180,7 @@ func newFixtureWithOptions(t *testing.T, options database.Options, db *examplev1
 		Pods:                   corelisters.NewPodLister(f.indexers[pods]),
 		PersistentVolumeClaims: f.indexers[claims],
 		Events:                 f.indexers[events],
-	}, f.recorder, f.clock, database.Options{Instances: f.instances, ImageRegistry: f.imageRegistry})
+	}, f.recorder, f.clock, database.Options{Instances: f.instances, MySQL: f.mysql, ImageRegistry: f.imageRegistry})
 	f.sync()
 	return f
 }

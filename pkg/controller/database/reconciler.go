@@ -118,6 +118,8 @@ type Options struct {
 	// Reconciler never does: the first Pod stays primary, and the Replicating condition is
 	// Unknown.
 	Instances Instances
+	// MySQL does the same for MySQL servers.
+	MySQL MySQLInstances
 	// ImageRegistry, when set, is where the database images are pulled from instead of the
 	// catalog's ("registry.example:5000/mirror": specs.ImageFrom), for a mirrored or
 	// air-gapped cluster.

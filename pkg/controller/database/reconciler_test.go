@@ -129,7 +129,7 @@ func TestChildrenFollowTheEngineRecipes(t *testing.T) {
 		port    int32
 		mount   string
 		uri     *regexp.Regexp
-		// replicates: PostgreSQL's replicas stream from the primary, the others' do not
+		// replicates: PostgreSQL's and MySQL's replicas follow the primary, MongoDB's do not
 		// replicate.
 		replicates bool
 		// superuser is the engine's superuser; volume the password keys the server reads.
@@ -141,7 +141,7 @@ func TestChildrenFollowTheEngineRecipes(t *testing.T) {
 		{examplev1.EnginePostgreSQL, "18", "postgres:18", 5432, "/var/lib/postgresql/data",
 			regexp.MustCompile(`^postgresql://app:([A-Za-z0-9_-]+)@my-database\.production\.svc:5432/my_database$`), true, "postgres", nil},
 		{examplev1.EngineMySQL, "8.4", "mysql:8.4", 3306, "/var/lib/mysql",
-			regexp.MustCompile(`^mysql://admin:([A-Za-z0-9_-]+)@my-database\.production\.svc:3306/my_database$`), false, "root", []string{"superuser-password", "password"}},
+			regexp.MustCompile(`^mysql://admin:([A-Za-z0-9_-]+)@my-database\.production\.svc:3306/my_database$`), true, "root", []string{"superuser-password", "password"}},
 		{examplev1.EngineMongoDB, "7.0", "mongo:7.0", 27017, "/data/db",
 			regexp.MustCompile(`^mongodb://admin:([A-Za-z0-9_-]+)@my-database\.production\.svc:27017/\?authSource=admin$`), false, "admin", []string{"superuser-password"}},
 	} {
@@ -182,7 +182,12 @@ func TestChildrenFollowTheEngineRecipes(t *testing.T) {
 			require.Equal(t, tc.port, c.Ports[0].ContainerPort)
 			mounts := []corev1.VolumeMount{{Name: "data", MountPath: tc.mount}, {Name: "credentials", MountPath: "/etc/database-credentials", ReadOnly: true}}
 			if tc.replicates {
-				mounts = append(mounts, corev1.VolumeMount{Name: "replication", MountPath: "/etc/database", ReadOnly: true})
+				if tc.engine == examplev1.EngineMySQL {
+					// The settings the setup script writes; the script itself is the init container's.
+					mounts = append(mounts, corev1.VolumeMount{Name: "mysql-config", MountPath: "/etc/mysql/conf.d", ReadOnly: true})
+				} else {
+					mounts = append(mounts, corev1.VolumeMount{Name: "replication", MountPath: "/etc/database", ReadOnly: true})
+				}
 				require.Len(t, pod.InitContainers, 1)
 				require.Equal(t, "setup", pod.InitContainers[0].Name)
 			} else {

@@ -2,12 +2,8 @@ package database
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -22,20 +18,8 @@ import (
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/engine"
-	"example.com/database-apiserver/pkg/controller/postgres"
 	"example.com/database-apiserver/pkg/controller/specs"
 )
-
-// Instances is how the Reconciler talks to the servers of a replicating Database
-// (postgres.Client); each call reaches one server.
-type Instances interface {
-	Observe(ctx context.Context, s postgres.Server, roles []string) (postgres.State, error)
-	SetReplicationRole(ctx context.Context, s postgres.Server, role, password string) error
-	SetApplicationRole(ctx context.Context, s postgres.Server, role, password string, takeOver bool) error
-	SyncSlots(ctx context.Context, s postgres.Server, have map[string]bool, want, drop []string) error
-	Promote(ctx context.Context, s postgres.Server) error
-	SetPrimaryConnInfo(ctx context.Context, s postgres.Server, conninfo string) error
-}
 
 // observeTimeout bounds the asking of every member of a Database, which runs in parallel:
 // a Pod that does not answer in time is unreachable for this pass.
@@ -46,17 +30,24 @@ type member struct {
 	name string
 	// pod is nil when the Pod does not exist.
 	pod *corev1.Pod
-	// state is what the server answered, nil when it was not asked (no Pod IP, a Pod
-	// being deleted, no Instances) or did not answer (err).
-	state *postgres.State
+	// answered is true when the server answered: it was asked (a Pod IP, not being
+	// deleted, a replicator for the engine) and did not fail (err).
+	answered bool
+	// writable is true when the server answered that it takes writes: a primary.
+	writable bool
+	// state is the engine's own answer, which only its replicator reads.
+	state any
 	err   error
 }
 
-// primary reports whether m answered as a primary (not in recovery).
-func (m *member) primary() bool { return m.state != nil && !m.state.InRecovery }
+// primary reports whether m answered as a primary (it takes writes).
+func (m *member) primary() bool { return m.answered && m.writable }
 
-// standby reports whether m answered as a standby.
-func (m *member) standby() bool { return m.state != nil && m.state.InRecovery }
+// standby reports whether m answered as a standby (a replica: it takes no writes).
+func (m *member) standby() bool { return m.answered && !m.writable }
+
+// forget makes m count as not answering for the rest of the pass.
+func (m *member) forget() { m.answered, m.writable, m.state = false, false, nil }
 
 // replication is what the replication step found, for status.
 type replication struct {
@@ -185,10 +176,11 @@ func (p *pass) ensureReplicationConfigMap(ctx context.Context) (string, *halt, e
 func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.StatefulSet, designated string, replicas, sts int32) (replication, error) {
 	db := p.db
 	rep := replication{primary: confirmedPrimary(db)}
-	members, server, asked, err := p.members(ctx, sts)
+	members, server, r, err := p.members(ctx, sts)
 	if err != nil {
 		return rep, err
 	}
+	asked := r != nil
 	rep.observed = asked
 	byName := map[string]*member{}
 	for _, m := range members {
@@ -212,16 +204,15 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 			rep.switchover = fmt.Sprintf("switching over from %s to %s: waiting for %s to restart as a standby", rep.primary, designated, rep.primary)
 		case next == nil || !next.standby():
 			rep.switchover = fmt.Sprintf("switching over from %s to %s: waiting for %s to answer", rep.primary, designated, designated)
-		case max(next.state.ReceivedLSN, next.state.ReplayedLSN) < old.state.ReplayedLSN:
-			rep.switchover = fmt.Sprintf("switching over from %s to %s: %s has WAL up to %d, %s's ends at %d",
-				rep.primary, designated, designated, max(next.state.ReceivedLSN, next.state.ReplayedLSN), rep.primary, old.state.ReplayedLSN)
+		case !r.caughtUp(next, old):
+			rep.switchover = fmt.Sprintf("switching over from %s to %s: %s", rep.primary, designated, r.lacks(next, old))
 		default:
-			if err := p.r.options.Instances.Promote(ctx, server(next)); err != nil {
+			if err := r.promote(ctx, server(next)); err != nil {
 				return rep, err
 			}
 			p.r.event(ctx, db, corev1.EventTypeNormal, ReasonSwitchover, "Promoted %s; %s follows it as a standby", designated, rep.primary)
 			rep.primary = designated
-			next.state.InRecovery = false
+			next.writable = true
 		}
 	case target != rep.primary:
 		// Step 1.
@@ -229,7 +220,7 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 		switch {
 		case old == nil || !old.primary():
 			rep.switchover = fmt.Sprintf("switching over from %s to %s: waiting for %s to answer as the primary (there is no automatic failover)", rep.primary, target, rep.primary)
-		case next == nil || old.state.Standbys[target].State != "streaming":
+		case next == nil || !r.follower(old, next).streaming:
 			rep.switchover = fmt.Sprintf("switching over from %s to %s: waiting for %s to stream from %s", rep.primary, target, target, rep.primary)
 		default:
 			if err := p.designate(ctx, target); err != nil {
@@ -241,14 +232,14 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 			}
 			p.r.event(ctx, db, corev1.EventTypeNormal, ReasonSwitchover, "Switching over from %s to %s: stopping %s", rep.primary, target, rep.primary)
 			rep.switchover = fmt.Sprintf("switching over from %s to %s: stopping %s", rep.primary, target, rep.primary)
-			old.state = nil
+			old.forget()
 		}
 	}
 
 	rep.fenced = designated != rep.primary
 	primary := byName[rep.primary]
 	if !rep.fenced && primary != nil && primary.primary() {
-		if err := p.syncPrimary(ctx, server(primary), primary.state, rep.primary, sts, members, server); err != nil {
+		if err := p.syncPrimary(ctx, r, primary, sts, members, server); err != nil {
 			return rep, err
 		}
 	}
@@ -260,9 +251,9 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 			return rep, err
 		}
 	}
-	rep.members, rep.notStreaming = memberStatus(members, rep, sts)
+	rep.members, rep.notStreaming = memberStatus(r, members, rep, sts)
 	for _, m := range members {
-		if m.state == nil && postgres.IsAuthenticationFailure(m.err) {
+		if !m.answered && refusedBy(r, m.err) {
 			rep.refused = append(rep.refused, m.name)
 		}
 	}
@@ -306,32 +297,33 @@ func (p *pass) rollPods(ctx context.Context, sts *appsv1.StatefulSet, members []
 	return nil
 }
 
-// members returns db's Pods of ordinals 0..sts-1, each asked its state in parallel when the
-// Reconciler has Instances and the Secret is in the cache (asked), and how to reach a
-// member's server as the Secret's superuser.
-func (p *pass) members(ctx context.Context, sts int32) (members []*member, server func(*member) postgres.Server, asked bool, err error) {
+// members returns db's Pods of ordinals 0..sts-1, each asked its state in parallel through
+// the engine's replicator when the Reconciler has one for it and the Secret is in the cache
+// (r is nil otherwise: nothing was asked), and how to reach a member's server as the
+// Secret's superuser.
+func (p *pass) members(ctx context.Context, sts int32) (members []*member, server func(*member) endpoint, r replicator, err error) {
 	db := p.db
 	// The Secret the pass made sure of; a new one the cache has not delivered yet means the
 	// servers are not asked this pass (they cannot run before it exists anyway).
 	secret, err := p.r.listers.Secrets.Secrets(db.Namespace).Get(specs.SecretName(db))
 	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, nil, false, fmt.Errorf("get Secret %q from the cache: %w", specs.SecretName(db), err)
+		return nil, nil, nil, fmt.Errorf("get Secret %q from the cache: %w", specs.SecretName(db), err)
 	}
-	instances := p.r.options.Instances
+	r = p.r.replicatorFor(p.desired.Recipe.Engine)
 	if secret == nil {
-		instances, secret = nil, &corev1.Secret{}
+		r, secret = nil, &corev1.Secret{}
 	}
 	user, password := p.superuser(secret)
-	server = func(m *member) postgres.Server {
-		return postgres.Server{
-			Host: m.pod.Status.PodIP, Port: p.desired.Recipe.Port,
-			User: user, Password: password,
-			Database: string(secret.Data[engine.SecretKeyDatabase]),
+	server = func(m *member) endpoint {
+		return endpoint{
+			host: m.pod.Status.PodIP, port: p.desired.Recipe.Port,
+			user: user, password: password,
+			database: string(secret.Data[engine.SecretKeyDatabase]),
 		}
 	}
 	pods, err := p.r.listers.Pods.Pods(db.Namespace).List(labels.SelectorFromSet(specs.SelectorLabels(db)))
 	if err != nil {
-		return nil, nil, false, err
+		return nil, nil, nil, err
 	}
 	members = make([]*member, sts)
 	for i := range members {
@@ -342,28 +334,28 @@ func (p *pass) members(ctx context.Context, sts int32) (members []*member, serve
 			}
 		}
 	}
-	if instances == nil {
-		return members, server, false, nil
+	if r == nil {
+		return members, server, nil, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, observeTimeout)
 	defer cancel()
-	roles := []string{p.desired.Recipe.ReplicationUsername}
+	users := []string{p.desired.Recipe.ReplicationUsername}
 	var wg sync.WaitGroup
 	for _, m := range members {
 		if m.pod == nil || m.pod.Status.PodIP == "" || m.pod.DeletionTimestamp != nil || m.pod.Status.Phase != corev1.PodRunning {
 			continue
 		}
 		wg.Go(func() {
-			st, err := instances.Observe(ctx, server(m), roles)
+			writable, st, err := r.observe(ctx, server(m), users)
 			if err != nil {
 				m.err = err
 				return
 			}
-			m.state = &st
+			m.answered, m.writable, m.state = true, writable, st
 		})
 	}
 	wg.Wait()
-	return members, server, true, nil
+	return members, server, r, nil
 }
 
 // isPodOf reports whether pod belongs to db's StatefulSet (its controller is a StatefulSet of
@@ -408,104 +400,6 @@ func (p *pass) fence(ctx context.Context, m *member) error {
 		return fmt.Errorf("delete Pod %q to stop the old primary: %w", m.pod.Name, err)
 	}
 	return nil
-}
-
-// syncPrimary gives primary, the Pod whose server s is, the replication role with the
-// Secret's password (syncReplicationRole, which hands a changed one to standbys), the
-// application role (syncApplicationRole), a slot for every other of the sts Pods, and drops
-// the inactive slots of the Pods past them (up to the most replicas validation allows) whose
-// data claims are gone.
-func (p *pass) syncPrimary(ctx context.Context, s postgres.Server, st *postgres.State, primary string, sts int32, standbys []*member, server func(*member) postgres.Server) error {
-	db, d := p.db, p.desired
-	if err := p.syncReplicationRole(ctx, s, st, d.Recipe.ReplicationUsername, standbys, server); err != nil {
-		return err
-	}
-	if err := p.syncApplicationRole(ctx, s); err != nil {
-		return err
-	}
-	var want, drop []string
-	for i := range int32(maxReplicas) {
-		pod := specs.PodName(db, i)
-		switch {
-		case pod == primary:
-		case i < sts:
-			want = append(want, specs.SlotName(pod))
-		case p.hasDataClaim(i):
-			// A scaled-down replica's claim is kept: its slot too, so that a scale-up finds
-			// the WAL it needs (up to max_slot_wal_keep_size).
-		default:
-			drop = append(drop, specs.SlotName(pod))
-		}
-	}
-	return p.r.options.Instances.SyncSlots(ctx, s, st.Slots, want, drop)
-}
-
-// ReplicationPasswordAnnotation is on the credentials Secret: the SHA-256 (hex) of the
-// replication password the primary's role was last given, so a password that changes (a
-// Secret restored without it gets a new one) is given to the role too.
-const ReplicationPasswordAnnotation = "database.example.com/replication-password-sha256"
-
-// syncReplicationRole gives the primary s (whose state is st) the replication role with the
-// Secret's replication password when it has no such role (a data directory initialised
-// before replication was set up) or the password is not the one it was last given
-// (ReplicationPasswordAnnotation), then records it. When it changes the password of a role
-// that existed, it first gives every standby that answers a primary_conninfo with the new
-// one (standbyConnInfo), which the WAL receiver uses from then on: without it a standby
-// would keep the old one, and fail to reconnect after the primary restarts. A standby that
-// does not answer gets the new password from the setup script when its Pod starts again.
-func (p *pass) syncReplicationRole(ctx context.Context, s postgres.Server, st *postgres.State, role string, standbys []*member, server func(*member) postgres.Server) error {
-	db := p.db
-	secret, err := p.r.listers.Secrets.Secrets(db.Namespace).Get(specs.SecretName(db))
-	if err != nil {
-		return err
-	}
-	password := secret.Data[engine.SecretKeyReplicationPassword]
-	if len(password) == 0 {
-		return fmt.Errorf("secret %q has no %q yet", secret.Name, engine.SecretKeyReplicationPassword)
-	}
-	sum := sha256.Sum256(password)
-	digest := hex.EncodeToString(sum[:])
-	if slices.Contains(st.Roles, role) && secret.Annotations[ReplicationPasswordAnnotation] == digest {
-		return nil
-	}
-	if err := p.r.options.Instances.SetReplicationRole(ctx, s, role, string(password)); err != nil {
-		return err
-	}
-	if slices.Contains(st.Roles, role) {
-		for _, m := range standbys {
-			if !m.standby() {
-				continue
-			}
-			if err := p.r.options.Instances.SetPrimaryConnInfo(ctx, server(m), p.standbyConnInfo(m.name, role, string(password))); err != nil {
-				return fmt.Errorf("give standby %s the new replication password: %w", m.name, err)
-			}
-			p.r.event(ctx, db, corev1.EventTypeNormal, ReasonUpdated, "Gave standby %s the new replication password", m.name)
-		}
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"uid": secret.UID, "annotations": map[string]string{ReplicationPasswordAnnotation: digest},
-	}})
-	if err != nil {
-		return err
-	}
-	if _, err := p.r.kube.CoreV1().Secrets(db.Namespace).Patch(ctx, secret.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("record the replication password given to the primary on Secret %q: %w", secret.Name, err)
-	}
-	return nil
-}
-
-// standbyConnInfo is the primary_conninfo of the standby pod, the one the setup script
-// writes: the primary through specs.PrimaryHost as role with password, the Pod's name as
-// application_name (pg_stat_replication's), and specs.PrimaryConnectTimeoutSeconds.
-func (p *pass) standbyConnInfo(pod, role, password string) string {
-	return postgres.ConnInfo(
-		"host", specs.PrimaryHost(p.db),
-		"port", strconv.Itoa(int(p.desired.Recipe.Port)),
-		"user", role,
-		"password", password,
-		"application_name", pod,
-		"connect_timeout", strconv.Itoa(specs.PrimaryConnectTimeoutSeconds),
-	)
 }
 
 // hasDataClaim reports whether the claim cache holds the data claim of ordinal.
@@ -573,12 +467,12 @@ func (p *pass) setRole(ctx context.Context, pod *corev1.Pod, role string) (*core
 
 // memberStatus is status.members for the first n Pods (those the StatefulSet runs: more than
 // spec.replicas while a scale-down waits for a switchover), and the replicas among them that
-// are not streaming, with why.
-func memberStatus(members []*member, rep replication, n int32) ([]examplev1.DatabaseMember, []string) {
-	var primary *postgres.State
+// are not streaming, with why; r is nil when the servers were not asked.
+func memberStatus(r replicator, members []*member, rep replication, n int32) ([]examplev1.DatabaseMember, []string) {
+	var primary *member
 	for _, m := range members {
 		if m.name == rep.primary && m.primary() {
-			primary = m.state
+			primary = m
 		}
 	}
 	var out []examplev1.DatabaseMember
@@ -599,29 +493,19 @@ func memberStatus(members []*member, rep replication, n int32) ([]examplev1.Data
 		switch {
 		case m.pod == nil:
 			why = "no Pod"
-		case m.state == nil && postgres.IsAuthenticationFailure(m.err):
+		case !m.answered && refusedBy(r, m.err):
 			why = "refuses the Secret's password"
-		case m.state == nil && m.err != nil:
+		case !m.answered && m.err != nil:
 			why = "not answering"
-		case m.state == nil:
+		case !m.answered:
 			why = "not running"
 		case m.primary():
 			why = "a primary of its own, not a replica of " + rep.primary
 		case primary == nil:
 			why = "the primary is not answering"
 		default:
-			sb, ok := primary.Standbys[m.name]
-			switch {
-			case !ok:
-				why = "not connected to " + rep.primary
-			case sb.State != "streaming":
-				why = sb.State
-			default:
-				s.Streaming = true
-			}
-			if ok && sb.LagBytes >= 0 {
-				s.LagBytes = &sb.LagBytes
-			}
+			f := r.follower(primary, m)
+			s.Streaming, why, s.LagBytes = f.streaming, f.why, f.lagBytes
 		}
 		if why != "" {
 			notStreaming = append(notStreaming, m.name+" ("+why+")")

@@ -331,9 +331,12 @@ var recipes = map[examplev1.Engine]Recipe{
 		SuperuserUsername:     "root",
 		ApplicationUserAtInit: true,
 		HasDatabase:           true,
-		User:                  imageUser,
-		Group:                 imageUser,
-		Requests:              requests("250m", "512Mi"),
+		// An account with REPLICATION SLAVE and BACKUP_ADMIN (the CLONE plugin's donor
+		// privilege) and nothing else.
+		ReplicationUsername: "replicator",
+		User:                imageUser,
+		Group:               imageUser,
+		Requests:            requests("250m", "512Mi"),
 		env: func(secret string) []corev1.EnvVar {
 			return []corev1.EnvVar{
 				fileEnv("MYSQL_ROOT_PASSWORD_FILE", SecretKeySuperuserPassword),

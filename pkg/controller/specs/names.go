@@ -175,3 +175,10 @@ func objectMeta(db *examplev1.Database, name string, labels map[string]string) m
 		OwnerReferences: []metav1.OwnerReference{OwnerReference(db)},
 	}
 }
+
+// PodHost is the stable DNS name of db's Pod named pod through the headless Service:
+// "<pod>.<name>-headless.<namespace>.svc", which resolves whether or not the Pod is Ready
+// (the Service publishes not-ready addresses).
+func PodHost(db *examplev1.Database, pod string) string {
+	return pod + "." + HeadlessServiceName(db) + "." + db.Namespace + ".svc"
+}

@@ -59,8 +59,14 @@ const (
 
 	postgresqlSetupKey = "postgresql-setup.sh"
 	postgresqlHBAKey   = "pg_hba.conf"
+	mysqlSetupKey      = "mysql-setup.sh"
 
 	replicationVolume = "replication"
+	// mysqlConfigVolume is the emptyDir the MySQL setup script writes the server's
+	// replication settings to, mounted at mysqlConfigPath in the server container: the
+	// official image's /etc/my.cnf includes every .cnf file there.
+	mysqlConfigVolume = "mysql-config"
+	mysqlConfigPath   = "/etc/mysql/conf.d"
 
 	// SetupContainerName is the init container that prepares a Pod's data directory.
 	SetupContainerName = "setup"
@@ -71,22 +77,32 @@ var (
 	postgresqlSetup string
 	//go:embed scripts/pg_hba.conf
 	postgresqlHBA string
+	//go:embed scripts/mysql-setup.sh
+	mysqlSetup string
 )
+
+// MySQLServerIDBase is added to a MySQL Pod's ordinal to make its server-id, unique among the
+// Database's servers (replication requires it) and never 0, which refuses replication.
+const MySQLServerIDBase = 100
 
 // Replicates reports whether the controller sets up replication for d's engine: its replicas
 // follow one primary.
 func Replicates(d Desired) bool { return d.Recipe.ReplicationUsername != "" }
 
 // ReplicationConfigMap is "<name>-replication" naming primary (a Pod name) the primary, with
-// the engine's files: the init container's setup script and the server's pg_hba.conf.
+// the engine's files: the init container's setup script, and PostgreSQL's pg_hba.conf.
 func ReplicationConfigMap(db *examplev1.Database, primary string) *corev1.ConfigMap {
+	data := map[string]string{ConfigMapKeyPrimary: primary}
+	switch db.Spec.Engine {
+	case examplev1.EngineMySQL:
+		data[mysqlSetupKey] = mysqlSetup
+	default:
+		data[postgresqlSetupKey] = postgresqlSetup
+		data[postgresqlHBAKey] = postgresqlHBA
+	}
 	return &corev1.ConfigMap{
 		ObjectMeta: objectMeta(db, ReplicationConfigMapName(db), ChildLabels(db)),
-		Data: map[string]string{
-			ConfigMapKeyPrimary: primary,
-			postgresqlSetupKey:  postgresqlSetup,
-			postgresqlHBAKey:    postgresqlHBA,
-		},
+		Data:       data,
 	}
 }
 
@@ -162,6 +178,10 @@ const PrimaryConnectTimeoutSeconds = 5
 // for a switchover has given its standbys every committed transaction. (Kubernetes sends
 // SIGTERM, a smart shutdown that waits for every client to disconnect.)
 func replicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpec) {
+	if d.Recipe.Engine == examplev1.EngineMySQL {
+		mysqlReplicationPod(db, d, pod)
+		return
+	}
 	c := &pod.Containers[0]
 	secret := SecretName(db)
 	mount := corev1.VolumeMount{Name: replicationVolume, MountPath: replicationMountPath, ReadOnly: true}
@@ -207,4 +227,51 @@ func secretEnv(name, secret, key string) corev1.EnvVar {
 	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{
 		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key},
 	}}
+}
+
+// mysqlReplicationPod adds to pod, the Pod template of a replicating MySQL Database, what
+// replication needs: the setup init container (mysql-setup.sh) on the database image with
+// the data volume, the replication user's credentials and the mysqlConfigVolume it writes
+// the server's settings to (server-id from the ordinal, GTIDs, the binary log, the CLONE
+// plugin, super-read-only on every Pod but the primary), mounted at mysqlConfigPath in the
+// server container, and the replication ConfigMap. The server is the image's entrypoint
+// with its default command; SIGTERM is mysqld's normal shutdown.
+func mysqlReplicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpec) {
+	c := &pod.Containers[0]
+	secret := SecretName(db)
+	mount := corev1.VolumeMount{Name: replicationVolume, MountPath: replicationMountPath, ReadOnly: true}
+	config := corev1.VolumeMount{Name: mysqlConfigVolume, MountPath: mysqlConfigPath}
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: mysqlConfigVolume, MountPath: mysqlConfigPath, ReadOnly: true})
+	pod.InitContainers = []corev1.Container{{
+		Name:    SetupContainerName,
+		Image:   c.Image,
+		Command: []string{"bash", replicationMountPath + "/" + mysqlSetupKey},
+		Env: []corev1.EnvVar{
+			{Name: "DATADIR", Value: d.Recipe.DataPath},
+			{Name: "MYSQL_CONFIG_DIR", Value: mysqlConfigPath},
+			{Name: "MYSQL_PORT", Value: strconv.Itoa(int(d.Recipe.Port))},
+			{Name: "SERVER_ID_BASE", Value: strconv.Itoa(MySQLServerIDBase)},
+			{Name: "PODS_DOMAIN", Value: HeadlessServiceName(db) + "." + db.Namespace + ".svc"},
+			secretEnv("REPLICATION_USER", secret, engine.SecretKeyReplicationUsername),
+			{Name: "REPLICATION_PASSWORD_FILE", Value: engine.CredentialsFile(engine.SecretKeyReplicationPassword)},
+		},
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: engine.DataVolumeName, MountPath: d.Recipe.DataPath},
+			engine.CredentialsMount(),
+			mount,
+			config,
+		},
+		Resources:       c.Resources,
+		SecurityContext: engine.ContainerSecurityContext(),
+	}}
+	pod.Volumes = []corev1.Volume{
+		engine.CredentialsVolume(secret, engine.SecretKeyPassword, engine.SecretKeyReplicationPassword),
+		{Name: replicationVolume, VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: ReplicationConfigMapName(db)},
+				DefaultMode:          ptr.To[int32](0o444),
+			},
+		}},
+		{Name: mysqlConfigVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
 }

@@ -141,7 +141,7 @@ func TestEnginesThatDoNotReplicateAreUnchanged(t *testing.T) {
 	for _, tc := range []struct {
 		engine  examplev1.Engine
 		version string
-	}{{examplev1.EngineMySQL, "8.4"}, {examplev1.EngineMongoDB, "7.0"}} {
+	}{{examplev1.EngineMongoDB, "7.0"}} {
 		t.Run(string(tc.engine), func(t *testing.T) {
 			db := database(3)
 			db.Spec.Engine, db.Spec.Version = tc.engine, tc.version
@@ -282,4 +282,61 @@ func volumeNames(volumes []corev1.Volume) []string {
 		out = append(out, v.Name)
 	}
 	return out
+}
+
+func TestMySQLPodsRunTheSetupScriptBeforeTheServer(t *testing.T) {
+	db := database(3)
+	db.Spec.Engine, db.Spec.Version = examplev1.EngineMySQL, "8.4"
+	d := resolve(t, db)
+	require.True(t, specs.Replicates(d))
+	sts := specs.StatefulSet(db, d)
+	require.Equal(t, appsv1.OnDeleteStatefulSetStrategyType, sts.Spec.UpdateStrategy.Type)
+	pod := sts.Spec.Template.Spec
+	server := pod.Containers[0]
+	require.Nil(t, server.Args, "the image's default command")
+	require.Nil(t, server.Lifecycle, "SIGTERM is mysqld's normal shutdown")
+	require.Equal(t, corev1.VolumeMount{Name: "mysql-config", MountPath: "/etc/mysql/conf.d", ReadOnly: true}, server.VolumeMounts[2],
+		"the settings the setup script writes, which the image's my.cnf includes")
+
+	require.Len(t, pod.InitContainers, 1)
+	setup := pod.InitContainers[0]
+	require.Equal(t, specs.SetupContainerName, setup.Name)
+	require.Equal(t, server.Image, setup.Image, "mysqld of the server's version, for the clone")
+	require.Equal(t, []string{"bash", "/etc/database/mysql-setup.sh"}, setup.Command)
+	require.Equal(t, []corev1.VolumeMount{
+		{Name: engine.DataVolumeName, MountPath: "/var/lib/mysql"},
+		{Name: "credentials", MountPath: "/etc/database-credentials", ReadOnly: true},
+		{Name: "replication", MountPath: "/etc/database", ReadOnly: true},
+		{Name: "mysql-config", MountPath: "/etc/mysql/conf.d"},
+	}, setup.VolumeMounts)
+	env := map[string]corev1.EnvVar{}
+	for _, e := range setup.Env {
+		env[e.Name] = e
+	}
+	require.Equal(t, "/var/lib/mysql", env["DATADIR"].Value)
+	require.Equal(t, "100", env["SERVER_ID_BASE"].Value, "server-id 100 + ordinal")
+	require.Equal(t, "my-database-headless.production.svc", env["PODS_DOMAIN"].Value)
+	require.Equal(t, "3306", env["MYSQL_PORT"].Value)
+	require.Equal(t, secretRef(engine.SecretKeyReplicationUsername), env["REPLICATION_USER"].ValueFrom)
+	require.Equal(t, "/etc/database-credentials/replication-password", env["REPLICATION_PASSWORD_FILE"].Value)
+	require.Equal(t, engine.ContainerSecurityContext(), setup.SecurityContext)
+
+	require.Equal(t, []string{engine.CredentialsVolumeName, "replication", "mysql-config"}, volumeNames(pod.Volumes))
+	require.NotNil(t, pod.Volumes[2].EmptyDir)
+	require.Equal(t, []corev1.KeyToPath{{Key: "password", Path: "password"}, {Key: "replication-password", Path: "replication-password"}},
+		pod.Volumes[0].Secret.Items)
+
+	cm := specs.ReplicationConfigMap(db, "my-database-0")
+	require.Equal(t, "my-database-0", cm.Data[specs.ConfigMapKeyPrimary])
+	require.Contains(t, cm.Data, "mysql-setup.sh")
+	require.NotContains(t, cm.Data, "postgresql-setup.sh")
+	require.NotContains(t, cm.Data, "pg_hba.conf")
+
+	c, err := specs.NewChildren(db, "secret")
+	require.NoError(t, err)
+	require.NotNil(t, c.ReadService)
+	require.Equal(t, "replicator", string(c.Secret.Data[engine.SecretKeyReplicationUsername]))
+	require.Equal(t, "my-database-read.production.svc", string(c.Secret.Data[engine.SecretKeyReadHost]))
+	require.Equal(t, specs.RolePrimary, specs.ClientService(db, d).Spec.Selector[specs.RoleLabel])
+	require.Equal(t, "my-database-1.my-database-headless.production.svc", specs.PodHost(db, "my-database-1"))
 }

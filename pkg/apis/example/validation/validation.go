@@ -92,13 +92,18 @@ func ValidateDatabase(db *example.Database) field.ErrorList {
 	return append(errs, ValidatePrimary(db.Spec.Primary, db.Name, db.Spec.Replicas, field.NewPath("spec", "primary"))...)
 }
 
+// switchoverEngines are the engines whose replicas follow one primary that a switchover can
+// move (spec.primary): the controller sets up replication for them.
+var switchoverEngines = []example.Engine{example.EnginePostgreSQL, example.EngineMySQL}
+
 // primaryForbidden is Forbidden for a spec.primary set on an engine whose replicas do not
-// replicate (all but postgresql): there is no primary to move.
+// replicate (not one of switchoverEngines): there is no primary to move.
 func primaryForbidden(spec *example.DatabaseSpec, fldPath *field.Path) *field.Error {
-	if spec.Primary == "" || spec.Engine == example.EnginePostgreSQL {
+	if spec.Primary == "" || slices.Contains(switchoverEngines, spec.Engine) {
 		return nil
 	}
-	return field.Forbidden(fldPath, fmt.Sprintf("only a %s Database replicates; the replicas of a %s Database are independent servers, and the first one is served", example.EnginePostgreSQL, spec.Engine))
+	return field.Forbidden(fldPath, fmt.Sprintf("only %s and %s Databases replicate; the replicas of a %s Database are independent servers, and the first one is served",
+		switchoverEngines[0], switchoverEngines[1], spec.Engine))
 }
 
 // ValidatePrimary validates spec.primary at fldPath of the Database name with

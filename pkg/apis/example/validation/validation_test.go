@@ -409,21 +409,29 @@ func TestValidateDatabaseStatusReportsBrokenMembersOnTheirFields(t *testing.T) {
 }
 
 func TestValidateDatabaseForbidsAPrimaryOnEnginesThatDoNotReplicate(t *testing.T) {
-	for _, engine := range []example.Engine{example.EngineMySQL, example.EngineMongoDB} {
-		db := exampleDatabase()
-		db.Spec.Engine, db.Spec.Version, db.Spec.Primary = engine, "8.0", "my-database-1"
-		if engine == example.EngineMongoDB {
-			db.Spec.Version = "7.0"
-		}
-		requireErrors(t, validation.ValidateDatabase(db),
-			want{field.ErrorTypeForbidden, "spec.primary", "only a postgresql Database replicates"})
-		old := db.DeepCopy()
-		old.Spec.Primary = ""
-		old.ResourceVersion = "1"
-		db.ResourceVersion = "1"
-		requireErrors(t, validation.ValidateDatabaseUpdate(db, old),
-			want{field.ErrorTypeForbidden, "spec.primary", "only a postgresql Database replicates"})
-	}
+	db := exampleDatabase()
+	db.Spec.Engine, db.Spec.Version, db.Spec.Primary = example.EngineMongoDB, "7.0", "my-database-1"
+	const msg = "only postgresql and mysql Databases replicate"
+	requireErrors(t, validation.ValidateDatabase(db), want{field.ErrorTypeForbidden, "spec.primary", msg})
+	old := db.DeepCopy()
+	old.Spec.Primary = ""
+	old.ResourceVersion = "1"
+	db.ResourceVersion = "1"
+	requireErrors(t, validation.ValidateDatabaseUpdate(db, old), want{field.ErrorTypeForbidden, "spec.primary", msg})
+}
+
+func TestValidateDatabaseAllowsAPrimaryOnMySQL(t *testing.T) {
+	db := exampleDatabase()
+	db.Spec.Engine, db.Spec.Version, db.Spec.Primary = example.EngineMySQL, "8.4", "my-database-1"
+	require.Empty(t, validation.ValidateDatabase(db))
+	old := db.DeepCopy()
+	old.Spec.Primary = ""
+	old.ResourceVersion = "1"
+	db.ResourceVersion = "1"
+	require.Empty(t, validation.ValidateDatabaseUpdate(db, old))
+
+	db.Spec.Primary = "my-database-7"
+	requireErrors(t, validation.ValidateDatabase(db), want{field.ErrorTypeInvalid, "spec.primary", ""})
 }
 
 func TestValidateDatabaseStatusUpdateRefusesAPrimaryThatIsNoneOfItsPods(t *testing.T) {

@@ -1,0 +1,273 @@
+package database_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	driver "github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/controller/database"
+	"example.com/database-apiserver/pkg/controller/mysql"
+	"example.com/database-apiserver/pkg/controller/specs"
+)
+
+// fakeMySQL plays the MySQL servers of a Database: Observe answers the State scripted for the
+// server's host (a Pod IP), or an error for a host with none; the other calls are recorded,
+// in order, and change nothing.
+type fakeMySQL struct {
+	mu      sync.Mutex
+	states  map[string]mysql.State
+	refused map[string]bool
+	// calls are "set-user HOST USER PASSWORD", "set-source HOST SOURCE PORT USER PASSWORD"
+	// and "promote HOST"; servers their Servers.
+	calls   []string
+	servers []mysql.Server
+}
+
+func newFakeMySQL() *fakeMySQL {
+	return &fakeMySQL{states: map[string]mysql.State{}, refused: map[string]bool{}}
+}
+
+func (fm *fakeMySQL) set(ordinal int, st mysql.State) {
+	fm.mu.Lock()
+	defer fm.mu.Unlock()
+	fm.states[podIP(ordinal)] = st
+}
+
+func (fm *fakeMySQL) reset() {
+	fm.mu.Lock()
+	defer fm.mu.Unlock()
+	fm.calls, fm.servers = nil, nil
+}
+
+func (fm *fakeMySQL) recorded() []string {
+	fm.mu.Lock()
+	defer fm.mu.Unlock()
+	return slices.Clone(fm.calls)
+}
+
+func (fm *fakeMySQL) record(s mysql.Server, call string) {
+	fm.mu.Lock()
+	defer fm.mu.Unlock()
+	fm.calls = append(fm.calls, call)
+	fm.servers = append(fm.servers, s)
+}
+
+func (fm *fakeMySQL) Observe(_ context.Context, s mysql.Server, users []string) (mysql.State, error) {
+	fm.mu.Lock()
+	defer fm.mu.Unlock()
+	if fm.refused[s.Host] {
+		return mysql.State{}, fmt.Errorf("connect to %s: %w", s.Host, &driver.MySQLError{Number: 1045, Message: "Access denied for user 'root'"})
+	}
+	st, ok := fm.states[s.Host]
+	if !ok {
+		return mysql.State{}, fmt.Errorf("connect to %s: connection refused", s.Host)
+	}
+	st.Users = slices.DeleteFunc(slices.Clone(st.Users), func(u string) bool { return !slices.Contains(users, u) })
+	if st.Source != nil {
+		src := *st.Source
+		st.Source = &src
+	}
+	return st, nil
+}
+
+func (fm *fakeMySQL) SetReplicationUser(_ context.Context, s mysql.Server, user, password string) error {
+	fm.record(s, fmt.Sprintf("set-user %s %s %s", s.Host, user, password))
+	return nil
+}
+
+func (fm *fakeMySQL) SetSource(_ context.Context, s mysql.Server, host string, port int32, user, password string) error {
+	fm.record(s, fmt.Sprintf("set-source %s %s %d %s %s", s.Host, host, port, user, password))
+	return nil
+}
+
+func (fm *fakeMySQL) Promote(_ context.Context, s mysql.Server) error {
+	fm.record(s, "promote "+s.Host)
+	return nil
+}
+
+const uuid0 = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+
+// gtids parses a GTID set of the fake servers.
+func gtids(t *testing.T, s string) mysql.GTIDSet {
+	t.Helper()
+	set, err := mysql.ParseGTIDSet(s)
+	require.NoError(t, err)
+	return set
+}
+
+// podHost is the stable name of the example Database's Pod of ordinal.
+func podHost(ordinal int) string { return podName(ordinal) + ".my-database-headless.production.svc" }
+
+func mysqlPrimary(t *testing.T, executed string) mysql.State {
+	return mysql.State{Executed: gtids(t, executed), Users: []string{"replicator"}}
+}
+
+// mysqlReplica is a read-only server whose channel streams from the Pod of ordinal source
+// (-1: no channel).
+func mysqlReplica(t *testing.T, executed string, source int) mysql.State {
+	st := mysql.State{ReadOnly: true, Executed: gtids(t, executed)}
+	if source >= 0 {
+		st.Source = &mysql.Source{Host: podHost(source), Port: 3306, User: "replicator", Receiving: "ON", Applying: "ON"}
+	}
+	return st
+}
+
+// replicatingMySQL is the example Database on MySQL 8.4 with three replicas, its children
+// made, its Pods running: pod 0 the primary, pods 1 and 2 replicas streaming from it, the
+// replication user given the Secret's password by an earlier pass.
+func replicatingMySQL(t *testing.T) (*fixture, *fakeMySQL) {
+	t.Helper()
+	fm := newFakeMySQL()
+	db := exampleDatabase()
+	db.Spec.Engine, db.Spec.Version, db.Spec.Replicas = examplev1.EngineMySQL, "8.4", ptr.To[int32](3)
+	f := newFixtureWithOptions(t, database.Options{MySQL: fm}, db)
+	f.gracefulPodDeletion()
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	f.createClaims(3)
+	f.setStatefulSetStatus(3, "rev-1", "rev-1")
+	f.addPods(3)
+	fm.set(0, mysqlPrimary(t, uuid0+":1-10"))
+	fm.set(1, mysqlReplica(t, uuid0+":1-10", 0))
+	fm.set(2, mysqlReplica(t, uuid0+":1-10", 0))
+	secret := f.secret().DeepCopy()
+	sum := sha256.Sum256(secret.Data["replication-password"])
+	metav1.SetMetaDataAnnotation(&secret.ObjectMeta, database.ReplicationPasswordAnnotation, hex.EncodeToString(sum[:]))
+	require.NoError(t, f.kube.Tracker().Update(secrets, secret, namespace))
+	return f, fm
+}
+
+func TestMySQLBootstrapCreatesTheUserAndPointsANewReplicaAtThePrimary(t *testing.T) {
+	f, fm := replicatingMySQL(t)
+	// A primary without the replication user yet, a fresh clone without a channel.
+	fm.set(0, mysql.State{Executed: gtids(t, uuid0+":1-10")})
+	fm.set(1, mysqlReplica(t, uuid0+":1-10", -1))
+
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	secret := f.secret()
+	password := string(secret.Data["replication-password"])
+	require.Equal(t, []string{
+		"set-user 10.0.0.1 replicator " + password,
+		"set-source 10.0.0.2 " + podHost(0) + " 3306 replicator " + password,
+	}, fm.recorded(), "the user on the primary, then the replica without a channel; the one streaming is left alone")
+	require.Equal(t, mysql.Server{Host: "10.0.0.1", Port: 3306, User: "root", Password: string(secret.Data["password"])}, fm.servers[0],
+		"as root, whose password is the Secret's")
+	require.Equal(t, []string{"primary", "replica", "replica"}, f.roles(3))
+	require.Contains(t, f.events(), "Normal Updated Pointed replica my-database-1 at my-database-0")
+
+	db := f.database()
+	require.Equal(t, "my-database-0", db.Status.Primary)
+	require.Equal(t, []examplev1.DatabaseMember{
+		{Name: "my-database-0", Role: examplev1.MemberRolePrimary, Ready: true},
+		{Name: "my-database-1", Role: examplev1.MemberRoleReplica, Ready: true},
+		{Name: "my-database-2", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true},
+	}, db.Status.Members)
+	require.Equal(t, "not streaming from my-database-0: my-database-1 (no replication channel)", condition(db, "Replicating").Message)
+
+	// The replica streams now: nothing more to do, Replicating True.
+	fm.set(0, mysqlPrimary(t, uuid0+":1-10"))
+	fm.set(1, mysqlReplica(t, uuid0+":1-10", 0))
+	fm.reset()
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Empty(t, fm.recorded())
+	require.Equal(t, metav1.ConditionTrue, condition(f.database(), "Replicating").Status)
+
+	// A receiver that cannot connect is reported with its error.
+	st := mysqlReplica(t, uuid0+":1-10", 0)
+	st.Source.Receiving, st.Source.LastError = "CONNECTING", "error connecting to source"
+	fm.set(2, st)
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, "not streaming from my-database-0: my-database-2 (receiver CONNECTING, applier ON: error connecting to source)",
+		condition(f.database(), "Replicating").Message)
+}
+
+func TestMySQLSwitchoverPromotesOnlyOnceTheNewPrimaryHasEveryTransaction(t *testing.T) {
+	f, fm := replicatingMySQL(t)
+	_, err := f.reconcile()
+	require.NoError(t, err)
+
+	// A target that does not stream from the primary: the switchover waits.
+	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Primary = "my-database-1" })
+	st := mysqlReplica(t, uuid0+":1-10", 0)
+	st.Source.Receiving = "CONNECTING"
+	fm.set(1, st)
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Empty(t, f.podDeletions())
+	require.Equal(t, "switching over from my-database-0 to my-database-1: waiting for my-database-1 to stream from my-database-0",
+		condition(f.database(), "Progressing").Message)
+
+	// It streams: step 1 names it in the ConfigMap and stops my-database-0.
+	fm.set(1, mysqlReplica(t, uuid0+":1-10", 0))
+	fm.reset()
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, "my-database-1", f.configMapPrimary())
+	require.Equal(t, []string{"my-database-0 uid=my-database-0-uid"}, f.podDeletions())
+	require.Empty(t, fm.recorded())
+
+	// my-database-0 is back read-only (its setup reads the ConfigMap) having committed
+	// 1-12; my-database-1 has applied 1-11 only: no promotion.
+	f.restartPod(0, "my-database-0-uid-2")
+	fm.set(0, mysqlReplica(t, uuid0+":1-12", -1))
+	fm.set(1, mysqlReplica(t, uuid0+":1-11", 0))
+	fm.reset()
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Empty(t, fm.recorded(), "no promotion while my-database-1 lacks a transaction")
+	require.Equal(t, "switching over from my-database-0 to my-database-1: my-database-1 has applied 11 transactions, not every one of the 12 of my-database-0",
+		condition(f.database(), "Progressing").Message)
+	require.Equal(t, "my-database-0", f.database().Status.Primary)
+
+	// It has them all: promoted, then every other replica is pointed at it.
+	fm.set(1, mysqlReplica(t, uuid0+":1-12", 0))
+	fm.reset()
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	password := string(f.secret().Data["replication-password"])
+	calls := fm.recorded()
+	require.NotEmpty(t, calls)
+	require.Equal(t, "promote 10.0.0.2", calls[0])
+	require.Equal(t, []string{
+		"set-source 10.0.0.1 " + podHost(1) + " 3306 replicator " + password,
+		"set-source 10.0.0.3 " + podHost(1) + " 3306 replicator " + password,
+	}, filter(calls, "set-source"), "the former primary and the other replica follow the new one")
+	db := f.database()
+	require.Equal(t, "my-database-1", db.Status.Primary)
+	require.Equal(t, []string{"replica", "primary", "replica"}, f.roles(3))
+	require.Contains(t, f.events(), "Normal Switchover Promoted my-database-1; my-database-0 follows it as a standby")
+}
+
+func TestMySQLMembersThatRefuseTheSecretsPasswordAreReported(t *testing.T) {
+	f, fm := replicatingMySQL(t)
+	fm.refused[podIP(2)] = true
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.Contains(t, condition(f.database(), "Replicating").Message, "my-database-2 (refuses the Secret's password)")
+	require.Equal(t, specs.RoleReplica, f.pod(2).Labels[specs.RoleLabel], "still a replica by its setup")
+}
+
+// filter is the calls that start with prefix.
+func filter(calls []string, prefix string) []string {
+	var out []string
+	for _, c := range calls {
+		if strings.HasPrefix(c, prefix) {
+			out = append(out, c)
+		}
+	}
+	return out
+}

@@ -1,0 +1,123 @@
+package mysql
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// GTIDSet is a set of global transaction identifiers in MySQL's text form, as
+// @@gtid_executed shows it: "uuid:1-5:7,uuid:tag:1-3" (commas may be followed by a newline;
+// a tag, 8.3 and later, applies to the intervals after it). See
+// https://dev.mysql.com/doc/refman/8.4/en/replication-gtids-concepts.html.
+type GTIDSet map[string][]interval
+
+// interval is the closed range of transaction numbers [first, last].
+type interval struct{ first, last uint64 }
+
+// ParseGTIDSet parses s; "" is the empty set.
+func ParseGTIDSet(s string) (GTIDSet, error) {
+	set := GTIDSet{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		fields := strings.Split(part, ":")
+		if len(fields) < 2 {
+			return nil, fmt.Errorf("GTID set %q: %q has no transaction numbers", s, part)
+		}
+		source := strings.ToLower(fields[0])
+		key := source
+		for _, f := range fields[1:] {
+			if f != "" && (f[0] < '0' || f[0] > '9') {
+				if !isTag(f) {
+					return nil, fmt.Errorf("GTID set %q: %q is neither an interval nor a tag", s, f)
+				}
+				key = source + ":" + strings.ToLower(f)
+				continue
+			}
+			first, last, found := strings.Cut(f, "-")
+			a, err := strconv.ParseUint(first, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("GTID set %q: interval %q: %w", s, f, err)
+			}
+			b := a
+			if found {
+				if b, err = strconv.ParseUint(last, 10, 64); err != nil {
+					return nil, fmt.Errorf("GTID set %q: interval %q: %w", s, f, err)
+				}
+			}
+			if b < a {
+				return nil, fmt.Errorf("GTID set %q: interval %q ends before it starts", s, f)
+			}
+			set[key] = append(set[key], interval{a, b})
+		}
+	}
+	for k, ivs := range set {
+		set[k] = merge(ivs)
+	}
+	return set, nil
+}
+
+// merge sorts ivs and joins the overlapping and adjacent ones.
+func merge(ivs []interval) []interval {
+	slices.SortFunc(ivs, func(a, b interval) int {
+		switch {
+		case a.first < b.first:
+			return -1
+		case a.first > b.first:
+			return 1
+		}
+		return 0
+	})
+	out := ivs[:0]
+	for _, iv := range ivs {
+		if n := len(out); n > 0 && iv.first <= out[n-1].last+1 {
+			out[n-1].last = max(out[n-1].last, iv.last)
+			continue
+		}
+		out = append(out, iv)
+	}
+	return out
+}
+
+// Contains reports whether every transaction of other is in s (MySQL's GTID_SUBSET(other, s)).
+func (s GTIDSet) Contains(other GTIDSet) bool {
+	for key, ivs := range other {
+		have := s[key]
+		for _, iv := range ivs {
+			if !slices.ContainsFunc(have, func(h interval) bool { return h.first <= iv.first && iv.last <= h.last }) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Count is the number of transactions in s.
+func (s GTIDSet) Count() uint64 {
+	var n uint64
+	for _, ivs := range s {
+		for _, iv := range ivs {
+			n += iv.last - iv.first + 1
+		}
+	}
+	return n
+}
+
+// isTag reports whether f is a GTID tag: a letter or underscore, then up to 31 letters,
+// digits or underscores.
+func isTag(f string) bool {
+	if len(f) > 32 {
+		return false
+	}
+	for i, c := range f {
+		letter := c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+		if !letter && (i == 0 || c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,238 @@
+// Package mysql is how the Database controller talks to the MySQL servers (8.0.23 and later)
+// of a replicating Database, which replicate by GTID auto-positioning: it asks each server
+// whether it is read-only, its executed GTIDs and its replication channel, creates the
+// replication user on the primary, points a replica at its source, and promotes a replica.
+// Each call opens one connection to one server (by Pod IP, as root with the Secret's
+// password) and closes it. Statements are from
+// https://dev.mysql.com/doc/refman/8.4/en/replication-gtids-howto.html and the CHANGE
+// REPLICATION SOURCE TO, START REPLICA and RESET REPLICA references.
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"time"
+
+	driver "github.com/go-sql-driver/mysql"
+)
+
+// ConnectTimeout bounds a connection's TCP and authentication handshake: a Pod that does not
+// answer within it counts as unreachable for this pass.
+const ConnectTimeout = 2 * time.Second
+
+// IOTimeout bounds each read and write on a connection.
+const IOTimeout = 10 * time.Second
+
+// RootUser is the account the controller connects as: the image's entrypoint gives root the
+// MYSQL_ROOT_PASSWORD, the Secret's password.
+const RootUser = "root"
+
+// Server is one MySQL server and the credentials to reach it.
+type Server struct {
+	// Host is the server's address (the Pod IP) and Port its TCP port.
+	Host string
+	Port int32
+	// User and Password are the account's.
+	User, Password string
+}
+
+// State is what a server says of itself.
+type State struct {
+	// ReadOnly is @@read_only or @@super_read_only: true on a replica, which takes no
+	// writes.
+	ReadOnly bool
+	// Executed is @@gtid_executed: every transaction the server has committed.
+	Executed GTIDSet
+	// Source is the default replication channel's, nil when none is configured.
+	Source *Source
+	// Users are the users among the ones Observe was asked about that exist (as user@'%').
+	Users []string
+}
+
+// Source is a replica's default channel, from performance_schema's
+// replication_connection_configuration, replication_connection_status and
+// replication_applier_status.
+type Source struct {
+	// Host, Port and User are what CHANGE REPLICATION SOURCE TO set.
+	Host string
+	Port int32
+	User string
+	// Receiving is the receiver (I/O) thread's SERVICE_STATE: "ON", "OFF" or "CONNECTING".
+	Receiving string
+	// Applying is the applier (SQL) thread's SERVICE_STATE: "ON" or "OFF".
+	Applying string
+	// LastError is the receiver's last error message, "" when none.
+	LastError string
+}
+
+// Streaming reports whether the channel receives from its source and applies.
+func (s *Source) Streaming() bool { return s != nil && s.Receiving == "ON" && s.Applying == "ON" }
+
+// Client talks to MySQL servers.
+type Client struct{}
+
+// Observe returns s's State; it fails when s cannot be reached or a query fails.
+func (Client) Observe(ctx context.Context, s Server, users []string) (State, error) {
+	db, err := open(s)
+	if err != nil {
+		return State{}, err
+	}
+	defer db.Close()
+
+	var st State
+	var executed string
+	if err := db.QueryRowContext(ctx, `SELECT @@global.read_only OR @@global.super_read_only, @@global.gtid_executed`).Scan(&st.ReadOnly, &executed); err != nil {
+		return State{}, fmt.Errorf("query the state of %s: %w", s.Host, err)
+	}
+	if st.Executed, err = ParseGTIDSet(executed); err != nil {
+		return State{}, fmt.Errorf("read gtid_executed of %s: %w", s.Host, err)
+	}
+
+	var src Source
+	var lastError sql.NullString
+	err = db.QueryRowContext(ctx, `SELECT c.HOST, c.PORT, c.USER, s.SERVICE_STATE, a.SERVICE_STATE, s.LAST_ERROR_MESSAGE
+		FROM performance_schema.replication_connection_configuration c
+		JOIN performance_schema.replication_connection_status s ON s.CHANNEL_NAME = c.CHANNEL_NAME
+		JOIN performance_schema.replication_applier_status a ON a.CHANNEL_NAME = c.CHANNEL_NAME
+		WHERE c.CHANNEL_NAME = ''`).Scan(&src.Host, &src.Port, &src.User, &src.Receiving, &src.Applying, &lastError)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return State{}, fmt.Errorf("query the replication channel of %s: %w", s.Host, err)
+	default:
+		src.LastError = lastError.String
+		st.Source = &src
+	}
+
+	for _, u := range users {
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM mysql.user WHERE user = ? AND host = '%'`, u).Scan(&n); err != nil {
+			return State{}, fmt.Errorf("query mysql.user of %s: %w", s.Host, err)
+		}
+		if n > 0 {
+			st.Users = append(st.Users, u)
+		}
+	}
+	slices.Sort(st.Users)
+	return st, nil
+}
+
+// ReplicationPrivileges are the replication user's: REPLICATION SLAVE to read the binary
+// log, BACKUP_ADMIN for a new replica to clone the server (the CLONE plugin's donor
+// privilege).
+const ReplicationPrivileges = "REPLICATION SLAVE, BACKUP_ADMIN"
+
+// SetReplicationUser makes user@'%', on the primary s, an account with password and
+// ReplicationPrivileges: created, or given the password when it exists. The statements are
+// written to the binary log, so replicas get the same account.
+func (Client) SetReplicationUser(ctx context.Context, s Server, user, password string) error {
+	db, err := open(s)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	for _, stmt := range []string{
+		`CREATE USER IF NOT EXISTS ?@'%' IDENTIFIED BY ?`,
+		`ALTER USER ?@'%' IDENTIFIED BY ?`,
+		`GRANT ` + ReplicationPrivileges + ` ON *.* TO ?@'%'`,
+	} {
+		args := []any{user, password}
+		if stmt[0] == 'G' {
+			args = args[:1]
+		}
+		if _, err := db.ExecContext(ctx, stmt, args...); err != nil {
+			return fmt.Errorf("set user %q on %s: %w", user, s.Host, err)
+		}
+	}
+	return nil
+}
+
+// SetSource makes the replica s replicate from host:port as user with password, by GTID
+// auto-positioning over TLS (the servers' self-signed certificates, which MySQL generates at
+// initialisation: encrypted, not verified), retrying a lost connection every 5 seconds up to
+// 86400 times (5 days: a primary restarted for an update or a switchover is waited for, where
+// 8.4's default of 10 tries would stop the receiver after 50 s): STOP REPLICA, CHANGE
+// REPLICATION SOURCE TO, START REPLICA. The channel is kept in the server's
+// replication tables across restarts.
+func (Client) SetSource(ctx context.Context, s Server, host string, port int32, user, password string) error {
+	db, err := open(s)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", s.Host, err)
+	}
+	defer conn.Close()
+	for _, stmt := range []struct {
+		sql  string
+		args []any
+	}{
+		{`STOP REPLICA`, nil},
+		{`CHANGE REPLICATION SOURCE TO SOURCE_HOST = ?, SOURCE_PORT = ?, SOURCE_USER = ?, SOURCE_PASSWORD = ?,
+			SOURCE_AUTO_POSITION = 1, SOURCE_SSL = 1, SOURCE_CONNECT_RETRY = 5, SOURCE_RETRY_COUNT = 86400`, []any{host, port, user, password}},
+		{`START REPLICA`, nil},
+	} {
+		if _, err := conn.ExecContext(ctx, stmt.sql, stmt.args...); err != nil {
+			return fmt.Errorf("point %s at %s: %w", s.Host, host, err)
+		}
+	}
+	return nil
+}
+
+// Promote makes the replica s take writes: STOP REPLICA, RESET REPLICA ALL (the channel is
+// forgotten, so it does not start again at a restart), then super_read_only and read_only
+// off. The caller makes sure s has applied every transaction of the former primary first.
+func (Client) Promote(ctx context.Context, s Server) error {
+	db, err := open(s)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	for _, stmt := range []string{`STOP REPLICA`, `RESET REPLICA ALL`, `SET GLOBAL super_read_only = OFF`, `SET GLOBAL read_only = OFF`} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("promote %s: %s: %w", s.Host, stmt, err)
+		}
+	}
+	return nil
+}
+
+// IsAuthenticationFailure reports whether err is the server refusing the credentials:
+// ER_ACCESS_DENIED_ERROR, 1045
+// (https://dev.mysql.com/doc/mysql-errors/8.4/en/server-error-reference.html).
+func IsAuthenticationFailure(err error) bool {
+	var myErr *driver.MySQLError
+	return errors.As(err, &myErr) && myErr.Number == 1045
+}
+
+// config is the driver configuration for s: TCP, TLS when the server offers it (MySQL
+// generates self-signed certificates at initialisation: encrypted, not verified; without it
+// caching_sha2_password, MySQL 8's default, encrypts the password with the server's RSA
+// key), ConnectTimeout and IOTimeout, and client-side interpolation of ? (the account and
+// CHANGE REPLICATION SOURCE statements take no server-side parameters).
+func config(s Server) *driver.Config {
+	cfg := driver.NewConfig()
+	cfg.Net = "tcp"
+	cfg.Addr = net.JoinHostPort(s.Host, strconv.Itoa(int(s.Port)))
+	cfg.User, cfg.Passwd = s.User, s.Password
+	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = ConnectTimeout, IOTimeout, IOTimeout
+	cfg.TLSConfig = "preferred"
+	cfg.InterpolateParams = true
+	return cfg
+}
+
+func open(s Server) (*sql.DB, error) {
+	connector, err := driver.NewConnector(config(s))
+	if err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(connector)
+	db.SetMaxOpenConns(1)
+	return db, nil
+}

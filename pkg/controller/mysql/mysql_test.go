@@ -1,0 +1,99 @@
+package mysql
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	driver "github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/require"
+)
+
+const (
+	uuidA = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+	uuidB = "4a2b7c9e-71ca-11e1-9e33-c80aa9429562"
+)
+
+func TestParseGTIDSetMergesIntervalsAndTags(t *testing.T) {
+	set, err := ParseGTIDSet(uuidA + ":1-5:7:6,\n" + uuidB + ":1-3:blue:1-2")
+	require.NoError(t, err)
+	require.Equal(t, GTIDSet{
+		uuidA:           {{1, 7}},
+		uuidB:           {{1, 3}},
+		uuidB + ":blue": {{1, 2}},
+	}, set)
+	require.Equal(t, uint64(12), set.Count())
+
+	empty, err := ParseGTIDSet("")
+	require.NoError(t, err)
+	require.Empty(t, empty)
+
+	for _, bad := range []string{uuidA, uuidA + ":x-3", uuidA + ":9tag:1", uuidA + ":5-3", uuidA + ":1-y"} {
+		_, err := ParseGTIDSet(bad)
+		require.Error(t, err, bad)
+	}
+}
+
+func TestGTIDSetContains(t *testing.T) {
+	parse := func(s string) GTIDSet {
+		set, err := ParseGTIDSet(s)
+		require.NoError(t, err)
+		return set
+	}
+	have := parse(uuidA + ":1-10:20-30," + uuidB + ":1-5")
+	for s, want := range map[string]bool{
+		"":                                       true,
+		uuidA + ":1-10":                          true,
+		uuidA + ":3:25-30," + uuidB + ":5":       true,
+		uuidA + ":1-11":                          false, // past the first interval
+		uuidA + ":15":                            false, // in the gap
+		uuidB + ":6":                             false,
+		uuidB + ":tag:1":                         false, // a tag is its own source
+		"5a2b7c9e-71ca-11e1-9e33-c80aa9429562:1": false,
+	} {
+		require.Equal(t, want, have.Contains(parse(s)), s)
+	}
+}
+
+func TestIsAuthenticationFailureIsError1045(t *testing.T) {
+	require.True(t, IsAuthenticationFailure(fmt.Errorf("connect: %w", &driver.MySQLError{Number: 1045, Message: "Access denied"})))
+	require.False(t, IsAuthenticationFailure(&driver.MySQLError{Number: 1064}))
+	require.False(t, IsAuthenticationFailure(fmt.Errorf("connection refused")))
+}
+
+func TestConfigUsesTheServerTheTimeoutsAndPreferredTLS(t *testing.T) {
+	cfg := config(Server{Host: "10.0.0.1", Port: 3306, User: "root", Password: "s3cret"})
+	require.Equal(t, "tcp", cfg.Net)
+	require.Equal(t, "10.0.0.1:3306", cfg.Addr)
+	require.Equal(t, "root", cfg.User)
+	require.Equal(t, "s3cret", cfg.Passwd)
+	require.Equal(t, ConnectTimeout, cfg.Timeout)
+	require.Equal(t, "preferred", cfg.TLSConfig)
+	require.True(t, cfg.InterpolateParams)
+}
+
+// A server that accepts the TCP connection and never answers is given up at the caller's
+// deadline (the controller's per-pass one), not IOTimeout.
+func TestObserveOfASilentServerFailsWithinTheConnectTimeout(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	addr := l.Addr().(*net.TCPAddr)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = Client{}.Observe(ctx, Server{Host: "127.0.0.1", Port: int32(addr.Port), User: "root"}, nil)
+	require.Error(t, err)
+	require.Less(t, time.Since(start), 3*time.Second)
+}
