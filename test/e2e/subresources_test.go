@@ -84,6 +84,7 @@ spec:
 
 	restart := `{"apiVersion":"example.com/v1","kind":"DatabaseRestart","metadata":{"name":"shop"},"reason":"e2e"}`
 	errOut := kubectlFails(t, cluster.KubeconfigPath, restart, "create", "--raw", base+"/restart", "-f", "-", "--as", subresourceUser("view"))
+	t.Logf("restart as view: %s", errOut)
 	require.Contains(t, errOut, "Forbidden")
 
 	before := map[string]types.UID{}
@@ -101,8 +102,10 @@ spec:
 	require.NotNil(t, asked.Status.Restart)
 	require.Equal(t, subresourceUser("edit"), asked.Status.Restart.RequestedBy)
 	require.Equal(t, "e2e", asked.Status.Restart.Reason)
+	t.Logf("restart as edit: status.restart %+v", *asked.Status.Restart)
 
 	errOut = kubectlFails(t, cluster.KubeconfigPath, restart, "create", "--raw", base+"/restart", "-f", "-", "--as", subresourceUser("admin"))
+	t.Logf("second restart: %s", errOut)
 	require.Contains(t, errOut, "a restart is under way: requested by "+subresourceUser("edit"))
 
 	// The controller rolls the Pods; the StatefulSet controller recreates them on the

@@ -100,7 +100,7 @@ func TestRestartIsRecordedAndASecondWhileUnderWayIsConflict(t *testing.T) {
 
 	_, err = dbs.Restart(ctx, "shop", &examplev1.DatabaseRestart{}, metav1.CreateOptions{})
 	require.True(t, apierrors.IsConflict(err), "got %v", err)
-	require.ErrorContains(t, err, "a restart is under way: requested by "+user.APIServerUser)
+	require.ErrorContains(t, err, `Operation cannot be fulfilled on databases.example.com "shop": a restart is under way: requested by `+user.APIServerUser)
 
 	stored, err := dbs.Get(ctx, "shop", metav1.GetOptions{})
 	require.NoError(t, err)

@@ -120,7 +120,7 @@ func (r *RestartREST) Create(ctx context.Context, name string, obj runtime.Objec
 		RequestedAt: metav1.NewMicroTime(r.now().Truncate(time.Microsecond)),
 		Reason:      req.Reason,
 	}
-	resource := example.Resource("databases/restart")
+	resource := example.Resource("databases")
 	return updateRequested(ctx, r.store, name, options, func(db *example.Database) error {
 		if db.DeletionTimestamp != nil {
 			return errors.NewConflict(resource, name, fmt.Errorf("the Database is being deleted"))
@@ -202,7 +202,7 @@ func (r *SwitchoverREST) Create(ctx context.Context, name string, obj runtime.Ob
 
 // check returns why the switchover req of db is refused, nil when it is not.
 func (r *SwitchoverREST) check(db *example.Database, req *example.DatabaseSwitchover) error {
-	resource := example.Resource("databases/switchover")
+	resource := example.Resource("databases")
 	if db.DeletionTimestamp != nil {
 		return errors.NewConflict(resource, db.Name, fmt.Errorf("the Database is being deleted"))
 	}
