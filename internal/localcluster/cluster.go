@@ -384,8 +384,8 @@ func (c *Cluster) Stop() {
 	c.mu.Unlock()
 	// A background build or start of the real node ends first, then the real node: it stops
 	// its own children, and its Pods through containerd.
-	if later != nil {
-		later.stop()
+	if t := time.Now(); later != nil && later.stop() {
+		c.cfg.Logf("%-28s stopped in %v", realNodeBuildName, time.Since(t).Round(100*time.Millisecond))
 	}
 	c.stopRealNode()
 	c.mu.Lock()

@@ -79,10 +79,17 @@ func (j *laterJoin) run(ctx context.Context) {
 	j.logf("real node: %s ready in %v", RealNodeName, time.Since(t).Round(100*time.Millisecond))
 }
 
-// stop ends the build (or the start) and waits until the background work has returned.
-func (j *laterJoin) stop() {
+// stop ends the build (or the start) and waits until the background work has returned. It
+// reports whether that work was still running.
+func (j *laterJoin) stop() bool {
+	select {
+	case <-j.done:
+		return false
+	default:
+	}
 	j.cancel()
 	<-j.done
+	return true
 }
 
 // runBuild runs argv in a process group of its own, its output appended to

@@ -76,7 +76,7 @@ func TestLaterJoinStartsTheNodeOnlyAfterTheBuild(t *testing.T) {
 	require.Len(t, f.logs, 2)
 	require.Contains(t, f.logs[0], "real node: built in ")
 	require.Contains(t, f.logs[1], "real node: "+RealNodeName+" ready in ")
-	j.stop() // after the join: returns at once
+	require.False(t, j.stop(), "nothing left to stop after the join")
 }
 
 func TestLaterJoinGivesUpWithTheBuildsErrorAndNeverStartsTheNode(t *testing.T) {
@@ -114,7 +114,7 @@ func TestLaterJoinStopCancelsTheBuildAndWaitsForIt(t *testing.T) {
 		},
 		func(context.Context) error { return nil }))
 	require.Eventually(t, func() bool { return len(f.got()) == 1 }, 5*time.Second, 10*time.Millisecond)
-	j.stop()
+	require.True(t, j.stop())
 	// Neither the node's start nor a "no real node" verdict: the cluster is stopping.
 	require.Equal(t, []string{"build started", "build returned context canceled"}, f.got())
 }
