@@ -83,9 +83,10 @@ clean:
 	rm -rf -- "$(LOCAL_DIR)"
 
 ## test-e2e: kubectl and the clientset against the whole local control plane (temporary state,
-## free ports).
+## free ports). One package after the other: both start the machine's one real node.
 test-e2e: tools build node
-	$(GO) test -tags e2e -count=1 -timeout 20m ./internal/localcluster/... ./test/e2e/...
+	$(GO) test -tags e2e -count=1 -timeout 20m ./test/e2e/...
+	$(GO) test -tags e2e -count=1 -timeout 20m ./internal/localcluster/...
 
 # The e2e tests that are fault scenarios: our API server restarted under load through
 # kube-apiserver, kube-apiserver down, components SIGKILLed and restarted, the control plane
