@@ -3,7 +3,7 @@ SHELL := /usr/bin/env bash
 GO ?= go
 BIN := bin
 
-.PHONY: all build test test-unit test-integration test-e2e test-faults verify generate run clean tools node
+.PHONY: all build test test-unit test-integration test-e2e test-faults verify generate run clean tools tools-control-plane node node-deps
 
 all: build
 
@@ -52,20 +52,32 @@ LOCAL_DIR ?= .local
 tools:
 	./hack/build-tools.sh
 
+## tools-control-plane: only what the control plane and its simulated node run (kube-apiserver,
+## kube-controller-manager, kube-scheduler, kwok): what `make run` waits for.
+tools-control-plane:
+	./hack/build-tools.sh control-plane
+
 ## node: as root, what the local cluster's real node needs besides tools: Debian's containerd,
 ## runc, iptables, debootstrap and psql (hack/install-node-deps.sh), and the images it runs
 ## (hack/build-node-images.sh, kept in bin/images and rebuilt only when their inputs change).
 ## Not root: says so and does nothing, and the simulated node runs alone.
-node: tools
-	./hack/install-node-deps.sh
+node: tools node-deps
 	./hack/build-node-images.sh
+
+## node-deps: as root, the Debian packages the real node runs (hack/install-node-deps.sh).
+node-deps:
+	./hack/install-node-deps.sh
 
 ## run: the local control plane in the foreground, with the examples applied; state in
 ## $(LOCAL_DIR) (kept across runs). Ctrl-C stops it. APISERVER_ARGS go to our server,
-## CONTROLLER_ARGS to the controller.
-run: tools build node
+## CONTROLLER_ARGS to the controller. It waits for the control plane's tools only: as root, what
+## the real node still lacks (its binaries and images, REAL_NODE_BUILD) is built while the
+## cluster already serves on its simulated node, and the real node joins when it is ready.
+REAL_NODE_BUILD ?= ./hack/build-tools.sh node && ./hack/build-node-images.sh
+run: tools-control-plane build node-deps
 	$(GO) build $(BUILD_FLAGS) -o $(BIN)/local-up ./hack/local-up
-	LOCAL_DIR=$(LOCAL_DIR) CONTROLLER_ARGS="$(CONTROLLER_ARGS)" ./$(BIN)/local-up $(APISERVER_ARGS)
+	LOCAL_DIR=$(LOCAL_DIR) CONTROLLER_ARGS="$(CONTROLLER_ARGS)" REAL_NODE_BUILD="$(REAL_NODE_BUILD)" \
+	  ./$(BIN)/local-up $(APISERVER_ARGS)
 
 ## clean: remove the local control plane's state ($(LOCAL_DIR)), not bin/.
 clean:
@@ -73,9 +85,10 @@ clean:
 	rm -rf -- "$(LOCAL_DIR)"
 
 ## test-e2e: kubectl and the clientset against the whole local control plane (temporary state,
-## free ports).
+## free ports). One package after the other: both start the machine's one real node.
 test-e2e: tools build node
-	$(GO) test -tags e2e -count=1 -timeout 20m ./internal/localcluster/... ./test/e2e/...
+	$(GO) test -tags e2e -count=1 -timeout 20m ./test/e2e/...
+	$(GO) test -tags e2e -count=1 -timeout 20m ./internal/localcluster/...
 
 # The e2e tests that are fault scenarios: our API server restarted under load through
 # kube-apiserver, kube-apiserver down, components SIGKILLed and restarted, the control plane

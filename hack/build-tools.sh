@@ -11,7 +11,18 @@
 # or was built from another version (read back with `go version -m`). A cold build of
 # kube-apiserver takes about 6 minutes on 2 cores. The real node's binaries are built as root
 # only (the node needs root); NODE_TOOLS=1 builds them anyway, NODE_TOOLS=0 never.
+#
+# Usage: hack/build-tools.sh [all|control-plane|node]
+#   all (the default)  everything above
+#   control-plane      kube-apiserver, kube-controller-manager, kube-scheduler and kwok: what the
+#                      control plane and its simulated node run
+#   node               the real node's binaries only (kubelet, kube-proxy, CNI, crane, CoreDNS)
 set -o errexit -o nounset -o pipefail
+MODE=${1:-all}
+case ${MODE} in
+  all | control-plane | node) ;;
+  *) echo "usage: $0 [all|control-plane|node]" >&2; exit 2 ;;
+esac
 if [[ -z ${NODE_TOOLS:-} ]]; then
   NODE_TOOLS=0
   [[ $(id -u) == 0 ]] && NODE_TOOLS=1
@@ -63,34 +74,38 @@ k8s_minor=${k8s_version#v*.}; k8s_minor=${k8s_minor%%.*}
 k8s_major=${k8s_version#v}; k8s_major=${k8s_major%%.*}
 version_pkg=k8s.io/component-base/version
 k8s_ldflags="-X ${version_pkg}.gitVersion=${k8s_version} -X ${version_pkg}.gitMajor=${k8s_major} -X ${version_pkg}.gitMinor=${k8s_minor} -X ${version_pkg}.gitTreeState=clean"
-k8s_cmds=(kube-apiserver kube-controller-manager kube-scheduler)
+[[ ${MODE} == control-plane ]] && NODE_TOOLS=0
+k8s_cmds=()
+[[ ${MODE} == node ]] || k8s_cmds+=(kube-apiserver kube-controller-manager kube-scheduler)
 [[ ${NODE_TOOLS} == 0 ]] || k8s_cmds+=(kubelet kube-proxy)
-for cmd in "${k8s_cmds[@]}"; do
+for cmd in "${k8s_cmds[@]+"${k8s_cmds[@]}"}"; do
   build_cmd "${k8s_dir}" k8s.io/kubernetes "${k8s_version}" "k8s.io/kubernetes/cmd/${cmd}" \
     "${BIN}/k8s-${k8s_version}/${cmd}" "${k8s_ldflags}"
 done
 
-kwok_dir=${ROOT}/hack/tools/kwok
-kwok_version=$(module_version "${kwok_dir}" sigs.k8s.io/kwok)
-kwok_out=${BIN}/kwok-${kwok_version}
-build_cmd "${kwok_dir}" sigs.k8s.io/kwok "${kwok_version}" sigs.k8s.io/kwok/cmd/kwok "${kwok_out}/kwok"
+if [[ ${MODE} != node ]]; then
+  kwok_dir=${ROOT}/hack/tools/kwok
+  kwok_version=$(module_version "${kwok_dir}" sigs.k8s.io/kwok)
+  kwok_out=${BIN}/kwok-${kwok_version}
+  build_cmd "${kwok_dir}" sigs.k8s.io/kwok "${kwok_version}" sigs.k8s.io/kwok/cmd/kwok "${kwok_out}/kwok"
 
-# kwok's own stage files (what its kustomize/stage/fast set uses: node initialize and lease
-# heartbeat, fast pod lifecycle; plus the fast volume lifecycle and its kwok-volume
-# StorageClass), copied from its module so the local cluster reads them next to the binary.
-kwok_src=$(cd "${kwok_dir}" && module_dir sigs.k8s.io/kwok)
-stages=${kwok_out}/stages
-if [[ ! -f ${stages}/.complete ]]; then
-  echo "copying kwok ${kwok_version} stages into ${stages#"${ROOT}/"}"
-  rm -rf "${stages}"
-  mkdir -p "${stages}"
-  for set in node/fast node/heartbeat-with-lease pod/fast volume/fast; do
-    for f in "${kwok_src}/kustomize/stage/${set}/"*.yaml; do
-      [[ $(basename "${f}") == kustomization.yaml ]] && continue
-      install -m 0644 "${f}" "${stages}/$(basename "${f}")"
+  # kwok's own stage files (what its kustomize/stage/fast set uses: node initialize and lease
+  # heartbeat, fast pod lifecycle; plus the fast volume lifecycle and its kwok-volume
+  # StorageClass), copied from its module so the local cluster reads them next to the binary.
+  kwok_src=$(cd "${kwok_dir}" && module_dir sigs.k8s.io/kwok)
+  stages=${kwok_out}/stages
+  if [[ ! -f ${stages}/.complete ]]; then
+    echo "copying kwok ${kwok_version} stages into ${stages#"${ROOT}/"}"
+    rm -rf "${stages}"
+    mkdir -p "${stages}"
+    for set in node/fast node/heartbeat-with-lease pod/fast volume/fast; do
+      for f in "${kwok_src}/kustomize/stage/${set}/"*.yaml; do
+        [[ $(basename "${f}") == kustomization.yaml ]] && continue
+        install -m 0644 "${f}" "${stages}/$(basename "${f}")"
+      done
     done
-  done
-  touch "${stages}/.complete"
+    touch "${stages}/.complete"
+  fi
 fi
 
 [[ ${NODE_TOOLS} == 0 ]] && exit 0

@@ -4,10 +4,19 @@
 // $LOCAL_DIR (default .local); running again on it keeps every object. A part that exits is
 // started again after a backoff, with a line on stdout; Ctrl-C or SIGTERM stops every part.
 //
+// As root on a machine with the container runtime installed, it also runs the real node. When
+// the real node's binaries or images are not built yet and REAL_NODE_BUILD names the shell
+// command that builds them (`make run` sets it), the cluster serves on its simulated node
+// first; the build runs in the background (log: $LOCAL_DIR/logs/real-node-build.log), and
+// when the real node has joined, the Pods of the example Database it can run
+// (artifacts/examples/real-node) are deleted once, so that their StatefulSet makes them again
+// on the real node. Pods of other Databases stay where they are.
+//
 // Arguments are extra flags for our API server (`make run APISERVER_ARGS=--v=4`).
 // Environment: LOCAL_DIR, KUBE_APISERVER_PORT (default 6443; 0 picks a free port),
 // DATABASE_APISERVER_PORT (default 0: a free port), CONTROLLER_ARGS (extra flags for the
-// controller, space-separated, e.g. "--v=4"). Run from the repository root.
+// controller, space-separated, e.g. "--v=4"), REAL_NODE_BUILD (run with bash -c). Run from
+// the repository root.
 package main
 
 import (
@@ -51,6 +60,9 @@ func run() error {
 	}
 	cfg.APIServerArgs = os.Args[1:]
 	cfg.ControllerArgs = strings.Fields(os.Getenv("CONTROLLER_ARGS"))
+	if build := os.Getenv("REAL_NODE_BUILD"); build != "" {
+		cfg.RealNodeBuild = []string{"bash", "-c", build}
+	}
 	cfg.Logf = func(format string, args ...any) {
 		fmt.Printf("local-up: "+format+"\n", args...)
 	}
@@ -69,8 +81,9 @@ func run() error {
 		return fmt.Errorf("applying %s: %w", examples, err)
 	}
 	realNode, noRealNode := c.RealNode()
-	if realNode {
-		real := filepath.Join(examples, "real-node")
+	pending := c.RealNodePending()
+	real := filepath.Join(examples, "real-node")
+	if realNode || pending {
 		if err := c.CreateMissing(ctx, real); err != nil {
 			return fmt.Errorf("applying %s: %w", real, err)
 		}
@@ -91,8 +104,55 @@ The local control plane is running (logs in %s).
 
 The controller's /healthz, /readyz and /metrics (HTTPS; /metrics needs get on it): %s
 `, c.LogDir(), c.KubeconfigPath, c.ControllerURL)
-	if realNode {
-		fmt.Printf(`
+	switch {
+	case realNode:
+		printRealNode()
+	case pending:
+		fmt.Printf("\nThe real node (%s), for the PostgreSQL 15 Pods, is being built in the background (log: %s).\n"+
+			"Until it joins every Pod is simulated, demo/shop's too; then demo/shop moves to it, and local-up says how to use it.\n",
+			localcluster.RealNodeName, c.RealNodeBuildLog())
+	default:
+		fmt.Printf("\nNo real node (%s): every Pod is simulated.\n", noRealNode)
+	}
+	fmt.Printf("\nCtrl-C stops it; the state stays in %s (make clean removes it).\n", c.Dir())
+
+	if pending {
+		go func() {
+			if err := joinedRealNode(ctx, c, real); err != nil && ctx.Err() == nil {
+				fmt.Fprintln(os.Stderr, "local-up:", err)
+			}
+		}()
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// joinedRealNode waits for the real node being built in the background; once it has joined,
+// it moves the examples' Pods created meanwhile (the Databases in real) to it and prints how to
+// use them.
+func joinedRealNode(ctx context.Context, c *localcluster.Cluster, real string) error {
+	joined, why := c.WaitRealNode(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	if !joined {
+		fmt.Printf("\nNo real node (%s): every Pod stays simulated.\n", why)
+		return nil
+	}
+	moved, err := c.MoveToRealNode(ctx, real)
+	if err != nil {
+		return fmt.Errorf("moving the Pods of %s to the real node: %w", real, err)
+	}
+	if len(moved) > 0 {
+		fmt.Printf("local-up: real node: deleted %s (created on the simulated node before it joined); the StatefulSet makes them again on %s\n",
+			strings.Join(moved, ", "), localcluster.RealNodeName)
+	}
+	printRealNode()
+	return nil
+}
+
+func printRealNode() {
+	fmt.Printf(`
 A real node (%s) runs the PostgreSQL 15 Pods; demo/shop is a database you can use:
 
   kubectl wait --for=condition=Ready db/shop -n demo --timeout=5m
@@ -100,13 +160,6 @@ A real node (%s) runs the PostgreSQL 15 Pods; demo/shop is a database you can us
   PGPASSWORD=$(kubectl get secret shop-credentials -n demo -o jsonpath='{.data.password}' | base64 -d) \
     psql -h 127.0.0.1 -U app -d shop -c 'CREATE TABLE t (x int); INSERT INTO t VALUES (1); SELECT * FROM t'
 `, localcluster.RealNodeName)
-	} else {
-		fmt.Printf("\nNo real node (%s): every Pod is simulated.\n", noRealNode)
-	}
-	fmt.Printf("\nCtrl-C stops it; the state stays in %s (make clean removes it).\n", c.Dir())
-
-	<-ctx.Done()
-	return nil
 }
 
 func envOr(name, def string) string {

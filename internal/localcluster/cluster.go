@@ -105,6 +105,12 @@ type Config struct {
 	// one when this machine can (root, the runtime installed, the binaries and images built);
 	// nil or unable, the simulated node runs alone and Start logs why.
 	RealNode *RealNodeConfig
+	// RealNodeBuild is the command (argv) that builds what the real node still lacks, its
+	// binaries and images, on a machine that can run it (root, the runtime installed). Set,
+	// Start does not wait for it: it runs in the background, in a process group of its own
+	// with its log in <Dir>/logs/real-node-build.log, and the real node joins the running
+	// cluster once it succeeds; Stop stops it. Empty, a real node not built is no real node.
+	RealNodeBuild []string
 
 	// KubeAPIServerPort and APIServerPort are the secure ports; 0 picks a free one.
 	KubeAPIServerPort int
@@ -187,9 +193,13 @@ type Cluster struct {
 
 	apiServerPort int
 
-	// node is the running real node; nil without one, and then noRealNode says why.
-	node       *realNode
-	noRealNode string
+	// node is the running real node (or, while nodePending, the one being built and started
+	// in the background by later); nil without one, and then noRealNode says why. mu guards
+	// the four once Start has returned.
+	node        *realNode
+	noRealNode  string
+	nodePending bool
+	later       *laterJoin
 
 	mu         sync.Mutex
 	components []*component // in start order
@@ -261,7 +271,8 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}); err != nil {
 		return nil, err
 	}
-	if err := c.prepareRealNode(); err != nil {
+	notBuilt, err := c.prepareRealNode()
+	if err != nil {
 		return nil, err
 	}
 	if err := step("etcd", func() (err error) {
@@ -321,11 +332,17 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := step("node "+FakeNodeName, func() error { return c.waitNodeReady(ctx, kwok) }); err != nil {
 		return nil, err
 	}
-	if c.node != nil {
+	switch {
+	case c.node != nil && !c.nodePending:
 		if err := step("node "+RealNodeName, func() error { return c.startRealNode(ctx) }); err != nil {
 			return nil, err
 		}
-	} else {
+	case c.node != nil:
+		// Until it joins, Pods stay off it: an earlier run's policy goes.
+		if err := c.removeRealNodePolicy(ctx); err != nil {
+			return nil, err
+		}
+	default:
 		cfg.Logf("no real node: %s; every Pod runs on the simulated node", c.noRealNode)
 		if err := c.removeRealNodePolicy(ctx); err != nil {
 			return nil, err
@@ -337,6 +354,9 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		}
 	}
 	cfg.Logf("control plane ready in %v (state in %s)", time.Since(started).Round(100*time.Millisecond), dir)
+	if c.nodePending {
+		c.buildRealNodeLater(describeNotBuilt(notBuilt))
+	}
 	return c, nil
 }
 
@@ -352,16 +372,21 @@ func (c *Cluster) Dir() string { return c.cfg.Dir }
 // ServingCAPEM is the CA that signs kube-apiserver's and our server's serving certificates.
 func (c *Cluster) ServingCAPEM() []byte { return c.pki.ServingCA.CertPEM() }
 
-// Stop stops every child, newest first (SIGTERM to its process group, SIGKILL after 15s),
-// then etcd. It is safe to call more than once.
+// Stop ends the real node's background build (and start), stops every child, newest first
+// (SIGTERM to its process group, SIGKILL after 15s), then etcd. It is safe to call more than once.
 func (c *Cluster) Stop() {
 	c.mu.Lock()
 	if !c.stopping {
 		c.stopping = true
 		close(c.stopped)
 	}
+	later := c.later
 	c.mu.Unlock()
-	// The real node first: it stops its own children, and its Pods through containerd.
+	// A background build or start of the real node ends first, then the real node: it stops
+	// its own children, and its Pods through containerd.
+	if t := time.Now(); later != nil && later.stop() {
+		c.cfg.Logf("%-28s stopped in %v", realNodeBuildName, time.Since(t).Round(100*time.Millisecond))
+	}
 	c.stopRealNode()
 	c.mu.Lock()
 	var procs []*process

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
@@ -190,4 +191,123 @@ func podReady(pod *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// TestRealNodeJoinsARunningCluster starts a cluster whose real node is not built yet (its
+// binaries and images missing from a directory of its own): Start returns with the simulated
+// node alone while the build waits; a Pod of an example Database created meanwhile runs on the
+// simulated node. Once the build (links to this repository's built node) is let through, the
+// real node joins, and MoveToRealNode moves that Pod to it. It needs what the real node needs
+// (root, the runtime, `make node`) and the machine's one real node, so `make test-e2e` runs
+// this package after test/e2e.
+func TestRealNodeJoinsARunningCluster(t *testing.T) {
+	cfg := controlPlaneConfig(t)
+	built, err := DefaultConfig(repoRoot(t), cfg.Dir)
+	require.NoError(t, err)
+	require.Empty(t, realNodeUnavailable(built.RealNode), "this machine must be able to run the real node")
+	bin := t.TempDir()
+	cfg.RealNode = &RealNodeConfig{
+		Kubelet: filepath.Join(bin, "kubelet"), KubeProxy: filepath.Join(bin, "kube-proxy"),
+		CNIBinDir: filepath.Join(bin, "cni"), Crane: filepath.Join(bin, "crane"),
+		CoreDNS: filepath.Join(bin, "coredns"), ImagesDir: filepath.Join(bin, "images"),
+	}
+	gate := filepath.Join(bin, "build-may-run")
+	r := built.RealNode
+	cfg.RealNodeBuild = []string{"bash", "-c", `set -e
+while [ ! -e "$0" ]; do sleep 0.2; done
+cd "$1"
+ln -s "$2" kubelet; ln -s "$3" kube-proxy; ln -s "$4" cni; ln -s "$5" crane; ln -s "$6" coredns; ln -s "$7" images
+echo linked`, gate, bin, r.Kubelet, r.KubeProxy, r.CNIBinDir, r.Crane, r.CoreDNS, r.ImagesDir}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	c, err := Start(ctx, cfg)
+	require.NoError(t, err)
+	defer c.Stop()
+	require.True(t, c.RealNodePending())
+	ok, why := c.RealNode()
+	require.False(t, ok)
+	require.Contains(t, why, "not joined yet")
+	cs, err := kubernetes.NewForConfig(c.AdminConfig)
+	require.NoError(t, err)
+
+	// A Database's Pod as the controller labels it, created before the real node joined.
+	examples := filepath.Join(t.TempDir(), "shop.yaml")
+	require.NoError(t, os.WriteFile(examples, []byte(
+		"apiVersion: example.com/v1\nkind: Database\nmetadata:\n  name: shop\n  namespace: default\n"), 0o600))
+	labels := map[string]string{"app.kubernetes.io/instance": "shop", "app.kubernetes.io/managed-by": "database-controller"}
+	one := int32(1)
+	_, err = cs.AppsV1().StatefulSets("default").Create(ctx, &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "shop"},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: &one,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "postgres", Image: "postgres:15"}}},
+			},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	var before *corev1.Pod
+	require.Eventually(t, func() bool {
+		before, err = cs.CoreV1().Pods("default").Get(ctx, "shop-0", metav1.GetOptions{})
+		return err == nil && before.Spec.NodeName != ""
+	}, time.Minute, 250*time.Millisecond)
+	require.Equal(t, FakeNodeName, before.Spec.NodeName)
+	moved, err := c.MoveToRealNode(ctx, examples)
+	require.NoError(t, err)
+	require.Empty(t, moved, "nothing moves before the real node runs")
+
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	ok, why = c.WaitRealNode(ctx)
+	require.True(t, ok, why)
+	require.False(t, c.RealNodePending())
+	node, err := cs.CoreV1().Nodes().Get(ctx, RealNodeName, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.True(t, nodeReady(node))
+	log, err := os.ReadFile(c.RealNodeBuildLog())
+	require.NoError(t, err)
+	require.Contains(t, string(log), "linked\n")
+
+	moved, err = c.MoveToRealNode(ctx, examples)
+	require.NoError(t, err)
+	require.Equal(t, []string{"default/shop-0"}, moved)
+	after, err := cs.CoreV1().Pods("default").Get(ctx, "shop-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotEqual(t, before.UID, after.UID)
+	require.Equal(t, RealNodeName, after.Spec.NodeName)
+}
+
+// TestFailedRealNodeBuildKeepsTheClusterOnTheSimulatedNode: a build that fails leaves the
+// cluster running without the real node, saying why, with the build's log.
+func TestFailedRealNodeBuildKeepsTheClusterOnTheSimulatedNode(t *testing.T) {
+	cfg := controlPlaneConfig(t)
+	built, err := DefaultConfig(repoRoot(t), cfg.Dir)
+	require.NoError(t, err)
+	require.Empty(t, realNodeMachineUnavailable(built.RealNode), "this machine must be able to run the real node")
+	cfg.RealNode = &RealNodeConfig{ImagesDir: t.TempDir()} // nothing built
+	cfg.RealNodeBuild = []string{"bash", "-c", "echo 'compiling kubelet'; echo 'out of disk' >&2; exit 2"}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c, err := Start(ctx, cfg)
+	require.NoError(t, err)
+	defer c.Stop()
+	ok, why := c.WaitRealNode(ctx)
+	require.False(t, ok)
+	require.Contains(t, why, "the build failed: ")
+	require.Contains(t, why, "exit status 2 (log: "+c.RealNodeBuildLog()+")")
+	log, err := os.ReadFile(c.RealNodeBuildLog())
+	require.NoError(t, err)
+	require.Contains(t, string(log), "out of disk\n")
+	// The lock is released: another cluster may run the real node.
+	f, err := os.OpenFile(realNodeLock, os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB))
+	require.NoError(t, syscall.Flock(int(f.Fd()), syscall.LOCK_UN))
+
+	cs, err := kubernetes.NewForConfig(c.AdminConfig)
+	require.NoError(t, err)
+	requireStatefulSetReady(ctx, t, cs)
 }

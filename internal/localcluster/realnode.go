@@ -118,14 +118,31 @@ func podImageNames(repoTag string) []string {
 
 // RealNode reports whether the real node runs, and if not, why.
 func (c *Cluster) RealNode() (bool, string) {
-	if c.node != nil {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.nodePending:
+		return false, "not joined yet: its binaries and images are being built (log: " + c.RealNodeBuildLog() + ")"
+	case c.node != nil:
 		return true, ""
 	}
 	return false, c.noRealNode
 }
 
-// realNodeUnavailable says why this machine cannot run the real node, or "" if it can.
+// realNodeUnavailable says why this machine cannot run the real node now, or "" if it can.
 func realNodeUnavailable(cfg *RealNodeConfig) string {
+	if why := realNodeMachineUnavailable(cfg); why != "" {
+		return why
+	}
+	if missing := realNodeNotBuilt(cfg); len(missing) > 0 {
+		return missing[0].why
+	}
+	return ""
+}
+
+// realNodeMachineUnavailable says why this machine cannot run the real node whatever is
+// built, or "" if it can once its binaries and images are.
+func realNodeMachineUnavailable(cfg *RealNodeConfig) string {
 	if cfg == nil {
 		return "not configured"
 	}
@@ -135,18 +152,6 @@ func realNodeUnavailable(cfg *RealNodeConfig) string {
 	for _, tool := range []string{"containerd", "containerd-shim-runc-v2", "runc", "iptables", "ip"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return tool + " not found (hack/install-node-deps.sh installs it)"
-		}
-	}
-	for _, bin := range []string{cfg.Kubelet, cfg.KubeProxy, cfg.Crane, cfg.CoreDNS,
-		filepath.Join(cfg.CNIBinDir, "bridge"), filepath.Join(cfg.CNIBinDir, "host-local"),
-		filepath.Join(cfg.CNIBinDir, "loopback"), filepath.Join(cfg.CNIBinDir, "portmap")} {
-		if err := requireFile(bin, "run hack/build-tools.sh"); err != nil {
-			return err.Error()
-		}
-	}
-	for _, img := range []string{"pause", "postgres"} {
-		if _, err := os.Stat(filepath.Join(cfg.ImagesDir, img+".tags")); err != nil {
-			return fmt.Sprintf("no %s image in %s (run hack/build-node-images.sh)", img, cfg.ImagesDir)
 		}
 	}
 	if _, err := os.Stat("/sys/fs/cgroup"); err != nil {
@@ -160,27 +165,82 @@ func realNodeUnavailable(cfg *RealNodeConfig) string {
 	return ""
 }
 
+// notBuilt is a binary or image the real node needs that is not there: what (a short name
+// for log lines) and why (the error, with the command that builds it).
+type notBuilt struct{ what, why string }
+
+// realNodeNotBuilt lists the real node's binaries and images that are not built yet, in the
+// order hack/build-tools.sh and hack/build-node-images.sh build them.
+func realNodeNotBuilt(cfg *RealNodeConfig) []notBuilt {
+	var missing []notBuilt
+	for _, bin := range []struct{ what, path string }{
+		{"kubelet", cfg.Kubelet},
+		{"kube-proxy", cfg.KubeProxy},
+		{"the CNI plugins", filepath.Join(cfg.CNIBinDir, "bridge")},
+		{"the CNI plugins", filepath.Join(cfg.CNIBinDir, "host-local")},
+		{"the CNI plugins", filepath.Join(cfg.CNIBinDir, "loopback")},
+		{"the CNI plugins", filepath.Join(cfg.CNIBinDir, "portmap")},
+		{"crane", cfg.Crane},
+		{"CoreDNS", cfg.CoreDNS},
+	} {
+		if err := requireFile(bin.path, "run hack/build-tools.sh"); err != nil {
+			missing = append(missing, notBuilt{bin.what, err.Error()})
+		}
+	}
+	for _, img := range []string{"pause", "postgres"} {
+		if _, err := os.Stat(filepath.Join(cfg.ImagesDir, img+".tags")); err != nil {
+			missing = append(missing, notBuilt{"the " + img + " image",
+				fmt.Sprintf("no %s image in %s (run hack/build-node-images.sh)", img, cfg.ImagesDir)})
+		}
+	}
+	return missing
+}
+
+// describeNotBuilt joins the distinct names of missing: "kubelet, kube-proxy, the CNI
+// plugins and the postgres image".
+func describeNotBuilt(missing []notBuilt) string {
+	var names []string
+	for _, m := range missing {
+		if !slices.Contains(names, m.what) {
+			names = append(names, m.what)
+		}
+	}
+	if len(names) == 1 {
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
 // prepareRealNode decides whether this cluster runs the real node; when it does, it takes
 // the machine's real-node lock and adds the flags kube-apiserver needs to reach the kubelet.
 // Call it before kube-apiserver starts.
-func (c *Cluster) prepareRealNode() error {
-	if why := realNodeUnavailable(c.cfg.RealNode); why != "" {
+//
+// A real node whose binaries or images are not built yet is prepared too when
+// Config.RealNodeBuild can build them: it is left pending, for Start to build and start in the
+// background (buildRealNodeLater), and the returned list says what it lacks.
+func (c *Cluster) prepareRealNode() ([]notBuilt, error) {
+	if why := realNodeMachineUnavailable(c.cfg.RealNode); why != "" {
 		c.noRealNode = why
-		return nil
+		return nil, nil
+	}
+	missing := realNodeNotBuilt(c.cfg.RealNode)
+	if len(missing) > 0 && len(c.cfg.RealNodeBuild) == 0 {
+		c.noRealNode = missing[0].why
+		return nil, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(realNodeLock), 0o755); err != nil {
-		return err
+		return nil, err
 	}
 	lock, err := os.OpenFile(realNodeLock, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		holder, _ := os.ReadFile(realNodeLock)
 		lock.Close()
 		c.noRealNode = fmt.Sprintf("another local cluster on this machine runs the real node (%s, held by %s); stop it, then start this one again to get the real node",
 			realNodeLock, strings.TrimSpace(string(holder)))
-		return nil
+		return nil, nil
 	}
 	// Who holds it, for the message above.
 	if err := lock.Truncate(0); err == nil {
@@ -189,9 +249,10 @@ func (c *Cluster) prepareRealNode() error {
 	kp, err := c.pki.ClientCert("kube-apiserver-kubelet-client", "kube-apiserver-kubelet-client")
 	if err != nil {
 		lock.Close()
-		return err
+		return nil, err
 	}
 	c.node = &realNode{cfg: *c.cfg.RealNode, dir: filepath.Join(c.cfg.Dir, "node"), lock: lock}
+	c.nodePending = len(missing) > 0
 	// The kubelet's serving address is its InternalIP; its client-certificate authentication
 	// accepts the cluster's client CA.
 	c.cfg.KubeAPIServerArgs = append([]string{
@@ -199,7 +260,7 @@ func (c *Cluster) prepareRealNode() error {
 		"--kubelet-client-certificate=" + kp.CertFile,
 		"--kubelet-client-key=" + kp.KeyFile,
 	}, c.cfg.KubeAPIServerArgs...)
-	return nil
+	return missing, nil
 }
 
 // startRealNode brings the real node up: host network (the bridge, IP forwarding), the
@@ -254,7 +315,47 @@ func (c *Cluster) startRealNode(ctx context.Context) error {
 	if err := c.applyRealNodeObjects(ctx); err != nil {
 		return err
 	}
+	if err := c.waitRealNodePolicy(ctx); err != nil {
+		return err
+	}
 	return c.startDNS(ctx)
+}
+
+// waitRealNodePolicy waits until kube-apiserver applies the node selection policy (it loads
+// admission policies asynchronously): a dry-run create of a Pod running one of the node's
+// images comes back with the node selector the policy adds.
+func (c *Cluster) waitRealNodePolicy(ctx context.Context) error {
+	n := c.node
+	if len(n.images) == 0 {
+		return nil
+	}
+	cs, err := kubernetes.NewForConfig(c.AdminConfig)
+	if err != nil {
+		return err
+	}
+	probe := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "localcluster-policy-probe", Namespace: metav1.NamespaceDefault},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: n.images[0]}}},
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	last := "not tried yet"
+	for {
+		got, err := cs.CoreV1().Pods(probe.Namespace).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		switch {
+		case err != nil:
+			last = err.Error()
+		case got.Spec.NodeSelector[RealNodeLabel] == "true":
+			return nil
+		default:
+			last = "a Pod running " + n.images[0] + " is not sent to the real node yet"
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the node selection policy %s is not in effect: %s", RealNodePolicyName, last)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // applyRealNodeObjects applies realnode.yaml: the node selection policy for the registry's
@@ -737,7 +838,9 @@ func (c *Cluster) stopRealNode() {
 		}
 	}
 	n.lock.Close()
+	c.mu.Lock()
 	c.node = nil
+	c.mu.Unlock()
 }
 
 // stopChild stops the current run of the child called name (SIGTERM, SIGKILL after grace)
