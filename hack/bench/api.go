@@ -67,6 +67,10 @@ func (b *bench) runAPI(ctx context.Context, res *results) error {
 		}
 	}
 
+	if b.o.fanoutOnly {
+		return b.runFanout(ctx, res)
+	}
+
 	// What the servers burn doing nothing we asked (kube-controller-manager, kwok, leases).
 	before := b.cpu.sample()
 	time.Sleep(5 * time.Second)
@@ -91,6 +95,10 @@ func (b *bench) runAPI(ctx context.Context, res *results) error {
 		}
 		res.Watch = append(res.Watch, w)
 		logf("  %-11s p50 %6.1f ms  p99 %6.1f ms  (%d events, %d missing) [%d/%d]", t.Name, w.Latency.P50, w.Latency.P99, w.Events, w.Missing, i+1, len(b.targets))
+	}
+
+	if err := b.runFanout(ctx, res); err != nil {
+		return err
 	}
 
 	rounds := max(1, b.sc.Rounds)

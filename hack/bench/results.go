@@ -10,7 +10,9 @@ import (
 )
 
 type results struct {
-	Meta    meta         `json:"meta"`
+	Meta meta `json:"meta"`
+	// Fanout are the fan-out rows: many watchers, creates one at a time.
+	Fanout  []fanoutRow  `json:"fanout,omitempty"`
 	Targets []targetInfo `json:"targets"`
 	// IdleCPU is each server's CPU use (cores) with no benchmark traffic, measured before the
 	// API rows; the rows' CPU numbers include it.
