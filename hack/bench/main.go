@@ -58,6 +58,8 @@ type scale struct {
 	// of each.
 	FanoutWatchers []int `json:"fanoutWatchers"`
 	FanoutCreates  int   `json:"fanoutCreates"`
+	// ScaleObjects is the data set of the large part (-scale-large), 0 without it.
+	ScaleObjects int `json:"scaleObjects,omitempty"`
 }
 
 func fullScale() scale {
@@ -73,7 +75,7 @@ func fullScale() scale {
 		Watchers:       10,
 		WatchWrites:    200,
 		Databases:      []int{100, 1000},
-		FanoutWatchers: []int{100, 300},
+		FanoutWatchers: []int{100, 300, 1000},
 		FanoutCreates:  50,
 	}
 }
@@ -108,6 +110,8 @@ type options struct {
 	fanout                                      string
 	fanoutOnly                                  bool
 	fanoutCreates                               int
+	scaleLarge                                  bool
+	scaleObjects, scaleDatabases                int
 }
 
 func main() {
@@ -127,6 +131,9 @@ func main() {
 	flag.BoolVar(&fanoutTable, "fanout-table", false, "fan-out watchers ask for server-side tables (as kubectl get -w)")
 	flag.IntVar(&o.fanoutCreates, "fanout-creates", 0, "creates of each fan-out row (default 50, -quick 10)")
 	flag.BoolVar(&o.fanoutOnly, "fanout-only", false, "run only the fan-out rows of the API benchmark (and no controller)")
+	flag.BoolVar(&o.scaleLarge, "scale-large", false, "also run the large part: -scale-objects Databases and CRD objects (memory, a LIST in pages of 500, our server's start on them) and a controller run of -scale-databases")
+	flag.IntVar(&o.scaleObjects, "scale-objects", 100000, "objects of each kind in the -scale-large data set")
+	flag.IntVar(&o.scaleDatabases, "scale-databases", 10000, "Databases of the -scale-large controller run (0 for none)")
 	flag.BoolVar(&o.skipAPI, "skip-api", false, "skip the API benchmark")
 	flag.BoolVar(&o.skipController, "skip-controller", false, "skip the controller benchmark")
 	flag.StringVar(&o.profileDir, "profile", "", "write CPU profiles of our server and kube-apiserver (steady CRUD and LIST loads after the API rows) and of the controller (the first 60 s of its largest run) to this directory")
@@ -204,6 +211,12 @@ func benchmain(ctx context.Context, o options) error {
 	if o.fanoutOnly {
 		o.skipController = true
 	}
+	if o.scaleLarge {
+		sc.ScaleObjects = o.scaleObjects
+		if o.scaleDatabases > 0 {
+			sc.Databases = append(sc.Databases, o.scaleDatabases)
+		}
+	}
 
 	started := time.Now()
 	res := &results{
@@ -231,6 +244,13 @@ func benchmain(ctx context.Context, o options) error {
 	defer b.stop()
 	res.Meta.ClusterStart = round3(b.clusterStart.Seconds())
 
+	// The large part first, on servers that have served nothing yet (its memory figures need
+	// them fresh; the API part's memory row after it is not: run it with -skip-api).
+	if o.scaleLarge && sc.ScaleObjects > 0 {
+		if err := b.runScaleLarge(ctx, res); err != nil {
+			return err
+		}
+	}
 	if !o.skipAPI {
 		if err := b.runAPI(ctx, res); err != nil {
 			return err
