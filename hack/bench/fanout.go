@@ -295,6 +295,9 @@ func (b *bench) fanout(ctx context.Context, k fanoutKind, ns string, watchers, c
 	row := fanoutRow{Target: k.name, Watchers: watchers, Creates: creates}
 	fail := func(err error) fanoutRow {
 		row.Error = err.Error()
+		if cerr := k.clear(ctx, ns); cerr != nil { // the next row starts from an empty namespace
+			row.Error += "; clearing the namespace: " + cerr.Error()
+		}
 		return row
 	}
 	rv, err := k.list(ctx, ns)
