@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -89,10 +91,31 @@ func (b *bench) runScaleLarge(ctx context.Context, res *results) error {
 	logf("scale: our server ready in %.1f s, its watch cache filled in %.1f s", sr.ReadySeconds, sr.CacheSeconds)
 
 	logf("scale: deleting the objects")
-	if err := b.direct.client.DeleteCollection(ctx, nsOurs); err != nil {
+	if err := deleteAll(ctx, b.direct, nsOurs); err != nil {
 		return err
 	}
-	return b.crd.client.DeleteCollection(ctx, nsCRD)
+	return deleteAll(ctx, b.crd, nsCRD)
+}
+
+// deleteAll deletes every Database of ns through t. A DeleteCollection of many objects
+// outlasts the request timeout (a 504 whose deletion goes on in the server): it is sent again
+// until a LIST finds the namespace empty.
+func deleteAll(ctx context.Context, t *target, ns string) error {
+	deadline := time.Now().Add(30 * time.Minute)
+	for {
+		err := t.client.DeleteCollection(ctx, ns)
+		if err != nil && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) {
+			return fmt.Errorf("deleting the Databases of %s: %w", ns, err)
+		}
+		l, lerr := t.client.List(ctx, ns, metav1.ListOptions{Limit: 1})
+		if lerr == nil && len(l.Items) == 0 {
+			return nil
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return fmt.Errorf("the Databases of %s are not all deleted: %v", ns, errors.Join(err, lerr, ctx.Err()))
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // listAll lists every Database of ns through t in pages of pageLimit and returns how many
