@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -98,14 +97,15 @@ func (b *bench) runScaleLarge(ctx context.Context, res *results) error {
 }
 
 // deleteAll deletes every Database of ns through t. A DeleteCollection of many objects
-// outlasts the request timeout (a 504 whose deletion goes on in the server): it is sent again
-// until a LIST finds the namespace empty.
+// outlasts the request timeout (a 504, or over HTTP/2 a reset stream, while the deletion goes
+// on in the server): it is sent again, whatever its error, until a LIST finds the namespace
+// empty or 30 minutes have passed.
 func deleteAll(ctx context.Context, t *target, ns string) error {
 	deadline := time.Now().Add(30 * time.Minute)
 	for {
 		err := t.client.DeleteCollection(ctx, ns)
-		if err != nil && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) {
-			return fmt.Errorf("deleting the Databases of %s: %w", ns, err)
+		if err != nil {
+			logf("  deleting the Databases of %s: %v (sent again)", ns, err)
 		}
 		l, lerr := t.client.List(ctx, ns, metav1.ListOptions{Limit: 1})
 		if lerr == nil && len(l.Items) == 0 {
