@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
@@ -67,6 +68,10 @@ func (b *bench) runAPI(ctx context.Context, res *results) error {
 		}
 	}
 
+	if b.o.fanoutOnly {
+		return b.runFanout(ctx, res)
+	}
+
 	// What the servers burn doing nothing we asked (kube-controller-manager, kwok, leases).
 	before := b.cpu.sample()
 	time.Sleep(5 * time.Second)
@@ -91,6 +96,10 @@ func (b *bench) runAPI(ctx context.Context, res *results) error {
 		}
 		res.Watch = append(res.Watch, w)
 		logf("  %-11s p50 %6.1f ms  p99 %6.1f ms  (%d events, %d missing) [%d/%d]", t.Name, w.Latency.P50, w.Latency.P99, w.Events, w.Missing, i+1, len(b.targets))
+	}
+
+	if err := b.runFanout(ctx, res); err != nil {
+		return err
 	}
 
 	rounds := max(1, b.sc.Rounds)
@@ -176,23 +185,32 @@ func (b *bench) runAPI(ctx context.Context, res *results) error {
 // profileAPI records CPU profiles of our server and of kube-apiserver under steady loads,
 // after the measured rows: the CRUD cycle (create, get, update, patch, status, delete of each
 // object) at concurrency 8 on our server's port, through kube-apiserver and on the CRD, and
-// LIST of the large namespaces through kube-apiserver (ours in protobuf, and the CRD).
+// GET of one object on our server's port, through kube-apiserver and on the CRD, and LIST of
+// the large namespaces through kube-apiserver (ours in protobuf, and the CRD).
 func (b *bench) profileAPI(ctx context.Context) error {
 	if err := os.MkdirAll(b.o.profileDir, 0o755); err != nil {
 		return err
 	}
 	const seconds = 15
 	for _, p := range []struct {
-		file string
-		t    *target
-		list bool
+		file      string
+		t         *target
+		list, get bool
 	}{
-		{"crud-direct", b.direct, false},
-		{"crud-via-kube", b.targets[1], false},
-		{"crud-crd", b.crd, false},
-		{"list-via-kube", b.targets[1], true},
-		{"list-crd", b.crd, true},
+		{"crud-direct", b.direct, false, false},
+		{"crud-via-kube", b.targets[1], false, false},
+		{"crud-crd", b.crd, false, false},
+		{"get-direct", b.direct, false, true},
+		{"get-via-kube", b.targets[1], false, true},
+		{"get-crd", b.crd, false, true},
+		{"list-via-kube", b.targets[1], true, false},
+		{"list-crd", b.crd, true, false},
 	} {
+		if p.get {
+			if _, err := p.t.client.Create(ctx, "bench-"+p.t.Name, newDatabase("p-get")); err != nil && !apierrors.IsAlreadyExists(err) {
+				return err
+			}
+		}
 		logf("profiling: %s", p.file)
 		pctx, cancel := context.WithCancel(ctx)
 		waitOurs := profileCPU(ctx, b.adminDirect, nil, b.adminDirect.Host, filepath.Join(b.o.profileDir, "apiserver-"+p.file+".pprof"), seconds)
@@ -204,6 +222,10 @@ func (b *bench) profileAPI(ctx context.Context) error {
 			ns := "bench-" + p.t.Name
 			var k atomic.Int64
 			run(pctx, 8, math.MaxInt32, time.Hour, func(ctx context.Context, _ int) error {
+				if p.get {
+					_, err := p.t.client.Get(ctx, ns, "p-get")
+					return err
+				}
 				if p.list {
 					ns := "bench-list-crd"
 					if p.t.ours {
@@ -412,7 +434,7 @@ func (b *bench) listPart(ctx context.Context, t *target, ns string, objects, con
 func populate(ctx context.Context, t *target, ns string, from, to int) error {
 	start := time.Now()
 	r := run(ctx, 32, to-from, time.Hour, func(ctx context.Context, i int) error {
-		_, err := t.client.Create(ctx, ns, newDatabase(fmt.Sprintf("l-%05d", from+i)))
+		_, err := t.client.Create(ctx, ns, newDatabase(fmt.Sprintf("l-%06d", from+i)))
 		return err
 	})
 	if r.Errors > 0 {
@@ -427,21 +449,36 @@ func populate(ctx context.Context, t *target, ns string, from, to int) error {
 // costs: our server's memory for ours (created on its own port, so kube-apiserver does not
 // see them), then kube-apiserver's for the CRD's.
 func (b *bench) memoryAndPopulate(ctx context.Context, res *results) error {
+	m, err := b.memoryHolding(ctx, b.sc.ListLarge, "bench-list-ours", "bench-list-crd")
+	if err != nil {
+		return err
+	}
+	res.Memory = m
+
+	if err := populate(ctx, b.direct, "bench-list1k-ours", 0, b.sc.ListSmall); err != nil {
+		return err
+	}
+	return populate(ctx, b.crd, "bench-list1k-crd", 0, b.sc.ListSmall)
+}
+
+// memoryHolding measures what holding large objects costs: our server's memory for
+// Databases created in nsOurs on its own port (kube-apiserver does not see them), then
+// kube-apiserver's for as many objects of the CRD in nsCRD.
+func (b *bench) memoryHolding(ctx context.Context, large int, nsOurs, nsCRD string) (*memoryResult, error) {
 	settle := 10 * time.Second
 	if b.o.quick {
 		settle = 3 * time.Second
 	}
-	large := b.sc.ListLarge
 	logf("memory: holding %d objects", large)
 	time.Sleep(settle)
 	oursBefore, kubeBefore := b.memSample(ctx, procOurs), b.memSample(ctx, procKube)
-	if err := populate(ctx, b.direct, "bench-list-ours", 0, large); err != nil {
-		return err
+	if err := populate(ctx, b.direct, nsOurs, 0, large); err != nil {
+		return nil, err
 	}
 	time.Sleep(settle)
 	oursAfter, kubeMid := b.memSample(ctx, procOurs), b.memSample(ctx, procKube)
-	if err := populate(ctx, b.crd, "bench-list-crd", 0, large); err != nil {
-		return err
+	if err := populate(ctx, b.crd, nsCRD, 0, large); err != nil {
+		return nil, err
 	}
 	time.Sleep(settle)
 	kubeAfter, oursEnd := b.memSample(ctx, procKube), b.memSample(ctx, procOurs)
@@ -461,14 +498,9 @@ func (b *bench) memoryAndPopulate(ctx context.Context, res *results) error {
 	if m.KubeDeltaMiB > 0 {
 		m.Ratio = round3(m.OursDeltaMiB / m.KubeDeltaMiB)
 	}
-	res.Memory = m
 	logf("memory: our server %.0f -> %.0f MiB (+%.0f), kube-apiserver %.0f -> %.0f MiB (+%.0f) for %d objects: ratio %.2f",
 		oursBefore.RSSMiB, oursAfter.RSSMiB, m.OursDeltaMiB, kubeMid.RSSMiB, kubeAfter.RSSMiB, m.KubeDeltaMiB, large, m.Ratio)
-
-	if err := populate(ctx, b.direct, "bench-list1k-ours", 0, b.sc.ListSmall); err != nil {
-		return err
-	}
-	return populate(ctx, b.crd, "bench-list1k-crd", 0, b.sc.ListSmall)
+	return m, nil
 }
 
 // memSample reads a server's resident memory (the median of three readings a second apart)

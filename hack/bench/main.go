@@ -54,37 +54,47 @@ type scale struct {
 	Watchers    int         `json:"watchers"`
 	WatchWrites int         `json:"watchWrites"`
 	Databases   []int       `json:"controllerDatabases"` // controller runs
+	// FanoutWatchers are the watcher counts of the fan-out rows, FanoutCreates the creates
+	// of each.
+	FanoutWatchers []int `json:"fanoutWatchers"`
+	FanoutCreates  int   `json:"fanoutCreates"`
+	// ScaleObjects is the data set of the large part (-scale-large), 0 without it.
+	ScaleObjects int `json:"scaleObjects,omitempty"`
 }
 
 func fullScale() scale {
 	return scale{
-		Concurrency: []int{1, 8, 32},
-		Ops:         map[int]int{1: 480, 8: 2400, 32: 2400},
-		RowBudget:   Duration(20 * time.Second),
-		Rounds:      6,
-		ListSmall:   1000,
-		ListLarge:   10000,
-		ListOps:     map[int]int{1: 20, 8: 48, 32: 64},
-		ListOpsL:    map[int]int{1: 4, 8: 8, 32: 32},
-		Watchers:    10,
-		WatchWrites: 200,
-		Databases:   []int{100, 1000},
+		Concurrency:    []int{1, 8, 32},
+		Ops:            map[int]int{1: 480, 8: 2400, 32: 2400},
+		RowBudget:      Duration(20 * time.Second),
+		Rounds:         6,
+		ListSmall:      1000,
+		ListLarge:      10000,
+		ListOps:        map[int]int{1: 20, 8: 48, 32: 64},
+		ListOpsL:       map[int]int{1: 4, 8: 8, 32: 32},
+		Watchers:       10,
+		WatchWrites:    200,
+		Databases:      []int{100, 1000},
+		FanoutWatchers: []int{100, 300, 1000},
+		FanoutCreates:  50,
 	}
 }
 
 func quickScale() scale {
 	return scale{
-		Concurrency: []int{1, 8, 32},
-		Ops:         map[int]int{1: 40, 8: 160, 32: 160},
-		RowBudget:   Duration(5 * time.Second),
-		Rounds:      2,
-		ListSmall:   200,
-		ListLarge:   1000,
-		ListOps:     map[int]int{1: 5, 8: 16, 32: 32},
-		ListOpsL:    map[int]int{1: 2, 8: 8, 32: 32},
-		Watchers:    10,
-		WatchWrites: 40,
-		Databases:   []int{50},
+		Concurrency:    []int{1, 8, 32},
+		Ops:            map[int]int{1: 40, 8: 160, 32: 160},
+		RowBudget:      Duration(5 * time.Second),
+		Rounds:         2,
+		ListSmall:      200,
+		ListLarge:      1000,
+		ListOps:        map[int]int{1: 5, 8: 16, 32: 32},
+		ListOpsL:       map[int]int{1: 2, 8: 8, 32: 32},
+		Watchers:       10,
+		WatchWrites:    40,
+		Databases:      []int{50},
+		FanoutWatchers: []int{30},
+		FanoutCreates:  10,
 	}
 }
 
@@ -97,6 +107,11 @@ type options struct {
 	controllerArgs, apiserverArgs, kubeArgs     string
 	replot                                      string
 	kcmArgs, schedulerArgs                      string
+	fanout                                      string
+	fanoutOnly                                  bool
+	fanoutCreates                               int
+	scaleLarge                                  bool
+	scaleObjects, scaleDatabases                int
 }
 
 func main() {
@@ -110,6 +125,15 @@ func main() {
 	flag.Float64Var(&o.opsScale, "ops-scale", 1, "multiply the CRUD and LIST operations per row by this")
 	flag.IntVar(&o.listLarge, "list-large", 0, "objects in the large LIST namespace (default 10000, -quick 1000)")
 	flag.StringVar(&o.databases, "databases", "", "comma-separated Database counts of the controller runs (default 100,1000; -quick 50)")
+	flag.StringVar(&o.fanout, "fanout", "", "comma-separated watcher counts of the fan-out rows (default 100,300; -quick 30; 0 for none)")
+	flag.StringVar(&fanoutUser, "fanout-user", fanoutUser, "the user (and group) the fan-out rows impersonate; empty for the admin (system:masters)")
+	flag.BoolVar(&fanoutOwnConns, "fanout-own-connections", false, "give every fan-out watcher its own connection")
+	flag.BoolVar(&fanoutTable, "fanout-table", false, "fan-out watchers ask for server-side tables (as kubectl get -w)")
+	flag.IntVar(&o.fanoutCreates, "fanout-creates", 0, "creates of each fan-out row (default 50, -quick 10)")
+	flag.BoolVar(&o.fanoutOnly, "fanout-only", false, "run only the fan-out rows of the API benchmark (and no controller)")
+	flag.BoolVar(&o.scaleLarge, "scale-large", false, "also run the large part: -scale-objects Databases and CRD objects (memory, a LIST in pages of 500, our server's start on them) and a controller run of -scale-databases")
+	flag.IntVar(&o.scaleObjects, "scale-objects", 100000, "objects of each kind in the -scale-large data set")
+	flag.IntVar(&o.scaleDatabases, "scale-databases", 10000, "Databases of the -scale-large controller run (0 for none)")
 	flag.BoolVar(&o.skipAPI, "skip-api", false, "skip the API benchmark")
 	flag.BoolVar(&o.skipController, "skip-controller", false, "skip the controller benchmark")
 	flag.StringVar(&o.profileDir, "profile", "", "write CPU profiles of our server and kube-apiserver (steady CRUD and LIST loads after the API rows) and of the controller (the first 60 s of its largest run) to this directory")
@@ -122,6 +146,7 @@ func main() {
 	flag.StringVar(&o.schedulerArgs, "kube-scheduler-args", "", "extra flags for kube-scheduler, space-separated")
 	flag.StringVar(&o.replot, "replot", "", "run nothing: read this results.json and write results.md and the plots again to -out")
 	flag.Parse()
+	fanoutGroup = fanoutUser
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -168,6 +193,31 @@ func benchmain(ctx context.Context, o options) error {
 		}
 	}
 
+	if o.fanout != "" {
+		sc.FanoutWatchers = nil
+		for f := range strings.SplitSeq(o.fanout, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 0 {
+				return fmt.Errorf("-fanout: %q is not a number", f)
+			}
+			if n > 0 {
+				sc.FanoutWatchers = append(sc.FanoutWatchers, n)
+			}
+		}
+	}
+	if o.fanoutCreates > 0 {
+		sc.FanoutCreates = o.fanoutCreates
+	}
+	if o.fanoutOnly {
+		o.skipController = true
+	}
+	if o.scaleLarge {
+		sc.ScaleObjects = o.scaleObjects
+		if o.scaleDatabases > 0 {
+			sc.Databases = append(sc.Databases, o.scaleDatabases)
+		}
+	}
+
 	started := time.Now()
 	res := &results{
 		Meta: meta{
@@ -194,6 +244,13 @@ func benchmain(ctx context.Context, o options) error {
 	defer b.stop()
 	res.Meta.ClusterStart = round3(b.clusterStart.Seconds())
 
+	// The large part first, on servers that have served nothing yet (its memory figures need
+	// them fresh; the API part's memory row after it is not: run it with -skip-api).
+	if o.scaleLarge && sc.ScaleObjects > 0 {
+		if err := b.runScaleLarge(ctx, res); err != nil {
+			return err
+		}
+	}
 	if !o.skipAPI {
 		if err := b.runAPI(ctx, res); err != nil {
 			return err
