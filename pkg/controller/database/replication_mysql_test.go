@@ -162,8 +162,8 @@ func TestMySQLBootstrapCreatesTheUserAndPointsANewReplicaAtThePrimary(t *testing
 		"set-user 10.0.0.1 replicator " + password,
 		"set-source 10.0.0.2 " + podHost(0) + " 3306 replicator " + password,
 	}, fm.recorded(), "the user on the primary, then the replica without a channel; the one streaming is left alone")
-	require.Equal(t, mysql.Server{Host: "10.0.0.1", Port: 3306, User: "root", Password: string(secret.Data["password"])}, fm.servers[0],
-		"as root, whose password is the Secret's")
+	require.Equal(t, mysql.Server{Host: "10.0.0.1", Port: 3306, User: "root", Password: string(secret.Data["superuser-password"])}, fm.servers[0],
+		"as root, with the Secret's superuser password")
 	require.Equal(t, []string{"primary", "replica", "replica"}, f.roles(3))
 	require.Contains(t, f.events(), "Normal Updated Pointed replica my-database-1 at my-database-0")
 

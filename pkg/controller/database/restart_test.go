@@ -82,14 +82,14 @@ func TestARestartRollsTheReplicasFirstThePrimaryLastAndCompletes(t *testing.T) {
 // template, nor while a Pod is at the old revision or not Ready.
 func TestARestartIsNotCompletedBeforeEveryPodIsNewAndReady(t *testing.T) {
 	db := exampleDatabase()
-	db.Spec.Engine, db.Spec.Version = examplev1.EngineMySQL, "8.0"
+	db.Spec.Engine, db.Spec.Version = examplev1.EngineMongoDB, "7.0"
 	f := newFixture(t, db)
 	f.ready()
 	f.requestRestart(start.Add(time.Minute))
 	_, err := f.reconcile()
 	require.NoError(t, err)
 	sts := f.statefulSet()
-	require.Equal(t, appsv1.RollingUpdateStatefulSetStrategyType, sts.Spec.UpdateStrategy.Type, "the StatefulSet controller rolls MySQL's Pods")
+	require.Equal(t, appsv1.RollingUpdateStatefulSetStrategyType, sts.Spec.UpdateStrategy.Type, "the StatefulSet controller rolls the Pods of an engine that does not replicate")
 	require.Equal(t, "2026-03-01T12:01:00.000000Z", sts.Spec.Template.Annotations[specs.RestartedAtAnnotation])
 
 	for _, tc := range []struct {

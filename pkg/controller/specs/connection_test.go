@@ -26,7 +26,7 @@ func TestConnectionMatchesTheSecret(t *testing.T) {
 				db.Spec.Engine, db.Spec.Version = e, catalog.Lines(e)[0]
 				d, err := specs.Resolve(db)
 				require.NoError(t, err)
-				secret := specs.Secret(db, d, "pw", "rpw")
+				secret := specs.Secret(db, d, specs.Passwords{Application: "pw", Superuser: "spw", Replication: "rpw"})
 
 				c := specs.Connection(db, d)
 				require.Equal(t, db.Name, c.Name)
