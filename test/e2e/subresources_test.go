@@ -27,7 +27,7 @@ func subresourceUser(role string) string { return "e2e-subres-" + role }
 // users (--as): what `kubectl auth can-i` answers for each, the connection a viewer reads,
 // a restart an editor asks for carried out on the simulated node (every Pod recreated, the
 // record completed), a second restart refused while it runs, and a switchover refused on
-// MySQL, which the controller does not replicate.
+// MongoDB, which the controller does not replicate.
 func TestSubresourcesThroughKubectl(t *testing.T) {
 	ns := testNamespace(t, "e2e-subres")
 	for _, role := range []string{"admin", "edit", "view"} {
@@ -39,8 +39,8 @@ metadata:
   name: shop
   namespace: `+ns+`
 spec:
-  engine: mysql
-  version: "8.0"
+  engine: mongodb
+  version: "7.0"
   replicas: 2
   storage: 1Gi
 `, "apply", "-f", "-")
@@ -143,11 +143,11 @@ spec:
 	// A new restart may be asked for once the last one completed.
 	kubectlIn(t, restart, "create", "--raw", base+"/restart", "-f", "-", "--as", subresourceUser("admin"))
 
-	// MySQL has no replication the controller runs: no switchover.
+	// MongoDB has no replication the controller runs: no switchover.
 	errOut = kubectlFails(t, cluster.KubeconfigPath, `{"apiVersion":"example.com/v1","kind":"DatabaseSwitchover","target":"shop-1"}`,
 		"create", "--raw", base+"/switchover", "-f", "-", "--as", subresourceUser("edit"))
-	t.Logf("switchover of MySQL: %s", errOut)
-	require.Contains(t, errOut, "Database shop runs mysql, whose Pods the controller does not replicate")
+	t.Logf("switchover of MongoDB: %s", errOut)
+	require.Contains(t, errOut, "Database shop runs mongodb, whose Pods the controller does not replicate")
 	db, err := getDatabase(t, ns, "shop")
 	require.NoError(t, err)
 	require.Empty(t, db.Spec.Primary)

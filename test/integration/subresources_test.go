@@ -38,7 +38,7 @@ func TestConnectionIsComputedFromTheDatabaseAndItsStatus(t *testing.T) {
 	require.Equal(t, int32(5432), conn.Port)
 	require.Equal(t, "shop-read."+ns+".svc", conn.ReadHost)
 	require.Equal(t, "shop", conn.Database)
-	require.Equal(t, "postgres", conn.Username)
+	require.Equal(t, "app", conn.Username)
 	require.Equal(t, "shop-credentials", conn.SecretName)
 	require.Equal(t, "password", conn.PasswordKey)
 	require.Equal(t, "uri", conn.URIKey)
@@ -63,13 +63,13 @@ func TestConnectionIsComputedFromTheDatabaseAndItsStatus(t *testing.T) {
 		require.NotContains(t, raw, k, "no credentials are served")
 	}
 
-	// MySQL does not replicate: no read host, even with three Pods.
-	my := newDatabase(ns, "legacy", examplev1.EngineMySQL, "8.0")
+	// MongoDB does not replicate: no read host, even with three Pods.
+	my := newDatabase(ns, "legacy", examplev1.EngineMongoDB, "7.0")
 	my.Spec.Replicas = ptrInt32(3)
 	create(t, client, my)
 	conn, err = dbs.GetConnection(ctx, "legacy", metav1.GetOptions{})
 	require.NoError(t, err)
-	require.Equal(t, int32(3306), conn.Port)
+	require.Equal(t, int32(27017), conn.Port)
 	require.Empty(t, conn.ReadHost)
 	require.Empty(t, conn.ReadURIKey)
 
@@ -318,13 +318,13 @@ func TestSwitchoverOfAnEngineWithoutReplicationIsRefused(t *testing.T) {
 	ns := namespace(t)
 	ctx := context.Background()
 	dbs := client.ExampleV1().Databases(ns)
-	db := newDatabase(ns, "legacy", examplev1.EngineMySQL, "8.0")
+	db := newDatabase(ns, "legacy", examplev1.EngineMongoDB, "7.0")
 	db.Spec.Replicas = ptrInt32(2)
 	db = create(t, client, db)
 
 	_, err := dbs.Switchover(ctx, "legacy", &examplev1.DatabaseSwitchover{Target: "legacy-1"}, metav1.CreateOptions{})
 	require.True(t, apierrors.IsBadRequest(err), "got %v", err)
-	require.ErrorContains(t, err, "Database legacy runs mysql, whose Pods the controller does not replicate")
+	require.ErrorContains(t, err, "Database legacy runs mongodb, whose Pods the controller does not replicate")
 	got, err := dbs.Get(ctx, "legacy", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, db.ResourceVersion, got.ResourceVersion)
