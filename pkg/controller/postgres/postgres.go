@@ -135,11 +135,16 @@ func (Client) SetReplicationRole(ctx context.Context, s Server, role, password s
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	// CREATE and ALTER ROLE take no bind parameters: the name is quoted as an identifier and
-	// the password as a string literal.
-	options := " WITH LOGIN REPLICATION PASSWORD " + quoteLiteral(password)
+	return setRole(ctx, conn, s, role, "LOGIN REPLICATION", password)
+}
+
+// setRole creates role on s's server through conn WITH attributes and password, or, when it
+// exists, sets them. CREATE and ALTER ROLE take no bind parameters: the name is quoted as an
+// identifier and the password as a string literal.
+func setRole(ctx context.Context, conn *pgx.Conn, s Server, role, attributes, password string) error {
+	options := " WITH " + attributes + " PASSWORD " + quoteLiteral(password)
 	name := pgx.Identifier{role}.Sanitize()
-	_, err = conn.Exec(ctx, "CREATE ROLE "+name+options)
+	_, err := conn.Exec(ctx, "CREATE ROLE "+name+options)
 	if isDuplicate(err) {
 		_, err = conn.Exec(ctx, "ALTER ROLE "+name+options)
 	}
@@ -164,15 +169,10 @@ func (Client) SetApplicationRole(ctx context.Context, s Server, role, password s
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	options := " WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD " + quoteLiteral(password)
+	if err := setRole(ctx, conn, s, role, "LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS", password); err != nil {
+		return err
+	}
 	name := pgx.Identifier{role}.Sanitize()
-	_, err = conn.Exec(ctx, "CREATE ROLE "+name+options)
-	if isDuplicate(err) {
-		_, err = conn.Exec(ctx, "ALTER ROLE "+name+options)
-	}
-	if err != nil {
-		return fmt.Errorf("set role %q on %s: %w", role, s.Host, err)
-	}
 	statements := []string{
 		"ALTER DATABASE " + pgx.Identifier{s.Database}.Sanitize() + " OWNER TO " + name,
 		"GRANT ALL ON SCHEMA public TO " + name,
