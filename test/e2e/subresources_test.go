@@ -77,7 +77,7 @@ spec:
 	require.NoError(t, json.Unmarshal([]byte(out), &conn))
 	require.Equal(t, "DatabaseConnection", conn.Kind)
 	require.Equal(t, "shop."+ns+".svc", conn.Host)
-	require.Equal(t, int32(3306), conn.Port)
+	require.Equal(t, int32(27017), conn.Port)
 	require.Equal(t, "shop-credentials", conn.SecretName)
 	require.True(t, conn.Ready)
 	require.NotContains(t, out, `"password":`)
