@@ -268,13 +268,15 @@ func TestSwitchoverToACaughtUpReplicaSetsSpecPrimary(t *testing.T) {
 	ctx := context.Background()
 	dbs := client.ExampleV1().Databases(ns)
 	db := newDatabase(ns, "shop", examplev1.EnginePostgreSQL, "16")
-	db.Spec.Replicas = ptrInt32(3)
+	db.Spec.Replicas = ptrInt32(4)
 	db = create(t, client, db)
 	db.Status.Primary = "shop-0"
 	db.Status.Members = []examplev1.DatabaseMember{
 		{Name: "shop-0", Role: examplev1.MemberRolePrimary, Ready: true},
-		{Name: "shop-1", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](0)},
-		{Name: "shop-2", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](4096)},
+		// A little behind under writes: the controller waits for it to catch up.
+		{Name: "shop-1", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](4096)},
+		{Name: "shop-2", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](64 << 20)},
+		{Name: "shop-3", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: false},
 	}
 	db, err := dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{})
 	require.NoError(t, err)
@@ -284,9 +286,10 @@ func TestSwitchoverToACaughtUpReplicaSetsSpecPrimary(t *testing.T) {
 		is     func(error) bool
 		msg    string
 	}{
-		{"shop-2", apierrors.IsConflict, "shop-2 is not a caught-up replica: shop-2 is 4096 bytes of WAL behind the primary shop-0"},
+		{"shop-2", apierrors.IsConflict, "shop-2 is not a caught-up replica: shop-2 is 67108864 bytes of WAL behind the primary shop-0 (at most 16777216)"},
+		{"shop-3", apierrors.IsConflict, "shop-3 is not a caught-up replica: shop-3 does not stream from the primary shop-0"},
 		{"shop-0", apierrors.IsConflict, "shop-0 is already the primary"},
-		{"shop-3", apierrors.IsInvalid, `target: Unsupported value: "shop-3": supported values: "shop-0", "shop-1", "shop-2"`},
+		{"shop-4", apierrors.IsInvalid, `target: Unsupported value: "shop-4": supported values: "shop-0", "shop-1", "shop-2", "shop-3"`},
 		{"other-1", apierrors.IsInvalid, `target: Unsupported value: "other-1"`},
 		{"", apierrors.IsInvalid, "target: Required value"},
 	} {

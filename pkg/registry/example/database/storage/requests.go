@@ -170,8 +170,8 @@ func (r *SwitchoverREST) ProducesObject(verb string) interface{} { return exampl
 // Invalid (422) on target when it is empty or not one of the Database's Pods,
 // listing those; NotFound; Conflict when the target is already the primary,
 // a switchover is under way, the target is not a Ready replica that streams
-// from the primary with no lag (status.members), or the Database is being
-// deleted. A refused request changes nothing.
+// from the primary within SwitchoverMaxLagBytes (status.members), or the
+// Database is being deleted. A refused request changes nothing.
 func (r *SwitchoverREST) Create(ctx context.Context, name string, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
 	req, ok := obj.(*example.DatabaseSwitchover)
 	if !ok {
@@ -199,6 +199,14 @@ func (r *SwitchoverREST) Create(ctx context.Context, name string, obj runtime.Ob
 		return nil
 	})
 }
+
+// SwitchoverMaxLagBytes is how far behind its primary, in bytes of WAL, a replica may be and
+// still be the target of a switchover: one WAL segment at PostgreSQL's default
+// wal_segment_size, 16 MiB. A target that streams from the primary is caught up enough: the
+// controller promotes it only once it holds everything the old primary wrote, so no
+// committed transaction is lost; the bound refuses one that would keep the Database without
+// a primary for long. An engine that reports no lag in bytes (MySQL) is not bound by it.
+const SwitchoverMaxLagBytes = 16 << 20
 
 // check returns why the switchover req of db is refused, nil when it is not.
 func (r *SwitchoverREST) check(db *example.Database, req *example.DatabaseSwitchover) error {
@@ -250,10 +258,8 @@ func (r *SwitchoverREST) check(db *example.Database, req *example.DatabaseSwitch
 		reason = fmt.Sprintf("%s is not a replica (role %q)", req.Target, member.Role)
 	case !member.Streaming:
 		reason = fmt.Sprintf("%s does not stream from the primary %s", req.Target, primary)
-	case member.LagBytes == nil:
-		reason = fmt.Sprintf("the lag of %s behind the primary is not known", req.Target)
-	case *member.LagBytes != 0:
-		reason = fmt.Sprintf("%s is %d bytes of WAL behind the primary %s", req.Target, *member.LagBytes, primary)
+	case member.LagBytes != nil && *member.LagBytes > SwitchoverMaxLagBytes:
+		reason = fmt.Sprintf("%s is %d bytes of WAL behind the primary %s (at most %d)", req.Target, *member.LagBytes, primary, SwitchoverMaxLagBytes)
 	}
 	if reason != "" {
 		return errors.NewConflict(resource, db.Name, fmt.Errorf("%s is not a caught-up replica: %s", req.Target, reason))
