@@ -315,6 +315,28 @@ func TestSwitchoverToACaughtUpReplicaSetsSpecPrimary(t *testing.T) {
 	require.ErrorContains(t, err, "a switchover to shop-1 is under way")
 }
 
+// MySQL reports no lag in bytes: a Ready replica that streams is a valid target.
+func TestSwitchoverToAReplicaOfUnknownLagIsAccepted(t *testing.T) {
+	client, _ := clientFor(t)
+	ns := namespace(t)
+	ctx := context.Background()
+	dbs := client.ExampleV1().Databases(ns)
+	db := newDatabase(ns, "orders", examplev1.EngineMySQL, "8.4")
+	db.Spec.Replicas = ptrInt32(2)
+	db = create(t, client, db)
+	db.Status.Primary = "orders-0"
+	db.Status.Members = []examplev1.DatabaseMember{
+		{Name: "orders-0", Role: examplev1.MemberRolePrimary, Ready: true},
+		{Name: "orders-1", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true},
+	}
+	_, err := dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	got, err := dbs.Switchover(ctx, "orders", &examplev1.DatabaseSwitchover{Target: "orders-1"}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "orders-1", got.Spec.Primary)
+}
+
 // An engine whose Pods the controller does not replicate has no switchover.
 func TestSwitchoverOfAnEngineWithoutReplicationIsRefused(t *testing.T) {
 	client, _ := clientFor(t)
