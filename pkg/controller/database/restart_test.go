@@ -47,11 +47,19 @@ func TestARestartRollsTheReplicasFirstThePrimaryLastAndCompletes(t *testing.T) {
 	require.Equal(t, "Restarting", condition(got, "Progressing").Reason)
 	require.Equal(t, metav1.ConditionTrue, condition(got, "Progressing").Status)
 
-	// The StatefulSet controller sees the new template: a new update revision.
-	f.setStatefulSetStatus(3, "rev-1", "rev-2")
+	// The StatefulSet controller sees the new template: a new update revision. Until the
+	// restart is done, Pods of both revisions serve the spec: the Database stays Ready, and
+	// counts every ready Pod, while one is down.
+	f.setStatefulSetStatus(2, "rev-1", "rev-2")
 	for n, ordinal := range []int{2, 0, 1} {
 		_, err := f.reconcile()
 		require.NoError(t, err)
+		got := f.database()
+		require.Equal(t, examplev1.DatabasePhaseReady, got.Status.Phase, "restart %d", n)
+		require.Equal(t, int32(2), got.Status.ReadyReplicas, "restart %d", n)
+		require.Equal(t, metav1.ConditionTrue, condition(got, "Ready").Status, "restart %d", n)
+		require.Equal(t, "Restarting", condition(got, "Ready").Reason, "restart %d", n)
+		require.Equal(t, "2/3 replicas ready during a rolling restart", condition(got, "Ready").Message, "restart %d", n)
 		require.Equal(t, []string{podName(ordinal) + " uid=" + string(f.pod(ordinal).UID)}, f.podDeletions(), "restart %d", n)
 		require.Nil(t, f.database().Status.Restart.CompletedAt, "restart %d", n)
 		_, err = f.reconcile()
@@ -59,7 +67,7 @@ func TestARestartRollsTheReplicasFirstThePrimaryLastAndCompletes(t *testing.T) {
 		require.Empty(t, f.podDeletions(), "one Pod at a time")
 		f.restartPod(ordinal, types.UID(fmt.Sprintf("%s-rev-2", podName(ordinal))))
 	}
-	// Every Pod is new; the StatefulSet controller completes the update.
+	// Every Pod is new and Ready; the StatefulSet controller completes the update.
 	f.setStatefulSetStatus(3, "rev-2", "rev-2")
 	_, err = f.reconcile()
 	require.NoError(t, err)

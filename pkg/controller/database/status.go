@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/controller/engine"
 	"example.com/database-apiserver/pkg/controller/specs"
 )
 
@@ -55,8 +56,8 @@ const (
 	ReasonNotStreaming = "NotStreaming"
 	ReasonNotObserved  = "NotObserved"
 	ReasonSwitchover   = "Switchover"
-	// ReasonRestarting: Progressing while a restart asked for through databases/restart
-	// rolls; ReasonRestartCompleted, the Event when it is done (its beginning is the
+	// ReasonRestarting: Progressing (and Ready, while a Pod is ready) while a restart asked
+	// for through databases/restart rolls; ReasonRestartCompleted, the Event when it is done (its beginning is the
 	// StatefulSet's Updated Event).
 	ReasonRestarting       = "Restarting"
 	ReasonRestartCompleted = "RestartCompleted"
@@ -156,7 +157,8 @@ func readyReplicas(sts *appsv1.StatefulSet) int32 {
 // Progressing False, Degraded True, each with reason FailedCreate and the refusal's message);
 // Ready when the StatefulSet is rolled out with every desired replica ready and every
 // mounted claim's capacity at spec.storage (Provisioning, reason StorageExpanding, while a
-// volume expansion runs); Degraded when a Database Ready at this generation has lost ready
+// volume expansion runs); Ready too, with Ready True and reason Restarting, during a restart
+// of a Database Ready at this generation while at least one Pod is ready; Degraded when a Database Ready at this generation has lost ready
 // replicas without a rollout; Provisioning otherwise. A restart in status.restart is
 // completed (completedAt now) once restartDone, and until then, unless a switchover or a
 // failure is what Progressing reports, Progressing is True with reason Restarting.
@@ -172,9 +174,16 @@ func computeStatus(db *examplev1.Database, obs observation, now metav1.Time) exa
 	}
 	var ready, progressing, degraded cond
 	sts := obs.statefulSet
-	counts := fmt.Sprintf("%d/%d replicas ready", status.ReadyReplicas, obs.replicas)
 	wasReady := db.Status.ObservedGeneration == db.Generation &&
 		(db.Status.Phase == examplev1.DatabasePhaseReady || db.Status.Phase == examplev1.DatabasePhaseDegraded)
+	// A restart of a Database that was Ready at this generation: the Pods of the old and of
+	// the new revision serve the same spec (the new template differs only by the restart
+	// stamp), so every ready Pod counts, and the Database stays Ready while one does.
+	restarting := wasReady && sts != nil && status.Restart != nil && status.Restart.CompletedAt == nil
+	if restarting {
+		status.ReadyReplicas = sts.Status.ReadyReplicas
+	}
+	counts := fmt.Sprintf("%d/%d replicas ready", status.ReadyReplicas, obs.replicas)
 
 	switch {
 	case obs.failure != nil:
@@ -210,6 +219,13 @@ func computeStatus(db *examplev1.Database, obs observation, now metav1.Time) exa
 		status.Phase = examplev1.DatabasePhaseReady
 		ready = cond{metav1.ConditionTrue, ReasonAllReplicasReady, counts}
 		progressing = cond{metav1.ConditionFalse, ReasonComplete, "the spec is rolled out"}
+		degraded = cond{metav1.ConditionFalse, ReasonAsExpected, ""}
+
+	case obs.waiting == "" && restarting && ptr.Deref(sts.Spec.Replicas, 1) == obs.replicas &&
+		sts.Status.Replicas == obs.replicas && status.ReadyReplicas > 0:
+		status.Phase = examplev1.DatabasePhaseReady
+		ready = cond{metav1.ConditionTrue, ReasonRestarting, counts + " during a rolling restart"}
+		progressing = cond{metav1.ConditionTrue, ReasonRestarting, "a rolling restart is under way"}
 		degraded = cond{metav1.ConditionFalse, ReasonAsExpected, ""}
 
 	case obs.waiting == "" && wasReady && rolledOut(sts) && ptr.Deref(sts.Spec.Replicas, 1) == obs.replicas &&
@@ -268,8 +284,9 @@ func computeStatus(db *examplev1.Database, obs observation, now metav1.Time) exa
 		typ string
 		cond
 	}{{ConditionReady, ready}, {ConditionProgressing, progressing}, {ConditionDegraded, degraded}}
-	if db.Spec.Engine != examplev1.EnginePostgreSQL {
-		// Only PostgreSQL replicates: nothing of replication is this Database's.
+	if recipe, _ := engine.For(db.Spec.Engine); recipe.ReplicationUsername == "" {
+		// The controller does not replicate this engine: nothing of replication is this
+		// Database's.
 		status.Primary, status.Members = "", nil
 		meta.RemoveStatusCondition(&status.Conditions, ConditionReplicating)
 	}
