@@ -113,3 +113,31 @@ func TestOldMySQLAndMongoDBSecretsKeepTheirUser(t *testing.T) {
 		})
 	}
 }
+
+// A current Secret that lost one of its superuser keys (edited by hand) is not taken for one
+// written before them: nothing is moved or generated, and the Database says which key to
+// restore.
+func TestASecretMissingOneSuperuserKeyIsReportedNotMigrated(t *testing.T) {
+	for _, engineVersion := range [][2]string{{"postgresql", "16"}, {"mysql", "8.4"}, {"mongodb", "7.0"}} {
+		for _, key := range []string{"superuser-password", "superuser-username"} {
+			t.Run(engineVersion[0]+"/"+key, func(t *testing.T) {
+				db := exampleDatabase()
+				db.Spec.Engine, db.Spec.Version = examplev1.Engine(engineVersion[0]), engineVersion[1]
+				f := newFixture(t, db)
+				_, err := f.reconcile()
+				require.NoError(t, err)
+				edited := f.secret().DeepCopy()
+				delete(edited.Data, key)
+				require.NoError(t, f.kube.Tracker().Update(secrets, edited, namespace))
+
+				_, err = f.reconcile()
+				require.NoError(t, err)
+				require.Equal(t, edited.Data, f.secret().Data, "nothing moved or generated")
+				got := f.database()
+				require.Equal(t, examplev1.DatabasePhaseFailed, got.Status.Phase)
+				require.Equal(t, "InvalidCredentials", condition(got, "Ready").Reason)
+				require.Contains(t, condition(got, "Ready").Message, "but no \""+key+"\"")
+			})
+		}
+	}
+}

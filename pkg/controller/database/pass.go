@@ -189,6 +189,18 @@ func (p *pass) ensureSecret(ctx context.Context) (*halt, error) {
 						have.Name, key)
 				}
 			}
+			su, sp := engine.SecretKeySuperuserUsername, engine.SecretKeySuperuserPassword
+			if (len(have.Data[su]) == 0) != (len(have.Data[sp]) == 0) {
+				// One superuser key without the other is a Secret edited by hand, not one
+				// written before the superuser keys: nothing is moved or generated.
+				present, missing := su, sp
+				if len(have.Data[su]) == 0 {
+					present, missing = sp, su
+				}
+				return fail(ReasonInvalidCredentials,
+					"Secret %s has %q but no %q; restore it with the superuser's credentials the data directory holds (checked again every minute)",
+					have.Name, present, missing)
+			}
 			if specs.MigrateCredentials(p.desired, have.Data, rand.Text()) {
 				r.event(ctx, db, corev1.EventTypeNormal, ReasonUpdated,
 					"Secret %s: the superuser's credentials moved to %s and %s; %s is the application user %s",

@@ -119,8 +119,8 @@ func FillCredentials(db *examplev1.Database, d Desired, data map[string][]byte) 
 	}
 }
 
-// MigrateCredentials gives data, a Secret written before the superuser keys (it has no
-// SecretKeySuperuserPassword), the keys the engine's data directory needs, and reports
+// MigrateCredentials gives data, a Secret written before the superuser keys (it has neither
+// SecretKeySuperuserUsername nor SecretKeySuperuserPassword), the keys the engine's data directory needs, and reports
 // whether it changed anything. The superuser is the one the data directory holds: the old
 // username and password where they were the superuser's (SuperuserWasUsername), else
 // SuperuserUsername with the old password (MySQL's root had the application user's). The
@@ -130,7 +130,7 @@ func FillCredentials(db *examplev1.Database, d Desired, data map[string][]byte) 
 // on an empty data directory: MySQL's application user already is the one MYSQL_USER made,
 // with root's password, and MongoDB's is its root user.
 func MigrateCredentials(d Desired, data map[string][]byte, applicationPassword string) bool {
-	if len(data[engine.SecretKeySuperuserPassword]) > 0 {
+	if len(data[engine.SecretKeySuperuserPassword]) > 0 || len(data[engine.SecretKeySuperuserUsername]) > 0 {
 		return false
 	}
 	superuser := d.Recipe.SuperuserUsername
