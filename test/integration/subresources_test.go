@@ -147,6 +147,49 @@ func TestRestartIsRecordedAndASecondWhileUnderWayIsConflict(t *testing.T) {
 // Neither a write of the Database nor one of its status can forge the
 // records of databases/restart and databases/switchover; a status write
 // completes only the stored restart.
+// A restart is refused, and nothing recorded, while the controller would not carry it out:
+// during a switchover, on a Failed Database; and a reason longer than a condition message
+// is a 422.
+func TestRestartIsRefusedWhileItCouldNotRun(t *testing.T) {
+	client, _ := clientFor(t)
+	ns := namespace(t)
+	ctx := context.Background()
+	dbs := client.ExampleV1().Databases(ns)
+	db := newDatabase(ns, "shop", examplev1.EnginePostgreSQL, "16")
+	db.Spec.Replicas = ptrInt32(2)
+	db.Spec.Primary = "shop-1"
+	db = create(t, client, db)
+	db.Status.Primary = "shop-0"
+	db, err := dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	_, err = dbs.Restart(ctx, "shop", &examplev1.DatabaseRestart{}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsConflict(err), "got %v", err)
+	require.ErrorContains(t, err, `a switchover to shop-1 is under way (spec.primary; status.primary is "shop-0")`)
+
+	db.Status.Primary, db.Status.Phase = "shop-1", examplev1.DatabasePhaseFailed
+	db, err = dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	_, err = dbs.Restart(ctx, "shop", &examplev1.DatabaseRestart{}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsConflict(err), "got %v", err)
+	require.ErrorContains(t, err, "the Database is Failed")
+
+	db.Status.Phase = examplev1.DatabasePhaseReady
+	db, err = dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	_, err = dbs.Restart(ctx, "shop", &examplev1.DatabaseRestart{Reason: strings.Repeat("x", 32769)}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsInvalid(err), "got %v", err)
+	require.ErrorContains(t, err, "reason: Too long: may not be more than 32768 bytes")
+
+	stored, err := dbs.Get(ctx, "shop", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Nil(t, stored.Status.Restart, "nothing recorded")
+	require.Equal(t, db.ResourceVersion, stored.ResourceVersion)
+
+	_, err = dbs.Restart(ctx, "shop", &examplev1.DatabaseRestart{Reason: strings.Repeat("x", 32768)}, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
 func TestRequestRecordsCannotBeForged(t *testing.T) {
 	client, _ := clientFor(t)
 	ns := namespace(t)

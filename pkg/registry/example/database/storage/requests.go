@@ -68,6 +68,11 @@ func (r *ConnectionREST) Get(ctx context.Context, name string, options *metav1.G
 	return conn, nil
 }
 
+// MaxRestartReasonLength is the longest DatabaseRestart reason, in bytes: the
+// message length of a metav1.Condition, since the reason is shown in the Database's
+// status and Events.
+const MaxRestartReasonLength = 32768
+
 // RestartREST serves POST databases/{name}/restart (the create verb on the
 // subresource, as pods/eviction): the body is a DatabaseRestart, the answer
 // the Database with the request recorded in status.restart, which the
@@ -98,10 +103,12 @@ func (r *RestartREST) ProducesObject(verb string) interface{} { return examplev1
 
 // Create records a restart of the Database name, asked for by the request's
 // user, and returns the Database. Errors: BadRequest for a body that is not a
-// DatabaseRestart or names another Database; NotFound; Conflict while a
-// restart is under way (status.restart has no completedAt) or the Database is
-// being deleted; what createValidation (validating admission) returns. A
-// refused request changes nothing; a dry run changes nothing either.
+// DatabaseRestart or names another Database; Invalid for a reason longer than
+// MaxRestartReasonLength; NotFound; Conflict while a restart is under way
+// (status.restart has no completedAt), while a switchover is (spec.primary is
+// not status.primary), when the Database is Failed or being deleted; what
+// createValidation (validating admission) returns. A refused request changes
+// nothing; a dry run changes nothing either.
 func (r *RestartREST) Create(ctx context.Context, name string, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
 	req, ok := obj.(*example.DatabaseRestart)
 	if !ok {
@@ -109,6 +116,10 @@ func (r *RestartREST) Create(ctx context.Context, name string, obj runtime.Objec
 	}
 	if err := checkRequestName(name, req.Name, "DatabaseRestart"); err != nil {
 		return nil, err
+	}
+	if len(req.Reason) > MaxRestartReasonLength {
+		return nil, errors.NewInvalid(example.Kind("DatabaseRestart"), name, field.ErrorList{
+			field.TooLong(field.NewPath("reason"), "", MaxRestartReasonLength)})
 	}
 	if createValidation != nil {
 		if err := createValidation(ctx, req.DeepCopyObject()); err != nil {
@@ -128,6 +139,16 @@ func (r *RestartREST) Create(ctx context.Context, name string, obj runtime.Objec
 		if cur := db.Status.Restart; cur != nil && cur.CompletedAt == nil {
 			return errors.NewConflict(resource, name, fmt.Errorf("a restart is under way: requested by %s at %s; ask again once status.restart.completedAt is set",
 				cur.RequestedBy, cur.RequestedAt.UTC().Format(time.RFC3339)))
+		}
+		if db.Spec.Primary != "" && db.Spec.Primary != db.Status.Primary {
+			// The controller restarts no Pod while a switchover moves the primary.
+			return errors.NewConflict(resource, name, fmt.Errorf("a switchover to %s is under way (spec.primary; status.primary is %q); ask again once it is done",
+				db.Spec.Primary, db.Status.Primary))
+		}
+		if db.Status.Phase == example.DatabasePhaseFailed {
+			// The controller carries out nothing on a Failed Database: the restart would
+			// wait, unseen, and run whenever the failure is resolved.
+			return errors.NewConflict(resource, name, fmt.Errorf("the Database is Failed (see its Ready condition); resolve that first"))
 		}
 		db.Status.Restart = record
 		return nil
