@@ -987,3 +987,43 @@ func zeroQuota(t *testing.T, ns, name string, res corev1.ResourceName) {
 		return err
 	})
 }
+
+// A new MongoDB Database becomes Ready with an application user of its own: the Secret's
+// username is app, in the Database's database, its URI authenticates there, the root user is
+// in superuser-*, and the Pods mount the initialisation ConfigMap that creates the user.
+func TestMongoDBHasAnApplicationUser(t *testing.T) {
+	ns := testNamespace(t, "e2e-mongo-app")
+	kubectlIn(t, `apiVersion: example.com/v1
+kind: Database
+metadata:
+  name: orders
+  namespace: `+ns+`
+spec:
+  engine: mongodb
+  version: "7.0"
+  replicas: 1
+  storage: 1Gi
+`, "apply", "-f", "-")
+	db := waitReady(t, ns, "orders", 1)
+
+	c := childrenOf(t, ns, db.UID)
+	require.Len(t, c.Secrets, 1)
+	data := c.Secrets[0].Data
+	require.Equal(t, "app", string(data["username"]))
+	require.Equal(t, "orders", string(data["database"]))
+	require.Equal(t, "admin", string(data["superuser-username"]))
+	require.NotEqual(t, string(data["password"]), string(data["superuser-password"]))
+	require.Equal(t, "mongodb://app:"+string(data["password"])+"@orders."+ns+".svc:27017/orders?authSource=orders", string(data["uri"]))
+
+	cm, err := kube(t).CoreV1().ConfigMaps(ns).Get(context.Background(), "orders-initdb", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, db.UID, metav1.GetControllerOf(cm).UID)
+	require.Contains(t, cm.Data["application-user.js"], "db.createUser(")
+	require.Len(t, c.StatefulSets, 1)
+	require.Contains(t, c.StatefulSets[0].Spec.Template.Spec.Containers[0].VolumeMounts,
+		corev1.VolumeMount{Name: "initdb", MountPath: "/docker-entrypoint-initdb.d", ReadOnly: true})
+
+	conn := kubectl(t, "get", "--raw", "/apis/example.com/v1/namespaces/"+ns+"/databases/orders/connection")
+	require.Contains(t, conn, `"username":"app"`)
+	require.Contains(t, conn, `"database":"orders"`)
+}

@@ -70,6 +70,8 @@ func TestConnectionIsComputedFromTheDatabaseAndItsStatus(t *testing.T) {
 	conn, err = dbs.GetConnection(ctx, "legacy", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, int32(27017), conn.Port)
+	require.Equal(t, "app", conn.Username, "MongoDB's application user, not its root user")
+	require.Equal(t, "legacy", conn.Database, "the database the application user belongs to")
 	require.Empty(t, conn.ReadHost)
 	require.Empty(t, conn.ReadURIKey)
 

@@ -27,10 +27,11 @@ const ApplicationPasswordAnnotation = "database.example.com/application-password
 // (ApplicationPasswordAnnotation), then records them. The first time (no annotation yet: a
 // new Database, or a Secret whose username was the superuser) the role also takes over the
 // superuser's objects in the database, which the clients made while they connected as the
-// superuser. An engine whose application user is its superuser has nothing to do.
+// superuser. An engine whose image makes the application user (ApplicationUserAtInit) has
+// nothing to do.
 func (p *pass) syncApplicationRole(ctx context.Context, s postgres.Server) error {
 	db := p.db
-	if specs.SuperuserIsApplicationUser(p.desired) || p.desired.Recipe.ApplicationUserAtInit {
+	if p.desired.Recipe.ApplicationUserAtInit {
 		return nil
 	}
 	secret, err := p.r.listers.Secrets.Secrets(db.Namespace).Get(specs.SecretName(db))

@@ -79,8 +79,8 @@ func TestAnOldPostgreSQLSecretGetsAnApplicationRole(t *testing.T) {
 }
 
 // MySQL's and MongoDB's old Secrets keep their user: the image made them once, on the empty
-// data directory. MySQL's root had the application user's password; MongoDB's application
-// user is its root user.
+// data directory. MySQL's root had the application user's password; MongoDB's user was its
+// root user, of the admin database, which its URI keeps authenticating against.
 func TestOldMySQLAndMongoDBSecretsKeepTheirUser(t *testing.T) {
 	for _, tc := range []struct {
 		engine             examplev1.Engine
@@ -99,6 +99,8 @@ func TestOldMySQLAndMongoDBSecretsKeepTheirUser(t *testing.T) {
 			old := f.secret().DeepCopy()
 			delete(old.Data, "superuser-username")
 			delete(old.Data, "superuser-password")
+			delete(old.Data, "database")
+			old.Data["username"] = []byte(tc.user)
 			old.Data["password"] = []byte("old")
 			require.NoError(t, f.kube.Tracker().Update(secrets, old, namespace))
 

@@ -84,8 +84,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, db *examplev1.Database
 	for _, name := range []string{specs.HeadlessServiceName(db), specs.ClientServiceName(db), specs.ReadServiceName(db)} {
 		collect(deleteCachedChild(ctx, db, "Service", r.listers.Services.Services(ns).Get, r.kube.CoreV1().Services(ns), name))
 	}
-	collect(deleteCachedChild(ctx, db, "ConfigMap", r.listers.ConfigMaps.ConfigMaps(ns).Get,
-		r.kube.CoreV1().ConfigMaps(ns), specs.ReplicationConfigMapName(db)))
+	for _, name := range []string{specs.ReplicationConfigMapName(db), specs.InitConfigMapName(db)} {
+		collect(deleteCachedChild(ctx, db, "ConfigMap", r.listers.ConfigMaps.ConfigMaps(ns).Get, r.kube.CoreV1().ConfigMaps(ns), name))
+	}
 	collect(deleteCachedChild(ctx, db, "PodDisruptionBudget", r.listers.PodDisruptionBudgets.PodDisruptionBudgets(ns).Get,
 		r.kube.PolicyV1().PodDisruptionBudgets(ns), specs.PodDisruptionBudgetName(db)))
 	if sts == nil || sts.DeletionTimestamp == nil {

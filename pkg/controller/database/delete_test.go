@@ -399,3 +399,19 @@ func TestDeletionOfAClaimFromAStaleCacheConflictsInsteadOfLeavingItTerminating(t
 	require.False(t, f.exists(claims, stale.Name))
 	require.Empty(t, f.database().Finalizers)
 }
+
+// A MongoDB's initialisation ConfigMap goes with the workload.
+func TestDeletionDeletesTheInitConfigMap(t *testing.T) {
+	db := exampleDatabase()
+	db.Spec.Engine, db.Spec.Version = examplev1.EngineMongoDB, "7.0"
+	f := newFixture(t, db)
+	f.ready()
+	require.True(t, f.exists(configMaps, "my-database-initdb"))
+	f.updateDatabase(func(db *examplev1.Database) { db.DeletionTimestamp = ptr.To(metav1.NewTime(start)) })
+
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.Contains(t, f.actions, "delete configmaps my-database-initdb")
+	require.False(t, f.exists(configMaps, "my-database-initdb"))
+	require.Empty(t, f.database().Finalizers)
+}

@@ -83,6 +83,9 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 	if h == nil && err == nil {
 		h, err = p.ensureServices(ctx)
 	}
+	if h == nil && err == nil && specs.HasInitConfigMap(p.desired) {
+		h, err = p.ensureInitConfigMap(ctx)
+	}
 	replicates, designated := specs.Replicates(p.desired), ""
 	if h == nil && err == nil && replicates {
 		designated, h, err = p.ensureReplicationConfigMap(ctx)

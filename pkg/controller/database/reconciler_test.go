@@ -143,7 +143,7 @@ func TestChildrenFollowTheEngineRecipes(t *testing.T) {
 		{examplev1.EngineMySQL, "8.4", "mysql:8.4", 3306, "/var/lib/mysql",
 			regexp.MustCompile(`^mysql://admin:([A-Za-z0-9_-]+)@my-database\.production\.svc:3306/my_database$`), true, "root", []string{"superuser-password", "password"}},
 		{examplev1.EngineMongoDB, "7.0", "mongo:7.0", 27017, "/data/db",
-			regexp.MustCompile(`^mongodb://admin:([A-Za-z0-9_-]+)@my-database\.production\.svc:27017/\?authSource=admin$`), false, "admin", []string{"superuser-password"}},
+			regexp.MustCompile(`^mongodb://app:([A-Za-z0-9_-]+)@my-database\.production\.svc:27017/my_database\?authSource=my_database$`), false, "admin", []string{"superuser-password", "password"}},
 	} {
 		t.Run(tc.image, func(t *testing.T) {
 			db := exampleDatabase()
@@ -191,9 +191,23 @@ func TestChildrenFollowTheEngineRecipes(t *testing.T) {
 				require.Len(t, pod.InitContainers, 1)
 				require.Equal(t, "setup", pod.InitContainers[0].Name)
 			} else {
+				// MongoDB: the entrypoint runs the initialisation ConfigMap's scripts, which
+				// create the application user.
 				require.Empty(t, pod.InitContainers)
-				require.Equal(t, []corev1.Volume{engine.CredentialsVolume("my-database-credentials", tc.volume...)}, pod.Volumes)
+				mounts = append(mounts, corev1.VolumeMount{Name: "initdb", MountPath: "/docker-entrypoint-initdb.d", ReadOnly: true})
+				require.Equal(t, []corev1.Volume{
+					engine.CredentialsVolume("my-database-credentials", tc.volume...),
+					{Name: "initdb", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+						LocalObjectReference: corev1.LocalObjectReference{Name: "my-database-initdb"}, DefaultMode: ptr.To[int32](0o444)}}},
+				}, pod.Volumes)
+				obj, err := f.kube.Tracker().Get(configMaps, namespace, "my-database-initdb")
+				require.NoError(t, err)
+				cm := obj.(*corev1.ConfigMap)
+				require.Equal(t, []metav1.OwnerReference{owner}, cm.OwnerReferences)
+				require.Equal(t, labels, cm.Labels)
+				require.Contains(t, cm.Data["application-user.js"], "db.createUser(")
 			}
+			require.Equal(t, !tc.replicates, f.exists(configMaps, "my-database-initdb"), "only MongoDB runs initialisation scripts of the controller")
 			for _, e := range c.Env {
 				require.False(t, e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Key == engine.SecretKeyPassword,
 					"%s: no password in the environment", e.Name)
@@ -271,13 +285,11 @@ func TestChildrenFollowTheEngineRecipes(t *testing.T) {
 			require.NotNil(t, m, string(secret.Data["uri"]))
 			require.Equal(t, password, m[1])
 			require.Equal(t, tc.superuser, string(secret.Data["superuser-username"]))
-			if tc.superuser == string(secret.Data["username"]) {
-				require.Equal(t, password, string(secret.Data["superuser-password"]), "MongoDB: the application user is the superuser")
-			} else {
-				require.GreaterOrEqual(t, len(secret.Data["superuser-password"]), 24)
-				require.NotEqual(t, password, string(secret.Data["superuser-password"]), "the superuser has a password of its own")
-				require.NotContains(t, string(secret.Data["uri"]), string(secret.Data["superuser-password"]), "no URI is the superuser's")
-			}
+			require.NotEqual(t, tc.superuser, string(secret.Data["username"]), "the application user is not the superuser")
+			require.GreaterOrEqual(t, len(secret.Data["superuser-password"]), 24)
+			require.NotEqual(t, password, string(secret.Data["superuser-password"]), "the superuser has a password of its own")
+			require.NotContains(t, string(secret.Data["uri"]), string(secret.Data["superuser-password"]), "no URI is the superuser's")
+			require.Equal(t, "my_database", string(secret.Data["database"]))
 			require.Equal(t, "my-database.production.svc", string(secret.Data["host"]))
 			require.Equal(t, strconv.Itoa(int(tc.port)), string(secret.Data["port"]))
 

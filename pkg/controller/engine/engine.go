@@ -30,8 +30,8 @@ const (
 	// names: PostgreSQL's POSTGRES_USER, MySQL's root, MongoDB's root user.
 	SecretKeySuperuserUsername = "superuser-username"
 	SecretKeySuperuserPassword = "superuser-password"
-	// SecretKeyDatabase is the database the engine creates at initialisation; absent for
-	// MongoDB, which creates databases on first write.
+	// SecretKeyDatabase is the Database's database (Recipe.DatabaseName), which the engine
+	// creates at initialisation, or MongoDB on first write.
 	SecretKeyDatabase = "database"
 	// SecretKeyHost is the client Service's DNS name, "<name>.<namespace>.svc".
 	SecretKeyHost = "host"
@@ -72,19 +72,25 @@ type Recipe struct {
 	Username string
 	// SuperuserUsername is the engine's superuser, SecretKeySuperuserUsername.
 	SuperuserUsername string
-	// ApplicationUserAtInit says whether the image creates the application user when it
-	// initialises an empty data directory (MySQL's MYSQL_USER). Otherwise the controller
-	// creates it and keeps its password in step with the Secret's over SQL, as the
-	// superuser (PostgreSQL), or, for an engine the controller does not talk to (MongoDB),
-	// the application user is the superuser.
+	// ApplicationUserAtInit says whether the application user is made when the image
+	// initialises an empty data directory (MySQL's MYSQL_USER; MongoDB's by the controller's
+	// initialisation script), with the password file of SecretKeyPassword. Otherwise the
+	// controller creates it and keeps its password in step with the Secret's over SQL, as
+	// the superuser (PostgreSQL).
 	ApplicationUserAtInit bool
 	// SuperuserWasUsername says whether, in a Secret written before the superuser keys,
 	// SecretKeyUsername and SecretKeyPassword were the superuser's (PostgreSQL, MongoDB);
 	// MySQL's were its application user's, with the same password as root.
 	SuperuserWasUsername bool
-	// HasDatabase says whether the engine creates a named database at initialisation
-	// (SecretKeyDatabase and the URI's path).
+	// HasDatabase says whether the Database has a named database (SecretKeyDatabase and the
+	// URI's path), which the engine creates at initialisation (MongoDB on first write).
 	HasDatabase bool
+	// UsersPerDatabase says whether a user belongs to one database and authenticates
+	// against it, named by the URI's authSource (MongoDB): the application user to the
+	// Database's database, the superuser to admin. A URI for the superuser (a Secret written
+	// before the application user, whose username is the superuser) names no database and
+	// authSource=admin, as such Secrets always had it.
+	UsersPerDatabase bool
 	// User and Group are the uid and gid the image's server runs as (999:999 in all three
 	// official images): the Pod runs as them (runAsUser, runAsGroup), never as root, and
 	// Group is its fsGroup, so the server can write a freshly provisioned volume.
@@ -100,9 +106,20 @@ type Recipe struct {
 	env func(secret string) []corev1.EnvVar
 	// probe is the exec command shared by the startup, readiness and liveness probes.
 	probe []string
-	// uriScheme and uriQuery shape the connection URI.
-	uriScheme, uriQuery string
+	// uriScheme is the connection URI's scheme.
+	uriScheme string
 }
+
+// The variables the MongoDB initialisation script reads the application user from: its
+// name, and the file holding its password (CredentialsFile of SecretKeyPassword).
+const (
+	MongoDBApplicationUsernameEnv     = "APPLICATION_USERNAME"
+	MongoDBApplicationPasswordFileEnv = "APPLICATION_PASSWORD_FILE"
+)
+
+// mongoDBSuperuserDatabase is the database the official image's entrypoint creates its root
+// user in.
+const mongoDBSuperuserDatabase = "admin"
 
 // For returns the recipe of engine, and false for an engine it does not know.
 func For(engine examplev1.Engine) (Recipe, bool) {
@@ -114,7 +131,8 @@ func For(engine examplev1.Engine) (Recipe, bool) {
 // the Secret named secret (SecretKeySuperuserUsername, SecretKeyUsername for MySQL's
 // application user, SecretKeyDatabase), its password variables as <VAR>_FILE naming
 // CredentialsFile of the password keys, plus what the engine needs besides (PGDATA for
-// PostgreSQL, POD_IP for MongoDB's probe).
+// PostgreSQL; for MongoDB the application user's variables of its initialisation script and
+// POD_IP for its probe).
 func (r Recipe) Env(secret string) []corev1.EnvVar { return r.env(secret) }
 
 // Container returns the database container running image with the credentials of the Secret
@@ -201,7 +219,7 @@ func (r Recipe) ProbeCommand() []string { return append([]string(nil), r.probe..
 
 // DatabaseName returns the database created for a Database named name: the name with
 // dashes turned into underscores ("my-database" → "my_database"), a name both PostgreSQL
-// and MySQL take unquoted. It returns "" for an engine without one (HasDatabase false).
+// and MySQL take unquoted, and MongoDB as it is. It returns "" for an engine without one (HasDatabase false).
 func (r Recipe) DatabaseName(name string) string {
 	if !r.HasDatabase {
 		return ""
@@ -210,14 +228,22 @@ func (r Recipe) DatabaseName(name string) string {
 }
 
 // URI returns the connection URI for user and password at host on the engine port, with
-// database as its path when not empty; user and password are escaped as userinfo.
+// database as its path when not empty; user and password are escaped as userinfo. Where
+// users belong to a database (UsersPerDatabase), authSource names database, or admin when
+// database is "".
 func (r Recipe) URI(user, password, host, database string) string {
 	u := url.URL{
-		Scheme:   r.uriScheme,
-		User:     url.UserPassword(user, password),
-		Host:     host + ":" + strconv.Itoa(int(r.Port)),
-		Path:     "/" + database,
-		RawQuery: r.uriQuery,
+		Scheme: r.uriScheme,
+		User:   url.UserPassword(user, password),
+		Host:   host + ":" + strconv.Itoa(int(r.Port)),
+		Path:   "/" + database,
+	}
+	if r.UsersPerDatabase {
+		source := database
+		if source == "" {
+			source = mongoDBSuperuserDatabase
+		}
+		u.RawQuery = url.Values{"authSource": {source}}.Encode()
 	}
 	return u.String()
 }
@@ -354,18 +380,27 @@ var recipes = map[examplev1.Engine]Recipe{
 		PortName: "mongodb",
 		Port:     27017,
 		DataPath: "/data/db",
-		// The root user of MONGO_INITDB_ROOT_USERNAME; the controller does not talk to
-		// MongoDB, so the application user is that user too.
-		Username:             "admin",
-		SuperuserUsername:    "admin",
-		SuperuserWasUsername: true,
-		User:                 imageUser,
-		Group:                imageUser,
-		Requests:             requests("250m", "512Mi"),
+		// MONGO_INITDB_ROOT_USERNAME is the superuser, a root user of the admin database. The
+		// application user is made at initialisation by the controller's script (the
+		// specs package's initialisation ConfigMap), which the entrypoint runs once, on an
+		// empty data directory, as root against MONGO_INITDB_DATABASE: a user of the
+		// Database's database with readWrite and dbAdmin there only.
+		Username:              "app",
+		SuperuserUsername:     "admin",
+		SuperuserWasUsername:  true,
+		ApplicationUserAtInit: true,
+		HasDatabase:           true,
+		UsersPerDatabase:      true,
+		User:                  imageUser,
+		Group:                 imageUser,
+		Requests:              requests("250m", "512Mi"),
 		env: func(secret string) []corev1.EnvVar {
 			return []corev1.EnvVar{
 				secretEnv("MONGO_INITDB_ROOT_USERNAME", secret, SecretKeySuperuserUsername),
 				fileEnv("MONGO_INITDB_ROOT_PASSWORD_FILE", SecretKeySuperuserPassword),
+				secretEnv("MONGO_INITDB_DATABASE", secret, SecretKeyDatabase),
+				secretEnv(MongoDBApplicationUsernameEnv, secret, SecretKeyUsername),
+				fileEnv(MongoDBApplicationPasswordFileEnv, SecretKeyPassword),
 				{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
 					FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"},
 				}},
@@ -375,6 +410,5 @@ var recipes = map[examplev1.Engine]Recipe{
 		// localhost would pass during init; the Pod IP is only served by the final server.
 		probe:     []string{"sh", "-c", `exec mongosh --host "$POD_IP" --port 27017 --quiet --eval "db.adminCommand('ping')"`},
 		uriScheme: "mongodb",
-		uriQuery:  "authSource=admin",
 	},
 }

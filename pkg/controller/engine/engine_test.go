@@ -71,11 +71,14 @@ func TestContainerFollowsTheEngineRecipe(t *testing.T) {
 		env: map[string]string{
 			"MONGO_INITDB_ROOT_USERNAME":      "secret:db-credentials/superuser-username",
 			"MONGO_INITDB_ROOT_PASSWORD_FILE": "/etc/database-credentials/superuser-password",
+			"MONGO_INITDB_DATABASE":           "secret:db-credentials/database",
+			"APPLICATION_USERNAME":            "secret:db-credentials/username",
+			"APPLICATION_PASSWORD_FILE":       "/etc/database-credentials/password",
 			"POD_IP":                          "field:status.podIP",
 		},
 		probe:     []string{"sh", "-c", `exec mongosh --host "$POD_IP" --port 27017 --quiet --eval "db.adminCommand('ping')"`},
-		uri:       "mongodb://admin:pw@db.ns.svc:27017/?authSource=admin",
-		database:  "",
+		uri:       "mongodb://app:pw@db.ns.svc:27017/my_db?authSource=my_db",
+		database:  "my_db",
 		memoryReq: "512Mi",
 	}} {
 		t.Run(string(tc.engine), func(t *testing.T) {
@@ -126,4 +129,14 @@ func TestUnknownEngineHasNoRecipe(t *testing.T) {
 func TestURIEscapesCredentials(t *testing.T) {
 	r, _ := For(examplev1.EnginePostgreSQL)
 	require.Equal(t, "postgresql://u%40x:p%2Fw%3A@h:5432/d", r.URI("u@x", "p/w:", "h", "d"))
+}
+
+// A MongoDB user authenticates against the database it belongs to: the application user's,
+// or admin, the superuser's, for a URI that names no database.
+func TestMongoDBURINamesTheUsersDatabase(t *testing.T) {
+	r, _ := For(examplev1.EngineMongoDB)
+	require.Equal(t, "mongodb://app:pw@h:27017/d?authSource=d", r.URI("app", "pw", "h", "d"))
+	require.Equal(t, "mongodb://admin:pw@h:27017/?authSource=admin", r.URI("admin", "pw", "h", ""))
+	p, _ := For(examplev1.EnginePostgreSQL)
+	require.NotContains(t, p.URI("app", "pw", "h", "d"), "authSource")
 }

@@ -25,6 +25,8 @@ type Children struct {
 	// ReadService also while replicas is 1.
 	ReplicationConfigMap *corev1.ConfigMap
 	ReadService          *corev1.Service
+	// InitConfigMap is nil for an engine without initialisation scripts (HasInitConfigMap).
+	InitConfigMap *corev1.ConfigMap
 	// PodDisruptionBudget is nil when replicas is 1.
 	PodDisruptionBudget *policyv1.PodDisruptionBudget
 }
@@ -41,6 +43,7 @@ func NewChildren(db *examplev1.Database, password string) (Children, error) {
 		HeadlessService: HeadlessService(db, d),
 		ClientService:   ClientService(db, d),
 		StatefulSet:     StatefulSet(db, d),
+		InitConfigMap:   InitConfigMap(db, d),
 	}
 	if Replicates(d) {
 		c.ReplicationConfigMap = ReplicationConfigMap(db, PodName(db, 0))
@@ -56,31 +59,20 @@ func NewChildren(db *examplev1.Database, password string) (Children, error) {
 
 // Passwords are the passwords of a new credentials Secret.
 type Passwords struct {
-	// Application is the application user's, Superuser the superuser's (ignored for an
-	// engine whose application user is its superuser), Replication the replication role's.
+	// Application is the application user's, Superuser the superuser's, Replication the
+	// replication role's.
 	Application, Superuser, Replication string
-}
-
-// SuperuserIsApplicationUser reports whether the engine's application user is its
-// superuser: the controller neither creates another user at initialisation nor over SQL
-// (MongoDB).
-func SuperuserIsApplicationUser(d Desired) bool {
-	return d.Recipe.Username == d.Recipe.SuperuserUsername
 }
 
 // Secret is the credentials Secret "<name>-credentials" for a new Database: the application
 // user and the superuser with their passwords, and a replication role on an engine that
 // replicates: every key of the engine package's SecretKey* that applies to the engine.
 func Secret(db *examplev1.Database, d Desired, passwords Passwords) *corev1.Secret {
-	superuser := passwords.Superuser
-	if SuperuserIsApplicationUser(d) {
-		superuser = passwords.Application
-	}
 	data := map[string][]byte{
 		engine.SecretKeyUsername:          []byte(d.Recipe.Username),
 		engine.SecretKeyPassword:          []byte(passwords.Application),
 		engine.SecretKeySuperuserUsername: []byte(d.Recipe.SuperuserUsername),
-		engine.SecretKeySuperuserPassword: []byte(superuser),
+		engine.SecretKeySuperuserPassword: []byte(passwords.Superuser),
 	}
 	SetReplicationCredentials(d, data, passwords.Replication)
 	FillCredentials(db, d, data)
@@ -99,10 +91,16 @@ func FillCredentials(db *examplev1.Database, d Desired, data map[string][]byte) 
 	host := serviceHost(db, ClientServiceName(db))
 	database := d.Recipe.DatabaseName(db.Name)
 	user, password := string(data[engine.SecretKeyUsername]), string(data[engine.SecretKeyPassword])
+	uriDatabase := database
+	if d.Recipe.UsersPerDatabase && user == string(data[engine.SecretKeySuperuserUsername]) {
+		// The superuser belongs to admin: the URI names no database, as it did before the
+		// application user.
+		uriDatabase = ""
+	}
 	derived := map[string]string{
 		engine.SecretKeyHost: host,
 		engine.SecretKeyPort: strconv.Itoa(int(d.Recipe.Port)),
-		engine.SecretKeyURI:  d.Recipe.URI(user, password, host, database),
+		engine.SecretKeyURI:  d.Recipe.URI(user, password, host, uriDatabase),
 	}
 	if database != "" {
 		derived[engine.SecretKeyDatabase] = database
@@ -112,7 +110,7 @@ func FillCredentials(db *examplev1.Database, d Desired, data map[string][]byte) 
 	if Replicates(d) && d.Replicas > 1 {
 		readHost := serviceHost(db, ReadServiceName(db))
 		derived[engine.SecretKeyReadHost] = readHost
-		derived[engine.SecretKeyReadURI] = d.Recipe.URI(user, password, readHost, database)
+		derived[engine.SecretKeyReadURI] = d.Recipe.URI(user, password, readHost, uriDatabase)
 	}
 	for k, v := range derived {
 		data[k] = []byte(v)
@@ -128,7 +126,7 @@ func FillCredentials(db *examplev1.Database, d Desired, data map[string][]byte) 
 // controller creates it over SQL (PostgreSQL: the role is created with it as soon as the
 // primary answers); elsewhere the old user stays, since the image initialises users once,
 // on an empty data directory: MySQL's application user already is the one MYSQL_USER made,
-// with root's password, and MongoDB's is its root user.
+// with root's password, and MongoDB's is its root user (whose URI keeps authSource=admin).
 func MigrateCredentials(d Desired, data map[string][]byte, applicationPassword string) bool {
 	if len(data[engine.SecretKeySuperuserPassword]) > 0 || len(data[engine.SecretKeySuperuserUsername]) > 0 {
 		return false
@@ -139,7 +137,7 @@ func MigrateCredentials(d Desired, data map[string][]byte, applicationPassword s
 	}
 	data[engine.SecretKeySuperuserUsername] = []byte(superuser)
 	data[engine.SecretKeySuperuserPassword] = data[engine.SecretKeyPassword]
-	if !d.Recipe.ApplicationUserAtInit && !SuperuserIsApplicationUser(d) {
+	if !d.Recipe.ApplicationUserAtInit {
 		data[engine.SecretKeyUsername] = []byte(d.Recipe.Username)
 		data[engine.SecretKeyPassword] = []byte(applicationPassword)
 	}

@@ -149,10 +149,10 @@ func TestEnginesThatDoNotReplicateAreUnchanged(t *testing.T) {
 			require.False(t, specs.Replicates(d))
 			pod := specs.StatefulSet(db, d).Spec.Template.Spec
 			require.Empty(t, pod.InitContainers)
-			require.Equal(t, []string{engine.CredentialsVolumeName}, volumeNames(pod.Volumes))
+			require.Equal(t, []string{engine.CredentialsVolumeName, "initdb"}, volumeNames(pod.Volumes))
 			require.Nil(t, pod.Containers[0].Args, "the image's default command")
 			require.Nil(t, pod.Containers[0].Lifecycle)
-			require.Len(t, pod.Containers[0].VolumeMounts, 2, "data and credentials")
+			require.Len(t, pod.Containers[0].VolumeMounts, 3, "data, credentials and the initialisation scripts")
 			require.Equal(t, "my-database-0", specs.ClientService(db, d).Spec.Selector[appsv1.StatefulSetPodNameLabel],
 				"the first Pod only: these replicas hold data of their own")
 			require.NotContains(t, specs.ClientService(db, d).Spec.Selector, specs.RoleLabel)

@@ -73,6 +73,9 @@ func StatefulSet(db *examplev1.Database, d Desired) *appsv1.StatefulSet {
 	if stamp := RestartStamp(db); stamp != "" {
 		sts.Spec.Template.Annotations = map[string]string{RestartedAtAnnotation: stamp}
 	}
+	if HasInitConfigMap(d) {
+		initdbPod(db, &sts.Spec.Template.Spec)
+	}
 	if Replicates(d) {
 		replicationPod(db, d, &sts.Spec.Template.Spec)
 		// The controller restarts the Pods for a new revision itself, the replicas first
