@@ -151,7 +151,7 @@ func realNodeMachineUnavailable(cfg *RealNodeConfig) string {
 	}
 	for _, tool := range []string{"containerd", "containerd-shim-runc-v2", "runc", "iptables", "ip"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			return tool + " not found (hack/install-node-deps.sh installs it)"
+			return tool + " not found in PATH (hack/install-node-deps.sh installs it; as root, PATH needs /usr/sbin and /sbin)"
 		}
 	}
 	if _, err := os.Stat("/sys/fs/cgroup"); err != nil {
