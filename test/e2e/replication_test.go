@@ -111,8 +111,9 @@ func waitRows(t *testing.T, ns, prefix, db, host, sql, want string) time.Duratio
 }
 
 // TestRealPostgreSQLReplicates runs a replicated PostgreSQL on the real node: a primary and
-// standbys that follow it, scale-up by cloning, a replica restarted from its volume, and a
-// switchover under a steady write load that keeps every acknowledged row. It logs the
+// standbys that follow it, scale-up by cloning, a replica restarted from its volume, a
+// switchover (databases/switchover) under a steady write load that keeps every acknowledged
+// row, and a rolling restart (databases/restart), replica first. It logs the
 // measured lag, catch-up time and write pause.
 //
 // The namespace enforces the "restricted" Pod Security Standard: the clone by pg_basebackup
@@ -224,8 +225,10 @@ done`, "", "")
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		t.Logf("measured: replication lag under the write load: %s", line)
 	}
+	// Through the switchover subresource, as a user asks for it with the plugin.
 	switched := time.Now()
-	kubectl(t, "patch", "db/"+db, "-n", ns, "--type=merge", "-p", `{"spec":{"primary":"`+db+`-1"}}`)
+	out, errOut, err := kubectlDatabase(t, "switchover", db, "-n", ns, "--to", db+"-1")
+	require.NoError(t, err, "%s%s", out, errOut)
 	d := waitReplicating(t, ns, db, db+"-1", 3)
 	t.Logf("measured: switchover to %s-1 done in %v", db, time.Since(switched).Round(time.Second))
 	require.Equal(t, []string{db + "-1"}, podsWithRole(t, ns, db, "primary"))
@@ -294,6 +297,34 @@ done`, "", "")
 	require.True(t, replica0.CreationTimestamp.Before(&primary1.CreationTimestamp),
 		"the replica restarted first (%s), the primary last (%s)", replica0.CreationTimestamp, primary1.CreationTimestamp)
 	phase, out = psqlAt(t, ns, "after-update", db, primaryHost, "SELECT count(*) FROM items;")
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	require.Equal(t, "250", lastLines(out, 1), out)
+
+	// A restart through the restart subresource: the replica first, the primary last, each
+	// Pod new, the record completed, the data kept.
+	asked := time.Now()
+	out, errOut, err = kubectlDatabase(t, "restart", db, "-n", ns, "--reason", "e2e")
+	require.NoError(t, err, "%s%s", out, errOut)
+	eventually(t, realPodTimeout, func() error {
+		d, err := getDatabase(t, ns, db)
+		if err != nil {
+			return err
+		}
+		if r := d.Status.Restart; r == nil || r.CompletedAt == nil {
+			return fmt.Errorf("restart not completed: %+v", d.Status.Restart)
+		}
+		return nil
+	})
+	t.Logf("measured: rolling restart of 2 Pods done in %v", time.Since(asked).Round(time.Second))
+	waitReplicating(t, ns, db, db+"-1", 2)
+	replica0, err = kube(t).CoreV1().Pods(ns).Get(context.Background(), db+"-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	primary1, err = kube(t).CoreV1().Pods(ns).Get(context.Background(), db+"-1", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.True(t, replica0.CreationTimestamp.After(asked.Add(-time.Second)), "the replica was restarted (%s)", replica0.CreationTimestamp)
+	require.True(t, replica0.CreationTimestamp.Before(&primary1.CreationTimestamp),
+		"the replica restarted first (%s), the primary last (%s)", replica0.CreationTimestamp, primary1.CreationTimestamp)
+	phase, out = psqlAt(t, ns, "after-restart", db, primaryHost, "SELECT count(*) FROM items;")
 	require.Equal(t, corev1.PodSucceeded, phase, out)
 	require.Equal(t, "250", lastLines(out, 1), out)
 }
