@@ -110,7 +110,7 @@ func TestRestartIsRecordedAndASecondWhileUnderWayIsConflict(t *testing.T) {
 	require.Equal(t, got.ResourceVersion, stored.ResourceVersion)
 
 	// The controller completes it through status; then a new one is accepted.
-	done := metav1.NewTime(time.Now().Truncate(time.Second))
+	done := metav1.NowMicro()
 	stored.Status.Restart.CompletedAt = &done
 	stored, err = dbs.UpdateStatus(ctx, stored, metav1.UpdateOptions{})
 	require.NoError(t, err)
@@ -222,7 +222,7 @@ func TestRequestRecordsCannotBeForged(t *testing.T) {
 	// A completion of another request (a stale copy) completes nothing.
 	stale := out.DeepCopy()
 	stale.Status.Restart.RequestedAt = metav1.NewMicroTime(want.RequestedAt.Add(-time.Hour))
-	done := metav1.NewTime(time.Now().Truncate(time.Second))
+	done := metav1.NowMicro()
 	stale.Status.Restart.CompletedAt = &done
 	out, err = dbs.UpdateStatus(ctx, stale, metav1.UpdateOptions{})
 	require.NoError(t, err)

@@ -155,8 +155,9 @@ type DatabaseRestartStatus struct {
 	RequestedAt metav1.MicroTime
 	// Reason is the request's free text.
 	Reason string
-	// CompletedAt is when every Pod was recreated and Ready; nil while under way.
-	CompletedAt *metav1.Time
+	// CompletedAt is when every Pod was recreated and Ready, to the
+	// microsecond; nil while under way.
+	CompletedAt *metav1.MicroTime
 }
 
 // DatabaseSwitchoverStatus is a switchover asked for through databases/switchover.

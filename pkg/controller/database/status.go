@@ -326,7 +326,7 @@ func computeStatus(db *examplev1.Database, obs observation, now metav1.Time) exa
 	}
 	if r := status.Restart; r != nil && r.CompletedAt == nil && !stopped {
 		if restartDone(db, obs) {
-			r.CompletedAt = ptr.To(now)
+			r.CompletedAt = ptr.To(metav1.NewMicroTime(now.Time))
 		} else if conditions[1].reason != ReasonSwitchover {
 			msg := fmt.Sprintf("rolling restart requested by %s at %s", r.RequestedBy, r.RequestedAt.UTC().Format(time.RFC3339))
 			if sts != nil {

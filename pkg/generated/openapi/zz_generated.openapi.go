@@ -479,8 +479,8 @@ func schema_pkg_apis_example_v1_DatabaseRestartStatus(ref common.ReferenceCallba
 					},
 					"completedAt": {
 						SchemaProps: spec.SchemaProps{
-							Description: "CompletedAt is when the controller saw every database Pod recreated since RequestedAt and Ready. Unset while the restart is under way.",
-							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+							Description: "CompletedAt is when the controller saw every database Pod recreated since RequestedAt and Ready, in microseconds like RequestedAt, so it is never earlier than RequestedAt even when a restart takes under a second. Unset while the restart is under way.",
+							Ref:         ref(metav1.MicroTime{}.OpenAPIModelName()),
 						},
 					},
 				},
@@ -488,7 +488,7 @@ func schema_pkg_apis_example_v1_DatabaseRestartStatus(ref common.ReferenceCallba
 			},
 		},
 		Dependencies: []string{
-			metav1.MicroTime{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+			metav1.MicroTime{}.OpenAPIModelName()},
 	}
 }
 

@@ -136,7 +136,7 @@ func fuzzDatabaseRestartStatus(s *example.DatabaseRestartStatus, c randfill.Cont
 	}
 	s.CompletedAt = nil
 	if c.Bool() {
-		t := metav1.Unix(c.Int63n(1<<32), 0)
+		t := metav1.NewMicroTime(time.UnixMicro(c.Int63n(1 << 52)))
 		s.CompletedAt = &t
 	}
 }

@@ -924,7 +924,7 @@ func (this *DatabaseRestartStatus) String() string {
 		`RequestedBy:` + fmt.Sprintf("%v", this.RequestedBy) + `,`,
 		`RequestedAt:` + strings.Replace(strings.Replace(fmt.Sprintf("%v", this.RequestedAt), "MicroTime", "v1.MicroTime", 1), `&`, ``, 1) + `,`,
 		`Reason:` + fmt.Sprintf("%v", this.Reason) + `,`,
-		`CompletedAt:` + strings.Replace(fmt.Sprintf("%v", this.CompletedAt), "Time", "v1.Time", 1) + `,`,
+		`CompletedAt:` + strings.Replace(fmt.Sprintf("%v", this.CompletedAt), "MicroTime", "v1.MicroTime", 1) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -2156,7 +2156,7 @@ func (m *DatabaseRestartStatus) Unmarshal(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if m.CompletedAt == nil {
-				m.CompletedAt = &v1.Time{}
+				m.CompletedAt = &v1.MicroTime{}
 			}
 			if err := m.CompletedAt.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
 				return err

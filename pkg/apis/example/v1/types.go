@@ -190,9 +190,11 @@ type DatabaseRestartStatus struct {
 	// +optional
 	Reason string `json:"reason,omitempty" protobuf:"bytes,3,opt,name=reason"`
 	// CompletedAt is when the controller saw every database Pod recreated
-	// since RequestedAt and Ready. Unset while the restart is under way.
+	// since RequestedAt and Ready, in microseconds like RequestedAt, so it is
+	// never earlier than RequestedAt even when a restart takes under a
+	// second. Unset while the restart is under way.
 	// +optional
-	CompletedAt *metav1.Time `json:"completedAt,omitempty" protobuf:"bytes,4,opt,name=completedAt"`
+	CompletedAt *metav1.MicroTime `json:"completedAt,omitempty" protobuf:"bytes,4,opt,name=completedAt"`
 }
 
 // DatabaseSwitchoverStatus is a switchover asked for through

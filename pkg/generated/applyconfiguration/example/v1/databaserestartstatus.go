@@ -38,8 +38,10 @@ type DatabaseRestartStatusApplyConfiguration struct {
 	// Reason is the free text the request carried, if any.
 	Reason *string `json:"reason,omitempty"`
 	// CompletedAt is when the controller saw every database Pod recreated
-	// since RequestedAt and Ready. Unset while the restart is under way.
-	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+	// since RequestedAt and Ready, in microseconds like RequestedAt, so it is
+	// never earlier than RequestedAt even when a restart takes under a
+	// second. Unset while the restart is under way.
+	CompletedAt *metav1.MicroTime `json:"completedAt,omitempty"`
 }
 
 // DatabaseRestartStatusApplyConfiguration constructs a declarative configuration of the DatabaseRestartStatus type for use with
@@ -75,7 +77,7 @@ func (b *DatabaseRestartStatusApplyConfiguration) WithReason(value string) *Data
 // WithCompletedAt sets the CompletedAt field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the CompletedAt field is set to the value of the last call.
-func (b *DatabaseRestartStatusApplyConfiguration) WithCompletedAt(value metav1.Time) *DatabaseRestartStatusApplyConfiguration {
+func (b *DatabaseRestartStatusApplyConfiguration) WithCompletedAt(value metav1.MicroTime) *DatabaseRestartStatusApplyConfiguration {
 	b.CompletedAt = &value
 	return b
 }
