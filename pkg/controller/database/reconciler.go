@@ -197,7 +197,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key cache.ObjectName) (Resul
 	}
 	obs, err := r.sync(ctx, db)
 	if err != nil {
-		return Result{}, r.reportError(ctx, db, computeStatus(db, obs, r.now()), err)
+		return Result{}, r.reportError(ctx, db, computeStatus(db, obs, r.clock.Now()), err)
 	}
 	return r.report(ctx, db, obs)
 }
@@ -208,7 +208,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key cache.ObjectName) (Resul
 // that reports it is written (a write that fails is retried without repeating the Event; the
 // StatefulSet controller's own Events count its retries).
 func (r *Reconciler) report(ctx context.Context, db *examplev1.Database, obs observation) (Result, error) {
-	status := computeStatus(db, obs, r.now())
+	status := computeStatus(db, obs, r.clock.Now())
 	refusalBegins := obs.refusal != nil && !refusalReported(db.Status)
 	if !equality.Semantic.DeepEqual(db.Status, status) {
 		switch {

@@ -93,7 +93,8 @@ func TestARestartIsNotCompletedBeforeEveryPodIsNewAndReady(t *testing.T) {
 	db.Spec.Engine, db.Spec.Version = examplev1.EngineMongoDB, "7.0"
 	f := newFixture(t, db)
 	f.ready()
-	f.requestRestart(start.Add(time.Minute))
+	requested := start.Add(time.Minute)
+	f.requestRestart(requested)
 	_, err := f.reconcile()
 	require.NoError(t, err)
 	sts := f.statefulSet()
@@ -129,7 +130,13 @@ func TestARestartIsNotCompletedBeforeEveryPodIsNewAndReady(t *testing.T) {
 	s := f.statefulSet().DeepCopy()
 	s.Status = appsv1.StatefulSetStatus{ObservedGeneration: s.Generation, Replicas: 3, ReadyReplicas: 3, UpdatedReplicas: 3, CurrentReplicas: 3, CurrentRevision: "rev-2", UpdateRevision: "rev-2"}
 	require.NoError(t, f.kube.Tracker().Update(statefulSets, s, namespace))
+	// Done within the second it was asked for: completedAt keeps the microseconds, so it
+	// does not read earlier than requestedAt.
+	f.clock.SetTime(requested.Add(400*time.Millisecond + 7*time.Microsecond + 500*time.Nanosecond))
 	_, err = f.reconcile()
 	require.NoError(t, err)
-	require.NotNil(t, f.database().Status.Restart.CompletedAt)
+	got := f.database().Status.Restart
+	require.NotNil(t, got.CompletedAt)
+	require.Equal(t, requested.Add(400*time.Millisecond+7*time.Microsecond), got.CompletedAt.Time.UTC())
+	require.False(t, got.CompletedAt.Before(&got.RequestedAt))
 }

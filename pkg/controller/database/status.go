@@ -149,8 +149,9 @@ func readyReplicas(sts *appsv1.StatefulSet) int32 {
 
 // computeStatus returns db's status for obs: a copy of db.Status with the phase, ready
 // replicas, selector, observed generation and the three conditions set. Conditions go
-// through meta.SetStatusCondition, so lastTransitionTime becomes now only when a condition's
-// status changes; an unchanged status compares equal to db.Status and is not written.
+// through meta.SetStatusCondition, so lastTransitionTime becomes now, to the second as the
+// API server stores it, only when a condition's status changes; an unchanged status
+// compares equal to db.Status and is not written.
 //
 // Phases: Failed on a failure; Pending without a StatefulSet; on a refusal of the Pods
 // (podRefusal), Failed while no replica is ready and Degraded while some are (Ready and
@@ -160,9 +161,10 @@ func readyReplicas(sts *appsv1.StatefulSet) int32 {
 // volume expansion runs); Ready too, with Ready True and reason Restarting, during a restart
 // of a Database Ready at this generation while at least one Pod is ready; Degraded when a Database Ready at this generation has lost ready
 // replicas without a rollout; Provisioning otherwise. A restart in status.restart is
-// completed (completedAt now) once restartDone, and until then, unless a switchover or a
+// completed (completedAt now, to the microsecond like its requestedAt) once restartDone, and until then, unless a switchover or a
 // failure is what Progressing reports, Progressing is True with reason Restarting.
-func computeStatus(db *examplev1.Database, obs observation, now metav1.Time) examplev1.DatabaseStatus {
+func computeStatus(db *examplev1.Database, obs observation, now time.Time) examplev1.DatabaseStatus {
+	transition := metav1.NewTime(now).Rfc3339Copy()
 	status := *db.Status.DeepCopy()
 	status.ObservedGeneration = db.Generation
 	status.Selector = specs.PodSelector(db)
@@ -326,7 +328,7 @@ func computeStatus(db *examplev1.Database, obs observation, now metav1.Time) exa
 	}
 	if r := status.Restart; r != nil && r.CompletedAt == nil && !stopped {
 		if restartDone(db, obs) {
-			r.CompletedAt = ptr.To(metav1.NewMicroTime(now.Time))
+			r.CompletedAt = ptr.To(metav1.NewMicroTime(now.Truncate(time.Microsecond)))
 		} else if conditions[1].reason != ReasonSwitchover {
 			msg := fmt.Sprintf("rolling restart requested by %s at %s", r.RequestedBy, r.RequestedAt.UTC().Format(time.RFC3339))
 			if sts != nil {
@@ -338,7 +340,7 @@ func computeStatus(db *examplev1.Database, obs observation, now metav1.Time) exa
 	for _, c := range conditions {
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{
 			Type: c.typ, Status: c.status, Reason: c.reason, Message: c.message,
-			ObservedGeneration: db.Generation, LastTransitionTime: now,
+			ObservedGeneration: db.Generation, LastTransitionTime: transition,
 		})
 	}
 	return status
