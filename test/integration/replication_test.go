@@ -160,3 +160,39 @@ func TestMySQLDatabaseTakesAPrimary(t *testing.T) {
 	require.True(t, apierrors.IsInvalid(err), "got %v", err)
 	require.ErrorContains(t, err, `spec.primary: Invalid value: "more-2"`)
 }
+
+// More than one replica of a MySQL 8.0 release before 8.0.23, which the controller cannot
+// set up replicas on, is refused however the replicas are raised: through the Database and
+// through databases/scale, each a 422 on spec.version, and nothing stored.
+func TestMySQLReleaseThatCannotReplicateIsNotScaledUp(t *testing.T) {
+	client, _ := clientFor(t)
+	ns := namespace(t)
+	ctx := context.Background()
+	dbs := client.ExampleV1().Databases(ns)
+	db := newDatabase(ns, "old-mysql", examplev1.EngineMySQL, "8.0.22")
+	db.Spec.Replicas = ptrInt32(1)
+	db = create(t, client, db)
+	const msg = "spec.version: Forbidden: mysql 8.0.22 cannot replicate"
+
+	scale, err := dbs.GetScale(ctx, "old-mysql", metav1.GetOptions{})
+	require.NoError(t, err)
+	scale.Spec.Replicas = 3
+	_, err = dbs.UpdateScale(ctx, "old-mysql", scale, metav1.UpdateOptions{})
+	require.True(t, apierrors.IsInvalid(err), "got %v", err)
+	require.ErrorContains(t, err, msg)
+
+	resp := do(t, http.MethodPatch, databasesPath(ns)+"/old-mysql/scale", []byte(`{"spec":{"replicas":2}}`),
+		map[string]string{"Content-Type": "application/merge-patch+json"})
+	require.Equal(t, http.StatusUnprocessableEntity, resp.code, "%s", resp.body)
+	require.Equal(t, "spec.version", resp.status(t).Details.Causes[0].Field)
+
+	db.Spec.Replicas = ptrInt32(3)
+	_, err = dbs.Update(ctx, db, metav1.UpdateOptions{})
+	require.True(t, apierrors.IsInvalid(err), "got %v", err)
+	require.ErrorContains(t, err, msg)
+
+	got, err := dbs.Get(ctx, "old-mysql", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, int32(1), *got.Spec.Replicas, "nothing is stored")
+	require.Equal(t, db.ResourceVersion, got.ResourceVersion)
+}

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -25,7 +24,6 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/warning"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 
 	"example.com/database-apiserver/pkg/admission/internal/attributes"
 	"example.com/database-apiserver/pkg/apis/example"
@@ -103,9 +101,6 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	if !slices.Contains(example.SupportedEngines, engine) || version == "" {
 		return nil
 	}
-	if err := replicationRelease(db, old); err != nil {
-		return invalid(db, err)
-	}
 	if old != nil && old.Spec.Version == version {
 		return nil
 	}
@@ -131,32 +126,6 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		warning.AddWarning(ctx, "", endOfLifeWarning(release, old, now))
 	}
 	return nil
-}
-
-// mysqlReplicationPatch is the first MySQL 8.0 patch release with the statements the
-// controller sets up replicas with (CHANGE REPLICATION SOURCE TO, 8.0.23:
-// https://dev.mysql.com/doc/relnotes/mysql/8.0/en/news-8-0-23.html).
-const mysqlReplicationPatch = 23
-
-// replicationRelease is Forbidden on spec.version for a MySQL Database of more than one
-// replica pinned to an 8.0 release before mysqlReplicationPatch, unless it was stored so
-// (an update that changes neither is not judged again).
-func replicationRelease(db, old *example.Database) *field.Error {
-	replicas := func(d *example.Database) int32 { return ptr.Deref(d.Spec.Replicas, 1) }
-	if db.Spec.Engine != example.EngineMySQL || replicas(db) <= 1 {
-		return nil
-	}
-	patch, found := strings.CutPrefix(db.Spec.Version, "8.0.")
-	n, err := strconv.Atoi(patch)
-	if !found || err != nil || n >= mysqlReplicationPatch {
-		return nil
-	}
-	if old != nil && old.Spec.Engine == db.Spec.Engine && old.Spec.Version == db.Spec.Version && replicas(old) > 1 {
-		return nil
-	}
-	return field.Forbidden(versionPath, fmt.Sprintf(
-		"mysql %s cannot replicate: more than one replica needs 8.0.%d or later (CHANGE REPLICATION SOURCE TO), 8.4 or 9.x; or replicas: 1",
-		db.Spec.Version, mysqlReplicationPatch))
 }
 
 // endOfLifeWarning says which version is past end of life, since when, and

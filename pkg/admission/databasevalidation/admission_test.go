@@ -404,31 +404,3 @@ func TestConfigurationDeepCopyIsIndependent(t *testing.T) {
 	out.Releases[0].Versions[0] = "18.7"
 	require.Equal(t, "18.6", cfg.Releases[0].Versions[0])
 }
-
-func TestValidateRefusesReplicasOnAMySQLReleaseThatCannotReplicate(t *testing.T) {
-	err, warnings := validate(t, now, database(example.EngineMySQL, "8.0.22"), nil)
-	requireFieldError(t, err, metav1.CauseTypeForbidden,
-		"mysql 8.0.22 cannot replicate: more than one replica needs 8.0.23 or later (CHANGE REPLICATION SOURCE TO), 8.4 or 9.x; or replicas: 1")
-	require.Empty(t, warnings)
-	err, _ = validate(t, now, database(example.EngineMySQL, "8.0.11"), database(example.EngineMySQL, "8.0.23"))
-	requireFieldError(t, err, metav1.CauseTypeForbidden, "mysql 8.0.11 cannot replicate")
-
-	// Scaling an 8.0.22 Database of one replica up.
-	one := database(example.EngineMySQL, "8.0.22")
-	one.Spec.Replicas = ptr.To[int32](1)
-	err, _ = validate(t, now, one, nil)
-	require.NoError(t, err, "one replica does not replicate")
-	err, _ = validate(t, now, database(example.EngineMySQL, "8.0.22"), one)
-	requireFieldError(t, err, metav1.CauseTypeForbidden, "cannot replicate")
-
-	// Stored so: not judged again; releases that replicate are admitted.
-	stored := database(example.EngineMySQL, "8.0.22")
-	updated := database(example.EngineMySQL, "8.0.22")
-	updated.Spec.Storage = "200Gi"
-	err, _ = validate(t, now, updated, stored)
-	require.NoError(t, err)
-	for _, v := range []string{"8.0.23", "8.0", "8.4", "9.1"} {
-		err, _ := validate(t, now, database(example.EngineMySQL, v), nil)
-		require.NoError(t, err, v)
-	}
-}

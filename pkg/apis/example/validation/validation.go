@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,15 +83,53 @@ func ValidateDatabaseName(name string, prefix bool) []string {
 }
 
 // ValidateDatabase validates a Database on create: its metadata (namespaced,
-// name by ValidateDatabaseName), its spec (ValidateDatabaseSpec) and
-// spec.primary against its name and spec.replicas (ValidatePrimary).
+// name by ValidateDatabaseName), its spec (ValidateDatabaseSpec), a MySQL
+// release that cannot replicate with more than one replica
+// (ReplicationRelease), and spec.primary against its name and spec.replicas
+// (ValidatePrimary).
 func ValidateDatabase(db *example.Database) field.ErrorList {
 	errs := apimachineryvalidation.ValidateObjectMeta(&db.ObjectMeta, true, ValidateDatabaseName, field.NewPath("metadata"))
 	errs = append(errs, ValidateDatabaseSpec(&db.Spec, field.NewPath("spec"))...)
+	if err := ReplicationRelease(&db.Spec, nil, field.NewPath("spec", "version")); err != nil {
+		errs = append(errs, err)
+	}
 	if err := primaryForbidden(&db.Spec, field.NewPath("spec", "primary")); err != nil {
 		return append(errs, err)
 	}
 	return append(errs, ValidatePrimary(db.Spec.Primary, db.Name, db.Spec.Replicas, field.NewPath("spec", "primary"))...)
+}
+
+// MySQLReplicationPatch is the first MySQL 8.0 patch release with the statements the
+// controller sets up replicas with (CHANGE REPLICATION SOURCE TO, 8.0.23:
+// https://dev.mysql.com/doc/relnotes/mysql/8.0/en/news-8-0-23.html).
+const MySQLReplicationPatch = 23
+
+// ReplicationRelease is Forbidden on spec.version at fldPath for a MySQL spec of more
+// than one replica pinned to an 8.0 release before MySQLReplicationPatch ("8.0.22"),
+// unless oldSpec (nil on create) was stored so: an update that changes neither the
+// version nor the replication is not judged again. It holds on every write, the scale
+// subresource's included. Series ("8.0") and other lines replicate.
+func ReplicationRelease(spec, oldSpec *example.DatabaseSpec, fldPath *field.Path) *field.Error {
+	replicas := func(s *example.DatabaseSpec) int32 {
+		if s.Replicas == nil {
+			return 1
+		}
+		return *s.Replicas
+	}
+	if spec.Engine != example.EngineMySQL || replicas(spec) <= 1 {
+		return nil
+	}
+	patch, found := strings.CutPrefix(spec.Version, "8.0.")
+	n, err := strconv.Atoi(patch)
+	if !found || err != nil || n >= MySQLReplicationPatch {
+		return nil
+	}
+	if oldSpec != nil && oldSpec.Engine == spec.Engine && oldSpec.Version == spec.Version && replicas(oldSpec) > 1 {
+		return nil
+	}
+	return field.Forbidden(fldPath, fmt.Sprintf(
+		"mysql %s cannot replicate: more than one replica needs 8.0.%d or later (CHANGE REPLICATION SOURCE TO), 8.4 or 9.x; or replicas: 1",
+		spec.Version, MySQLReplicationPatch))
 }
 
 // switchoverEngines are the engines whose replicas follow one primary that a switchover can
@@ -248,6 +288,9 @@ func ValidateDatabaseUpdate(newDB, oldDB *example.Database) field.ErrorList {
 	errs = append(errs, ValidateDatabaseSpec(&newDB.Spec, field.NewPath("spec"))...)
 
 	specPath := field.NewPath("spec")
+	if err := ReplicationRelease(&newDB.Spec, &oldDB.Spec, specPath.Child("version")); err != nil {
+		errs = append(errs, err)
+	}
 	if err := primaryRemovedByScaleDown(newDB, oldDB, specPath.Child("primary")); err != nil {
 		errs = append(errs, err)
 	} else {

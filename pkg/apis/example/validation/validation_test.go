@@ -448,3 +448,33 @@ func TestValidateDatabaseStatusUpdateRefusesAPrimaryThatIsNoneOfItsPods(t *testi
 			want{field.ErrorTypeInvalid, "status.primary", "must be one of the Pods the Database may have: my-database-0 … my-database-9"})
 	}
 }
+
+// More than one MySQL replica on an 8.0 release before 8.0.23 is Forbidden on every write:
+// on create, and on an update (a scale-up through the scale subresource is one) that makes
+// it so; a Database stored so is not judged again.
+func TestReplicationReleaseForbidsMySQLReplicasBefore8023(t *testing.T) {
+	mysql := func(version string, replicas int32) *example.Database {
+		db := exampleDatabase()
+		db.Spec.Engine, db.Spec.Version, db.Spec.Replicas = example.EngineMySQL, version, ptr.To(replicas)
+		db.ResourceVersion = "1"
+		return db
+	}
+	const msg = "mysql 8.0.22 cannot replicate: more than one replica needs 8.0.23 or later (CHANGE REPLICATION SOURCE TO), 8.4 or 9.x; or replicas: 1"
+	requireErrors(t, validation.ValidateDatabase(mysql("8.0.22", 3)), want{field.ErrorTypeForbidden, "spec.version", msg})
+	require.Empty(t, validation.ValidateDatabase(mysql("8.0.22", 1)), "one replica does not replicate")
+
+	requireErrors(t, validation.ValidateDatabaseUpdate(mysql("8.0.22", 3), mysql("8.0.22", 1)),
+		want{field.ErrorTypeForbidden, "spec.version", msg})
+	requireErrors(t, validation.ValidateDatabaseUpdate(mysql("8.0.11", 3), mysql("8.0.23", 3)),
+		want{field.ErrorTypeForbidden, "spec.version", "mysql 8.0.11 cannot replicate"})
+	stored, updated := mysql("8.0.22", 3), mysql("8.0.22", 3)
+	updated.Spec.Storage = "200Gi"
+	require.Empty(t, validation.ValidateDatabaseUpdate(updated, stored), "stored so")
+
+	for _, v := range []string{"8.0.23", "8.0", "8.4", "9.1"} {
+		require.Empty(t, validation.ValidateDatabase(mysql(v, 3)), v)
+	}
+	pg := mysql("8.0.22", 3)
+	pg.Spec.Engine, pg.Spec.Version = example.EnginePostgreSQL, "14.5"
+	require.Empty(t, validation.ValidateDatabase(pg))
+}
