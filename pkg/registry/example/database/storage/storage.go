@@ -67,6 +67,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (D
 	if err := store.CompleteWithOptions(options); err != nil {
 		return DatabaseStorage{}, err
 	}
+	store.Storage.Storage = resourceVersionChecked{store.Storage.Storage}
 
 	statusStore := *store
 	statusStore.UpdateStrategy = statusStrategy
