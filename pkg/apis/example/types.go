@@ -142,6 +142,9 @@ type DatabaseStatus struct {
 	// Switchover is the last switchover asked for through
 	// databases/switchover; nil when none was. Only that subresource sets it.
 	Switchover *DatabaseSwitchoverStatus
+	// Username is the user the credentials Secret gives clients, as the
+	// controller last wrote it; empty until then.
+	Username string
 }
 
 // DatabaseRestartStatus is a rolling restart: the request databases/restart

@@ -80,7 +80,8 @@ func TestAnOldPostgreSQLSecretGetsAnApplicationRole(t *testing.T) {
 
 // MySQL's and MongoDB's old Secrets keep their user: the image made them once, on the empty
 // data directory. MySQL's root had the application user's password; MongoDB's user was its
-// root user, of the admin database, which its URI keeps authenticating against.
+// root user, of the admin database, which its URI keeps authenticating against. The status
+// names the user the Secret gives clients (status.username, which databases/connection reports).
 func TestOldMySQLAndMongoDBSecretsKeepTheirUser(t *testing.T) {
 	for _, tc := range []struct {
 		engine             examplev1.Engine
@@ -96,6 +97,7 @@ func TestOldMySQLAndMongoDBSecretsKeepTheirUser(t *testing.T) {
 			f := newFixture(t, db)
 			_, err := f.reconcile()
 			require.NoError(t, err)
+			require.Equal(t, string(f.secret().Data["username"]), f.database().Status.Username, "status.username is the Secret's")
 			old := f.secret().DeepCopy()
 			delete(old.Data, "superuser-username")
 			delete(old.Data, "superuser-password")
@@ -112,6 +114,7 @@ func TestOldMySQLAndMongoDBSecretsKeepTheirUser(t *testing.T) {
 			require.Equal(t, tc.superuser, string(migrated.Data["superuser-username"]))
 			require.Equal(t, "old", string(migrated.Data["superuser-password"]), "the password the data directory holds")
 			require.Equal(t, tc.uri, string(migrated.Data["uri"]))
+			require.Equal(t, tc.user, f.database().Status.Username, "databases/connection names the user clients are given")
 		})
 	}
 }

@@ -44,6 +44,8 @@ type pass struct {
 	expanding []string
 	// released is db's release record (UID to "<Kind> <name>") once judgeAdoption read it.
 	released map[string]string
+	// username is the credentials Secret's username key once ensureSecret wrote or read it.
+	username string
 }
 
 // sync brings db's children to its spec in one pass and returns what status needs, with the
@@ -99,7 +101,7 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 	if h == nil && err == nil {
 		expansion, h, err = p.reconcileClaims(ctx)
 	}
-	obs := observation{replicas: replicas, expansion: expansion, credentials: p.credentials, expanding: p.expanding}
+	obs := observation{replicas: replicas, expansion: expansion, credentials: p.credentials, expanding: p.expanding, username: p.username}
 	if h != nil && h.releasesClaims() && !protected(p.db) {
 		if err := p.r.unprotectClaims(ctx, p.db); err != nil {
 			return p.halted(observation{}, nil), err
@@ -163,9 +165,10 @@ func (p *pass) ensureSecret(ctx context.Context) (*halt, error) {
 		p.credentials = &failure{reason: ReasonCredentialsDeleting, message: fmt.Sprintf(
 			"Secret %s is being deleted; it is kept (finalizer %s) while the Database exists, since its password is the one the data directory holds; deleting the Database releases it",
 			have.Name, CredentialsFinalizer)}
+		p.username = string(have.Data[engine.SecretKeyUsername])
 		return nil, nil
 	}
-	_, h, err = ensureChild(ctx, p, childOps[*corev1.Secret]{
+	secret, h, err := ensureChild(ctx, p, childOps[*corev1.Secret]{
 		kind:   "Secret",
 		name:   specs.SecretName(db),
 		client: r.kube.CoreV1().Secrets(db.Namespace),
@@ -249,6 +252,9 @@ func (p *pass) ensureSecret(ctx context.Context) (*halt, error) {
 			return strings.Join(parts, "; ")
 		},
 	})
+	if h == nil && err == nil && secret != nil {
+		p.username = string(secret.Data[engine.SecretKeyUsername])
+	}
 	return h, err
 }
 

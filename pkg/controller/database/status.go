@@ -125,6 +125,9 @@ type observation struct {
 	// (podRefusal): they are fewer than the StatefulSet asks for, and its latest attempt
 	// failed.
 	refusal *failure
+	// username is the credentials Secret's username key as the pass wrote or found it;
+	// empty when the pass stopped before the Secret.
+	username string
 }
 
 // rolledOut reports whether the StatefulSet controller has observed sts's current generation
@@ -148,7 +151,8 @@ func readyReplicas(sts *appsv1.StatefulSet) int32 {
 }
 
 // computeStatus returns db's status for obs: a copy of db.Status with the phase, ready
-// replicas, selector, observed generation and the three conditions set. Conditions go
+// replicas, selector, observed generation, username (when the pass saw the Secret) and the
+// three conditions set. Conditions go
 // through meta.SetStatusCondition, so lastTransitionTime becomes now, to the second as the
 // API server stores it, only when a condition's status changes; an unchanged status
 // compares equal to db.Status and is not written.
@@ -169,6 +173,9 @@ func computeStatus(db *examplev1.Database, obs observation, now time.Time) examp
 	status.ObservedGeneration = db.Generation
 	status.Selector = specs.PodSelector(db)
 	status.ReadyReplicas = readyReplicas(obs.statefulSet)
+	if obs.username != "" {
+		status.Username = obs.username
+	}
 
 	type cond struct {
 		status          metav1.ConditionStatus

@@ -15,8 +15,9 @@ const readyCondition = "Ready"
 // credentials Secret (Secret, FillCredentials) a client needs, but for the password and the
 // URIs, which it names the keys of: the client Service's host, the engine port, the read
 // Service's host and the read URI's key while d replicates and has more than one replica,
-// the database, the user Recipe.Username, and from db's status the primary and whether its
-// Ready condition is True. Only d.Recipe and d.Replicas are read.
+// the database, and from db's status the user (status.username, the Secret's as the
+// controller wrote it; Recipe.Username until then), the primary and whether its Ready
+// condition is True. Only d.Recipe and d.Replicas are read.
 func Connection(db *examplev1.Database, d Desired) *examplev1.DatabaseConnection {
 	c := &examplev1.DatabaseConnection{
 		TypeMeta:    metav1.TypeMeta{APIVersion: examplev1.SchemeGroupVersion.String(), Kind: "DatabaseConnection"},
@@ -31,6 +32,9 @@ func Connection(db *examplev1.Database, d Desired) *examplev1.DatabaseConnection
 		URIKey:      engine.SecretKeyURI,
 		Primary:     db.Status.Primary,
 		Ready:       meta.IsStatusConditionTrue(db.Status.Conditions, readyCondition),
+	}
+	if db.Status.Username != "" {
+		c.Username = db.Status.Username
 	}
 	if Replicates(d) && d.Replicas > 1 {
 		c.ReadHost = serviceHost(db, ReadServiceName(db))

@@ -74,3 +74,16 @@ func TestConnectionReadHostAndReadiness(t *testing.T) {
 	d.Replicas = 1
 	require.Empty(t, specs.Connection(db, d).ReadHost)
 }
+
+// The user is the one the controller wrote into the Secret (status.username): a MongoDB
+// Database initialised before its application user keeps its root user. Before the
+// controller's first write, the engine's application user.
+func TestConnectionUserIsTheSecretsAsTheStatusSaysIt(t *testing.T) {
+	db := database(1)
+	db.Spec.Engine, db.Spec.Version = examplev1.EngineMongoDB, "7.0"
+	d, err := specs.Resolve(db)
+	require.NoError(t, err)
+	require.Equal(t, d.Recipe.Username, specs.Connection(db, d).Username)
+	db.Status.Username = "root"
+	require.Equal(t, "root", specs.Connection(db, d).Username)
+}

@@ -655,6 +655,13 @@ func schema_pkg_apis_example_v1_DatabaseStatus(ref common.ReferenceCallback) com
 							Ref:         ref(v1.DatabaseSwitchoverStatus{}.OpenAPIModelName()),
 						},
 					},
+					"username": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Username is the user clients connect as: the \"username\" key of the credentials Secret as the controller last wrote it. It is the engine's application user, except on a Database whose data was initialised before the engine had one (a MongoDB Database of an earlier release keeps its root user). databases/connection reports it. Empty until the controller has written the Secret.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 				},
 			},
 		},

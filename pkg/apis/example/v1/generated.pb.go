@@ -465,6 +465,11 @@ func (m *DatabaseStatus) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	i -= len(m.Username)
+	copy(dAtA[i:], m.Username)
+	i = encodeVarintGenerated(dAtA, i, uint64(len(m.Username)))
+	i--
+	dAtA[i] = 0x52
 	if m.Switchover != nil {
 		{
 			size, err := m.Switchover.MarshalToSizedBuffer(dAtA[:i])
@@ -804,6 +809,8 @@ func (m *DatabaseStatus) Size() (n int) {
 		l = m.Switchover.Size()
 		n += 1 + l + sovGenerated(uint64(l))
 	}
+	l = len(m.Username)
+	n += 1 + l + sovGenerated(uint64(l))
 	return n
 }
 
@@ -968,6 +975,7 @@ func (this *DatabaseStatus) String() string {
 		`Members:` + repeatedStringForMembers + `,`,
 		`Restart:` + strings.Replace(this.Restart.String(), "DatabaseRestartStatus", "DatabaseRestartStatus", 1) + `,`,
 		`Switchover:` + strings.Replace(this.Switchover.String(), "DatabaseSwitchoverStatus", "DatabaseSwitchoverStatus", 1) + `,`,
+		`Username:` + fmt.Sprintf("%v", this.Username) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -2715,6 +2723,38 @@ func (m *DatabaseStatus) Unmarshal(dAtA []byte) error {
 			if err := m.Switchover.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
+			iNdEx = postIndex
+		case 10:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Username", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Username = string(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex

@@ -172,6 +172,14 @@ type DatabaseStatus struct {
 	// status keeps the stored one.
 	// +optional
 	Switchover *DatabaseSwitchoverStatus `json:"switchover,omitempty" protobuf:"bytes,9,opt,name=switchover"`
+	// Username is the user clients connect as: the "username" key of the
+	// credentials Secret as the controller last wrote it. It is the engine's
+	// application user, except on a Database whose data was initialised
+	// before the engine had one (a MongoDB Database of an earlier release
+	// keeps its root user). databases/connection reports it. Empty until the
+	// controller has written the Secret.
+	// +optional
+	Username string `json:"username,omitempty" protobuf:"bytes,10,opt,name=username"`
 }
 
 // DatabaseRestartStatus is a rolling restart of a Database's Pods: the

@@ -53,6 +53,13 @@ type DatabaseStatusApplyConfiguration struct {
 	// Only databases/switchover sets it; a write of the Database or of its
 	// status keeps the stored one.
 	Switchover *DatabaseSwitchoverStatusApplyConfiguration `json:"switchover,omitempty"`
+	// Username is the user clients connect as: the "username" key of the
+	// credentials Secret as the controller last wrote it. It is the engine's
+	// application user, except on a Database whose data was initialised
+	// before the engine had one (a MongoDB Database of an earlier release
+	// keeps its root user). databases/connection reports it. Empty until the
+	// controller has written the Secret.
+	Username *string `json:"username,omitempty"`
 }
 
 // DatabaseStatusApplyConfiguration constructs a declarative configuration of the DatabaseStatus type for use with
@@ -140,5 +147,13 @@ func (b *DatabaseStatusApplyConfiguration) WithRestart(value *DatabaseRestartSta
 // If called multiple times, the Switchover field is set to the value of the last call.
 func (b *DatabaseStatusApplyConfiguration) WithSwitchover(value *DatabaseSwitchoverStatusApplyConfiguration) *DatabaseStatusApplyConfiguration {
 	b.Switchover = value
+	return b
+}
+
+// WithUsername sets the Username field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Username field is set to the value of the last call.
+func (b *DatabaseStatusApplyConfiguration) WithUsername(value string) *DatabaseStatusApplyConfiguration {
+	b.Username = &value
 	return b
 }
