@@ -12,7 +12,6 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/generated/clientset/versioned"
 	"example.com/database-apiserver/pkg/generated/clientset/versioned/scheme"
 )
 
@@ -34,54 +33,33 @@ const connectionExample = `  # How to connect to my-database
 
 // ConnectionOptions are the inputs of `kubectl database connection NAME`.
 type ConnectionOptions struct {
-	Name      string
-	Namespace string
+	databaseOptions
 
 	PrintFlags *genericclioptions.PrintFlags
 	// printer is nil for the human-readable output (no --output).
 	printer printers.ResourcePrinter
-
-	db versioned.Interface
-
-	genericiooptions.IOStreams
 }
 
 func newCmdConnection(f *factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &ConnectionOptions{
-		PrintFlags: genericclioptions.NewPrintFlags("").WithTypeSetter(scheme.Scheme),
-		IOStreams:  streams,
+		databaseOptions: databaseOptions{IOStreams: streams},
+		PrintFlags:      genericclioptions.NewPrintFlags("").WithTypeSetter(scheme.Scheme),
 	}
-	cmd := &cobra.Command{
-		Use:     "connection NAME",
-		Short:   "Show how to connect to a Database (host, port, user, which Secret holds the password)",
-		Long:    connectionLong,
-		Example: connectionExample,
-		Args:    exactlyOneName,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(f, args); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
-	}
+	cmd := databaseCommand("connection NAME", "Show how to connect to a Database (host, port, user, which Secret holds the password)",
+		connectionLong, connectionExample, func(args []string) error { return o.Complete(f, args) }, o.Run)
 	o.PrintFlags.AddFlags(cmd)
 	return cmd
 }
 
 // Complete fills the options from the arguments and kubectl's flags.
 func (o *ConnectionOptions) Complete(f *factory, args []string) error {
-	o.Name = args[0]
-	var err error
-	if o.Namespace, err = f.namespace(); err != nil {
-		return err
-	}
 	if o.PrintFlags.OutputFormat != nil && *o.PrintFlags.OutputFormat != "" {
+		var err error
 		if o.printer, err = o.PrintFlags.ToPrinter(); err != nil {
 			return err
 		}
 	}
-	o.db, _, err = f.clients()
-	return err
+	return o.complete(f, args)
 }
 
 // Run reads databases/NAME/connection and prints it.

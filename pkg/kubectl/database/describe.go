@@ -16,11 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/kubernetes"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/specs"
-	"example.com/database-apiserver/pkg/generated/clientset/versioned"
 )
 
 const describeExample = `  # Spec, phase, conditions, members, children and recent Events of my-database
@@ -28,42 +26,15 @@ const describeExample = `  # Spec, phase, conditions, members, children and rece
 
 // DescribeOptions are the inputs of `kubectl database describe NAME`.
 type DescribeOptions struct {
-	Name      string
-	Namespace string
-
-	db   versioned.Interface
-	kube kubernetes.Interface
-	now  func() time.Time
-
-	genericiooptions.IOStreams
+	databaseOptions
+	now func() time.Time
 }
 
 func newCmdDescribe(f *factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &DescribeOptions{IOStreams: streams, now: f.now}
-	return &cobra.Command{
-		Use:     "describe NAME",
-		Short:   "Show a Database with its conditions, members, children and Events",
-		Long:    "Show a Database as kubectl describe does: its spec, phase and conditions, the primary and each member's role, readiness, streaming and lag, its StatefulSet, Services, credentials Secret (the name only, never its data) and PersistentVolumeClaims, and its recent Events.",
-		Example: describeExample,
-		Args:    exactlyOneName,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(f, args); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
-	}
-}
-
-// Complete fills the options from the arguments and kubectl's flags.
-func (o *DescribeOptions) Complete(f *factory, args []string) error {
-	o.Name = args[0]
-	var err error
-	if o.Namespace, err = f.namespace(); err != nil {
-		return err
-	}
-	o.db, o.kube, err = f.clients()
-	return err
+	o := &DescribeOptions{databaseOptions: databaseOptions{IOStreams: streams}, now: f.now}
+	return databaseCommand("describe NAME", "Show a Database with its conditions, members, children and Events",
+		"Show a Database as kubectl describe does: its spec, phase and conditions, the primary and each member's role, readiness, streaming and lag, its StatefulSet, Services, credentials Secret (the name only, never its data) and PersistentVolumeClaims, and its recent Events.",
+		describeExample, func(args []string) error { return o.complete(f, args) }, o.Run)
 }
 
 // Run reads the Database (an error when that fails) and then its children and Events, each

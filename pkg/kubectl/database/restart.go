@@ -10,7 +10,6 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/generated/clientset/versioned"
 	"example.com/database-apiserver/pkg/generated/clientset/versioned/scheme"
 )
 
@@ -33,36 +32,20 @@ const restartExample = `  # Restart my-database's Pods
 
 // RestartOptions are the inputs of `kubectl database restart NAME`.
 type RestartOptions struct {
-	Name      string
-	Namespace string
-	Reason    string
+	databaseOptions
+	Reason string
 
 	PrintFlags *genericclioptions.PrintFlags
 	printer    printers.ResourcePrinter
-
-	db versioned.Interface
-
-	genericiooptions.IOStreams
 }
 
 func newCmdRestart(f *factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &RestartOptions{
-		PrintFlags: genericclioptions.NewPrintFlags("restart requested").WithTypeSetter(scheme.Scheme),
-		IOStreams:  streams,
+		databaseOptions: databaseOptions{IOStreams: streams},
+		PrintFlags:      genericclioptions.NewPrintFlags("restart requested").WithTypeSetter(scheme.Scheme),
 	}
-	cmd := &cobra.Command{
-		Use:     "restart NAME [--reason TEXT]",
-		Short:   "Restart a Database's Pods one at a time",
-		Long:    restartLong,
-		Example: restartExample,
-		Args:    exactlyOneName,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(f, args); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
-	}
+	cmd := databaseCommand("restart NAME [--reason TEXT]", "Restart a Database's Pods one at a time", restartLong, restartExample,
+		func(args []string) error { return o.Complete(f, args) }, o.Run)
 	cmd.Flags().StringVar(&o.Reason, "reason", "", "Why the restart is asked for, recorded in the Database's status.restart.reason and its Event.")
 	o.PrintFlags.AddFlags(cmd)
 	return cmd
@@ -70,16 +53,11 @@ func newCmdRestart(f *factory, streams genericiooptions.IOStreams) *cobra.Comman
 
 // Complete fills the options from the arguments and kubectl's flags.
 func (o *RestartOptions) Complete(f *factory, args []string) error {
-	o.Name = args[0]
 	var err error
-	if o.Namespace, err = f.namespace(); err != nil {
-		return err
-	}
 	if o.printer, err = o.PrintFlags.ToPrinter(); err != nil {
 		return err
 	}
-	o.db, _, err = f.clients()
-	return err
+	return o.complete(f, args)
 }
 
 // Run creates databases/NAME/restart and prints the Database the server returns.

@@ -11,7 +11,6 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/generated/clientset/versioned"
 	"example.com/database-apiserver/pkg/generated/clientset/versioned/scheme"
 )
 
@@ -31,34 +30,18 @@ const switchoverExample = `  # Make my-database-1 the primary of my-database
 
 // SwitchoverOptions are the inputs of `kubectl database switchover NAME --to POD`.
 type SwitchoverOptions struct {
-	Name      string
-	Namespace string
+	databaseOptions
 	// Target is --to: the Pod to become the primary.
 	Target string
 
 	PrintFlags *genericclioptions.PrintFlags
 	printer    printers.ResourcePrinter
-
-	db versioned.Interface
-
-	genericiooptions.IOStreams
 }
 
 func newCmdSwitchover(f *factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &SwitchoverOptions{IOStreams: streams}
-	cmd := &cobra.Command{
-		Use:     "switchover NAME --to POD",
-		Short:   "Move a Database's primary to one of its replicas",
-		Long:    switchoverLong,
-		Example: switchoverExample,
-		Args:    exactlyOneName,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(f, args); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
-	}
+	o := &SwitchoverOptions{databaseOptions: databaseOptions{IOStreams: streams}}
+	cmd := databaseCommand("switchover NAME --to POD", "Move a Database's primary to one of its replicas", switchoverLong, switchoverExample,
+		func(args []string) error { return o.Complete(f, args) }, o.Run)
 	cmd.Flags().StringVar(&o.Target, "to", "", "The Pod (NAME-<ordinal>) to become the primary: a replica that streams from the current primary.")
 	// The printer's operation names the target, so the flags are added before it is known
 	// and the operation set in Complete.
@@ -69,20 +52,15 @@ func newCmdSwitchover(f *factory, streams genericiooptions.IOStreams) *cobra.Com
 
 // Complete fills the options from the arguments and kubectl's flags.
 func (o *SwitchoverOptions) Complete(f *factory, args []string) error {
-	o.Name = args[0]
 	if o.Target == "" {
-		return errors.New("--to is required: the Pod to become the primary, e.g. --to " + o.Name + "-1")
-	}
-	var err error
-	if o.Namespace, err = f.namespace(); err != nil {
-		return err
+		return errors.New("--to is required: the Pod to become the primary, e.g. --to " + args[0] + "-1")
 	}
 	o.PrintFlags.NamePrintFlags.Operation = "switchover to " + o.Target + " requested"
+	var err error
 	if o.printer, err = o.PrintFlags.ToPrinter(); err != nil {
 		return err
 	}
-	o.db, _, err = f.clients()
-	return err
+	return o.complete(f, args)
 }
 
 // Run creates databases/NAME/switchover and prints the Database the server returns.
