@@ -132,6 +132,23 @@ func ReplicationRelease(spec, oldSpec *example.DatabaseSpec, fldPath *field.Path
 		spec.Version, MySQLReplicationPatch))
 }
 
+// ReplicaWarnings are the warnings (the response's Warning header, which kubectl prints) of
+// a spec with more than one replica of an engine the controller does not replicate (not one
+// of switchoverEngines): each Pod is an independent server with data of its own, and the
+// client Service serves the first. Given on create, and on an update (oldSpec set) that
+// changes spec.replicas to more than one; nil otherwise.
+func ReplicaWarnings(spec, oldSpec *example.DatabaseSpec) []string {
+	if spec.Replicas == nil || *spec.Replicas <= 1 || slices.Contains(switchoverEngines, spec.Engine) ||
+		!slices.Contains(example.SupportedEngines, spec.Engine) {
+		return nil
+	}
+	if oldSpec != nil && oldSpec.Replicas != nil && *oldSpec.Replicas == *spec.Replicas {
+		return nil
+	}
+	return []string{fmt.Sprintf("spec.replicas: %s Databases do not replicate: each of the %d Pods is an independent server with its own data, "+
+		"and the client Service serves only the first (ordinal 0); use replicas: 1 unless that is what you want", spec.Engine, *spec.Replicas)}
+}
+
 // switchoverEngines are the engines whose replicas follow one primary that a switchover can
 // move (spec.primary): the controller sets up replication for them.
 var switchoverEngines = []example.Engine{example.EnginePostgreSQL, example.EngineMySQL}

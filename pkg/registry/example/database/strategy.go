@@ -96,10 +96,10 @@ func (Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorLis
 	return validation.ValidateDatabase(obj.(*example.Database))
 }
 
-// WarningsOnCreate returns no warnings: version end-of-life warnings come from
-// the DatabaseValidation admission plugin.
+// WarningsOnCreate returns validation.ReplicaWarnings of the new Database. Version
+// end-of-life warnings come from the DatabaseValidation admission plugin.
 func (Strategy) WarningsOnCreate(ctx context.Context, obj runtime.Object) []string {
-	return nil
+	return validation.ReplicaWarnings(&obj.(*example.Database).Spec, nil)
 }
 
 // Canonicalize does nothing: a Database has no order-insensitive fields to normalize.
@@ -117,9 +117,10 @@ func (Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) fie
 	return validation.ValidateDatabaseUpdate(obj.(*example.Database), old.(*example.Database))
 }
 
-// WarningsOnUpdate returns no warnings, for the same reason as WarningsOnCreate.
+// WarningsOnUpdate returns validation.ReplicaWarnings of the update, which the scale
+// subresource's writes go through too.
 func (Strategy) WarningsOnUpdate(ctx context.Context, obj, old runtime.Object) []string {
-	return nil
+	return validation.ReplicaWarnings(&obj.(*example.Database).Spec, &old.(*example.Database).Spec)
 }
 
 // AllowUnconditionalUpdate returns true: an update without

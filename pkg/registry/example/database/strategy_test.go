@@ -315,10 +315,30 @@ func TestStatusValidateUpdateDelegatesToStatusValidation(t *testing.T) {
 		"a negative readyReplicas is refused by the status validation")
 }
 
-func TestNoWarnings(t *testing.T) {
+func TestNoWarningsForTheExample(t *testing.T) {
 	s := newTestStrategy()
 	ctx := context.Background()
 	require.Nil(t, s.WarningsOnCreate(ctx, exampleDatabase()))
 	require.Nil(t, s.WarningsOnUpdate(ctx, exampleDatabase(), exampleDatabase()))
 	require.Nil(t, NewStatusStrategy(s).WarningsOnUpdate(ctx, exampleDatabase(), exampleDatabase()))
+}
+
+// More than one MongoDB replica is warned about on create and when an update (a scale
+// included) sets it; an update that keeps it is not warned about again, nor is a status
+// write.
+func TestWarningsForReplicasThatDoNotReplicate(t *testing.T) {
+	s := newTestStrategy()
+	ctx := context.Background()
+	mongo := func(replicas int32) *example.Database {
+		db := exampleDatabase()
+		db.Spec.Engine, db.Spec.Version, db.Spec.Replicas = example.EngineMongoDB, "7.0", &replicas
+		return db
+	}
+	const want = "spec.replicas: mongodb Databases do not replicate: each of the 3 Pods is an independent server with its own data, " +
+		"and the client Service serves only the first (ordinal 0); use replicas: 1 unless that is what you want"
+	require.Equal(t, []string{want}, s.WarningsOnCreate(ctx, mongo(3)))
+	require.Nil(t, s.WarningsOnCreate(ctx, mongo(1)))
+	require.Equal(t, []string{want}, s.WarningsOnUpdate(ctx, mongo(3), mongo(1)))
+	require.Nil(t, s.WarningsOnUpdate(ctx, mongo(3), mongo(3)))
+	require.Nil(t, NewStatusStrategy(s).WarningsOnUpdate(ctx, mongo(3), mongo(1)))
 }
