@@ -32,10 +32,18 @@ import (
 	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
 )
 
-// CacheSize bounds the verified chains remembered, least recently used first out. Only chains
-// that verified against the front-proxy CA are remembered: each front proxy presents one
-// (two while its certificate is renewed), so a handful are in use at any time.
+// CacheSize bounds the chains remembered as verified, and separately those remembered as
+// refused, least recently used first out. Each front proxy presents one chain (two while its
+// certificate is renewed), so a handful are in use at any time.
 const CacheSize = 128
+
+// RefusedTTL is how long a chain that did not verify against the front-proxy CA is not
+// verified again: its requests go straight to the delegate, whose own request-header
+// authenticator verifies it (and refuses it, or accepts it if it has become valid since), and
+// whose client-certificate authenticator then tries it against the client CA, as for a client
+// calling the server directly. Skipping the verification never accepts a request, so an entry
+// that is out of date only costs the delegate's verification until it expires.
+const RefusedTTL = time.Minute
 
 // Authenticator authenticates a request whose client certificate chain verifies against the
 // front-proxy CA, and whose leaf's common name is allowed, by the user named in its request
@@ -49,6 +57,7 @@ type Authenticator struct {
 	headers       authenticator.Request
 	delegate      authenticator.Request
 	verified      *cache.LRUExpireCache
+	refused       *cache.LRUExpireCache
 	verify        func(leaf *x509.Certificate, opts x509.VerifyOptions) ([][]*x509.Certificate, error)
 }
 
@@ -63,6 +72,7 @@ func NewAuthenticator(config *authenticatorfactory.RequestHeaderConfig, delegate
 			config.UsernameHeaders, config.UIDHeaders, config.GroupHeaders, config.ExtraHeaderPrefixes)),
 		delegate: delegate,
 		verified: cache.NewLRUExpireCache(CacheSize),
+		refused:  cache.NewLRUExpireCache(CacheSize),
 		verify:   (*x509.Certificate).Verify,
 	}
 }
@@ -113,9 +123,10 @@ func (v validity) contains(t time.Time) bool {
 }
 
 // chainVerifies reports whether the chain certs (leaf first, then the intermediates the client
-// sent) verifies with opts: from a remembered verification with the same options when the
-// request's time is inside the chain's validity, else by verifying it (and remembering it
-// until its NotAfter when it verifies). Like x509request.Verifier, the client's certificates
+// sent) verifies with opts: true from a remembered verification with the same options when
+// the request's time is inside the chain's validity, false for a chain remembered as refused
+// (RefusedTTL), else by verifying it (and remembering a chain that verifies until its
+// NotAfter, one that does not for RefusedTTL). Like x509request.Verifier, the client's certificates
 // after the leaf are the intermediates when opts has none, and the time is opts.CurrentTime,
 // or now when that is zero.
 func (a *Authenticator) chainVerifies(opts x509.VerifyOptions, certs []*x509.Certificate) bool {
@@ -127,6 +138,9 @@ func (a *Authenticator) chainVerifies(opts x509.VerifyOptions, certs []*x509.Cer
 	if v, ok := a.verified.Get(key); ok && v.(validity).contains(now) {
 		return true
 	}
+	if _, ok := a.refused.Get(key); ok {
+		return false
+	}
 
 	if opts.Intermediates == nil && len(certs) > 1 {
 		opts.Intermediates = x509.NewCertPool()
@@ -137,6 +151,7 @@ func (a *Authenticator) chainVerifies(opts x509.VerifyOptions, certs []*x509.Cer
 	opts.CurrentTime = now
 	chains, err := a.verify(certs[0], opts)
 	if err != nil || len(chains) == 0 {
+		a.refused.Add(key, struct{}{}, RefusedTTL)
 		return false
 	}
 	v := longestValidity(chains)

@@ -425,3 +425,26 @@ func TestCacheIsBounded(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, verifies+1, f.verifies, "evicted, verified again")
 }
+
+// A chain that did not verify is not verified again (for RefusedTTL): its requests get the
+// delegate's answer, which stays right when the chain becomes valid meanwhile.
+func TestRefusedChainIsLeftToDelegate(t *testing.T) {
+	frontProxyCA, clientCA := newCA(t, "front-proxy-ca"), newCA(t, "client-ca")
+	f := newFixture(t, frontProxyCA)
+	admin := clientCA.client(t, "admin", time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	for range 3 {
+		_, err := f.authenticate(admin)
+		require.ErrorContains(t, err, "certificate signed by unknown authority")
+	}
+	require.Equal(t, 1, f.verifies)
+
+	start := f.clock.Now()
+	early := frontProxyCA.client(t, proxyName, start.Add(time.Minute), start.Add(time.Hour))
+	_, err := f.authenticate(early)
+	require.ErrorContains(t, err, "certificate has expired or is not yet valid")
+	f.clock.Set(start.Add(2 * time.Minute))
+	u, err := f.authenticate(early)
+	require.NoError(t, err, "accepted by the delegate")
+	require.Equal(t, alice(), u)
+	require.Equal(t, 2, f.verifies)
+}
