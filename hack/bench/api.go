@@ -175,12 +175,12 @@ func (b *bench) runAPI(ctx context.Context, res *results) error {
 
 	logf("deleting the LIST objects")
 	for _, ns := range []string{"bench-list-ours", "bench-list1k-ours"} {
-		if err := b.direct.client.DeleteCollection(ctx, ns); err != nil {
+		if err := deleteAll(ctx, b.direct, ns); err != nil {
 			return fmt.Errorf("deleting %s: %w", ns, err)
 		}
 	}
 	for _, ns := range []string{"bench-list-crd", "bench-list1k-crd"} {
-		if err := b.crd.client.DeleteCollection(ctx, ns); err != nil {
+		if err := deleteAll(ctx, b.crd, ns); err != nil {
 			return fmt.Errorf("deleting %s: %w", ns, err)
 		}
 	}
