@@ -110,7 +110,7 @@ func (b *bench) runAPI(ctx context.Context, res *results) error {
 		for _, t := range b.targets {
 			state[t] = make([]*examplev1.Database, n)
 		}
-		for _, verb := range crudVerbs {
+		for _, verb := range b.sc.Verbs {
 			parts := map[*target][]part{}
 			for k := range rounds {
 				lo, hi := n*k/rounds, n*(k+1)/rounds
@@ -132,11 +132,16 @@ func (b *bench) runAPI(ctx context.Context, res *results) error {
 		}
 	}
 
-	for _, list := range []struct {
+	type listRows struct {
 		objects int
 		suffix  string
 		ops     map[int]int
-	}{{b.sc.ListSmall, "list1k", b.sc.ListOps}, {b.sc.ListLarge, "list", b.sc.ListOpsL}} {
+	}
+	lists := []listRows{{b.sc.ListSmall, "list1k", b.sc.ListOps}, {b.sc.ListLarge, "list", b.sc.ListOpsL}}
+	if b.sc.NoList {
+		lists = nil
+	}
+	for _, list := range lists {
 		for _, conc := range b.sc.Concurrency {
 			n := list.ops[conc]
 			parts := map[*target][]part{}
@@ -170,12 +175,12 @@ func (b *bench) runAPI(ctx context.Context, res *results) error {
 
 	logf("deleting the LIST objects")
 	for _, ns := range []string{"bench-list-ours", "bench-list1k-ours"} {
-		if err := b.direct.client.DeleteCollection(ctx, ns); err != nil {
+		if err := deleteAll(ctx, b.direct, ns); err != nil {
 			return fmt.Errorf("deleting %s: %w", ns, err)
 		}
 	}
 	for _, ns := range []string{"bench-list-crd", "bench-list1k-crd"} {
-		if err := b.crd.client.DeleteCollection(ctx, ns); err != nil {
+		if err := deleteAll(ctx, b.crd, ns); err != nil {
 			return fmt.Errorf("deleting %s: %w", ns, err)
 		}
 	}

@@ -34,6 +34,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -58,6 +59,10 @@ type scale struct {
 	// of each.
 	FanoutWatchers []int `json:"fanoutWatchers"`
 	FanoutCreates  int   `json:"fanoutCreates"`
+	// Verbs are the verbs of the single-object rows (crudVerbs, in that order, by default);
+	// NoList leaves out the LIST rows.
+	Verbs  []string `json:"verbs"`
+	NoList bool     `json:"noList,omitempty"`
 	// ScaleObjects is the data set of the large part (-scale-large), 0 without it.
 	ScaleObjects int `json:"scaleObjects,omitempty"`
 }
@@ -77,6 +82,7 @@ func fullScale() scale {
 		Databases:      []int{100, 1000},
 		FanoutWatchers: []int{100, 300, 1000},
 		FanoutCreates:  50,
+		Verbs:          crudVerbs,
 	}
 }
 
@@ -95,6 +101,7 @@ func quickScale() scale {
 		Databases:      []int{50},
 		FanoutWatchers: []int{30},
 		FanoutCreates:  10,
+		Verbs:          crudVerbs,
 	}
 }
 
@@ -109,6 +116,8 @@ type options struct {
 	kcmArgs, schedulerArgs                      string
 	fanout                                      string
 	fanoutOnly                                  bool
+	verbs                                       string
+	skipList                                    bool
 	fanoutCreates                               int
 	scaleLarge                                  bool
 	scaleObjects, scaleDatabases                int
@@ -134,6 +143,8 @@ func main() {
 	flag.BoolVar(&o.scaleLarge, "scale-large", false, "also run the large part: -scale-objects Databases and CRD objects (memory, a LIST in pages of 500, our server's start on them) and a controller run of -scale-databases")
 	flag.IntVar(&o.scaleObjects, "scale-objects", 100000, "objects of each kind in the -scale-large data set")
 	flag.IntVar(&o.scaleDatabases, "scale-databases", 10000, "Databases of the -scale-large controller run (0 for none)")
+	flag.StringVar(&o.verbs, "verbs", "", "comma-separated verbs of the single-object rows, of "+strings.Join(crudVerbs, ",")+" (default all; every verb but create works on the objects create made, so create is always run)")
+	flag.BoolVar(&o.skipList, "skip-list", false, "skip the LIST rows")
 	flag.BoolVar(&o.skipAPI, "skip-api", false, "skip the API benchmark")
 	flag.BoolVar(&o.skipController, "skip-controller", false, "skip the controller benchmark")
 	flag.StringVar(&o.profileDir, "profile", "", "write CPU profiles of our server and kube-apiserver (steady CRUD and LIST loads after the API rows) and of the controller (the first 60 s of its largest run) to this directory")
@@ -211,6 +222,14 @@ func benchmain(ctx context.Context, o options) error {
 	if o.fanoutOnly {
 		o.skipController = true
 	}
+	if o.verbs != "" {
+		verbs, err := parseVerbs(o.verbs)
+		if err != nil {
+			return err
+		}
+		sc.Verbs = verbs
+	}
+	sc.NoList = o.skipList
 	if o.scaleLarge {
 		sc.ScaleObjects = o.scaleObjects
 		if o.scaleDatabases > 0 {
@@ -316,4 +335,25 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 
 func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s bench: "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+// parseVerbs returns the verbs of the comma-separated list, in the order of crudVerbs, with
+// create first whatever the list says: the other verbs work on the objects it makes. It
+// returns an error that names a verb not in crudVerbs.
+func parseVerbs(list string) ([]string, error) {
+	want := map[string]bool{"create": true}
+	for f := range strings.SplitSeq(list, ",") {
+		f = strings.TrimSpace(f)
+		if !slices.Contains(crudVerbs, f) {
+			return nil, fmt.Errorf("-verbs: %q is not one of %s", f, strings.Join(crudVerbs, ", "))
+		}
+		want[f] = true
+	}
+	var verbs []string
+	for _, v := range crudVerbs {
+		if want[v] {
+			verbs = append(verbs, v)
+		}
+	}
+	return verbs, nil
 }

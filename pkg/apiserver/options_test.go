@@ -3,15 +3,23 @@ package apiserver
 import (
 	"bytes"
 	"io"
+	"net/http"
 	"testing"
 
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
+	"k8s.io/apiserver/pkg/authentication/request/headerrequest"
+	"k8s.io/apiserver/pkg/authentication/user"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/utils/ptr"
 
 	"example.com/database-apiserver/pkg/apis/example"
+	"example.com/database-apiserver/pkg/requestheader"
 )
 
 // Whatever --storage-media-type wrote, a server started with any other one
@@ -95,3 +103,51 @@ func TestDefaultShutdownWatchTerminationGracePeriod(t *testing.T) {
 	fs := fss.FlagSet("generic")
 	require.Equal(t, DefaultShutdownWatchTerminationGracePeriod.String(), fs.Lookup("shutdown-watch-termination-grace-period").DefValue)
 }
+
+// With a requestheader configuration, the server's authenticator is requestheader's, in front
+// of the delegated authentication it leaves every other request to; without one, it is left
+// as it is.
+func TestCacheRequestHeaderVerification(t *testing.T) {
+	delegated := authenticator.RequestFunc(func(*http.Request) (*authenticator.Response, bool, error) {
+		return &authenticator.Response{User: &user.DefaultInfo{Name: "delegated"}}, true, nil
+	})
+	c := genericapiserver.NewRecommendedConfig(Codecs)
+	c.Authentication.Authenticator = delegated
+	cacheRequestHeaderVerification(c)
+	resp, ok, err := c.Authentication.Authenticator.AuthenticateRequest(&http.Request{Header: http.Header{}})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "delegated", resp.User.GetName())
+	require.IsType(t, authenticator.RequestFunc(nil), c.Authentication.Authenticator)
+
+	ca, err := dynamiccertificates.NewStaticCAContent("front-proxy", []byte(testCA))
+	require.NoError(t, err)
+	c.Authentication.RequestHeaderConfig = &authenticatorfactory.RequestHeaderConfig{
+		UsernameHeaders:     headerrequest.StaticStringSlice{"X-Remote-User"},
+		UIDHeaders:          headerrequest.StaticStringSlice{},
+		GroupHeaders:        headerrequest.StaticStringSlice{},
+		ExtraHeaderPrefixes: headerrequest.StaticStringSlice{},
+		CAContentProvider:   ca,
+		AllowedClientNames:  headerrequest.StaticStringSlice{},
+	}
+	cacheRequestHeaderVerification(c)
+	require.IsType(t, &requestheader.Authenticator{}, c.Authentication.Authenticator)
+	resp, ok, err = c.Authentication.Authenticator.AuthenticateRequest(&http.Request{Header: http.Header{"X-Remote-User": {"mallory"}}})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "delegated", resp.User.GetName(), "no client certificate: the delegate's answer")
+}
+
+// testCA is a self-signed CA certificate (ECDSA P-256) for a CA provider.
+const testCA = `
+-----BEGIN CERTIFICATE-----
+MIIBbTCCAROgAwIBAgIBATAKBggqhkjOPQQDAjAeMRwwGgYDVQQDExN0ZXN0LWZy
+b250LXByb3h5LWNhMB4XDTI2MDEwMTAwMDAwMFoXDTM2MDEwMTAwMDAwMFowHjEc
+MBoGA1UEAxMTdGVzdC1mcm9udC1wcm94eS1jYTBZMBMGByqGSM49AgEGCCqGSM49
+AwEHA0IABNkRO7cqY8riYgv1kCLABdilQsBYwa6GAq5ki4dBPCrHxchR+rw4khye
+Mrh+bks+m4AHhKnlapbU8Y5U2lrb7j6jQjBAMA4GA1UdDwEB/wQEAwICBDAPBgNV
+HRMBAf8EBTADAQH/MB0GA1UdDgQWBBQarqs/43iXRaJV60uAAzwm8dPPAjAKBggq
+hkjOPQQDAgNIADBFAiEAj1jsxlE7JouyAxI60mA+RJATHistDSF5nf6hJfqFv00C
+IH7xBJVPUUIzn9cU+IZrnDfEkcpKXpTiZ5ejJOB/2i6X
+-----END CERTIFICATE-----
+`
