@@ -513,10 +513,11 @@ spec:
 	require.Equal(t, corev1.PodSucceeded, phase, out)
 	require.Equal(t, "1\t100", lastLines(out, 1), out)
 
-	// A replica refuses writes.
+	// A replica refuses writes: the application user, no SUPER, meets read_only (which
+	// super_read_only implies).
 	phase, out = mysqlAt(t, ns, "replica-write", db, memberHost(ns, db, 1), "INSERT INTO items VALUES (1000);")
 	require.Equal(t, corev1.PodFailed, phase, out)
-	require.Contains(t, out, "--super-read-only")
+	require.Contains(t, out, "running with the --read-only option")
 
 	// Scale-up: the new replica is a CLONE of the primary (it has the rows written before it
 	// existed, and the clone's GTIDs as gtid_purged: it read none of them from a binary log)
@@ -540,8 +541,8 @@ spec:
 	// A switchover under a steady write load: every acknowledged insert is on the new
 	// primary, and the old primary follows it, read-only.
 	const writeFor = 90
-	writer := mysqlPod(ns, "writer", db, primaryHost, writeLoop(writeFor, `$MYSQL -e "INSERT INTO load VALUES ($i)"`), "", false)
-	phase, out = mysqlAt(t, ns, "create-load", db, primaryHost, "CREATE TABLE load (id int PRIMARY KEY);")
+	writer := mysqlPod(ns, "writer", db, primaryHost, writeLoop(writeFor, `$MYSQL -e "INSERT INTO writes VALUES ($i)"`), "", false)
+	phase, out = mysqlAt(t, ns, "create-load", db, primaryHost, "CREATE TABLE writes (id int PRIMARY KEY);")
 	require.Equal(t, corev1.PodSucceeded, phase, out)
 	kubectlIn(t, writer, "apply", "-f", "-")
 	time.Sleep(10 * time.Second)
@@ -564,7 +565,7 @@ spec:
 	require.Equal(t, db+"-1", d.Status.Primary)
 
 	ids := acknowledged(t, ns, "writer", writeFor)
-	present := "SELECT count(*) FROM load WHERE id IN (" + strings.Join(ids, ",") + ");"
+	present := "SELECT count(*) FROM writes WHERE id IN (" + strings.Join(ids, ",") + ");"
 	want := strconv.Itoa(len(ids))
 	phase, out = mysqlAt(t, ns, "check-new-primary", db, primaryHost, present+" SELECT @@global.super_read_only;")
 	require.Equal(t, corev1.PodSucceeded, phase, out)
@@ -577,7 +578,7 @@ spec:
 	}
 	phase, out = mysqlAt(t, ns, "old-primary-write", db, memberHost(ns, db, 0), "INSERT INTO items VALUES (1002);")
 	require.Equal(t, corev1.PodFailed, phase, out)
-	require.Contains(t, out, "--super-read-only")
+	require.Contains(t, out, "running with the --read-only option")
 	phase, out = mysqlAtAsSuperuser(t, ns, "old-primary-source", db, memberHost(ns, db, 0), `SELECT c.AUTO_POSITION, c.HOST LIKE '`+db+`-1.%'
 		FROM performance_schema.replication_connection_configuration c WHERE c.CHANNEL_NAME = '';`)
 	require.Equal(t, corev1.PodSucceeded, phase, out)
