@@ -5,9 +5,13 @@
 #   bin/images/postgres.tar  PostgreSQL 15 from Debian's postgresql-15 on a debootstrap root
 #                            file system, with our entrypoint (hack/images/postgres), pushed
 #                            as library/postgres:15 and library/postgres:<Debian's 15.x>
+#   bin/images/mysql.tar     MySQL 9.7 from Debian sid's mysql-server-core and mysql-client-core
+#                            on a debootstrap root file system, with our entrypoint
+#                            (hack/images/mysql), pushed as library/mysql:9.7 and
+#                            library/mysql:<Debian's 9.7.x>
 # Next to each tarball, <name>.tags lists the repository:tag names it is pushed as, and
 # <name>.key the hash of its inputs: an image is rebuilt only when its inputs change. The
-# PostgreSQL image's Debian layer is cached apart (bin/images/cache), so a change of the
+# engine images' Debian layers are cached apart (bin/images/cache), so a change of an
 # entrypoint alone rebuilds in seconds.
 #
 # Needs root (debootstrap and chroot), debootstrap (hack/install-node-deps.sh) and crane
@@ -34,11 +38,7 @@ crane_version=$(cd "${ROOT}/hack/tools/crane" && ${GO} list -m -f '{{.Version}}'
 CRANE=${BIN}/crane-${crane_version}/crane
 [[ -x ${CRANE} ]] || { echo "build-node-images: ${CRANE} missing: run hack/build-tools.sh" >&2; exit 1; }
 
-suite=bookworm
-pg_major=15
 arch=$(${GO} env GOARCH)
-pg_packages=postgresql-${pg_major},postgresql-client-${pg_major}
-pg_bin=/usr/lib/postgresql/${pg_major}/bin
 mirror=${DEBIAN_MIRROR:-}
 if [[ -z ${mirror} ]]; then
   mirror=$(grep -hoE '^(URIs:|deb) +https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null \
@@ -63,9 +63,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# key <files...> hashes this script and the given inputs, and the build's settings.
+# key <files...> hashes this script (which holds the build's settings) and the given inputs.
 key() {
-  { cat "${BASH_SOURCE[0]}" "$@"; echo "${suite} ${pg_packages}"; } | sha256sum | cut -c1-16
+  cat "${BASH_SOURCE[0]}" "$@" | sha256sum | cut -c1-16
 }
 
 # up_to_date <name> <key>: the tarball exists and was built from these inputs.
@@ -121,74 +121,148 @@ else
   echo "built bin/images/pause.tar in $((SECONDS - start))s"
 fi
 
-# --- postgres ---
-# Two layers: the Debian root file system with the server (bin/images/cache/postgres-base.tar,
-# rebuilt only when base_recipe, the suite or the packages change: debootstrap is the slow
-# part), and the entrypoint on top.
-base_recipe=1 # bump when the base's preparation below changes
-base_key=$( { echo "${base_recipe} ${suite} ${pg_packages} ${arch}"; } | sha256sum | cut -c1-16)
-entrypoint=${ROOT}/hack/images/postgres/docker-entrypoint.sh
-pg_key=$(echo "$(key "${entrypoint}") ${base_key}" | sha256sum | cut -c1-16)
-if up_to_date postgres "${pg_key}"; then
-  echo "up to date: bin/images/postgres.tar ($(tr '\n' ' ' <"${OUT}/postgres.tags"))"
-  exit 0
-fi
-start=${SECONDS}
-start_registry
-mkdir -p "${OUT}/cache"
-base_tar=${OUT}/cache/postgres-base.tar
-if [[ -s ${base_tar} && -s ${base_tar}.pg-version && $(cat "${base_tar}.key" 2>/dev/null) == "${base_key}" ]]; then
-  echo "up to date: bin/images/cache/postgres-base.tar"
-  crane_q push "${base_tar}" "${registry}/library/postgres:base"
-else
-  rootfs=${work}/rootfs
-  echo "building bin/images/cache/postgres-base.tar: debootstrap ${suite} with ${pg_packages} from ${mirror}"
-  ${NICE} debootstrap --variant=minbase --include="${pg_packages}" "${suite}" "${rootfs}" "${mirror}" \
-    >"${work}/debootstrap.log" 2>&1 || { tail -30 "${work}/debootstrap.log" >&2; exit 1; }
-  echo "debootstrap done in $((SECONDS - start))s"
+# debian_base <name> <suite> <packages> <recipe> <prepare>: pushes <name>'s Debian layer to the
+# registry as library/<name>:base. The layer is the root file system debootstrap makes of
+# <suite> with <packages>, then <prepare> <rootfs> run on it; it is cached in
+# bin/images/cache/<name>-base.tar, rebuilt only when the recipe, the suite, the packages or the
+# architecture change (debootstrap is the slow part). <prepare> writes the server's version
+# to <rootfs>/.server-version, kept as bin/images/cache/<name>-base.tar.version.
+debian_base() {
+  local name=$1 base_suite=$2 packages=$3 recipe=$4 prepare=$5
+  local base_tar=${OUT}/cache/${name}-base.tar base_start=${SECONDS}
+  local base_key
+  base_key=$(base_key "${base_suite}" "${packages}" "${recipe}")
+  mkdir -p "${OUT}/cache"
+  if [[ -s ${base_tar} && -s ${base_tar}.version && $(cat "${base_tar}.key" 2>/dev/null) == "${base_key}" ]]; then
+    echo "up to date: bin/images/cache/${name}-base.tar"
+    crane_q push "${base_tar}" "${registry}/library/${name}:base"
+    return 0
+  fi
+  local rootfs=${work}/${name}-rootfs
+  echo "building bin/images/cache/${name}-base.tar: debootstrap ${base_suite} with ${packages} from ${mirror}"
+  ${NICE} debootstrap --variant=minbase --include="${packages}" "${base_suite}" "${rootfs}" "${mirror}" \
+    >"${work}/${name}-debootstrap.log" 2>&1 || { tail -30 "${work}/${name}-debootstrap.log" >&2; exit 1; }
+  echo "debootstrap done in $((SECONDS - base_start))s"
+  "${prepare}" "${rootfs}"
+  # What no image needs: downloaded packages, package lists, documentation.
+  rm -rf "${rootfs}/var/cache/apt/archives/"*.deb "${rootfs}/var/lib/apt/lists/"* \
+    "${rootfs}/usr/share/doc" "${rootfs}/usr/share/man" "${rootfs}/usr/share/info"
+  install -d -m 0755 "${rootfs}/docker-entrypoint-initdb.d"
+  mv "${rootfs}/.server-version" "${work}/${name}-version"
 
-  # The server user at uid/gid 999, as in the official images, so a Pod's fsGroup and
-  # runAsUser hold for both. Debian's packages gave it the next free system ids; its files
-  # move along.
-  old_uid=$(chroot "${rootfs}" id -u postgres)
-  old_gid=$(chroot "${rootfs}" id -g postgres)
-  chroot "${rootfs}" groupmod -g 999 postgres
-  chroot "${rootfs}" usermod -u 999 -g 999 postgres
+  tar --numeric-owner -C "${rootfs}" -cf "${work}/${name}-base.layer.tar" .
+  rm -rf "${rootfs}"
+  crane_q append --oci-empty-base -f "${work}/${name}-base.layer.tar" -t "${registry}/library/${name}:base"
+  rm -f "${work}/${name}-base.layer.tar"
+  "${CRANE}" pull "${registry}/library/${name}:base" "${work}/${name}-base.tar" 2>>"${work}/crane.log"
+  mv "${work}/${name}-base.tar" "${base_tar}"
+  mv "${work}/${name}-version" "${base_tar}.version"
+  echo "${base_key}" >"${base_tar}.key"
+  echo "built bin/images/cache/${name}-base.tar in $((SECONDS - base_start))s"
+}
+
+# base_key <suite> <packages> <recipe>: the key of a Debian layer.
+base_key() {
+  echo "$3 $1 $2 ${arch}" | sha256sum | cut -c1-16
+}
+
+# server_user_999 <rootfs> <user>: moves the server user to uid/gid 999, as in the official
+# images, so a Pod's fsGroup and runAsUser hold for both; its files move along. A user the
+# packages did not create is created.
+server_user_999() {
+  local rootfs=$1 user=$2
+  if ! chroot "${rootfs}" id -u "${user}" >/dev/null 2>&1; then
+    chroot "${rootfs}" groupadd --system --gid 999 "${user}"
+    chroot "${rootfs}" useradd --system --uid 999 --gid 999 --home-dir /nonexistent --no-create-home \
+      --shell /usr/sbin/nologin "${user}"
+    return 0
+  fi
+  local old_uid old_gid
+  old_uid=$(chroot "${rootfs}" id -u "${user}")
+  old_gid=$(chroot "${rootfs}" id -g "${user}")
+  chroot "${rootfs}" groupmod -g 999 "${user}"
+  chroot "${rootfs}" usermod -u 999 -g 999 "${user}"
   find "${rootfs}" -xdev -uid "${old_uid}" -exec chown -h 999 {} +
   find "${rootfs}" -xdev -gid "${old_gid}" -exec chgrp -h 999 {} +
+}
 
-  # What the image does not need: the package's own cluster (the entrypoint makes one in
-  # PGDATA), downloaded packages, package lists, documentation.
-  rm -rf "${rootfs}/var/lib/postgresql/${pg_major}" "${rootfs}/etc/postgresql/${pg_major}" \
-    "${rootfs}/var/cache/apt/archives/"*.deb "${rootfs}/var/lib/apt/lists/"* \
-    "${rootfs}/usr/share/doc" "${rootfs}/usr/share/man" "${rootfs}/usr/share/info"
+# engine_image <name> <major> <base_key> <version_env> <crane mutate flags...>: puts our
+# entrypoint (hack/images/<name>) on library/<name>:base (built by <name>_base), and saves
+# bin/images/<name>.tar, tagged library/<name>:<major> and library/<name>:<the server's
+# version>, unless it is up to date. The image's environment gets <version_env>=<version>, as
+# the official images have.
+engine_image() {
+  local name=$1 major=$2 bkey=$3 version_env=$4
+  shift 4
+  local ep=${ROOT}/hack/images/${name}/docker-entrypoint.sh
+  local k
+  k=$(echo "$(key "${ep}") ${bkey}" | sha256sum | cut -c1-16)
+  if up_to_date "${name}" "${k}"; then
+    echo "up to date: bin/images/${name}.tar ($(tr '\n' ' ' <"${OUT}/${name}.tags"))"
+    return 0
+  fi
+  local image_start=${SECONDS}
+  start_registry
+  "${name}_base"
+  local version
+  version=$(cat "${OUT}/cache/${name}-base.tar.version")
+  [[ ${version} == "${major}".* ]] || { echo "build-node-images: unexpected ${name} version '${version}'" >&2; exit 1; }
+  rm -rf "${work}/top"
+  mkdir -p "${work}/top/usr/local/bin"
+  install -m 0755 "${ep}" "${work}/top/usr/local/bin/docker-entrypoint.sh"
+  tar --numeric-owner --owner=0 --group=0 -C "${work}/top" -cf "${work}/top.layer.tar" usr
+  crane_q append -b "${registry}/library/${name}:base" -f "${work}/top.layer.tar" -t "${registry}/library/${name}:build"
+  crane_q mutate "${registry}/library/${name}:build" --entrypoint=/usr/local/bin/docker-entrypoint.sh \
+    --set-platform="linux/${arch}" --env="${version_env}=${version}" "$@" -t "${registry}/library/${name}:${major}"
+  save "${name}" "${k}" "library/${name}:${major}" "library/${name}:${version}"
+  echo "built bin/images/${name}.tar (${name} ${version}) in $((SECONDS - image_start))s"
+}
+
+# --- postgres ---
+# PostgreSQL 15 from Debian bookworm's postgresql-15.
+pg_suite=bookworm
+pg_major=15
+pg_packages=postgresql-${pg_major},postgresql-client-${pg_major}
+pg_bin=/usr/lib/postgresql/${pg_major}/bin
+pg_recipe=1 # bump when pg_prepare changes
+
+# pg_prepare <rootfs>: the server user at 999; without the package's own cluster (the
+# entrypoint makes one in PGDATA).
+pg_prepare() {
+  local rootfs=$1
+  server_user_999 "${rootfs}" postgres
+  rm -rf "${rootfs}/var/lib/postgresql/${pg_major}" "${rootfs}/etc/postgresql/${pg_major}"
   install -d -o 999 -g 999 -m 0755 "${rootfs}/var/lib/postgresql" "${rootfs}/var/run/postgresql"
   install -d -o 999 -g 999 -m 0700 "${rootfs}/var/lib/postgresql/data"
-  install -d -m 0755 "${rootfs}/docker-entrypoint-initdb.d"
-  chroot "${rootfs}" "${pg_bin}/postgres" --version | awk '{print $3}' >"${work}/pg-version"
-
-  tar --numeric-owner -C "${rootfs}" -cf "${work}/base.layer.tar" .
-  rm -rf "${rootfs}"
-  crane_q append --oci-empty-base -f "${work}/base.layer.tar" -t "${registry}/library/postgres:base"
-  rm -f "${work}/base.layer.tar"
-  "${CRANE}" pull "${registry}/library/postgres:base" "${work}/base.tar" 2>>"${work}/crane.log"
-  mv "${work}/base.tar" "${base_tar}"
-  mv "${work}/pg-version" "${base_tar}.pg-version"
-  echo "${base_key}" >"${base_tar}.key"
-  echo "built bin/images/cache/postgres-base.tar in $((SECONDS - start))s"
-fi
-
-pg_version=$(cat "${base_tar}.pg-version")
-[[ ${pg_version} == "${pg_major}".* ]] || { echo "build-node-images: unexpected server version '${pg_version}'" >&2; exit 1; }
-mkdir -p "${work}/top/usr/local/bin"
-install -m 0755 "${entrypoint}" "${work}/top/usr/local/bin/docker-entrypoint.sh"
-tar --numeric-owner --owner=0 --group=0 -C "${work}/top" -cf "${work}/top.layer.tar" usr
-crane_q append -b "${registry}/library/postgres:base" -f "${work}/top.layer.tar" -t "${registry}/library/postgres:build"
-crane_q mutate "${registry}/library/postgres:build" \
-  --entrypoint=/usr/local/bin/docker-entrypoint.sh --cmd=postgres \
-  --env="PATH=${pg_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+  chroot "${rootfs}" "${pg_bin}/postgres" --version | awk '{print $3}' >"${rootfs}/.server-version"
+}
+postgres_base() { debian_base postgres "${pg_suite}" "${pg_packages}" "${pg_recipe}" pg_prepare; }
+engine_image postgres "${pg_major}" "$(base_key "${pg_suite}" "${pg_packages}" "${pg_recipe}")" PG_VERSION \
+  --cmd=postgres --env="PATH=${pg_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
   --env=PGDATA=/var/lib/postgresql/data --env=LANG=C.UTF-8 --env=PG_MAJOR=${pg_major} \
-  --env=PG_VERSION="${pg_version}" --exposed-ports=5432/tcp --set-platform="linux/${arch}" \
-  -t "${registry}/library/postgres:${pg_major}"
-save postgres "${pg_key}" "library/postgres:${pg_major}" "library/postgres:${pg_version}"
-echo "built bin/images/postgres.tar (PostgreSQL ${pg_version}) in $((SECONDS - start))s"
+  --exposed-ports=5432/tcp
+
+# --- mysql ---
+# MySQL 9.7 from Debian sid's mysql-9.7 source: the server and the client programs (mysql,
+# mysqladmin), and mysql-common's /etc/mysql/my.cnf, which reads /etc/mysql/conf.d/*.cnf.
+my_suite=sid
+my_major=9.7
+my_packages=mysql-server-core,mysql-client-core,mysql-common
+my_recipe=2 # bump when my_prepare changes
+
+# my_prepare <rootfs>: the server user at 999 (only mysql-server, which is not installed,
+# would create it), and the directories the server writes, its own: the data directory,
+# secure_file_priv's and the sockets' (/run/mysqld: the root file system's /var/run is an
+# absolute symbolic link to /run, which outside a chroot is this machine's).
+my_prepare() {
+  local rootfs=$1
+  server_user_999 "${rootfs}" mysql
+  install -d -o 999 -g 999 -m 0750 "${rootfs}/var/lib/mysql" "${rootfs}/var/lib/mysql-files"
+  install -d -o 999 -g 999 -m 0755 "${rootfs}/run/mysqld"
+  install -d -m 0755 "${rootfs}/etc/mysql/conf.d"
+  chroot "${rootfs}" mysqld --version | sed -n 's/.*Ver \([0-9][0-9.]*\).*/\1/p' >"${rootfs}/.server-version"
+}
+mysql_base() { debian_base mysql "${my_suite}" "${my_packages}" "${my_recipe}" my_prepare; }
+engine_image mysql "${my_major}" "$(base_key "${my_suite}" "${my_packages}" "${my_recipe}")" MYSQL_VERSION \
+  --cmd=mysqld --env=PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+  --env=LANG=C.UTF-8 --env=MYSQL_MAJOR=${my_major} --exposed-ports=3306/tcp,33060/tcp

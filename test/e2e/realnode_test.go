@@ -47,13 +47,33 @@ func psqlURIPod(ns, name, db, sql string) string {
 
 // pod is a Pod on the real node running script with psql's environment from the Database's
 // Secret (PGPASSWORD is password, or the Secret's when empty; URI the Secret's uri) and SQL.
-// It passes the "restricted" Pod Security Standard, as a client in a restrictedNamespace must.
 func pod(ns, name, db, script, sql, password string) string {
 	secret := db + "-credentials"
 	passwordEnv := fmt.Sprintf("{name: PGPASSWORD, value: %q}", password)
 	if password == "" {
-		passwordEnv = fmt.Sprintf("{name: PGPASSWORD, valueFrom: {secretKeyRef: {name: %s, key: password}}}", secret)
+		passwordEnv = secretEnv("PGPASSWORD", secret, "password")
 	}
+	return clientPod(ns, name, "postgres:15", script,
+		fmt.Sprintf("{name: SQL, value: %q}", sql),
+		passwordEnv,
+		secretEnv("URI", secret, "uri"),
+		secretEnv("PGUSER", secret, "username"),
+		secretEnv("PGDATABASE", secret, "database"),
+		secretEnv("PGPORT", secret, "port"),
+		`{name: PGCONNECT_TIMEOUT, value: "10"}`,
+	)
+}
+
+// secretEnv is a container's environment variable name from the Secret's key, in a Pod
+// manifest's flow style.
+func secretEnv(name, secret, key string) string {
+	return fmt.Sprintf("{name: %s, valueFrom: {secretKeyRef: {name: %s, key: %s}}}", name, secret, key)
+}
+
+// clientPod is a Pod on the real node running script with sh in image, with env (flow-style
+// entries of the container's env). It passes the "restricted" Pod Security Standard, as a
+// client in a restrictedNamespace must.
+func clientPod(ns, name, image, script string, env ...string) string {
 	return fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata:
@@ -66,21 +86,15 @@ spec:
     runAsUser: 999
     seccompProfile: {type: RuntimeDefault}
   containers:
-  - name: psql
-    image: postgres:15
-    command: ["sh", "-c", %[3]q]
+  - name: client
+    image: %[3]s
+    command: ["sh", "-c", %[4]q]
     securityContext:
       allowPrivilegeEscalation: false
       capabilities: {drop: [ALL]}
     env:
-    - {name: SQL, value: %[4]q}
     - %[5]s
-    - {name: URI, valueFrom: {secretKeyRef: {name: %[6]s, key: uri}}}
-    - {name: PGUSER, valueFrom: {secretKeyRef: {name: %[6]s, key: username}}}
-    - {name: PGDATABASE, valueFrom: {secretKeyRef: {name: %[6]s, key: database}}}
-    - {name: PGPORT, valueFrom: {secretKeyRef: {name: %[6]s, key: port}}}
-    - {name: PGCONNECT_TIMEOUT, value: "10"}
-`, name, ns, script, sql, passwordEnv, secret)
+`, name, ns, image, script, strings.Join(env, "\n    - "))
 }
 
 // runPsql runs psqlPod to completion and returns its phase and its log.

@@ -96,17 +96,102 @@ func podsWithRole(t *testing.T, ns, db, role string) []string {
 	return names
 }
 
+// sqlAt runs sql against host in a client Pod named name (psqlAt, mysqlAt) and returns its
+// phase and output.
+type sqlAt func(t *testing.T, ns, name, db, host, sql string) (corev1.PodPhase, string)
+
 // waitRows waits until host returns want for sql, read by fresh psql Pods named prefix-N.
 func waitRows(t *testing.T, ns, prefix, db, host, sql, want string) time.Duration {
 	t.Helper()
+	return waitAnswer(t, psqlAt, ns, prefix, db, host, sql, want)
+}
+
+// waitAnswer waits until host returns want for sql, asked by fresh client Pods named
+// prefix-N.
+func waitAnswer(t *testing.T, client sqlAt, ns, prefix, db, host, sql, want string) time.Duration {
+	t.Helper()
 	start := time.Now()
 	for i := 0; ; i++ {
-		phase, out := psqlAt(t, ns, fmt.Sprintf("%s-%d", prefix, i), db, host, sql)
+		phase, out := client(t, ns, fmt.Sprintf("%s-%d", prefix, i), db, host, sql)
 		if phase == corev1.PodSucceeded && strings.TrimSpace(out) == want {
 			return time.Since(start)
 		}
 		require.Less(t, i, 20, "%s never answered %q to %q: last %s %s", host, want, sql, phase, out)
 		time.Sleep(2 * time.Second)
+	}
+}
+
+// writeLoop is a shell script that runs insert (which sees the row's number as $i) for
+// seconds, one row after the other, and prints "ok N TIME" for each acknowledged row and
+// "fail N TIME" for each refused one (TIME in Unix seconds).
+func writeLoop(seconds int, insert string) string {
+	return `
+i=0; end=$(( $(date +%s) + ` + strconv.Itoa(seconds) + ` ))
+while [ "$(date +%s)" -lt "$end" ]; do
+  i=$((i+1))
+  if ` + insert + ` >/dev/null 2>&1; then
+    echo "ok $i $(date +%s.%N)"
+  else
+    echo "fail $i $(date +%s.%N)"; sleep 0.1
+  fi
+done`
+}
+
+// acknowledged waits until the writeLoop Pod named name ends and returns the numbers of
+// the rows it saw acknowledged, logging how many and the longest pause between two.
+func acknowledged(t *testing.T, ns, name string, seconds int) []string {
+	t.Helper()
+	_, log := waitPodDone(t, ns, name)
+	var acked []string
+	var times []float64
+	for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 || f[0] != "ok" {
+			continue
+		}
+		_, err := strconv.Atoi(f[1])
+		require.NoError(t, err, line)
+		at, err := strconv.ParseFloat(f[2], 64)
+		require.NoError(t, err, line)
+		acked, times = append(acked, f[1]), append(times, at)
+	}
+	require.NotEmpty(t, acked, log)
+	pause := 0.0
+	for i := 1; i < len(times); i++ {
+		pause = max(pause, times[i]-times[i-1])
+	}
+	t.Logf("measured: %d inserts acknowledged over %ds; longest write pause %.2fs", len(acked), seconds, pause)
+	return acked
+}
+
+// restartReplicasFirst restarts the Database through the restart subresource (the plugin's
+// restart) and waits until the record is completed and it replicates again from primary:
+// each Pod is new, every replica restarted before the primary.
+func restartReplicasFirst(t *testing.T, ns, db, primary string, replicas ...string) {
+	t.Helper()
+	asked := time.Now()
+	out, errOut, err := kubectlDatabase(t, "restart", db, "-n", ns, "--reason", "e2e")
+	require.NoError(t, err, "%s%s", out, errOut)
+	eventually(t, realPodTimeout, func() error {
+		d, err := getDatabase(t, ns, db)
+		if err != nil {
+			return err
+		}
+		if r := d.Status.Restart; r == nil || r.CompletedAt == nil {
+			return fmt.Errorf("restart not completed: %+v", d.Status.Restart)
+		}
+		return nil
+	})
+	t.Logf("measured: rolling restart of %d Pods done in %v", len(replicas)+1, time.Since(asked).Round(time.Second))
+	waitReplicating(t, ns, db, primary, len(replicas)+1)
+	p, err := kube(t).CoreV1().Pods(ns).Get(context.Background(), primary, metav1.GetOptions{})
+	require.NoError(t, err)
+	for _, name := range replicas {
+		r, err := kube(t).CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.True(t, r.CreationTimestamp.After(asked.Add(-time.Second)), "the replica %s was restarted (%s)", name, r.CreationTimestamp)
+		require.True(t, r.CreationTimestamp.Before(&p.CreationTimestamp),
+			"the replica %s restarted first (%s), the primary last (%s)", name, r.CreationTimestamp, p.CreationTimestamp)
 	}
 }
 
@@ -202,16 +287,8 @@ spec:
 	// A switchover under a steady write load: every acknowledged insert is on the new
 	// primary, and the old primary follows it.
 	const writeFor = 90
-	writer := pod(ns, "writer", db, `
-i=0; end=$(( $(date +%s) + `+strconv.Itoa(writeFor)+` ))
-while [ "$(date +%s)" -lt "$end" ]; do
-  i=$((i+1))
-  if psql -v ON_ERROR_STOP=1 --no-psqlrc --quiet -h "$HOST" -p "$PGPORT" -c "INSERT INTO load VALUES ($i)" >/dev/null 2>&1; then
-    echo "ok $i $(date +%s.%N)"
-  else
-    echo "fail $i $(date +%s.%N)"; sleep 0.1
-  fi
-done`, "", "")
+	writer := pod(ns, "writer", db, writeLoop(writeFor,
+		`psql -v ON_ERROR_STOP=1 --no-psqlrc --quiet -h "$HOST" -p "$PGPORT" -c "INSERT INTO load VALUES ($i)"`), "", "")
 	writer = strings.Replace(writer, "    env:\n", "    env:\n    - {name: HOST, value: "+primaryHost+"}\n", 1)
 	phase, out = psqlAt(t, ns, "create-load", db, primaryHost, "CREATE TABLE load (id int PRIMARY KEY);")
 	require.Equal(t, corev1.PodSucceeded, phase, out)
@@ -235,32 +312,9 @@ done`, "", "")
 	require.Equal(t, []string{db + "-0", db + "-2"}, podsWithRole(t, ns, db, "replica"))
 	require.Equal(t, db+"-1", d.Status.Primary)
 
-	_, log := waitPodDone(t, ns, "writer")
-	var acked []int
-	var times []float64
-	for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
-		f := strings.Fields(line)
-		if len(f) != 3 || f[0] != "ok" {
-			continue
-		}
-		id, err := strconv.Atoi(f[1])
-		require.NoError(t, err, line)
-		at, err := strconv.ParseFloat(f[2], 64)
-		require.NoError(t, err, line)
-		acked, times = append(acked, id), append(times, at)
-	}
-	require.NotEmpty(t, acked, log)
-	pause := 0.0
-	for i := 1; i < len(times); i++ {
-		pause = max(pause, times[i]-times[i-1])
-	}
-	t.Logf("measured: %d inserts acknowledged over %ds; longest write pause %.2fs", len(acked), writeFor, pause)
+	ids := acknowledged(t, ns, "writer", writeFor)
 
 	// Every acknowledged row is on the new primary and, once caught up, on the old one.
-	ids := make([]string, len(acked))
-	for i, id := range acked {
-		ids[i] = strconv.Itoa(id)
-	}
 	missing := "SELECT count(*) FROM unnest(ARRAY[" + strings.Join(ids, ",") + "]) AS a(id) WHERE NOT EXISTS (SELECT 1 FROM load WHERE load.id = a.id);"
 	phase, out = psqlAt(t, ns, "check-new-primary", db, primaryHost, missing+" SELECT pg_is_in_recovery();")
 	require.Equal(t, corev1.PodSucceeded, phase, out)
@@ -302,28 +356,7 @@ done`, "", "")
 
 	// A restart through the restart subresource: the replica first, the primary last, each
 	// Pod new, the record completed, the data kept.
-	asked := time.Now()
-	out, errOut, err = kubectlDatabase(t, "restart", db, "-n", ns, "--reason", "e2e")
-	require.NoError(t, err, "%s%s", out, errOut)
-	eventually(t, realPodTimeout, func() error {
-		d, err := getDatabase(t, ns, db)
-		if err != nil {
-			return err
-		}
-		if r := d.Status.Restart; r == nil || r.CompletedAt == nil {
-			return fmt.Errorf("restart not completed: %+v", d.Status.Restart)
-		}
-		return nil
-	})
-	t.Logf("measured: rolling restart of 2 Pods done in %v", time.Since(asked).Round(time.Second))
-	waitReplicating(t, ns, db, db+"-1", 2)
-	replica0, err = kube(t).CoreV1().Pods(ns).Get(context.Background(), db+"-0", metav1.GetOptions{})
-	require.NoError(t, err)
-	primary1, err = kube(t).CoreV1().Pods(ns).Get(context.Background(), db+"-1", metav1.GetOptions{})
-	require.NoError(t, err)
-	require.True(t, replica0.CreationTimestamp.After(asked.Add(-time.Second)), "the replica was restarted (%s)", replica0.CreationTimestamp)
-	require.True(t, replica0.CreationTimestamp.Before(&primary1.CreationTimestamp),
-		"the replica restarted first (%s), the primary last (%s)", replica0.CreationTimestamp, primary1.CreationTimestamp)
+	restartReplicasFirst(t, ns, db, db+"-1", db+"-0")
 	phase, out = psqlAt(t, ns, "after-restart", db, primaryHost, "SELECT count(*) FROM items;")
 	require.Equal(t, corev1.PodSucceeded, phase, out)
 	require.Equal(t, "250", lastLines(out, 1), out)
@@ -399,4 +432,162 @@ spec:
 	i := slices.Index(header, "PRIMARY")
 	require.GreaterOrEqual(t, i, 0, out)
 	require.Equal(t, db+"-0", row[i], out)
+}
+
+// mysqlPod is a Pod on the real node running script with $MYSQL, the mysql client's command
+// line (the MySQL image holds it) against host as the Secret's user (or, superuser, its
+// superuser) on the Secret's database, in batch mode (tab-separated, without column names),
+// and $SQL, sql.
+func mysqlPod(ns, name, db, host, script, sql string, superuser bool) string {
+	secret := db + "-credentials"
+	user, password := "username", "password"
+	if superuser {
+		user, password = "superuser-username", "superuser-password"
+	}
+	return clientPod(ns, name, "mysql:9.7", script,
+		fmt.Sprintf("{name: SQL, value: %q}", sql),
+		secretEnv("MYSQL_PWD", secret, password),
+		secretEnv("DB_USER", secret, user),
+		secretEnv("DB_NAME", secret, "database"),
+		secretEnv("DB_PORT", secret, "port"),
+		fmt.Sprintf("{name: DB_HOST, value: %q}", host),
+		`{name: MYSQL, value: 'mysql --host=$(DB_HOST) --port=$(DB_PORT) --user=$(DB_USER) --database=$(DB_NAME) --connect-timeout=10 --batch --skip-column-names'}`,
+	)
+}
+
+// mysqlRunsSQL is mysqlPod's script that runs $SQL.
+const mysqlRunsSQL = `exec $MYSQL -e "$SQL"`
+
+// mysqlAt runs sql with the mysql client against host as the Secret's user, in a Pod named
+// name, and returns its phase and output.
+func mysqlAt(t *testing.T, ns, name, db, host, sql string) (corev1.PodPhase, string) {
+	t.Helper()
+	return runPod(t, ns, name, mysqlPod(ns, name, db, host, mysqlRunsSQL, sql, false))
+}
+
+// mysqlAtAsSuperuser is mysqlAt as the Secret's superuser (root), for what the application
+// user may not read (performance_schema's replication tables).
+func mysqlAtAsSuperuser(t *testing.T, ns, name, db, host, sql string) (corev1.PodPhase, string) {
+	t.Helper()
+	return runPod(t, ns, name, mysqlPod(ns, name, db, host, mysqlRunsSQL, sql, true))
+}
+
+// TestRealMySQLReplicates runs a replicated MySQL 9.7 on the real node: a primary and
+// replicas that follow it by GTID auto-positioning, scale-up by the CLONE plugin, a
+// switchover (databases/switchover) under a steady write load that keeps every acknowledged
+// row, and a rolling restart (databases/restart), replicas first. It logs the measured
+// catch-up time, the replicas' apply delay and the write pause.
+//
+// The namespace enforces the "restricted" Pod Security Standard: the clone and the servers
+// run as the non-root server user.
+func TestRealMySQLReplicates(t *testing.T) {
+	requireRealNode(t)
+	ns := restrictedNamespace(t, "e2e-real-mysql-replication")
+	const db = "shop"
+	kubectlIn(t, `apiVersion: example.com/v1
+kind: Database
+metadata:
+  name: `+db+`
+  namespace: `+ns+`
+spec:
+  engine: mysql
+  version: "9.7"
+  replicas: 2
+  storage: 1Gi
+`, "apply", "-f", "-")
+	waitReplicating(t, ns, db, db+"-0", 2)
+	require.Equal(t, []string{db + "-0"}, podsWithRole(t, ns, db, "primary"))
+	require.Equal(t, []string{db + "-1"}, podsWithRole(t, ns, db, "replica"))
+
+	// Writes through the client Service reach the primary; the replica has them.
+	primaryHost := db + "." + ns + ".svc"
+	readHost := db + "-read." + ns + ".svc"
+	phase, out := mysqlAt(t, ns, "create", db, primaryHost, `CREATE TABLE items (id int PRIMARY KEY);
+		INSERT INTO items WITH RECURSIVE n(id) AS (SELECT 1 UNION ALL SELECT id + 1 FROM n WHERE id < 100) SELECT id FROM n;
+		SELECT @@global.super_read_only;`)
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	require.Equal(t, "0", lastLines(out, 1), out)
+	lag := waitAnswer(t, mysqlAt, ns, "replica-read", db, memberHost(ns, db, 1), "SELECT count(*) FROM items;", "100")
+	t.Logf("measured: 100 rows visible on the replica %v after the primary's commit (including Pod start-up)", lag.Round(time.Millisecond))
+	phase, out = mysqlAt(t, ns, "read-service", db, readHost, "SELECT @@global.super_read_only, count(*) FROM items;")
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	require.Equal(t, "1\t100", lastLines(out, 1), out)
+
+	// A replica refuses writes: the application user, no SUPER, meets read_only (which
+	// super_read_only implies).
+	phase, out = mysqlAt(t, ns, "replica-write", db, memberHost(ns, db, 1), "INSERT INTO items VALUES (1000);")
+	require.Equal(t, corev1.PodFailed, phase, out)
+	require.Contains(t, out, "running with the --read-only option")
+
+	// Scale-up: the new replica is a CLONE of the primary (it has the rows written before it
+	// existed, and the clone's GTIDs as gtid_purged: it read none of them from a binary log)
+	// and follows it by GTID auto-positioning.
+	scaled := time.Now()
+	kubectl(t, "scale", "db/"+db, "-n", ns, "--replicas=3")
+	waitReplicating(t, ns, db, db+"-0", 3)
+	t.Logf("measured: scale-up to 3 replicated (cloned, Ready, replicating) in %v", time.Since(scaled).Round(time.Second))
+	waitAnswer(t, mysqlAt, ns, "new-replica-read", db, memberHost(ns, db, 2), "SELECT count(*) FROM items;", "100")
+	phase, out = mysqlAtAsSuperuser(t, ns, "new-replica-gtid", db, memberHost(ns, db, 2), `SELECT c.AUTO_POSITION,
+		c.HOST LIKE '`+db+`-0.%', @@global.gtid_purged <> '', GTID_SUBSET(@@global.gtid_purged, @@global.gtid_executed)
+		FROM performance_schema.replication_connection_configuration c WHERE c.CHANNEL_NAME = '';`)
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	require.Equal(t, "1\t1\t1\t1", lastLines(out, 1), out)
+	for i := 1; i <= 2; i++ {
+		phase, out = mysqlAt(t, ns, fmt.Sprintf("pod-read-%d", i), db, memberHost(ns, db, i), "SELECT @@global.super_read_only, count(*) FROM items;")
+		require.Equal(t, corev1.PodSucceeded, phase, out)
+		require.Equal(t, "1\t100", lastLines(out, 1), out)
+	}
+
+	// A switchover under a steady write load: every acknowledged insert is on the new
+	// primary, and the old primary follows it, read-only.
+	const writeFor = 90
+	writer := mysqlPod(ns, "writer", db, primaryHost, writeLoop(writeFor, `$MYSQL -e "INSERT INTO writes VALUES ($i)"`), "", false)
+	phase, out = mysqlAt(t, ns, "create-load", db, primaryHost, "CREATE TABLE writes (id int PRIMARY KEY);")
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	kubectlIn(t, writer, "apply", "-f", "-")
+	time.Sleep(10 * time.Second)
+	// How far behind each replica applies under that load: the original commit time of the
+	// last transaction it applied against the end of its apply.
+	for i := 1; i <= 2; i++ {
+		phase, out = mysqlAtAsSuperuser(t, ns, fmt.Sprintf("lag-%d", i), db, memberHost(ns, db, i), `SELECT
+			MAX(TIMESTAMPDIFF(MICROSECOND, LAST_APPLIED_TRANSACTION_ORIGINAL_COMMIT_TIMESTAMP, LAST_APPLIED_TRANSACTION_END_APPLY_TIMESTAMP)) / 1e6
+			FROM performance_schema.replication_applier_status_by_worker;`)
+		require.Equal(t, corev1.PodSucceeded, phase, out)
+		t.Logf("measured: %s-%d applies %ss after the primary's commit under the write load", db, i, lastLines(out, 1))
+	}
+	switched := time.Now()
+	out, errOut, err := kubectlDatabase(t, "switchover", db, "-n", ns, "--to", db+"-1")
+	require.NoError(t, err, "%s%s", out, errOut)
+	d := waitReplicating(t, ns, db, db+"-1", 3)
+	t.Logf("measured: switchover to %s-1 done in %v", db, time.Since(switched).Round(time.Second))
+	require.Equal(t, []string{db + "-1"}, podsWithRole(t, ns, db, "primary"))
+	require.Equal(t, []string{db + "-0", db + "-2"}, podsWithRole(t, ns, db, "replica"))
+	require.Equal(t, db+"-1", d.Status.Primary)
+
+	ids := acknowledged(t, ns, "writer", writeFor)
+	present := "SELECT count(*) FROM writes WHERE id IN (" + strings.Join(ids, ",") + ");"
+	want := strconv.Itoa(len(ids))
+	phase, out = mysqlAt(t, ns, "check-new-primary", db, primaryHost, present+" SELECT @@global.super_read_only;")
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	require.Equal(t, want+"\n0", lastLines(out, 2), "acknowledged rows lost on the new primary: %s", out)
+	phase, out = mysqlAt(t, ns, "new-primary-write", db, primaryHost, "INSERT INTO items VALUES (1001); SELECT count(*) FROM items;")
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	require.Equal(t, "101", lastLines(out, 1), out)
+	for _, i := range []int{0, 2} {
+		waitAnswer(t, mysqlAt, ns, fmt.Sprintf("check-replica-%d", i), db, memberHost(ns, db, i), present+" SELECT count(*) FROM items;", want+"\n101")
+	}
+	phase, out = mysqlAt(t, ns, "old-primary-write", db, memberHost(ns, db, 0), "INSERT INTO items VALUES (1002);")
+	require.Equal(t, corev1.PodFailed, phase, out)
+	require.Contains(t, out, "running with the --read-only option")
+	phase, out = mysqlAtAsSuperuser(t, ns, "old-primary-source", db, memberHost(ns, db, 0), `SELECT c.AUTO_POSITION, c.HOST LIKE '`+db+`-1.%'
+		FROM performance_schema.replication_connection_configuration c WHERE c.CHANNEL_NAME = '';`)
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	require.Equal(t, "1\t1", lastLines(out, 1), out)
+
+	// A restart through the restart subresource: the replicas first, the primary last, the
+	// data kept.
+	restartReplicasFirst(t, ns, db, db+"-1", db+"-0", db+"-2")
+	phase, out = mysqlAt(t, ns, "after-restart", db, primaryHost, "SELECT count(*) FROM items;")
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	require.Equal(t, "101", lastLines(out, 1), out)
 }

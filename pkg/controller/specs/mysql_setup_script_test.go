@@ -153,7 +153,7 @@ func TestMySQLSetupScript(t *testing.T) {
 		require.Equal(t, "cloned\n", r.file(filepath.Join(r.datadir, "ibdata1")), "the clone is the data directory")
 		require.True(t, r.exists(filepath.Join(r.datadir, "mysql")), "what tells the entrypoint not to initialise")
 		require.True(t, r.exists(filepath.Join(r.datadir, "lost+found")))
-		for _, gone := range []string{"leftover", ".clone", ".setup-server"} {
+		for _, gone := range []string{"leftover", ".clone", "setup-server"} {
 			require.False(t, r.exists(filepath.Join(r.datadir, gone)), gone)
 		}
 		clone := "SET GLOBAL clone_valid_donor_list = 'my-database-0.my-database-headless.production.svc:3306';\n" +
@@ -161,7 +161,8 @@ func TestMySQLSetupScript(t *testing.T) {
 			"DATA DIRECTORY = '" + filepath.Join(r.datadir, ".clone") + "' REQUIRE SSL;\n"
 		require.Equal(t, clone+clone, r.file(filepath.Join(r.fake, "sql")), "retried once refused, the password a quoted literal")
 		calls := r.file(filepath.Join(r.fake, "calls"))
-		require.Contains(t, calls, "mysqld --no-defaults --initialize-insecure --datadir="+filepath.Join(r.datadir, ".setup-server"))
+		// Not a hidden directory: InnoDB does not start on one.
+		require.Contains(t, calls, "mysqld --no-defaults --initialize-insecure --datadir="+filepath.Join(r.datadir, "setup-server")+"\n")
 		require.Contains(t, calls, "--bind-address=127.0.0.1")
 		require.Contains(t, calls, "--plugin-load-add=mysql_clone.so")
 		require.Contains(t, calls, "mysqladmin --no-defaults --socket=/tmp/mysql-setup.sock --user=root shutdown")

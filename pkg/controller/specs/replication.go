@@ -265,7 +265,9 @@ func mysqlReplicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpec)
 		SecurityContext: engine.ContainerSecurityContext(),
 	}}
 	pod.Volumes = []corev1.Volume{
-		engine.CredentialsVolume(secret, engine.SecretKeyPassword, engine.SecretKeyReplicationPassword),
+		// The server container's password files (MYSQL_ROOT_PASSWORD_FILE and
+		// MYSQL_PASSWORD_FILE), and the setup's REPLICATION_PASSWORD_FILE.
+		engine.CredentialsVolume(secret, append(d.Recipe.PasswordKeys(), engine.SecretKeyReplicationPassword)...),
 		{Name: replicationVolume, VolumeSource: corev1.VolumeSource{
 			ConfigMap: &corev1.ConfigMapVolumeSource{
 				LocalObjectReference: corev1.LocalObjectReference{Name: ReplicationConfigMapName(db)},

@@ -2,6 +2,7 @@ package specs_test
 
 import (
 	"bufio"
+	"path"
 	"strings"
 	"testing"
 
@@ -323,8 +324,15 @@ func TestMySQLPodsRunTheSetupScriptBeforeTheServer(t *testing.T) {
 
 	require.Equal(t, []string{engine.CredentialsVolumeName, "replication", "mysql-config"}, volumeNames(pod.Volumes))
 	require.NotNil(t, pod.Volumes[2].EmptyDir)
-	require.Equal(t, []corev1.KeyToPath{{Key: "password", Path: "password"}, {Key: "replication-password", Path: "replication-password"}},
-		pod.Volumes[0].Secret.Items)
+	require.Equal(t, []corev1.KeyToPath{{Key: "superuser-password", Path: "superuser-password"}, {Key: "password", Path: "password"},
+		{Key: "replication-password", Path: "replication-password"}}, pod.Volumes[0].Secret.Items)
+	// Every password file the server's entrypoint reads is there: without root's, it cannot
+	// initialise the primary.
+	for _, e := range pod.Containers[0].Env {
+		if strings.HasSuffix(e.Name, "_FILE") {
+			require.Contains(t, pod.Volumes[0].Secret.Items, corev1.KeyToPath{Key: path.Base(e.Value), Path: path.Base(e.Value)}, e.Name)
+		}
+	}
 
 	cm := specs.ReplicationConfigMap(db, "my-database-0")
 	require.Equal(t, "my-database-0", cm.Data[specs.ConfigMapKeyPrimary])

@@ -63,7 +63,9 @@ fi
 find "${DATADIR}" -mindepth 1 -maxdepth 1 ! -name lost+found -exec rm -rf {} +
 
 donor=${primary}.${PODS_DOMAIN}
-scratch=${DATADIR}/.setup-server
+# The scratch server's data directory may not be hidden: InnoDB fails to start on a data
+# directory whose name starts with "." ("Can't create UNDO tablespace ... already exists").
+scratch=${DATADIR}/setup-server
 clone=${DATADIR}/.clone
 socket=/tmp/mysql-setup.sock
 password=$(<"${REPLICATION_PASSWORD_FILE}")
