@@ -4,6 +4,10 @@ package e2e
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -12,7 +16,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
+	"example.com/database-apiserver/internal/localcluster"
 	"example.com/database-apiserver/pkg/controller/specs"
 )
 
@@ -21,7 +27,8 @@ import (
 // reads and writes of Secrets, StatefulSets and Databases are allowed in a and refused in b,
 // in database-system and cluster-wide; in database-system it has its Lease and the release
 // records by name, nothing to list; and the admission policies bound it as they bound the
-// cluster-wide controller.
+// cluster-wide controller; and database-controller --namespace=a, run with these rights,
+// reconciles the Databases of a (runNamespacedController).
 func TestNamespacedControllerRBACReadsOnlyItsNamespace(t *testing.T) {
 	testNamespace(t, "a")
 	testNamespace(t, "b")
@@ -102,4 +109,61 @@ func TestNamespacedControllerRBACReadsOnlyItsNamespace(t *testing.T) {
 		_, err := k.CoreV1().Secrets("a").Create(ctx, planted, dryRun)
 		requireRefused(t, err, "database-controller-children", "its controller ownerReference must be an example.com/v1 Database")
 	})
+	t.Run("a controller with --namespace=a and these rights makes a Database of a Ready", runNamespacedController)
+}
+
+// runNamespacedController stops the cluster-wide controller (the e2e tests run one at a time;
+// it is started again after) and runs database-controller --namespace=a with the rights of
+// database-controller-a (a kubeconfig impersonating it), the overlay applied: a Database of a
+// becomes Ready, one of b is left alone, it leads on its own Lease, and none of its requests
+// is forbidden.
+func runNamespacedController(t *testing.T) {
+	ctx := context.Background()
+
+	kubeconfig, err := clientcmd.LoadFromFile(cluster.KubeconfigPath)
+	require.NoError(t, err)
+	for _, user := range kubeconfig.AuthInfos {
+		user.Impersonate = "system:serviceaccount:" + installNamespace + ":database-controller-a"
+		user.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + installNamespace, "system:authenticated"}
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, clientcmd.WriteToFile(*kubeconfig, path))
+
+	require.NoError(t, cluster.StopComponent(localcluster.ControllerName))
+	t.Cleanup(func() { require.NoError(t, cluster.StartController(ctx)) })
+
+	logFile, err := os.Create(filepath.Join(t.TempDir(), "database-controller-a.log"))
+	require.NoError(t, err)
+	defer logFile.Close()
+	cmd := exec.Command(filepath.Join(root, "bin", "database-controller"), "--kubeconfig="+path, "--namespace=a",
+		"--secure-port=0", "--leader-elect-lease-duration=6s", "--leader-elect-renew-deadline=5s",
+		"--leader-elect-retry-period=1s")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	require.NoError(t, cmd.Start())
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			_ = cmd.Wait()
+		}
+	}
+	defer stop()
+
+	kubectlIn(t, databaseIn("a", "db", 1, ""), "apply", "-f", "-")
+	kubectlIn(t, databaseIn("b", "db", 1, ""), "apply", "-f", "-")
+	waitReady(t, "a", "db", 1)
+	lease, err := kube(t).CoordinationV1().Leases(installNamespace).Get(ctx, "database-controller-a", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, lease.Spec.HolderIdentity)
+	require.NotEmpty(t, *lease.Spec.HolderIdentity)
+
+	other, err := getDatabase(t, "b", "db")
+	require.NoError(t, err)
+	require.Empty(t, other.Finalizers, "the Database of b was reconciled")
+	require.Empty(t, other.Status.Phase, "the Database of b was reconciled")
+	stop()
+	log, err := os.ReadFile(logFile.Name())
+	require.NoError(t, err)
+	require.NotContains(t, string(log), "is forbidden", "a request outside its rights")
 }
