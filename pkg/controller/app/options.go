@@ -95,6 +95,11 @@ type Options struct {
 	Authorization *apiserveroptions.DelegatingAuthorizationOptions
 	// EnableProfiling serves /debug/pprof on the secure port (to authorized users).
 	EnableProfiling bool
+	// Namespace, when set, is the one namespace whose Databases the controller reconciles:
+	// every informer lists and watches only there, so its RBAC may be a RoleBinding in that
+	// namespace instead of a ClusterRoleBinding. What it writes in its own namespace (the
+	// Lease, the release records, Events) is unchanged. Empty: every namespace.
+	Namespace string
 	// ImageRegistry, when set, is the registry (and path) the database images are pulled
 	// from instead of the catalog's: "registry.example:5000/mirror" runs
 	// "registry.example:5000/mirror/postgres:15" for "postgres:15".
@@ -160,6 +165,9 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 
 	fs := fss.FlagSet("controller")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "How many Databases are reconciled concurrently.")
+	fs.StringVar(&o.Namespace, "namespace", o.Namespace,
+		"The one namespace whose Databases are reconciled; every list and watch stays in it. Empty: every namespace. "+
+			"The default Lease name becomes "+DefaultLeaseName+"-<namespace>, so one controller per namespace can run side by side.")
 	fs.StringVar(&o.ImageRegistry, "image-registry", o.ImageRegistry,
 		"Registry and path to pull the database images from instead of the catalog's (e.g. registry.example:5000/mirror: postgres:15 becomes registry.example:5000/mirror/postgres:15), for a mirrored or air-gapped cluster.")
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod,
@@ -195,6 +203,15 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	return fss
 }
 
+// Complete fills in what depends on other flags: with --namespace and the default
+// --leader-elect-resource-name, the Lease is named database-controller-<namespace>, so each
+// namespace's controller elects its own leader. NewCommand calls it before Validate.
+func (o *Options) Complete() {
+	if o.Namespace != "" && o.LeaderElection.ResourceName == DefaultLeaseName {
+		o.LeaderElection.ResourceName = DefaultLeaseName + "-" + o.Namespace
+	}
+}
+
 // Validate returns every problem with the options at once. The logging options are validated
 // when NewCommand applies them, once per process.
 func (o *Options) Validate() error {
@@ -213,6 +230,11 @@ func (o *Options) Validate() error {
 	}
 	if o.ClientConnection.QPS < 0 || o.ClientConnection.Burst < 0 {
 		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must not be negative"))
+	}
+	if ns := o.Namespace; ns != "" {
+		for _, msg := range validation.IsDNS1123Label(ns) {
+			errs = append(errs, fmt.Errorf("--namespace %q: %s", ns, msg))
+		}
 	}
 	if r := o.ImageRegistry; r != "" && !registryPattern.MatchString(r) {
 		errs = append(errs, fmt.Errorf("--image-registry must be a registry host, optionally with a port and a path (registry.example:5000/mirror), without a scheme, tag or digest, got %q", r))
@@ -423,6 +445,7 @@ non-resource URL /metrics), the probes to anyone.`,
 			if err := logsapi.ValidateAndApply(o.Logs, o.FeatureGates); err != nil {
 				return err
 			}
+			o.Complete()
 			if err := o.Validate(); err != nil {
 				return err
 			}

@@ -69,7 +69,7 @@ func (c *Config) Run(ctx context.Context) error {
 		<-serverDone
 	}()
 
-	log.Info("Starting", "workers", o.Workers, "leaderElection", o.LeaderElection.LeaderElect, "identity", c.Identity)
+	log.Info("Starting", "namespace", o.Namespace, "workers", o.Workers, "leaderElection", o.LeaderElection.LeaderElect, "identity", c.Identity)
 	for {
 		t, err := c.newTerm(ctx)
 		if err != nil {
@@ -109,8 +109,9 @@ type controllerTerm struct {
 func (c *Config) newTerm(ctx context.Context) (*controllerTerm, error) {
 	o := c.Options
 	eventsCtx, stopEvents := context.WithCancel(context.WithoutCancel(ctx))
-	kubeInformers := database.NewKubeInformerFactory(c.Kube, o.ResyncPeriod)
-	databaseInformers := database.NewDatabaseInformerFactory(c.Databases, o.ResyncPeriod)
+	// With --namespace every informer is scoped to it; unset, Namespace is metav1.NamespaceAll.
+	kubeInformers := database.NewKubeInformerFactory(c.Kube, o.ResyncPeriod, o.Namespace)
+	databaseInformers := database.NewDatabaseInformerFactory(c.Databases, o.ResyncPeriod, o.Namespace)
 	controller, err := database.NewController(eventsCtx, c.Kube, c.Databases, kubeInformers, databaseInformers,
 		// The release records live in the controller's own namespace, the Lease's.
 		database.Options{Instances: postgres.Client{}, MySQL: mysql.Client{}, ImageRegistry: o.ImageRegistry,

@@ -108,13 +108,19 @@ type Controller struct {
 // cluster's other Secrets or Services. Two informers, registered here, have their own list
 // options instead, and are only started and stopped with the factory: the claim informer
 // (NewClaimInformer, unfiltered) and the Event informer (NewEventInformer, selected by fields:
-// Events have no labels). resync is the informers' resync period (0: none).
-func NewKubeInformerFactory(kube kubernetes.Interface, resync time.Duration) informers.SharedInformerFactory {
+// Events have no labels). resync is the informers' resync period (0: none). namespace scopes
+// every informer of the factory, those two included, to one namespace; metav1.NamespaceAll
+// ("") watches every namespace.
+func NewKubeInformerFactory(kube kubernetes.Interface, resync time.Duration, namespace string) informers.SharedInformerFactory {
 	selector := ManagedBySelector().String()
-	factory := informers.NewSharedInformerFactoryWithOptions(kube, resync,
+	factory := informers.NewSharedInformerFactoryWithOptions(kube, resync, informers.WithNamespace(namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
-	factory.InformerFor(&corev1.PersistentVolumeClaim{}, NewClaimInformer)
-	factory.InformerFor(&corev1.Event{}, NewEventInformer)
+	factory.InformerFor(&corev1.PersistentVolumeClaim{}, func(kube kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return newClaimInformer(kube, namespace, resync)
+	})
+	factory.InformerFor(&corev1.Event{}, func(kube kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return newEventInformer(kube, namespace, resync)
+	})
 	return factory
 }
 
@@ -128,16 +134,22 @@ func NewKubeInformerFactory(kube kubernetes.Interface, resync time.Duration) inf
 // costing N² claims read. The cost is memory for every claim of the cluster. resync is the
 // resync period (0: none); its signature is that of a factory's InformerFor.
 func NewClaimInformer(kube kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-	return coreinformers.NewPersistentVolumeClaimInformer(kube, metav1.NamespaceAll, resync, cache.Indexers{
+	return newClaimInformer(kube, metav1.NamespaceAll, resync)
+}
+
+// newClaimInformer is NewClaimInformer's informer in namespace (metav1.NamespaceAll: every
+// namespace).
+func newClaimInformer(kube kubernetes.Interface, namespace string, resync time.Duration) cache.SharedIndexInformer {
+	return coreinformers.NewPersistentVolumeClaimInformer(kube, namespace, resync, cache.Indexers{
 		cache.NamespaceIndex:  cache.MetaNamespaceIndexFunc,
 		ClaimsByDatabaseIndex: ClaimsByDatabase,
 	})
 }
 
-// NewDatabaseInformerFactory returns the shared informer factory for Databases in every
-// namespace. resync is the informers' resync period (0: none).
-func NewDatabaseInformerFactory(databases versioned.Interface, resync time.Duration) externalversions.SharedInformerFactory {
-	return externalversions.NewSharedInformerFactory(databases, resync)
+// NewDatabaseInformerFactory returns the shared informer factory for Databases in namespace
+// (metav1.NamespaceAll: every namespace). resync is the informers' resync period (0: none).
+func NewDatabaseInformerFactory(databases versioned.Interface, resync time.Duration, namespace string) externalversions.SharedInformerFactory {
+	return externalversions.NewSharedInformerFactoryWithOptions(databases, resync, externalversions.WithNamespace(namespace))
 }
 
 // NewController registers event handlers on the informers of kubeInformers (which should come

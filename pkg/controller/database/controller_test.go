@@ -33,8 +33,8 @@ func newTestController(t *testing.T, kubeObjects ...runtime.Object) (*Controller
 	t.Helper()
 	kube := kubefake.NewClientset(kubeObjects...)
 	databases := dbfake.NewClientset()
-	kubeInformers := NewKubeInformerFactory(kube, 0)
-	databaseInformers := NewDatabaseInformerFactory(databases, 0)
+	kubeInformers := NewKubeInformerFactory(kube, 0, metav1.NamespaceAll)
+	databaseInformers := NewDatabaseInformerFactory(databases, 0, metav1.NamespaceAll)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() {
 		cancel()
@@ -166,7 +166,7 @@ func TestNewControllerRefusesAClaimInformerWithoutItsIndex(t *testing.T) {
 	kube := kubefake.NewClientset()
 	kubeInformers := informers.NewSharedInformerFactory(kube, 0)
 	kubeInformers.Core().V1().PersistentVolumeClaims().Informer() // label-scoped or not, it lacks the index
-	_, err := NewController(t.Context(), kube, dbfake.NewClientset(), kubeInformers, NewDatabaseInformerFactory(dbfake.NewClientset(), 0), Options{})
+	_, err := NewController(t.Context(), kube, dbfake.NewClientset(), kubeInformers, NewDatabaseInformerFactory(dbfake.NewClientset(), 0, metav1.NamespaceAll), Options{})
 	require.ErrorContains(t, err, ClaimsByDatabaseIndex)
 }
 
@@ -175,7 +175,7 @@ func TestNewControllerRefusesAnEventInformerWithoutItsIndex(t *testing.T) {
 	kubeInformers := informers.NewSharedInformerFactory(kube, 0)
 	kubeInformers.InformerFor(&corev1.PersistentVolumeClaim{}, NewClaimInformer)
 	kubeInformers.Core().V1().Events().Informer() // unselected, and it lacks the index
-	_, err := NewController(t.Context(), kube, dbfake.NewClientset(), kubeInformers, NewDatabaseInformerFactory(dbfake.NewClientset(), 0), Options{})
+	_, err := NewController(t.Context(), kube, dbfake.NewClientset(), kubeInformers, NewDatabaseInformerFactory(dbfake.NewClientset(), 0, metav1.NamespaceAll), Options{})
 	require.ErrorContains(t, err, EventsByObjectUIDIndex)
 }
 
@@ -189,7 +189,7 @@ func TestEventInformerSelectsTheStatefulSetControllersEventsByFields(t *testing.
 		restrictions = append(restrictions, fmt.Sprintf("ns=%q labels=%q fields=%q", a.GetNamespace(), r.Labels, r.Fields))
 		return false, nil, nil
 	})
-	kubeInformers := NewKubeInformerFactory(kube, 0)
+	kubeInformers := NewKubeInformerFactory(kube, 0, metav1.NamespaceAll)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	informer := kubeInformers.InformerFor(&corev1.Event{}, NewEventInformer)
 	kubeInformers.Start(ctx.Done())

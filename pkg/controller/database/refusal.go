@@ -63,8 +63,14 @@ func eventFieldSelector() fields.Selector {
 // the cache, and those of StatefulSets that are not ours cost their memory. resync is the
 // resync period (0: none); its signature is that of a factory's InformerFor.
 func NewEventInformer(kube kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+	return newEventInformer(kube, metav1.NamespaceAll, resync)
+}
+
+// newEventInformer is NewEventInformer's informer in namespace (metav1.NamespaceAll: every
+// namespace).
+func newEventInformer(kube kubernetes.Interface, namespace string, resync time.Duration) cache.SharedIndexInformer {
 	selector := eventFieldSelector().String()
-	return coreinformers.NewFilteredEventInformer(kube, metav1.NamespaceAll, resync, cache.Indexers{
+	return coreinformers.NewFilteredEventInformer(kube, namespace, resync, cache.Indexers{
 		cache.NamespaceIndex:   cache.MetaNamespaceIndexFunc,
 		EventsByObjectUIDIndex: EventsByObjectUID,
 	}, func(o *metav1.ListOptions) { o.FieldSelector = selector })
