@@ -21,6 +21,7 @@ import (
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"example.com/database-apiserver/pkg/apis/example"
 	"example.com/database-apiserver/pkg/storagesize"
@@ -110,13 +111,7 @@ const MySQLReplicationPatch = 23
 // version nor the replication is not judged again. It holds on every write, the scale
 // subresource's included. Series ("8.0") and other lines replicate.
 func ReplicationRelease(spec, oldSpec *example.DatabaseSpec, fldPath *field.Path) *field.Error {
-	replicas := func(s *example.DatabaseSpec) int32 {
-		if s.Replicas == nil {
-			return 1
-		}
-		return *s.Replicas
-	}
-	if spec.Engine != example.EngineMySQL || replicas(spec) <= 1 {
+	if spec.Engine != example.EngineMySQL || ptr.Deref(spec.Replicas, 1) <= 1 {
 		return nil
 	}
 	patch, found := strings.CutPrefix(spec.Version, "8.0.")
@@ -124,7 +119,7 @@ func ReplicationRelease(spec, oldSpec *example.DatabaseSpec, fldPath *field.Path
 	if !found || err != nil || n >= MySQLReplicationPatch {
 		return nil
 	}
-	if oldSpec != nil && oldSpec.Engine == spec.Engine && oldSpec.Version == spec.Version && replicas(oldSpec) > 1 {
+	if oldSpec != nil && oldSpec.Engine == spec.Engine && oldSpec.Version == spec.Version && ptr.Deref(oldSpec.Replicas, 1) > 1 {
 		return nil
 	}
 	return field.Forbidden(fldPath, fmt.Sprintf(
