@@ -44,7 +44,7 @@ func TestOneEtcdMemberAndOneAPIServerKilledUnderLoad(t *testing.T) {
 	leader.waitReady()
 	servers[1].start()
 	servers[1].waitReady()
-	time.Sleep(4 * time.Second)
+	w.requireResumes(t, 40)
 	stop()
 	wg.Wait()
 
@@ -54,7 +54,6 @@ func TestOneEtcdMemberAndOneAPIServerKilledUnderLoad(t *testing.T) {
 		leader.cfg.Name, acked, found, acked-found, w.failed, w.forbidden, w.errors, w.alreadyExists, w.maxPause.Round(time.Millisecond))
 	require.Zero(t, w.failed, "creates the retrying client gave up")
 	require.Zero(t, w.forbidden, "403 answers")
-	require.Greater(t, acked, 200, "the writer kept writing")
 }
 
 // etcdLeader returns the member that leads the cluster.

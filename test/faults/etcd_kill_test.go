@@ -32,7 +32,7 @@ func TestEtcdKilledUnderWritesLosesNoAcknowledgedWrite(t *testing.T) {
 		etcd.start()
 		etcd.waitReady()
 	}
-	time.Sleep(4 * time.Second)
+	w.requireResumes(t, 40)
 	stop()
 	wg.Wait()
 
@@ -41,5 +41,4 @@ func TestEtcdKilledUnderWritesLosesNoAcknowledgedWrite(t *testing.T) {
 		"%d failed requests seen by the client and retried (%d answered AlreadyExists on retry), %d given up, max write pause %v",
 		acked, found, acked-found, w.errors, w.alreadyExists, w.failed, w.maxPause.Round(time.Millisecond))
 	require.Zero(t, w.failed, "creates given up after %v", giveUpAfter)
-	require.Greater(t, acked, 200, "the writer kept writing")
 }

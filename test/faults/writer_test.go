@@ -106,6 +106,21 @@ func (w *writer) create(ctx context.Context, i int) bool {
 	}
 }
 
+// requireResumes waits until the writer has acknowledged n creates more than it had
+// when called, and fails the test if that takes longer than giveUpAfter: after a
+// fault has healed, writes go on.
+func (w *writer) requireResumes(t *testing.T, n int) {
+	t.Helper()
+	w.mu.Lock()
+	want := len(w.acked) + n
+	w.mu.Unlock()
+	require.Eventually(t, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return len(w.acked) >= want
+	}, giveUpAfter, writeInterval, "fewer than %d creates acknowledged after the faults healed", n)
+}
+
 // checkNoneLost lists the namespace through client and requires every acknowledged
 // create to be there; it returns how many were acknowledged and found.
 func (w *writer) checkNoneLost(t *testing.T, client versioned.Interface) (acked, found int) {
