@@ -177,12 +177,12 @@ func TestDryRunPersistsNothing(t *testing.T) {
 
 func ptrInt32(v int32) *int32 { return &v }
 
-// More than one replica of an engine that does not replicate is accepted with a warning
-// that says what the user gets, on create and on a scale through databases/scale.
-func TestReplicasThatDoNotReplicateAreWarnedAbout(t *testing.T) {
+// A MongoDB replica set of an even number of members is accepted with a warning that says
+// what the user gets, on create and on a scale through databases/scale.
+func TestEvenMongoDBReplicaSetsAreWarnedAbout(t *testing.T) {
 	ns := namespace(t)
-	const warning = "spec.replicas: mongodb Databases do not replicate: each of the 3 Pods is an independent server with its own data"
-	body := []byte(`{"apiVersion":"example.com/v1","kind":"Database","metadata":{"name":"docs"},"spec":{"engine":"mongodb","version":"7.0","replicas":3,"storage":"1Gi"}}`)
+	const warning = "spec.replicas: a MongoDB replica set of 2 voting members elects its primary by a majority of 2"
+	body := []byte(`{"apiVersion":"example.com/v1","kind":"Database","metadata":{"name":"docs"},"spec":{"engine":"mongodb","version":"7.0","replicas":2,"storage":"1Gi"}}`)
 	resp := do(t, http.MethodPost, databasesPath(ns), body, nil)
 	require.Equal(t, http.StatusCreated, resp.code, "%s", resp.body)
 	require.Contains(t, resp.header.Get("Warning"), warning)
@@ -191,7 +191,7 @@ func TestReplicasThatDoNotReplicateAreWarnedAbout(t *testing.T) {
 		map[string]string{"Content-Type": "application/merge-patch+json"})
 	require.Equal(t, http.StatusOK, resp.code, "%s", resp.body)
 	require.Empty(t, resp.header.Get("Warning"))
-	resp = do(t, http.MethodPatch, databasesPath(ns)+"/docs/scale", []byte(`{"spec":{"replicas":3}}`),
+	resp = do(t, http.MethodPatch, databasesPath(ns)+"/docs/scale", []byte(`{"spec":{"replicas":2}}`),
 		map[string]string{"Content-Type": "application/merge-patch+json"})
 	require.Equal(t, http.StatusOK, resp.code, "%s", resp.body)
 	require.Contains(t, resp.header.Get("Warning"), warning)

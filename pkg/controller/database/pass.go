@@ -88,7 +88,7 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 	if h == nil && err == nil && specs.HasInitConfigMap(p.desired) {
 		h, err = p.ensureInitConfigMap(ctx)
 	}
-	replicates, designated := specs.Replicates(p.desired), ""
+	replicates, designated := p.desired.Recipe.Replicates(), ""
 	if h == nil && err == nil && replicates {
 		designated, h, err = p.ensureReplicationConfigMap(ctx)
 	}
@@ -279,7 +279,7 @@ func (p *pass) lostCredentials(ctx context.Context) (*corev1.Secret, *halt, erro
 	switch {
 	case apierrors.IsNotFound(err):
 		keys := "username, password, superuser-username and superuser-password"
-		if specs.Replicates(p.desired) {
+		if p.desired.Recipe.Replicates() {
 			keys = "username, password, superuser-username, superuser-password and replication-password"
 		}
 		return nil, fail(ReasonCredentialsLost,
@@ -338,7 +338,7 @@ func (p *pass) unprotectDeletedSecret(ctx context.Context) error {
 func (p *pass) ensureServices(ctx context.Context) (*halt, error) {
 	db := p.db
 	services := []*corev1.Service{specs.HeadlessService(db, p.desired), specs.ClientService(db, p.desired)}
-	if specs.Replicates(p.desired) && p.desired.Replicas > 1 {
+	if p.desired.Recipe.Replicates() && p.desired.Replicas > 1 {
 		services = append(services, specs.ReadService(db, p.desired))
 	} else {
 		client := p.r.kube.CoreV1().Services(db.Namespace)

@@ -293,7 +293,7 @@ func computeStatus(db *examplev1.Database, obs observation, now time.Time) examp
 		typ string
 		cond
 	}{{ConditionReady, ready}, {ConditionProgressing, progressing}, {ConditionDegraded, degraded}}
-	if recipe, _ := engine.For(db.Spec.Engine); recipe.ReplicationUsername == "" {
+	if recipe, _ := engine.For(db.Spec.Engine); !recipe.Replicates() {
 		// The controller does not replicate this engine: nothing of replication is this
 		// Database's.
 		status.Primary, status.Members = "", nil

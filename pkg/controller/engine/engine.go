@@ -49,6 +49,12 @@ const (
 	// connect to the primary as, on an engine that replicates.
 	SecretKeyReplicationUsername = "replication-username"
 	SecretKeyReplicationPassword = "replication-password"
+	// SecretKeyKeyFile is the shared key the members of a replica set (Recipe.ReplicaSet)
+	// authenticate to each other with, MongoDB's security.keyFile: base64 characters only,
+	// 6 to 1024 of them
+	// (https://www.mongodb.com/docs/manual/core/security-internal-authentication/#keyfiles).
+	// It is never stored in the data directory: every member reads it when it starts.
+	SecretKeyKeyFile = "keyfile"
 )
 
 // ContainerName is the name of the database container in every engine's Pod.
@@ -99,13 +105,20 @@ type Recipe struct {
 	// whose replication the controller does not set up, whose replicas are independent
 	// servers of which only the first is served.
 	ReplicationUsername string
+	// ReplicaSet says whether the replicas form a replica set the engine runs itself
+	// (MongoDB): the members authenticate to each other with a shared key
+	// (SecretKeyKeyFile), not a replication user, and elect their primary among them; the
+	// controller initiates the set, keeps its members those of the StatefulSet, and gives
+	// the Pod it wants primary the highest priority.
+	ReplicaSet bool
 	// Requests are the container's resource requests (no limits: an engine killed at a
 	// memory limit loses in-flight transactions).
 	Requests corev1.ResourceList
 	// env returns the engine's environment; see Env.
 	env func(secret string) []corev1.EnvVar
-	// probe is the exec command shared by the startup, readiness and liveness probes.
-	probe []string
+	// probe is the exec command shared by the startup, readiness and liveness probes;
+	// readiness, when set, is the readiness probe's instead.
+	probe, readiness []string
 	// uriScheme is the connection URI's scheme.
 	uriScheme string
 }
@@ -120,6 +133,11 @@ const (
 // mongoDBSuperuserDatabase is the database the official image's entrypoint creates its root
 // user in.
 const mongoDBSuperuserDatabase = "admin"
+
+// Replicates reports whether the controller sets up replication for the engine: its
+// replicas follow one primary, through a replication user (ReplicationUsername) or as a
+// replica set (ReplicaSet).
+func (r Recipe) Replicates() bool { return r.ReplicationUsername != "" || r.ReplicaSet }
 
 // For returns the recipe of engine, and false for an engine it does not know.
 func For(engine examplev1.Engine) (Recipe, bool) {
@@ -194,19 +212,21 @@ const (
 	LivenessFailureThreshold     = 6
 )
 
-// Probes returns the startup, readiness and liveness probes, all running ProbeCommand. Every
-// field the API server would default is set, so a StatefulSet read back compares equal.
+// Probes returns the startup, readiness and liveness probes, running ProbeCommand but for
+// the readiness probe, which runs ReadinessCommand. Every field the API server would default
+// is set, so a StatefulSet read back compares equal.
 func (r Recipe) Probes() (startup, readiness, liveness *corev1.Probe) {
-	probe := func(failureThreshold int32) *corev1.Probe {
+	probe := func(failureThreshold int32, command []string) *corev1.Probe {
 		return &corev1.Probe{
-			ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: r.ProbeCommand()}},
+			ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: command}},
 			PeriodSeconds:    ProbePeriodSeconds,
 			TimeoutSeconds:   ProbeTimeoutSeconds,
 			SuccessThreshold: 1,
 			FailureThreshold: failureThreshold,
 		}
 	}
-	return probe(StartupProbeFailureThreshold), probe(ReadinessFailureThreshold), probe(LivenessFailureThreshold)
+	return probe(StartupProbeFailureThreshold, r.ProbeCommand()), probe(ReadinessFailureThreshold, r.ReadinessCommand()),
+		probe(LivenessFailureThreshold, r.ProbeCommand())
 }
 
 // ProbeCommand returns the exec command of the startup, readiness and liveness probes. None
@@ -216,6 +236,17 @@ func (r Recipe) Probes() (startup, readiness, liveness *corev1.Probe) {
 // --skip-networking (the probe uses TCP on 127.0.0.1), and MongoDB's binds 127.0.0.1 only
 // (the probe connects to the Pod IP).
 func (r Recipe) ProbeCommand() []string { return append([]string(nil), r.probe...) }
+
+// ReadinessCommand returns the exec command of the readiness probe: ProbeCommand, or for a
+// replica set one that passes only on a member that is PRIMARY or SECONDARY, so a member
+// still joining the set (initial sync, STARTUP2) or cut off from it (RECOVERING) is not
+// served.
+func (r Recipe) ReadinessCommand() []string {
+	if r.readiness == nil {
+		return r.ProbeCommand()
+	}
+	return append([]string(nil), r.readiness...)
+}
 
 // DatabaseName returns the database created for a Database named name: the name with
 // dashes turned into underscores ("my-database" → "my_database"), a name both PostgreSQL
@@ -232,6 +263,22 @@ func (r Recipe) DatabaseName(name string) string {
 // users belong to a database (UsersPerDatabase), authSource names database, or admin when
 // database is "".
 func (r Recipe) URI(user, password, host, database string) string {
+	return r.uri(user, password, host, database, url.Values{})
+}
+
+// ReadURI is URI at host, the read Service's name: on a replica set (ReplicaSet) it also asks
+// for reads from a secondary while one is available (readPreference=secondaryPreferred,
+// https://www.mongodb.com/docs/manual/core/read-preference/), since a MongoDB driver finds
+// every member of the set from any one of them and reads from the primary unless told.
+func (r Recipe) ReadURI(user, password, host, database string) string {
+	query := url.Values{}
+	if r.ReplicaSet {
+		query.Set("readPreference", "secondaryPreferred")
+	}
+	return r.uri(user, password, host, database, query)
+}
+
+func (r Recipe) uri(user, password, host, database string, query url.Values) string {
 	u := url.URL{
 		Scheme: r.uriScheme,
 		User:   url.UserPassword(user, password),
@@ -243,8 +290,9 @@ func (r Recipe) URI(user, password, host, database string) string {
 		if source == "" {
 			source = mongoDBSuperuserDatabase
 		}
-		u.RawQuery = url.Values{"authSource": {source}}.Encode()
+		query.Set("authSource", source)
 	}
+	u.RawQuery = query.Encode()
 	return u.String()
 }
 
@@ -391,6 +439,7 @@ var recipes = map[examplev1.Engine]Recipe{
 		ApplicationUserAtInit: true,
 		HasDatabase:           true,
 		UsersPerDatabase:      true,
+		ReplicaSet:            true,
 		User:                  imageUser,
 		Group:                 imageUser,
 		Requests:              requests("250m", "512Mi"),
@@ -408,7 +457,10 @@ var recipes = map[examplev1.Engine]Recipe{
 		},
 		// The entrypoint's initialisation mongod binds 127.0.0.1:27017, so a probe on
 		// localhost would pass during init; the Pod IP is only served by the final server.
-		probe:     []string{"sh", "-c", `exec mongosh --host "$POD_IP" --port 27017 --quiet --eval "db.adminCommand('ping')"`},
+		probe: []string{"sh", "-c", `exec mongosh --host "$POD_IP" --port 27017 --quiet --eval "db.adminCommand('ping')"`},
+		// hello needs no authentication; isWritablePrimary and secondary are false in every
+		// other member state (https://www.mongodb.com/docs/manual/reference/command/hello/).
+		readiness: []string{"sh", "-c", `exec mongosh --host "$POD_IP" --port 27017 --quiet --eval "const h = db.hello(); if (!h.isWritablePrimary && !h.secondary) { quit(1) }"`},
 		uriScheme: "mongodb",
 	},
 }

@@ -33,6 +33,8 @@ func TestContainerFollowsTheEngineRecipe(t *testing.T) {
 		dataPath  string
 		env       map[string]string
 		probe     []string
+		// readiness is the readiness probe's command when it is not probe's.
+		readiness []string
 		uri       string
 		database  string
 		memoryReq string
@@ -77,6 +79,7 @@ func TestContainerFollowsTheEngineRecipe(t *testing.T) {
 			"POD_IP":                          "field:status.podIP",
 		},
 		probe:     []string{"sh", "-c", `exec mongosh --host "$POD_IP" --port 27017 --quiet --eval "db.adminCommand('ping')"`},
+		readiness: []string{"sh", "-c", `exec mongosh --host "$POD_IP" --port 27017 --quiet --eval "const h = db.hello(); if (!h.isWritablePrimary && !h.secondary) { quit(1) }"`},
 		uri:       "mongodb://app:pw@db.ns.svc:27017/my_db?authSource=my_db",
 		database:  "my_db",
 		memoryReq: "512Mi",
@@ -99,7 +102,11 @@ func TestContainerFollowsTheEngineRecipe(t *testing.T) {
 
 			for name, p := range map[string]*corev1.Probe{"startup": c.StartupProbe, "readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
 				require.NotNil(t, p, name)
-				require.Equal(t, tc.probe, p.Exec.Command, name)
+				want := tc.probe
+				if name == "readiness" && tc.readiness != nil {
+					want = tc.readiness
+				}
+				require.Equal(t, want, p.Exec.Command, name)
 				require.Equal(t, int32(ProbePeriodSeconds), p.PeriodSeconds, name)
 				require.Equal(t, int32(ProbeTimeoutSeconds), p.TimeoutSeconds, name)
 				require.Equal(t, int32(1), p.SuccessThreshold, name)

@@ -21,7 +21,7 @@ type Children struct {
 	HeadlessService *corev1.Service
 	ClientService   *corev1.Service
 	StatefulSet     *appsv1.StatefulSet
-	// ReplicationConfigMap is nil for an engine that does not replicate (Replicates), and
+	// ReplicationConfigMap is nil for an engine that does not replicate (engine.Recipe.Replicates), and
 	// ReadService also while replicas is 1.
 	ReplicationConfigMap *corev1.ConfigMap
 	ReadService          *corev1.Service
@@ -45,7 +45,7 @@ func NewChildren(db *examplev1.Database, password string) (Children, error) {
 		StatefulSet:     StatefulSet(db, d),
 		InitConfigMap:   InitConfigMap(db, d),
 	}
-	if Replicates(d) {
+	if d.Recipe.Replicates() {
 		c.ReplicationConfigMap = ReplicationConfigMap(db, PodName(db, 0))
 		if d.Replicas > 1 {
 			c.ReadService = ReadService(db, d)
@@ -107,10 +107,10 @@ func FillCredentials(db *examplev1.Database, d Desired, data map[string][]byte) 
 	}
 	delete(data, engine.SecretKeyReadHost)
 	delete(data, engine.SecretKeyReadURI)
-	if Replicates(d) && d.Replicas > 1 {
+	if d.Recipe.Replicates() && d.Replicas > 1 {
 		readHost := serviceHost(db, ReadServiceName(db))
 		derived[engine.SecretKeyReadHost] = readHost
-		derived[engine.SecretKeyReadURI] = d.Recipe.URI(user, password, readHost, uriDatabase)
+		derived[engine.SecretKeyReadURI] = d.Recipe.ReadURI(user, password, readHost, uriDatabase)
 	}
 	for k, v := range derived {
 		data[k] = []byte(v)
@@ -144,17 +144,23 @@ func MigrateCredentials(d Desired, data map[string][]byte, applicationPassword s
 	return true
 }
 
-// SetReplicationCredentials sets the replication role's username and, when data has none,
-// password (a new one: the primary's role is created with the password the Secret holds when
-// it is first seen, and never changed), for an engine that replicates. It leaves data alone
-// otherwise.
+// SetReplicationCredentials sets, for an engine with a replication role, the role's username
+// and, when data has none, password (a new one: the primary's role is created with the
+// password the Secret holds when it is first seen, and never changed); for a replica set
+// (engine.Recipe.ReplicaSet), the members' shared key engine.SecretKeyKeyFile when data has
+// none, password (crypto/rand's Text: base32 characters, all of base64's alphabet, as a
+// keyfile must be). It leaves data alone otherwise.
 func SetReplicationCredentials(d Desired, data map[string][]byte, password string) {
-	if !Replicates(d) {
-		return
-	}
-	data[engine.SecretKeyReplicationUsername] = []byte(d.Recipe.ReplicationUsername)
-	if len(data[engine.SecretKeyReplicationPassword]) == 0 {
-		data[engine.SecretKeyReplicationPassword] = []byte(password)
+	switch {
+	case d.Recipe.ReplicationUsername != "":
+		data[engine.SecretKeyReplicationUsername] = []byte(d.Recipe.ReplicationUsername)
+		if len(data[engine.SecretKeyReplicationPassword]) == 0 {
+			data[engine.SecretKeyReplicationPassword] = []byte(password)
+		}
+	case d.Recipe.ReplicaSet:
+		if len(data[engine.SecretKeyKeyFile]) == 0 {
+			data[engine.SecretKeyKeyFile] = []byte(password)
+		}
 	}
 }
 
@@ -194,7 +200,7 @@ func HeadlessService(db *examplev1.Database, d Desired) *corev1.Service {
 // database's writes across several.
 func ClientService(db *examplev1.Database, d Desired) *corev1.Service {
 	selector := SelectorLabels(db)
-	if Replicates(d) {
+	if d.Recipe.Replicates() {
 		selector[RoleLabel] = RolePrimary
 	} else {
 		selector[appsv1.StatefulSetPodNameLabel] = PodName(db, 0)

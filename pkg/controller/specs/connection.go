@@ -36,7 +36,7 @@ func Connection(db *examplev1.Database, d Desired) *examplev1.DatabaseConnection
 	if db.Status.Username != "" {
 		c.Username = db.Status.Username
 	}
-	if Replicates(d) && d.Replicas > 1 {
+	if d.Recipe.Replicates() && d.Replicas > 1 {
 		c.ReadHost = serviceHost(db, ReadServiceName(db))
 		c.ReadURIKey = engine.SecretKeyReadURI
 	}

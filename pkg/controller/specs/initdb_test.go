@@ -23,8 +23,9 @@ func mongoDB(t *testing.T) (*examplev1.Database, specs.Desired) {
 // database and authenticates against it; the superuser has a key and password of its own.
 func TestMongoDBSecretNamesTheApplicationUser(t *testing.T) {
 	db, d := mongoDB(t)
-	s := specs.Secret(db, d, specs.Passwords{Application: "apppw", Superuser: "rootpw"})
+	s := specs.Secret(db, d, specs.Passwords{Application: "apppw", Superuser: "rootpw", Replication: "KEYFILE"})
 	require.Equal(t, map[string]string{
+		"keyfile":            "KEYFILE",
 		"username":           "app",
 		"password":           "apppw",
 		"superuser-username": "admin",

@@ -60,6 +60,7 @@ const (
 	postgresqlSetupKey = "postgresql-setup.sh"
 	postgresqlHBAKey   = "pg_hba.conf"
 	mysqlSetupKey      = "mysql-setup.sh"
+	mongodbSetupKey    = "mongodb-setup.sh"
 
 	replicationVolume = "replication"
 	// mysqlConfigVolume is the emptyDir the MySQL setup script writes the server's
@@ -67,6 +68,12 @@ const (
 	// official image's /etc/my.cnf includes every .cnf file there.
 	mysqlConfigVolume = "mysql-config"
 	mysqlConfigPath   = "/etc/mysql/conf.d"
+	// mongodbKeyVolume is the emptyDir, in memory, the MongoDB setup script copies the
+	// replica set's keyfile to, mounted at mongodbKeyPath in both containers.
+	mongodbKeyVolume = "mongodb-key"
+	mongodbKeyPath   = "/etc/mongodb-key"
+	// MongoDBKeyFile is the keyfile the server reads (mongod --keyFile).
+	MongoDBKeyFile = mongodbKeyPath + "/keyfile"
 
 	// SetupContainerName is the init container that prepares a Pod's data directory.
 	SetupContainerName = "setup"
@@ -79,15 +86,13 @@ var (
 	postgresqlHBA string
 	//go:embed scripts/mysql-setup.sh
 	mysqlSetup string
+	//go:embed scripts/mongodb-setup.sh
+	mongodbSetup string
 )
 
 // MySQLServerIDBase is added to a MySQL Pod's ordinal to make its server-id, unique among the
 // Database's servers (replication requires it) and never 0, which refuses replication.
 const MySQLServerIDBase = 100
-
-// Replicates reports whether the controller sets up replication for d's engine: its replicas
-// follow one primary.
-func Replicates(d Desired) bool { return d.Recipe.ReplicationUsername != "" }
 
 // ReplicationConfigMap is "<name>-replication" naming primary (a Pod name) the primary, with
 // the engine's files: the init container's setup script, and PostgreSQL's pg_hba.conf.
@@ -96,6 +101,8 @@ func ReplicationConfigMap(db *examplev1.Database, primary string) *corev1.Config
 	switch db.Spec.Engine {
 	case examplev1.EngineMySQL:
 		data[mysqlSetupKey] = mysqlSetup
+	case examplev1.EngineMongoDB:
+		data[mongodbSetupKey] = mongodbSetup
 	default:
 		data[postgresqlSetupKey] = postgresqlSetup
 		data[postgresqlHBAKey] = postgresqlHBA
@@ -178,8 +185,12 @@ const PrimaryConnectTimeoutSeconds = 5
 // for a switchover has given its standbys every committed transaction. (Kubernetes sends
 // SIGTERM, a smart shutdown that waits for every client to disconnect.)
 func replicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpec) {
-	if d.Recipe.Engine == examplev1.EngineMySQL {
+	switch d.Recipe.Engine {
+	case examplev1.EngineMySQL:
 		mysqlReplicationPod(db, d, pod)
+		return
+	case examplev1.EngineMongoDB:
+		mongodbReplicationPod(db, d, pod)
 		return
 	}
 	c := &pod.Containers[0]
@@ -276,4 +287,56 @@ func mysqlReplicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpec)
 		}},
 		{Name: mysqlConfigVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 	}
+}
+
+// ReplicaSetName is the name of a MongoDB Database's replica set (mongod --replSet, the
+// configuration's _id): the Database's name.
+func ReplicaSetName(db *examplev1.Database) string { return db.Name }
+
+// mongodbReplicationPod adds to pod, the Pod template of a MongoDB Database, what its replica
+// set needs: the setup init container (mongodb-setup.sh) on the database image, which copies
+// the credentials Secret's keyfile to MongoDBKeyFile with the mode mongod requires, and the
+// server's arguments: the image's entrypoint runs "mongod --replSet <name> --keyFile <file>"
+// (it adds --bind_ip_all, and leaves both flags out of the server it initialises an empty
+// data directory with, so the root user and the initialisation scripts are made on a
+// standalone server first). The keyfile also turns authentication on, as --auth does.
+// SIGTERM is mongod's clean shutdown, in which a primary first steps down
+// (https://www.mongodb.com/docs/manual/reference/command/shutdown/).
+func mongodbReplicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpec) {
+	c := &pod.Containers[0]
+	secret := SecretName(db)
+	mount := corev1.VolumeMount{Name: replicationVolume, MountPath: replicationMountPath, ReadOnly: true}
+	c.Args = []string{"mongod", "--replSet", ReplicaSetName(db), "--keyFile", MongoDBKeyFile}
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: mongodbKeyVolume, MountPath: mongodbKeyPath, ReadOnly: true})
+	pod.InitContainers = []corev1.Container{{
+		Name:    SetupContainerName,
+		Image:   c.Image,
+		Command: []string{"bash", replicationMountPath + "/" + mongodbSetupKey},
+		Env: []corev1.EnvVar{
+			{Name: "KEYFILE_SOURCE", Value: engine.CredentialsFile(engine.SecretKeyKeyFile)},
+			{Name: "KEYFILE", Value: MongoDBKeyFile},
+		},
+		VolumeMounts: []corev1.VolumeMount{
+			engine.CredentialsMount(),
+			mount,
+			{Name: mongodbKeyVolume, MountPath: mongodbKeyPath},
+		},
+		Resources:       c.Resources,
+		SecurityContext: engine.ContainerSecurityContext(),
+	}}
+	for i := range pod.Volumes {
+		if pod.Volumes[i].Name == engine.CredentialsVolumeName {
+			// The server container's password files, and the setup's keyfile.
+			pod.Volumes[i] = engine.CredentialsVolume(secret, append(d.Recipe.PasswordKeys(), engine.SecretKeyKeyFile)...)
+		}
+	}
+	pod.Volumes = append(pod.Volumes,
+		corev1.Volume{Name: replicationVolume, VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: ReplicationConfigMapName(db)},
+				DefaultMode:          ptr.To[int32](0o444),
+			},
+		}},
+		corev1.Volume{Name: mongodbKeyVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
+	)
 }

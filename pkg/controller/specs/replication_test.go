@@ -33,7 +33,7 @@ func secretRef(key string) *corev1.EnvVarSource {
 func TestPostgreSQLPodsRunTheSetupScriptBeforeTheServer(t *testing.T) {
 	db := database(3)
 	d := resolve(t, db)
-	require.True(t, specs.Replicates(d))
+	require.True(t, d.Recipe.Replicates())
 	pod := specs.StatefulSet(db, d).Spec.Template.Spec
 	server := pod.Containers[0]
 
@@ -138,36 +138,67 @@ func TestSyncStatefulSetAddsReplicationToAnEarlierPostgreSQLStatefulSet(t *testi
 	require.Equal(t, corev1.PullIfNotPresent, c.ImagePullPolicy, "the server's defaults are kept")
 }
 
-func TestEnginesThatDoNotReplicateAreUnchanged(t *testing.T) {
-	for _, tc := range []struct {
-		engine  examplev1.Engine
-		version string
-	}{{examplev1.EngineMongoDB, "7.0"}} {
-		t.Run(string(tc.engine), func(t *testing.T) {
-			db := database(3)
-			db.Spec.Engine, db.Spec.Version = tc.engine, tc.version
-			d := resolve(t, db)
-			require.False(t, specs.Replicates(d))
-			pod := specs.StatefulSet(db, d).Spec.Template.Spec
-			require.Empty(t, pod.InitContainers)
-			require.Equal(t, []string{engine.CredentialsVolumeName, "initdb"}, volumeNames(pod.Volumes))
-			require.Nil(t, pod.Containers[0].Args, "the image's default command")
-			require.Nil(t, pod.Containers[0].Lifecycle)
-			require.Len(t, pod.Containers[0].VolumeMounts, 3, "data, credentials and the initialisation scripts")
-			require.Equal(t, "my-database-0", specs.ClientService(db, d).Spec.Selector[appsv1.StatefulSetPodNameLabel],
-				"the first Pod only: these replicas hold data of their own")
-			require.NotContains(t, specs.ClientService(db, d).Spec.Selector, specs.RoleLabel)
+// A MongoDB Database's Pods form a replica set named after it: the setup init container copies
+// the Secret's keyfile to an in-memory volume with the mode mongod requires, and the server runs
+// with --replSet and --keyFile; the initialisation scripts are still mounted.
+func TestMongoDBPodsRunAReplicaSet(t *testing.T) {
+	db := database(3)
+	db.Spec.Engine, db.Spec.Version = examplev1.EngineMongoDB, "7.0"
+	d := resolve(t, db)
+	require.True(t, d.Recipe.Replicates())
+	sts := specs.StatefulSet(db, d)
+	require.Equal(t, appsv1.OnDeleteStatefulSetStrategyType, sts.Spec.UpdateStrategy.Type)
+	pod := sts.Spec.Template.Spec
+	server := pod.Containers[0]
+	require.Equal(t, []string{"mongod", "--replSet", "my-database", "--keyFile", "/etc/mongodb-key/keyfile"}, server.Args)
+	require.Nil(t, server.Lifecycle, "SIGTERM is mongod's clean shutdown")
+	require.Equal(t, []corev1.VolumeMount{
+		{Name: engine.DataVolumeName, MountPath: "/data/db"},
+		{Name: "credentials", MountPath: "/etc/database-credentials", ReadOnly: true},
+		{Name: "initdb", MountPath: "/docker-entrypoint-initdb.d", ReadOnly: true},
+		{Name: "mongodb-key", MountPath: "/etc/mongodb-key", ReadOnly: true},
+	}, server.VolumeMounts)
+	require.Contains(t, server.ReadinessProbe.Exec.Command[2], "h.isWritablePrimary && !h.secondary", "Ready as PRIMARY or SECONDARY only")
 
-			c, err := specs.NewChildren(db, "secret")
-			require.NoError(t, err)
-			require.Nil(t, c.ReplicationConfigMap)
-			require.Nil(t, c.ReadService)
-			for _, k := range []string{engine.SecretKeyReplicationUsername, engine.SecretKeyReplicationPassword,
-				engine.SecretKeyReadHost, engine.SecretKeyReadURI} {
-				require.NotContains(t, c.Secret.Data, k)
-			}
-		})
-	}
+	require.Len(t, pod.InitContainers, 1)
+	setup := pod.InitContainers[0]
+	require.Equal(t, specs.SetupContainerName, setup.Name)
+	require.Equal(t, server.Image, setup.Image)
+	require.Equal(t, []string{"bash", "/etc/database/mongodb-setup.sh"}, setup.Command)
+	require.Equal(t, []corev1.EnvVar{
+		{Name: "KEYFILE_SOURCE", Value: "/etc/database-credentials/keyfile"},
+		{Name: "KEYFILE", Value: "/etc/mongodb-key/keyfile"},
+	}, setup.Env)
+	require.Equal(t, []corev1.VolumeMount{
+		{Name: "credentials", MountPath: "/etc/database-credentials", ReadOnly: true},
+		{Name: "replication", MountPath: "/etc/database", ReadOnly: true},
+		{Name: "mongodb-key", MountPath: "/etc/mongodb-key"},
+	}, setup.VolumeMounts)
+	require.Equal(t, engine.ContainerSecurityContext(), setup.SecurityContext)
+
+	require.Equal(t, []string{engine.CredentialsVolumeName, "initdb", "replication", "mongodb-key"}, volumeNames(pod.Volumes))
+	require.Equal(t, []corev1.KeyToPath{{Key: "superuser-password", Path: "superuser-password"}, {Key: "password", Path: "password"},
+		{Key: "keyfile", Path: "keyfile"}}, pod.Volumes[0].Secret.Items)
+	require.Equal(t, corev1.StorageMediumMemory, pod.Volumes[3].EmptyDir.Medium, "the key never reaches a disk")
+
+	cm := specs.ReplicationConfigMap(db, "my-database-0")
+	require.Equal(t, "my-database-0", cm.Data[specs.ConfigMapKeyPrimary])
+	require.Contains(t, cm.Data, "mongodb-setup.sh")
+	require.NotContains(t, cm.Data, "mysql-setup.sh")
+	require.NotContains(t, cm.Data, "postgresql-setup.sh")
+
+	c, err := specs.NewChildren(db, "secret")
+	require.NoError(t, err)
+	require.NotNil(t, c.ReadService)
+	require.Equal(t, "secret", string(c.Secret.Data[engine.SecretKeyKeyFile]))
+	require.NotContains(t, c.Secret.Data, engine.SecretKeyReplicationUsername, "members authenticate with the keyfile")
+	require.NotContains(t, c.Secret.Data, engine.SecretKeyReplicationPassword)
+	require.Equal(t, "my-database-read.production.svc", string(c.Secret.Data[engine.SecretKeyReadHost]))
+	require.Equal(t, "mongodb://app:secret@my-database-read.production.svc:27017/my_database?authSource=my_database&readPreference=secondaryPreferred",
+		string(c.Secret.Data[engine.SecretKeyReadURI]))
+	require.Equal(t, "mongodb://app:secret@my-database.production.svc:27017/my_database?authSource=my_database",
+		string(c.Secret.Data[engine.SecretKeyURI]))
+	require.Equal(t, specs.RolePrimary, specs.ClientService(db, d).Spec.Selector[specs.RoleLabel])
 }
 
 func TestNewChildrenOfAReplicatingDatabase(t *testing.T) {
@@ -289,7 +320,7 @@ func TestMySQLPodsRunTheSetupScriptBeforeTheServer(t *testing.T) {
 	db := database(3)
 	db.Spec.Engine, db.Spec.Version = examplev1.EngineMySQL, "8.4"
 	d := resolve(t, db)
-	require.True(t, specs.Replicates(d))
+	require.True(t, d.Recipe.Replicates())
 	sts := specs.StatefulSet(db, d)
 	require.Equal(t, appsv1.OnDeleteStatefulSetStrategyType, sts.Spec.UpdateStrategy.Type)
 	pod := sts.Spec.Template.Spec

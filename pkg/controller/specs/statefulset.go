@@ -29,7 +29,7 @@ import (
 // itself, from this template (DataClaim), so that the StatefulSet controller never creates
 // one: it mounts whatever claim has the name, and a foreign one could take it in between.
 //
-// On an engine that replicates (Replicates), the Pod template also has what replicationPod
+// On an engine that replicates (engine.Recipe.Replicates), the Pod template also has what replicationPod
 // adds (every Pod but the primary starts as a standby of it), and the update strategy is
 // OnDelete: the controller picks the order in which Pods restart for a new revision.
 //
@@ -76,7 +76,7 @@ func StatefulSet(db *examplev1.Database, d Desired) *appsv1.StatefulSet {
 	if HasInitConfigMap(d) {
 		initdbPod(db, &sts.Spec.Template.Spec)
 	}
-	if Replicates(d) {
+	if d.Recipe.Replicates() {
 		replicationPod(db, d, &sts.Spec.Template.Spec)
 		// The controller restarts the Pods for a new revision itself, the replicas first
 		// and the primary last, wherever the primary is (a RollingUpdate goes by ordinal).

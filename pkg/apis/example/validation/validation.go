@@ -94,9 +94,6 @@ func ValidateDatabase(db *example.Database) field.ErrorList {
 	if err := ReplicationRelease(&db.Spec, nil, field.NewPath("spec", "version")); err != nil {
 		errs = append(errs, err)
 	}
-	if err := primaryForbidden(&db.Spec, field.NewPath("spec", "primary")); err != nil {
-		return append(errs, err)
-	}
 	return append(errs, ValidatePrimary(db.Spec.Primary, db.Name, db.Spec.Replicas, field.NewPath("spec", "primary"))...)
 }
 
@@ -127,35 +124,38 @@ func ReplicationRelease(spec, oldSpec *example.DatabaseSpec, fldPath *field.Path
 		spec.Version, MySQLReplicationPatch))
 }
 
-// ReplicaWarnings are the warnings (the response's Warning header, which kubectl prints) of
-// a spec with more than one replica of an engine the controller does not replicate (not one
-// of switchoverEngines): each Pod is an independent server with data of its own, and the
-// client Service serves the first. Given on create, and on an update (oldSpec set) that
-// changes spec.replicas to more than one; nil otherwise.
+// MongoDBMaxVotingMembers is the most voting members a MongoDB replica set may have
+// (https://www.mongodb.com/docs/manual/reference/limits/#mongodb-limit-Number-of-Voting-Members-of-a-Replica-Set):
+// the controller makes the members past it non-voting, with priority 0.
+const MongoDBMaxVotingMembers = 7
+
+// ReplicaWarnings are the warnings (the response's Warning header, which kubectl prints) of a
+// MongoDB spec whose replica set elects its primary less safely than the user may think:
+//   - an even number of voting members, which tolerates the loss of no more members than one
+//     fewer would (2 members tolerate none): a majority elects the primary
+//     (https://www.mongodb.com/docs/manual/core/replica-set-architectures/#consider-fault-tolerance);
+//   - more than MongoDBMaxVotingMembers, whose members past it neither vote nor become primary.
+//
+// Given on create, and on an update (oldSpec set) that changes spec.replicas; nil otherwise.
 func ReplicaWarnings(spec, oldSpec *example.DatabaseSpec) []string {
-	if spec.Replicas == nil || *spec.Replicas <= 1 || slices.Contains(switchoverEngines, spec.Engine) ||
-		!slices.Contains(example.SupportedEngines, spec.Engine) {
+	if spec.Engine != example.EngineMongoDB || spec.Replicas == nil || *spec.Replicas <= 1 {
 		return nil
 	}
 	if oldSpec != nil && oldSpec.Replicas != nil && *oldSpec.Replicas == *spec.Replicas {
 		return nil
 	}
-	return []string{fmt.Sprintf("spec.replicas: %s Databases do not replicate: each of the %d Pods is an independent server with its own data, "+
-		"and the client Service serves only the first (ordinal 0); use replicas: 1 unless that is what you want", spec.Engine, *spec.Replicas)}
-}
-
-// switchoverEngines are the engines whose replicas follow one primary that a switchover can
-// move (spec.primary): the controller sets up replication for them.
-var switchoverEngines = []example.Engine{example.EnginePostgreSQL, example.EngineMySQL}
-
-// primaryForbidden is Forbidden for a spec.primary set on an engine whose replicas do not
-// replicate (not one of switchoverEngines): there is no primary to move.
-func primaryForbidden(spec *example.DatabaseSpec, fldPath *field.Path) *field.Error {
-	if spec.Primary == "" || slices.Contains(switchoverEngines, spec.Engine) {
-		return nil
+	n := *spec.Replicas
+	voters := min(n, MongoDBMaxVotingMembers)
+	var warnings []string
+	if voters%2 == 0 {
+		warnings = append(warnings, fmt.Sprintf("spec.replicas: a MongoDB replica set of %d voting members elects its primary by a majority of %d, "+
+			"so it survives the loss of %d members, no more than %d would: use an odd number", voters, voters/2+1, (voters-1)/2, voters-1))
 	}
-	return field.Forbidden(fldPath, fmt.Sprintf("only %s and %s Databases replicate; the replicas of a %s Database are independent servers, and the first one is served",
-		switchoverEngines[0], switchoverEngines[1], spec.Engine))
+	if n > MongoDBMaxVotingMembers {
+		warnings = append(warnings, fmt.Sprintf("spec.replicas: a MongoDB replica set has at most %d voting members: the other %d neither vote nor become primary",
+			MongoDBMaxVotingMembers, n-MongoDBMaxVotingMembers))
+	}
+	return warnings
 }
 
 // ValidatePrimary validates spec.primary at fldPath of the Database name with
@@ -306,11 +306,7 @@ func ValidateDatabaseUpdate(newDB, oldDB *example.Database) field.ErrorList {
 	if err := primaryRemovedByScaleDown(newDB, oldDB, specPath.Child("primary")); err != nil {
 		errs = append(errs, err)
 	} else {
-		if err := primaryForbidden(&newDB.Spec, specPath.Child("primary")); err != nil {
-			errs = append(errs, err)
-		} else {
-			errs = append(errs, ValidatePrimary(newDB.Spec.Primary, newDB.Name, newDB.Spec.Replicas, specPath.Child("primary"))...)
-		}
+		errs = append(errs, ValidatePrimary(newDB.Spec.Primary, newDB.Name, newDB.Spec.Replicas, specPath.Child("primary"))...)
 	}
 	if newDB.Spec.Engine != oldDB.Spec.Engine {
 		errs = append(errs, field.Invalid(specPath.Child("engine"), string(newDB.Spec.Engine), "engine type is immutable"))

@@ -408,30 +408,23 @@ func TestValidateDatabaseStatusReportsBrokenMembersOnTheirFields(t *testing.T) {
 	}
 }
 
-func TestValidateDatabaseForbidsAPrimaryOnEnginesThatDoNotReplicate(t *testing.T) {
-	db := exampleDatabase()
-	db.Spec.Engine, db.Spec.Version, db.Spec.Primary = example.EngineMongoDB, "7.0", "my-database-1"
-	const msg = "only postgresql and mysql Databases replicate"
-	requireErrors(t, validation.ValidateDatabase(db), want{field.ErrorTypeForbidden, "spec.primary", msg})
-	old := db.DeepCopy()
-	old.Spec.Primary = ""
-	old.ResourceVersion = "1"
-	db.ResourceVersion = "1"
-	requireErrors(t, validation.ValidateDatabaseUpdate(db, old), want{field.ErrorTypeForbidden, "spec.primary", msg})
-}
+// Every engine replicates: spec.primary may name any of the Database's Pods.
+func TestValidateDatabaseAllowsAPrimaryOnEveryEngine(t *testing.T) {
+	for engine, version := range map[example.Engine]string{example.EngineMySQL: "8.4", example.EngineMongoDB: "7.0", example.EnginePostgreSQL: "16"} {
+		t.Run(string(engine), func(t *testing.T) {
+			db := exampleDatabase()
+			db.Spec.Engine, db.Spec.Version, db.Spec.Primary = engine, version, "my-database-1"
+			require.Empty(t, validation.ValidateDatabase(db))
+			old := db.DeepCopy()
+			old.Spec.Primary = ""
+			old.ResourceVersion = "1"
+			db.ResourceVersion = "1"
+			require.Empty(t, validation.ValidateDatabaseUpdate(db, old))
 
-func TestValidateDatabaseAllowsAPrimaryOnMySQL(t *testing.T) {
-	db := exampleDatabase()
-	db.Spec.Engine, db.Spec.Version, db.Spec.Primary = example.EngineMySQL, "8.4", "my-database-1"
-	require.Empty(t, validation.ValidateDatabase(db))
-	old := db.DeepCopy()
-	old.Spec.Primary = ""
-	old.ResourceVersion = "1"
-	db.ResourceVersion = "1"
-	require.Empty(t, validation.ValidateDatabaseUpdate(db, old))
-
-	db.Spec.Primary = "my-database-7"
-	requireErrors(t, validation.ValidateDatabase(db), want{field.ErrorTypeInvalid, "spec.primary", ""})
+			db.Spec.Primary = "my-database-7"
+			requireErrors(t, validation.ValidateDatabase(db), want{field.ErrorTypeInvalid, "spec.primary", ""})
+		})
+	}
 }
 
 func TestValidateDatabaseStatusUpdateRefusesAPrimaryThatIsNoneOfItsPods(t *testing.T) {

@@ -323,10 +323,10 @@ func TestNoWarningsForTheExample(t *testing.T) {
 	require.Nil(t, NewStatusStrategy(s).WarningsOnUpdate(ctx, exampleDatabase(), exampleDatabase()))
 }
 
-// More than one MongoDB replica is warned about on create and when an update (a scale
-// included) sets it; an update that keeps it is not warned about again, nor is a status
-// write.
-func TestWarningsForReplicasThatDoNotReplicate(t *testing.T) {
+// A MongoDB replica set of an even number of members, or of more than can vote, is warned
+// about on create and when an update (a scale included) sets it; an update that keeps it is
+// not warned about again, nor is a status write, nor an odd number of members.
+func TestWarningsForMongoDBReplicaSetsThatElectPoorly(t *testing.T) {
 	s := newTestStrategy()
 	ctx := context.Background()
 	mongo := func(replicas int32) *example.Database {
@@ -334,11 +334,18 @@ func TestWarningsForReplicasThatDoNotReplicate(t *testing.T) {
 		db.Spec.Engine, db.Spec.Version, db.Spec.Replicas = example.EngineMongoDB, "7.0", &replicas
 		return db
 	}
-	const want = "spec.replicas: mongodb Databases do not replicate: each of the 3 Pods is an independent server with its own data, " +
-		"and the client Service serves only the first (ordinal 0); use replicas: 1 unless that is what you want"
-	require.Equal(t, []string{want}, s.WarningsOnCreate(ctx, mongo(3)))
+	const even = "spec.replicas: a MongoDB replica set of 2 voting members elects its primary by a majority of 2, " +
+		"so it survives the loss of 0 members, no more than 1 would: use an odd number"
+	require.Equal(t, []string{even}, s.WarningsOnCreate(ctx, mongo(2)))
 	require.Nil(t, s.WarningsOnCreate(ctx, mongo(1)))
-	require.Equal(t, []string{want}, s.WarningsOnUpdate(ctx, mongo(3), mongo(1)))
-	require.Nil(t, s.WarningsOnUpdate(ctx, mongo(3), mongo(3)))
-	require.Nil(t, NewStatusStrategy(s).WarningsOnUpdate(ctx, mongo(3), mongo(1)))
+	require.Nil(t, s.WarningsOnCreate(ctx, mongo(3)))
+	require.Equal(t, []string{even}, s.WarningsOnUpdate(ctx, mongo(2), mongo(3)))
+	require.Nil(t, s.WarningsOnUpdate(ctx, mongo(2), mongo(2)))
+	require.Nil(t, NewStatusStrategy(s).WarningsOnUpdate(ctx, mongo(2), mongo(1)))
+	require.Equal(t, []string{"spec.replicas: a MongoDB replica set has at most 7 voting members: the other 3 neither vote nor become primary"},
+		s.WarningsOnCreate(ctx, mongo(10)), "7 voters, an odd number")
+
+	pg := mongo(2)
+	pg.Spec.Engine, pg.Spec.Version = example.EnginePostgreSQL, "16"
+	require.Nil(t, s.WarningsOnCreate(ctx, pg), "the controller, not a vote, picks a PostgreSQL primary")
 }

@@ -187,7 +187,7 @@ func (r *SwitchoverREST) ProducesObject(verb string) interface{} { return exampl
 // Create asks for a switchover of the Database name to the Pod req.Target and
 // returns the updated Database. Errors: BadRequest for a body that is not a
 // DatabaseSwitchover, names another Database, or a Database whose engine the
-// controller does not replicate (engine.Recipe.ReplicationUsername is empty);
+// controller does not replicate (engine.Recipe.Replicates);
 // Invalid (422) on target when it is empty or not one of the Database's Pods,
 // listing those; NotFound; Conflict when the target is already the primary,
 // a switchover is under way, the target is not a Ready replica that streams
@@ -236,7 +236,7 @@ func (r *SwitchoverREST) check(db *example.Database, req *example.DatabaseSwitch
 		return errors.NewConflict(resource, db.Name, fmt.Errorf("the Database is being deleted"))
 	}
 	recipe, ok := engine.For(examplev1.Engine(db.Spec.Engine))
-	if !ok || recipe.ReplicationUsername == "" {
+	if !ok || !recipe.Replicates() {
 		return errors.NewBadRequest(fmt.Sprintf("Database %s runs %s, whose Pods the controller does not replicate: there is no replica to switch over to", db.Name, db.Spec.Engine))
 	}
 	var replicas int32 = 1
