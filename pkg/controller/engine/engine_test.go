@@ -28,11 +28,11 @@ func envSource(env []corev1.EnvVar) map[string]string {
 
 func TestContainerFollowsTheEngineRecipe(t *testing.T) {
 	for _, tc := range []struct {
-		engine    examplev1.Engine
-		port      int32
-		dataPath  string
-		env       map[string]string
-		probe     []string
+		engine   examplev1.Engine
+		port     int32
+		dataPath string
+		env      map[string]string
+		probe    []string
 		// readiness is the readiness probe's command when it is not probe's.
 		readiness []string
 		uri       string
