@@ -181,13 +181,18 @@ type DatabaseMember struct {
 	Role MemberRole
 	// Ready is the Pod's Ready condition.
 	Ready bool
-	// Streaming is true for a replica whose WAL receiver the primary reports
-	// as streaming (PostgreSQL's pg_stat_replication.state).
+	// Streaming is true for a replica that receives and applies the
+	// primary's changes (PostgreSQL's pg_stat_replication.state, MySQL's
+	// replication channel, a MongoDB SECONDARY).
 	Streaming bool
 	// LagBytes is how many bytes of WAL the primary has written that the
 	// replica has not replayed (PostgreSQL's pg_wal_lsn_diff of
 	// pg_current_wal_lsn() and replay_lsn); nil when unknown.
 	LagBytes *int64
+	// LagSeconds is how many seconds the last operation the replica has
+	// applied is behind the primary's (MongoDB's optimeDate difference);
+	// nil when unknown.
+	LagSeconds *int64
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

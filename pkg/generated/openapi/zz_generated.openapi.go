@@ -387,7 +387,7 @@ func schema_pkg_apis_example_v1_DatabaseMember(ref common.ReferenceCallback) com
 					},
 					"streaming": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Streaming is true for a replica whose WAL receiver the primary reports as streaming (PostgreSQL's pg_stat_replication.state).",
+							Description: "Streaming is true for a replica that receives and applies the primary's changes as the primary or the replica reports it (PostgreSQL's pg_stat_replication.state, MySQL's replication channel, a MongoDB SECONDARY).",
 							Type:        []string{"boolean"},
 							Format:      "",
 						},
@@ -395,6 +395,13 @@ func schema_pkg_apis_example_v1_DatabaseMember(ref common.ReferenceCallback) com
 					"lagBytes": {
 						SchemaProps: spec.SchemaProps{
 							Description: "LagBytes is how many bytes of WAL the primary has written that this replica has not replayed (PostgreSQL's pg_wal_lsn_diff of pg_current_wal_lsn() and replay_lsn). Unset when unknown.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"lagSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LagSeconds is how many seconds the last operation this replica has applied is behind the primary's (MongoDB's replSetGetStatus optimeDate of the primary minus the replica's). Unset when unknown.",
 							Type:        []string{"integer"},
 							Format:      "int64",
 						},

@@ -112,8 +112,11 @@ func (o *DescribeOptions) describeDatabase(w *prefixWriter, db *examplev1.Databa
 			if m.Role == examplev1.MemberRoleReplica {
 				streaming = strconv.FormatBool(m.Streaming)
 			}
-			if m.LagBytes != nil {
+			switch {
+			case m.LagBytes != nil:
 				lag = strconv.FormatInt(*m.LagBytes, 10) + " B"
+			case m.LagSeconds != nil:
+				lag = strconv.FormatInt(*m.LagSeconds, 10) + " s"
 			}
 			w.Write(1, "%s\t%s\t%t\t%s\t%s\n", m.Name, orNone(string(m.Role)), m.Ready, streaming, lag)
 		}

@@ -85,6 +85,10 @@ func fuzzDatabaseStatus(s *example.DatabaseStatus, c randfill.Continue) {
 			lag := c.Int63n(1 << 40)
 			m.LagBytes = &lag
 		}
+		if c.Bool() {
+			lag := c.Int63n(1 << 20)
+			m.LagSeconds = &lag
+		}
 		s.Members = append(s.Members, m)
 	}
 	if len(s.Members) > 0 && c.Bool() {

@@ -265,6 +265,11 @@ func (m *DatabaseMember) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	if m.LagSeconds != nil {
+		i = encodeVarintGenerated(dAtA, i, uint64(*m.LagSeconds))
+		i--
+		dAtA[i] = 0x30
+	}
 	if m.LagBytes != nil {
 		i = encodeVarintGenerated(dAtA, i, uint64(*m.LagBytes))
 		i--
@@ -718,6 +723,9 @@ func (m *DatabaseMember) Size() (n int) {
 	if m.LagBytes != nil {
 		n += 1 + sovGenerated(uint64(*m.LagBytes))
 	}
+	if m.LagSeconds != nil {
+		n += 1 + sovGenerated(uint64(*m.LagSeconds))
+	}
 	return n
 }
 
@@ -908,6 +916,7 @@ func (this *DatabaseMember) String() string {
 		`Ready:` + fmt.Sprintf("%v", this.Ready) + `,`,
 		`Streaming:` + fmt.Sprintf("%v", this.Streaming) + `,`,
 		`LagBytes:` + valueToStringGenerated(this.LagBytes) + `,`,
+		`LagSeconds:` + valueToStringGenerated(this.LagSeconds) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -1872,6 +1881,26 @@ func (m *DatabaseMember) Unmarshal(dAtA []byte) error {
 				}
 			}
 			m.LagBytes = &v
+		case 6:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field LagSeconds", wireType)
+			}
+			var v int64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.LagSeconds = &v
 		default:
 			iNdEx = preIndex
 			skippy, err := skipGenerated(dAtA[iNdEx:])

@@ -232,8 +232,10 @@ type DatabaseMember struct {
 	Role MemberRole `json:"role,omitempty" protobuf:"bytes,2,opt,name=role,casttype=MemberRole"`
 	// Ready is the Pod's Ready condition.
 	Ready bool `json:"ready" protobuf:"varint,3,opt,name=ready"`
-	// Streaming is true for a replica whose WAL receiver the primary reports
-	// as streaming (PostgreSQL's pg_stat_replication.state).
+	// Streaming is true for a replica that receives and applies the
+	// primary's changes as the primary or the replica reports it
+	// (PostgreSQL's pg_stat_replication.state, MySQL's replication channel,
+	// a MongoDB SECONDARY).
 	// +optional
 	Streaming bool `json:"streaming,omitempty" protobuf:"varint,4,opt,name=streaming"`
 	// LagBytes is how many bytes of WAL the primary has written that this
@@ -241,6 +243,11 @@ type DatabaseMember struct {
 	// pg_current_wal_lsn() and replay_lsn). Unset when unknown.
 	// +optional
 	LagBytes *int64 `json:"lagBytes,omitempty" protobuf:"varint,5,opt,name=lagBytes"`
+	// LagSeconds is how many seconds the last operation this replica has
+	// applied is behind the primary's (MongoDB's replSetGetStatus optimeDate
+	// of the primary minus the replica's). Unset when unknown.
+	// +optional
+	LagSeconds *int64 `json:"lagSeconds,omitempty" protobuf:"varint,6,opt,name=lagSeconds"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -121,6 +121,11 @@ func (in *DatabaseMember) DeepCopyInto(out *DatabaseMember) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.LagSeconds != nil {
+		in, out := &in.LagSeconds, &out.LagSeconds
+		*out = new(int64)
+		**out = **in
+	}
 	return
 }
 

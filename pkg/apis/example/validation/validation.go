@@ -398,6 +398,9 @@ func ValidateMembers(members []example.DatabaseMember, fldPath *field.Path) fiel
 		if m.LagBytes != nil {
 			errs = append(errs, apimachineryvalidation.ValidateNonnegativeField(*m.LagBytes, path.Child("lagBytes"))...)
 		}
+		if m.LagSeconds != nil {
+			errs = append(errs, apimachineryvalidation.ValidateNonnegativeField(*m.LagSeconds, path.Child("lagSeconds"))...)
+		}
 	}
 	return errs
 }

@@ -34,13 +34,19 @@ type DatabaseMemberApplyConfiguration struct {
 	Role *examplev1.MemberRole `json:"role,omitempty"`
 	// Ready is the Pod's Ready condition.
 	Ready *bool `json:"ready,omitempty"`
-	// Streaming is true for a replica whose WAL receiver the primary reports
-	// as streaming (PostgreSQL's pg_stat_replication.state).
+	// Streaming is true for a replica that receives and applies the
+	// primary's changes as the primary or the replica reports it
+	// (PostgreSQL's pg_stat_replication.state, MySQL's replication channel,
+	// a MongoDB SECONDARY).
 	Streaming *bool `json:"streaming,omitempty"`
 	// LagBytes is how many bytes of WAL the primary has written that this
 	// replica has not replayed (PostgreSQL's pg_wal_lsn_diff of
 	// pg_current_wal_lsn() and replay_lsn). Unset when unknown.
 	LagBytes *int64 `json:"lagBytes,omitempty"`
+	// LagSeconds is how many seconds the last operation this replica has
+	// applied is behind the primary's (MongoDB's replSetGetStatus optimeDate
+	// of the primary minus the replica's). Unset when unknown.
+	LagSeconds *int64 `json:"lagSeconds,omitempty"`
 }
 
 // DatabaseMemberApplyConfiguration constructs a declarative configuration of the DatabaseMember type for use with
@@ -86,5 +92,13 @@ func (b *DatabaseMemberApplyConfiguration) WithStreaming(value bool) *DatabaseMe
 // If called multiple times, the LagBytes field is set to the value of the last call.
 func (b *DatabaseMemberApplyConfiguration) WithLagBytes(value int64) *DatabaseMemberApplyConfiguration {
 	b.LagBytes = &value
+	return b
+}
+
+// WithLagSeconds sets the LagSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the LagSeconds field is set to the value of the last call.
+func (b *DatabaseMemberApplyConfiguration) WithLagSeconds(value int64) *DatabaseMemberApplyConfiguration {
+	b.LagSeconds = &value
 	return b
 }
