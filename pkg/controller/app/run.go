@@ -22,6 +22,7 @@ import (
 
 	"example.com/database-apiserver/pkg/authnready"
 	"example.com/database-apiserver/pkg/controller/database"
+	"example.com/database-apiserver/pkg/controller/mongodb"
 	"example.com/database-apiserver/pkg/controller/mysql"
 	"example.com/database-apiserver/pkg/controller/postgres"
 
@@ -114,7 +115,7 @@ func (c *Config) newTerm(ctx context.Context) (*controllerTerm, error) {
 	databaseInformers := database.NewDatabaseInformerFactory(c.Databases, o.ResyncPeriod, o.Namespace)
 	controller, err := database.NewController(eventsCtx, c.Kube, c.Databases, kubeInformers, databaseInformers,
 		// The release records live in the controller's own namespace, the Lease's.
-		database.Options{Instances: postgres.Client{}, MySQL: mysql.Client{}, ImageRegistry: o.ImageRegistry,
+		database.Options{Instances: postgres.Client{}, MySQL: mysql.Client{}, MongoDB: mongodb.Client{}, ImageRegistry: o.ImageRegistry,
 			RecordNamespace: o.LeaderElection.ResourceNamespace})
 	if err != nil {
 		stopEvents()

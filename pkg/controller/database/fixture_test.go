@@ -85,7 +85,8 @@ type fixture struct {
 	// imageRegistry is the Reconciler's ImageRegistry option, set like instances.
 	imageRegistry string
 	// mysql is the Reconciler's MySQL option, set like instances.
-	mysql database.MySQLInstances
+	mysql   database.MySQLInstances
+	mongodb database.MongoDBInstances
 
 	indexers map[schema.GroupVersionResource]cache.Indexer
 	// pinned overrides what sync puts in the listers for these objects (by resource and
@@ -116,6 +117,7 @@ func newFixtureWithOptions(t *testing.T, options database.Options, db *examplev1
 		instances:     options.Instances,
 		imageRegistry: options.ImageRegistry,
 		mysql:         options.MySQL,
+		mongodb:       options.MongoDB,
 		kube:          kubefake.NewClientset(kubeObjects...),
 		recorder:      record.NewFakeRecorder(100),
 		clock:         clocktesting.NewFakePassiveClock(start),
@@ -180,7 +182,7 @@ func newFixtureWithOptions(t *testing.T, options database.Options, db *examplev1
 		Pods:                   corelisters.NewPodLister(f.indexers[pods]),
 		PersistentVolumeClaims: f.indexers[claims],
 		Events:                 f.indexers[events],
-	}, f.recorder, f.clock, database.Options{Instances: f.instances, MySQL: f.mysql, ImageRegistry: f.imageRegistry})
+	}, f.recorder, f.clock, database.Options{Instances: f.instances, MySQL: f.mysql, MongoDB: f.mongodb, ImageRegistry: f.imageRegistry})
 	f.sync()
 	return f
 }

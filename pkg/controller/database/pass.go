@@ -93,7 +93,12 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 		designated, h, err = p.ensureReplicationConfigMap(ctx)
 	}
 	replicas := p.desired.Replicas
-	if held := heldReplicas(p.db, replicas, statefulSetReplicas(p.statefulSet), designated); replicates && held != replicas {
+	var configured []string
+	if replicates && p.desired.Recipe.ReplicaSet {
+		cm, _ := p.r.listers.ConfigMaps.ConfigMaps(p.db.Namespace).Get(specs.ReplicationConfigMapName(p.db))
+		configured = replicaSetMembers(cm)
+	}
+	if held := heldReplicas(p.db, replicas, statefulSetReplicas(p.statefulSet), designated, configured); replicates && held != replicas {
 		// The workload keeps the Pods of the primary until a switchover moves it.
 		p.desired.Replicas, p.wantStatefulSet.Spec.Replicas = held, ptr.To(held)
 	}
@@ -120,7 +125,11 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 	}
 	obs.statefulSet = sts
 	if replicates {
-		rep, err := p.reconcileReplication(ctx, sts, designated, replicas, p.desired.Replicas)
+		reconcile := p.reconcileReplication
+		if p.desired.Recipe.ReplicaSet {
+			reconcile = p.reconcileReplicaSet
+		}
+		rep, err := reconcile(ctx, sts, designated, replicas, p.desired.Replicas)
 		obs.replication = &rep
 		if err != nil {
 			return obs, err
@@ -279,8 +288,12 @@ func (p *pass) lostCredentials(ctx context.Context) (*corev1.Secret, *halt, erro
 	switch {
 	case apierrors.IsNotFound(err):
 		keys := "username, password, superuser-username and superuser-password"
-		if p.desired.Recipe.Replicates() {
+		switch {
+		case p.desired.Recipe.ReplicationUsername != "":
 			keys = "username, password, superuser-username, superuser-password and replication-password"
+		case p.desired.Recipe.ReplicaSet:
+			// The running members authenticate to each other with the old keyfile.
+			keys = "username, password, superuser-username, superuser-password and keyfile"
 		}
 		return nil, fail(ReasonCredentialsLost,
 			"Secret %s is gone while the data directory keeps its credentials: no new password is generated, the database would not accept it. Restore it: create Secret %s with the old %s and the annotation %s=%s, this Database's uid (checked again every minute)",

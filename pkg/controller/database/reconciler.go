@@ -120,6 +120,8 @@ type Options struct {
 	Instances Instances
 	// MySQL does the same for MySQL servers.
 	MySQL MySQLInstances
+	// MongoDB does the same for the mongod servers of MongoDB replica sets.
+	MongoDB MongoDBInstances
 	// ImageRegistry, when set, is where the database images are pulled from instead of the
 	// catalog's ("registry.example:5000/mirror": specs.ImageFrom), for a mirrored or
 	// air-gapped cluster.

@@ -129,8 +129,7 @@ func TestChildrenFollowTheEngineRecipes(t *testing.T) {
 		port    int32
 		mount   string
 		uri     *regexp.Regexp
-		// replicates: PostgreSQL's and MySQL's replicas follow the primary, MongoDB's do not
-		// replicate.
+		// replicates: every engine's replicas follow the primary.
 		replicates bool
 		// superuser is the engine's superuser; volume the password keys the server reads.
 		superuser string
@@ -143,7 +142,7 @@ func TestChildrenFollowTheEngineRecipes(t *testing.T) {
 		{examplev1.EngineMySQL, "8.4", "mysql:8.4", 3306, "/var/lib/mysql",
 			regexp.MustCompile(`^mysql://admin:([A-Za-z0-9_-]+)@my-database\.production\.svc:3306/my_database$`), true, "root", []string{"superuser-password", "password"}},
 		{examplev1.EngineMongoDB, "7.0", "mongo:7.0", 27017, "/data/db",
-			regexp.MustCompile(`^mongodb://app:([A-Za-z0-9_-]+)@my-database\.production\.svc:27017/my_database\?authSource=my_database$`), false, "admin", []string{"superuser-password", "password"}},
+			regexp.MustCompile(`^mongodb://app:([A-Za-z0-9_-]+)@my-database\.production\.svc:27017/my_database\?authSource=my_database$`), true, "admin", []string{"superuser-password", "password"}},
 	} {
 		t.Run(tc.image, func(t *testing.T) {
 			db := exampleDatabase()
@@ -181,25 +180,23 @@ func TestChildrenFollowTheEngineRecipes(t *testing.T) {
 			require.Equal(t, tc.image, c.Image)
 			require.Equal(t, tc.port, c.Ports[0].ContainerPort)
 			mounts := []corev1.VolumeMount{{Name: "data", MountPath: tc.mount}, {Name: "credentials", MountPath: "/etc/database-credentials", ReadOnly: true}}
-			if tc.replicates {
-				if tc.engine == examplev1.EngineMySQL {
-					// The settings the setup script writes; the script itself is the init container's.
-					mounts = append(mounts, corev1.VolumeMount{Name: "mysql-config", MountPath: "/etc/mysql/conf.d", ReadOnly: true})
-				} else {
-					mounts = append(mounts, corev1.VolumeMount{Name: "replication", MountPath: "/etc/database", ReadOnly: true})
-				}
-				require.Len(t, pod.InitContainers, 1)
-				require.Equal(t, "setup", pod.InitContainers[0].Name)
-			} else {
-				// MongoDB: the entrypoint runs the initialisation ConfigMap's scripts, which
-				// create the application user.
-				require.Empty(t, pod.InitContainers)
-				mounts = append(mounts, corev1.VolumeMount{Name: "initdb", MountPath: "/docker-entrypoint-initdb.d", ReadOnly: true})
-				require.Equal(t, []corev1.Volume{
-					engine.CredentialsVolume("my-database-credentials", tc.volume...),
-					{Name: "initdb", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-						LocalObjectReference: corev1.LocalObjectReference{Name: "my-database-initdb"}, DefaultMode: ptr.To[int32](0o444)}}},
-				}, pod.Volumes)
+			require.True(t, tc.replicates)
+			require.Len(t, pod.InitContainers, 1)
+			require.Equal(t, "setup", pod.InitContainers[0].Name)
+			switch tc.engine {
+			case examplev1.EngineMySQL:
+				// The settings the setup script writes; the script itself is the init container's.
+				mounts = append(mounts, corev1.VolumeMount{Name: "mysql-config", MountPath: "/etc/mysql/conf.d", ReadOnly: true})
+			case examplev1.EnginePostgreSQL:
+				mounts = append(mounts, corev1.VolumeMount{Name: "replication", MountPath: "/etc/database", ReadOnly: true})
+			case examplev1.EngineMongoDB:
+				// The entrypoint runs the initialisation ConfigMap's scripts, which create the
+				// application user; the server reads the keyfile the setup copied.
+				mounts = append(mounts, corev1.VolumeMount{Name: "initdb", MountPath: "/docker-entrypoint-initdb.d", ReadOnly: true},
+					corev1.VolumeMount{Name: "mongodb-key", MountPath: "/etc/mongodb-key", ReadOnly: true})
+				require.Equal(t, engine.CredentialsVolume("my-database-credentials", append(tc.volume, "keyfile")...), pod.Volumes[0])
+				require.Equal(t, corev1.Volume{Name: "initdb", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "my-database-initdb"}, DefaultMode: ptr.To[int32](0o444)}}}, pod.Volumes[1])
 				obj, err := f.kube.Tracker().Get(configMaps, namespace, "my-database-initdb")
 				require.NoError(t, err)
 				cm := obj.(*corev1.ConfigMap)
@@ -207,7 +204,7 @@ func TestChildrenFollowTheEngineRecipes(t *testing.T) {
 				require.Equal(t, labels, cm.Labels)
 				require.Contains(t, cm.Data["application-user.js"], "db.createUser(")
 			}
-			require.Equal(t, !tc.replicates, f.exists(configMaps, "my-database-initdb"), "only MongoDB runs initialisation scripts of the controller")
+			require.Equal(t, tc.engine == examplev1.EngineMongoDB, f.exists(configMaps, "my-database-initdb"), "only MongoDB runs initialisation scripts of the controller")
 			for _, e := range c.Env {
 				require.False(t, e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Key == engine.SecretKeyPassword,
 					"%s: no password in the environment", e.Name)

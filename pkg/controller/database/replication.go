@@ -98,13 +98,14 @@ func targetPrimary(db *examplev1.Database, replicas int32) string {
 }
 
 // heldReplicas is the number of Pods the StatefulSet is to run: spec.replicas, or more while
-// the confirmed or the designated primary (the replication ConfigMap's) has an ordinal past
-// it, so a scale-down waits for the switchover that moves the primary off the Pods it
-// removes. It never holds more than running, the Pods the StatefulSet runs now: a primary
-// past them does not exist.
-func heldReplicas(db *examplev1.Database, replicas, running int32, designated string) int32 {
+// the confirmed or the designated primary (the replication ConfigMap's), or a member of a
+// replica set's configuration (configured), has an ordinal past it, so a scale-down waits
+// for the switchover that moves the primary off the Pods it removes, and for the
+// reconfiguration that takes them out of the set. It never holds more than running, the
+// Pods the StatefulSet runs now: a Pod past them does not exist.
+func heldReplicas(db *examplev1.Database, replicas, running int32, designated string, configured []string) int32 {
 	n := replicas
-	for _, pod := range []string{confirmedPrimary(db), designated} {
+	for _, pod := range append([]string{confirmedPrimary(db), designated}, configured...) {
 		if ordinal, ok := specs.PodOrdinal(db, pod); ok && ordinal < running {
 			n = max(n, ordinal+1)
 		}
@@ -176,11 +177,14 @@ func (p *pass) ensureReplicationConfigMap(ctx context.Context) (string, *halt, e
 func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.StatefulSet, designated string, replicas, sts int32) (replication, error) {
 	db := p.db
 	rep := replication{primary: confirmedPrimary(db)}
-	members, server, r, err := p.members(ctx, sts)
+	r := p.r.replicatorFor(p.desired.Recipe.Engine)
+	members, server, asked, err := p.members(ctx, sts, r)
 	if err != nil {
 		return rep, err
 	}
-	asked := r != nil
+	if !asked {
+		r = nil
+	}
 	rep.observed = asked
 	byName := map[string]*member{}
 	for _, m := range members {
@@ -298,20 +302,20 @@ func (p *pass) rollPods(ctx context.Context, sts *appsv1.StatefulSet, members []
 }
 
 // members returns db's Pods of ordinals 0..sts-1, each asked its state in parallel through
-// the engine's replicator when the Reconciler has one for it and the Secret is in the cache
-// (r is nil otherwise: nothing was asked), and how to reach a member's server as the
-// Secret's superuser.
-func (p *pass) members(ctx context.Context, sts int32) (members []*member, server func(*member) endpoint, r replicator, err error) {
+// o, the engine's observer, when o is not nil and the Secret is in the cache (asked is false
+// otherwise: nothing was asked), and how to reach a member's server as the Secret's
+// superuser.
+func (p *pass) members(ctx context.Context, sts int32, o observer) (members []*member, server func(*member) endpoint, asked bool, err error) {
 	db := p.db
 	// The Secret the pass made sure of; a new one the cache has not delivered yet means the
 	// servers are not asked this pass (they cannot run before it exists anyway).
 	secret, err := p.r.listers.Secrets.Secrets(db.Namespace).Get(specs.SecretName(db))
 	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, nil, nil, fmt.Errorf("get Secret %q from the cache: %w", specs.SecretName(db), err)
+		return nil, nil, false, fmt.Errorf("get Secret %q from the cache: %w", specs.SecretName(db), err)
 	}
-	r = p.r.replicatorFor(p.desired.Recipe.Engine)
+	asked = o != nil && secret != nil
 	if secret == nil {
-		r, secret = nil, &corev1.Secret{}
+		secret = &corev1.Secret{}
 	}
 	user, password := p.superuser(secret)
 	server = func(m *member) endpoint {
@@ -323,7 +327,7 @@ func (p *pass) members(ctx context.Context, sts int32) (members []*member, serve
 	}
 	pods, err := p.r.listers.Pods.Pods(db.Namespace).List(labels.SelectorFromSet(specs.SelectorLabels(db)))
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, false, err
 	}
 	members = make([]*member, sts)
 	for i := range members {
@@ -334,8 +338,8 @@ func (p *pass) members(ctx context.Context, sts int32) (members []*member, serve
 			}
 		}
 	}
-	if r == nil {
-		return members, server, nil, nil
+	if !asked {
+		return members, server, false, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, observeTimeout)
 	defer cancel()
@@ -346,7 +350,7 @@ func (p *pass) members(ctx context.Context, sts int32) (members []*member, serve
 			continue
 		}
 		wg.Go(func() {
-			writable, st, err := r.observe(ctx, server(m), users)
+			writable, st, err := o.observe(ctx, server(m), users)
 			if err != nil {
 				m.err = err
 				return
@@ -355,7 +359,7 @@ func (p *pass) members(ctx context.Context, sts int32) (members []*member, serve
 		})
 	}
 	wg.Wait()
-	return members, server, r, nil
+	return members, server, true, nil
 }
 
 // isPodOf reports whether pod belongs to db's StatefulSet (its controller is a StatefulSet of
@@ -467,8 +471,8 @@ func (p *pass) setRole(ctx context.Context, pod *corev1.Pod, role string) (*core
 
 // memberStatus is status.members for the first n Pods (those the StatefulSet runs: more than
 // spec.replicas while a scale-down waits for a switchover), and the replicas among them that
-// are not streaming, with why; r is nil when the servers were not asked.
-func memberStatus(r replicator, members []*member, rep replication, n int32) ([]examplev1.DatabaseMember, []string) {
+// are not streaming, with why; o is nil when the servers were not asked.
+func memberStatus(o observer, members []*member, rep replication, n int32) ([]examplev1.DatabaseMember, []string) {
 	var primary *member
 	for _, m := range members {
 		if m.name == rep.primary && m.primary() {
@@ -493,7 +497,7 @@ func memberStatus(r replicator, members []*member, rep replication, n int32) ([]
 		switch {
 		case m.pod == nil:
 			why = "no Pod"
-		case !m.answered && refusedBy(r, m.err):
+		case !m.answered && refusedBy(o, m.err):
 			why = "refuses the Secret's password"
 		case !m.answered && m.err != nil:
 			why = "not answering"
@@ -504,8 +508,8 @@ func memberStatus(r replicator, members []*member, rep replication, n int32) ([]
 		case primary == nil:
 			why = "the primary is not answering"
 		default:
-			f := r.follower(primary, m)
-			s.Streaming, why, s.LagBytes = f.streaming, f.why, f.lagBytes
+			f := o.follower(primary, m)
+			s.Streaming, why, s.LagBytes, s.LagSeconds = f.streaming, f.why, f.lagBytes, f.lagSeconds
 		}
 		if why != "" {
 			notStreaming = append(notStreaming, m.name+" ("+why+")")

@@ -16,17 +16,27 @@ import (
 	"example.com/database-apiserver/pkg/controller/specs"
 )
 
-// replicator is one engine's part of the replication step: how a pass reads a member's
-// state and what it asks a primary and a replica to do. reconcileReplication takes the
-// decisions (which Pod is primary, when a switchover may go on, what status says) the same
-// way for every engine. Each call reaches one server.
-type replicator interface {
+// observer is how a pass reads the members of every engine that replicates. Each call
+// reaches one server.
+type observer interface {
 	// observe asks the server e its state: whether it takes writes (a primary), and the
 	// engine's own answer, which the other methods are given back as member.state. users
 	// are the replication users a primary is asked about.
 	observe(ctx context.Context, e endpoint, users []string) (writable bool, state any, err error)
 	// refused reports whether err, from observe, is the server refusing the credentials.
 	refused(err error) bool
+	// follower is what the primary's and the replica's answers say of the replica's stream;
+	// replica may not have answered.
+	follower(primary, replica *member) follower
+}
+
+// replicator is the part of the replication step of an engine whose primary the controller
+// picks (PostgreSQL, MySQL): how a pass reads a member's state and what it asks a primary
+// and a replica to do. reconcileReplication takes the decisions (which Pod is primary, when
+// a switchover may go on, what status says) the same way for each of them. Each call
+// reaches one server.
+type replicator interface {
+	observer
 	// hasUser reports whether the primary answered that the replication user exists.
 	hasUser(primary *member, user string) bool
 	// setUser makes user, on the primary e, the replication user with password: created,
@@ -40,9 +50,6 @@ type replicator interface {
 	syncReplica(ctx context.Context, p *pass, e endpoint, replica *member, primary, user, password string) error
 	// syncPrimary does what else the primary needs for the sts Pods (PostgreSQL's slots).
 	syncPrimary(ctx context.Context, p *pass, e endpoint, primary *member, sts int32) error
-	// follower is what the primary's and the replica's answers say of the replica's stream;
-	// replica may not have answered.
-	follower(primary, replica *member) follower
 	// caughtUp reports whether next, a replica, holds every transaction of old, the former
 	// primary now answering as a standby; lacks says what it lacks when it does not.
 	caughtUp(next, old *member) bool
@@ -57,8 +64,9 @@ type follower struct {
 	streaming bool
 	// why says why it is not streaming ("" when it is).
 	why string
-	// lagBytes is status.members[].lagBytes: nil when the engine does not report it.
-	lagBytes *int64
+	// lagBytes and lagSeconds are status.members[].lagBytes and lagSeconds: nil when the
+	// engine does not report them.
+	lagBytes, lagSeconds *int64
 }
 
 // endpoint is one member's server (its Pod IP and the engine port) and the credentials
@@ -69,9 +77,9 @@ type endpoint struct {
 	user, password, database string
 }
 
-// refusedBy reports whether r says err is a server refusing the credentials; false
-// without a replicator.
-func refusedBy(r replicator, err error) bool { return r != nil && err != nil && r.refused(err) }
+// refusedBy reports whether o says err is a server refusing the credentials; false
+// without an observer.
+func refusedBy(o observer, err error) bool { return o != nil && err != nil && o.refused(err) }
 
 // replicatorFor is the replicator of engine, nil when the Reconciler has no client for it
 // (its servers are never asked).

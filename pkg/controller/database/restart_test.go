@@ -98,7 +98,7 @@ func TestARestartIsNotCompletedBeforeEveryPodIsNewAndReady(t *testing.T) {
 	_, err := f.reconcile()
 	require.NoError(t, err)
 	sts := f.statefulSet()
-	require.Equal(t, appsv1.RollingUpdateStatefulSetStrategyType, sts.Spec.UpdateStrategy.Type, "the StatefulSet controller rolls the Pods of an engine that does not replicate")
+	require.Equal(t, appsv1.OnDeleteStatefulSetStrategyType, sts.Spec.UpdateStrategy.Type, "the controller rolls the Pods of a replica set")
 	require.Equal(t, "2026-03-01T12:01:00.000000Z", sts.Spec.Template.Annotations[specs.RestartedAtAnnotation])
 
 	for _, tc := range []struct {

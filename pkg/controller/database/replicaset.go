@@ -1,0 +1,324 @@
+package database
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/controller/mongodb"
+	"example.com/database-apiserver/pkg/controller/specs"
+)
+
+// MongoDBInstances is how the Reconciler talks to the mongod servers of a Database's replica
+// set (mongodb.Client); each call reaches one server.
+type MongoDBInstances interface {
+	Observe(ctx context.Context, s mongodb.Server) (mongodb.State, error)
+	Initiate(ctx context.Context, s mongodb.Server, setName, host string) error
+	Reconfig(ctx context.Context, s mongodb.Server, cfg mongodb.Config) error
+}
+
+// mongoReplicaSet is the observer of a MongoDB replica set, whose members elect their primary
+// themselves: the controller initiates the set, keeps its members those of the StatefulSet
+// (syncMembers), and moves the primary by priority.
+type mongoReplicaSet struct{ instances MongoDBInstances }
+
+// mongodb is the endpoint as the Secret's superuser, a root user of admin.
+func (e endpoint) mongodb() mongodb.Server {
+	return mongodb.Server{Host: e.host, Port: e.port, User: e.user, Password: e.password}
+}
+
+// mgState is m's mongodb.State; m answered.
+func mgState(m *member) *mongodb.State { return m.state.(*mongodb.State) }
+
+func (r mongoReplicaSet) observe(ctx context.Context, e endpoint, _ []string) (bool, any, error) {
+	st, err := r.instances.Observe(ctx, e.mongodb())
+	if err != nil {
+		return false, nil, err
+	}
+	return st.Writable, &st, nil
+}
+
+func (mongoReplicaSet) refused(err error) bool { return mongodb.IsAuthenticationFailure(err) }
+
+// follower is the primary's replSetGetStatus entry of the replica (by the name the replica
+// answers to, hello's me): streaming while SECONDARY, and its lag in seconds.
+func (mongoReplicaSet) follower(primary, replica *member) follower {
+	me := mgState(replica).Me
+	if me == "" {
+		return follower{why: "not a member of the replica set yet"}
+	}
+	ps := mgState(primary)
+	for _, ms := range ps.Members {
+		if ms.Name != me {
+			continue
+		}
+		f := follower{streaming: ms.StateStr == "SECONDARY"}
+		if !f.streaming {
+			f.why = ms.StateStr
+			if ms.LastHeartbeatMessage != "" {
+				f.why += ": " + ms.LastHeartbeatMessage
+			}
+		}
+		if lag, ok := ps.LagSeconds(me); ok {
+			f.lagSeconds = &lag
+		}
+		return f
+	}
+	return follower{why: "not in " + primary.name + "'s replica set configuration"}
+}
+
+// ReplicaSetMembersAnnotation is on the replication ConfigMap of a replica set: the Pods its
+// configuration lists, comma-separated, as the controller last read or wrote it. The
+// StatefulSet keeps every Pod it names (heldReplicas): a member is taken out of the
+// configuration before its Pod is removed, so the remaining members keep a majority.
+const ReplicaSetMembersAnnotation = "database.example.com/replica-set-members"
+
+// replicaSetMembers are the Pods cm's ReplicaSetMembersAnnotation names; nil for a nil cm.
+func replicaSetMembers(cm *corev1.ConfigMap) []string {
+	if cm == nil || cm.Annotations[ReplicaSetMembersAnnotation] == "" {
+		return nil
+	}
+	return strings.Split(cm.Annotations[ReplicaSetMembersAnnotation], ",")
+}
+
+// reconcileReplicaSet is reconcileReplication for an engine whose members elect their primary
+// (MongoDB). It asks every server its part and:
+//   - while no member has a configuration, initiates the set on the confirmed primary (the
+//     first Pod of a new Database) with that member alone, once its server answers;
+//   - takes the member that answers as the writable primary of the highest election term as
+//     the primary (status.primary, the role label, the replication ConfigMap), so the client
+//     Service follows an election;
+//   - on that primary, keeps the configuration's members the Pods of ordinals below
+//     spec.replicas that answer or are members already (and the primary itself), one
+//     member added or removed per pass (syncMembers), with the Pod that should be primary
+//     (spec.primary, else the primary while spec.replicas keeps it, else the first Pod) of
+//     the highest priority: the set elects it once it has caught up, which is how a
+//     switchover and a scale-down past the primary move it;
+//   - labels the Pods' roles and restarts Pods for a new revision as reconcileReplication
+//     does, replicas first; while no member has a configuration (a Database whose Pods ran
+//     as standalone servers), the first Pod first, since the set needs it initiated.
+//
+// statefulSet is the StatefulSet as last read or written, designated the primary the
+// replication ConfigMap names, replicas spec.replicas and sts the number of Pods the
+// StatefulSet runs.
+//
+// MongoDB elects a primary by majority and a new term, so a primary cut off from the
+// majority steps down and cannot commit a majority write: failover is the engine's, and
+// writes acknowledged with w: "majority" (the drivers' default) survive it
+// (https://www.mongodb.com/docs/manual/core/replica-set-elections/).
+func (p *pass) reconcileReplicaSet(ctx context.Context, statefulSet *appsv1.StatefulSet, designated string, replicas, sts int32) (replication, error) {
+	db := p.db
+	rep := replication{primary: confirmedPrimary(db)}
+	var set *mongoReplicaSet
+	var o observer
+	if p.r.options.MongoDB != nil {
+		set = &mongoReplicaSet{p.r.options.MongoDB}
+		o = set
+	}
+	members, server, asked, err := p.members(ctx, sts, o)
+	if err != nil {
+		return rep, err
+	}
+	rep.observed = asked
+	if !asked {
+		o = nil
+	}
+
+	initiated, elected := false, (*member)(nil)
+	for _, m := range members {
+		if !m.answered {
+			continue
+		}
+		st := mgState(m)
+		initiated = initiated || st.Initiated
+		if m.writable && st.Initiated && (elected == nil || st.Term > mgState(elected).Term) {
+			elected = m
+		}
+	}
+	switch {
+	case !asked:
+	case elected != nil:
+		rep.primary = elected.name
+		target := preferredPrimary(db, elected.name, replicas)
+		if err := p.syncMembers(ctx, set, server(elected), elected, members, replicas, target); err != nil {
+			return rep, err
+		}
+		if target != rep.primary {
+			rep.switchover = fmt.Sprintf("switching over from %s to %s: the replica set elects %s, of the highest priority, once it has caught up", rep.primary, target, target)
+		}
+	case !initiated:
+		if err := p.initiate(ctx, set, members, rep.primary, server); err != nil {
+			return rep, err
+		}
+	}
+	if asked && elected != nil && designated != rep.primary {
+		if err := p.designate(ctx, rep.primary); err != nil {
+			return rep, err
+		}
+	}
+
+	if err := p.labelRoles(ctx, members, rep); err != nil {
+		return rep, err
+	}
+	first := false
+	if asked && !initiated {
+		if first, err = p.restartFirst(ctx, statefulSet, members, rep.primary); err != nil {
+			return rep, err
+		}
+	}
+	if !first && rep.switchover == "" {
+		if err := p.rollPods(ctx, statefulSet, members, rep.primary); err != nil {
+			return rep, err
+		}
+	}
+	rep.members, rep.notStreaming = memberStatus(o, members, rep, sts)
+	for _, m := range members {
+		if !m.answered && refusedBy(o, m.err) {
+			rep.refused = append(rep.refused, m.name)
+		}
+	}
+	return rep, nil
+}
+
+// preferredPrimary is the Pod a replica set whose primary is elected should elect:
+// spec.primary when set; else elected while spec.replicas keeps it; else the first Pod.
+func preferredPrimary(db *examplev1.Database, elected string, replicas int32) string {
+	if db.Spec.Primary != "" {
+		return db.Spec.Primary
+	}
+	if ordinal, ok := specs.PodOrdinal(db, elected); ok && ordinal < replicas {
+		return elected
+	}
+	return specs.PodName(db, 0)
+}
+
+// initiate runs replSetInitiate on the member named first, with itself the only member by
+// its stable name (specs.PodHost), once its server answers as one that runs with --replSet
+// and has no configuration. A server that refuses (one still running as a standalone server
+// from before the Database was a replica set) is reported in an Event and asked again next
+// pass.
+func (p *pass) initiate(ctx context.Context, set *mongoReplicaSet, members []*member, first string, server func(*member) endpoint) error {
+	i := slices.IndexFunc(members, func(m *member) bool { return m.name == first })
+	if i < 0 || !members[i].answered || mgState(members[i]).Writable {
+		// Not answering yet, or a standalone server (writable without a configuration),
+		// which restartFirst restarts with --replSet.
+		return nil
+	}
+	db, m := p.db, members[i]
+	host := mongodb.Host(specs.PodHost(db, m.name), p.desired.Recipe.Port)
+	if err := set.instances.Initiate(ctx, server(m).mongodb(), specs.ReplicaSetName(db), host); err != nil {
+		p.r.event(ctx, db, corev1.EventTypeWarning, ReasonReconcileError, "Initiating replica set %s on %s failed: %v", specs.ReplicaSetName(db), m.name, err)
+		return nil
+	}
+	p.r.event(ctx, db, corev1.EventTypeNormal, ReasonCreated, "Initiated replica set %s with %s", specs.ReplicaSetName(db), host)
+	return p.recordMembers(ctx, []string{m.name})
+}
+
+// syncMembers makes the configuration of the primary (reached at e) one step closer
+// (mongodb.NextConfig) to the members it should have: the Pods of ordinals below replicas
+// that answered or are members already, and the primary, with preferred of the highest
+// priority. It records the members of the configuration it leaves in place
+// (ReplicaSetMembersAnnotation).
+func (p *pass) syncMembers(ctx context.Context, set *mongoReplicaSet, e endpoint, primary *member, members []*member, replicas int32, preferred string) error {
+	db, port := p.db, p.desired.Recipe.Port
+	cfg := mgState(primary).Config
+	if cfg == nil {
+		return nil
+	}
+	host := func(pod string) string { return mongodb.Host(specs.PodHost(db, pod), port) }
+	configured := map[string]bool{}
+	for _, m := range cfg.Members {
+		configured[m.Host] = true
+	}
+	var hosts []string
+	for i, m := range members {
+		if m.name != primary.name && (int32(i) >= replicas || !configured[host(m.name)] && !m.answered) {
+			continue
+		}
+		hosts = append(hosts, host(m.name))
+	}
+	next, changed := mongodb.NextConfig(*cfg, hosts, host(preferred))
+	if changed {
+		if err := set.instances.Reconfig(ctx, e.mongodb(), next); err != nil {
+			return fmt.Errorf("reconfigure replica set %s on %s: %w", specs.ReplicaSetName(db), primary.name, err)
+		}
+		p.r.event(ctx, db, corev1.EventTypeNormal, ReasonUpdated, "Reconfigured replica set %s (version %d): %s", specs.ReplicaSetName(db), next.Version, describeMembers(next))
+		cfg = &next
+	}
+	var pods []string
+	for _, m := range cfg.Members {
+		pod, _, _ := strings.Cut(m.Host, ".")
+		pods = append(pods, pod)
+	}
+	return p.recordMembers(ctx, pods)
+}
+
+// describeMembers is cfg's members for an Event: "db-0.…:27017 (priority 2), …".
+func describeMembers(cfg mongodb.Config) string {
+	var out []string
+	for _, m := range cfg.Members {
+		s := fmt.Sprintf("%s (priority %g", m.Host, m.Priority)
+		if m.Votes == 0 {
+			s += ", no vote"
+		}
+		out = append(out, s+")")
+	}
+	return strings.Join(out, ", ")
+}
+
+// recordMembers sets the replication ConfigMap's ReplicaSetMembersAnnotation to pods when it
+// differs.
+func (p *pass) recordMembers(ctx context.Context, pods []string) error {
+	db := p.db
+	name := specs.ReplicationConfigMapName(db)
+	value := strings.Join(pods, ",")
+	if cm, err := p.r.listers.ConfigMaps.ConfigMaps(db.Namespace).Get(name); err == nil && cm.Annotations[ReplicaSetMembersAnnotation] == value {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{ReplicaSetMembersAnnotation: value}}})
+	if err != nil {
+		return err
+	}
+	if _, err := p.r.kube.CoreV1().ConfigMaps(db.Namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("record the replica set's members on ConfigMap %q: %w", name, err)
+	}
+	return nil
+}
+
+// restartFirst restarts, for the StatefulSet's update revision, the Pod named first (the
+// confirmed primary) when it runs an older one, while no member has a replica set
+// configuration: the Pods of a Database that ran standalone servers come back with
+// --replSet, and the set can only be initiated, and its other members join it, once the
+// first has. It reports whether the first Pod runs an older revision (it is restarted now,
+// or being deleted): rollPods restarts the others, by its rules, once it does not.
+func (p *pass) restartFirst(ctx context.Context, sts *appsv1.StatefulSet, members []*member, first string) (bool, error) {
+	if sts == nil || sts.Status.ObservedGeneration != sts.Generation || sts.Status.UpdateRevision == "" {
+		return false, nil
+	}
+	i := slices.IndexFunc(members, func(m *member) bool { return m.name == first })
+	if i < 0 || members[i].pod == nil {
+		return false, nil
+	}
+	pod := members[i].pod
+	switch {
+	case pod.Labels[appsv1.ControllerRevisionHashLabelKey] == sts.Status.UpdateRevision:
+		return false, nil
+	case pod.DeletionTimestamp != nil:
+		return true, nil
+	}
+	err := p.r.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(pod.UID))})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return true, fmt.Errorf("delete Pod %q to restart it as the replica set's first member: %w", pod.Name, err)
+	}
+	p.r.event(ctx, p.db, corev1.EventTypeNormal, ReasonRollingUpdate, "Restarting %s first, to initiate replica set %s on it (revision %s)", pod.Name, specs.ReplicaSetName(p.db), sts.Status.UpdateRevision)
+	return true, nil
+}
