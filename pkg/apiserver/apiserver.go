@@ -116,5 +116,12 @@ func (c completedConfig) New() (*DatabaseServer, error) {
 	if err := genericServer.InstallAPIGroup(&apiGroupInfo); err != nil {
 		return nil, err
 	}
+	// /readyz/poststarthook/storage-readiness fails until the watch cache of databases is
+	// initialised (or StorageInitializationTimeout has passed), as kube-apiserver registers
+	// it: until then k8s.io/apiserver answers a list 429 "storage is (re)initializing", which
+	// the readiness probe keeps clients from.
+	if err := genericServer.AddPostStartHook("storage-readiness", genericServer.StorageReadinessHook.Hook); err != nil {
+		return nil, err
+	}
 	return &DatabaseServer{GenericAPIServer: genericServer}, nil
 }

@@ -600,7 +600,8 @@ func TestOpenAPIDescribesTheDatabaseSchema(t *testing.T) {
 }
 
 func TestHealthAndMetricsEndpoints(t *testing.T) {
-	for _, path := range []string{"/livez", "/readyz", "/healthz", "/readyz/etcd"} {
+	// storage-readiness: ready only once the watch cache of databases is initialised.
+	for _, path := range []string{"/livez", "/readyz", "/healthz", "/readyz/etcd", "/readyz/poststarthook/storage-readiness"} {
 		resp := do(t, http.MethodGet, path, nil, nil)
 		require.Equal(t, http.StatusOK, resp.code, "%s: %s", path, resp.body)
 	}
