@@ -434,6 +434,82 @@ spec:
 	require.Equal(t, db+"-0", row[i], out)
 }
 
+// TestReplicatedMongoDBHasTheReplicaSetShape runs a MongoDB Database of three replicas on the
+// simulated node, where no mongod answers: it gets the replica set's shape all the same (the
+// client Service selecting the primary by role label, the read Service the replicas, the
+// Secret's keyfile and read keys, the setup init container that copies the keyfile, mongod
+// run with --replSet and --keyFile, a readiness probe that passes on a PRIMARY or SECONDARY
+// only, status.primary and -o wide's PRIMARY), in a namespace that enforces the "restricted"
+// profile, and the servers that are not there do not keep the Database from Ready. No mongod
+// is to be had on this machine's registries: the replica set itself (initiation,
+// reconfiguration, elections) is covered by the controller's unit tests only.
+func TestReplicatedMongoDBHasTheReplicaSetShape(t *testing.T) {
+	ns := restrictedNamespace(t, "e2e-mongodb-replication")
+	const db = "catalog"
+	kubectlIn(t, `apiVersion: example.com/v1
+kind: Database
+metadata:
+  name: `+db+`
+  namespace: `+ns+`
+spec:
+  engine: mongodb
+  version: "7.0"
+  replicas: 3
+  storage: 1Gi
+`, "apply", "-f", "-")
+	d := waitReady(t, ns, db, 3)
+	ctx := context.Background()
+
+	client, err := kube(t).CoreV1().Services(ns).Get(ctx, db, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "primary", client.Spec.Selector["database.example.com/role"])
+	require.Equal(t, int32(27017), client.Spec.Ports[0].Port)
+	read, err := kube(t).CoreV1().Services(ns).Get(ctx, db+"-read", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "replica", read.Spec.Selector["database.example.com/role"])
+
+	secret, err := kube(t).CoreV1().Secrets(ns).Get(ctx, db+"-credentials", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(secret.Data["keyfile"]), 6, "a keyfile of 6 to 1024 base64 characters")
+	require.NotContains(t, secret.Data, "replication-password", "members authenticate with the keyfile")
+	require.Equal(t, db+"-read."+ns+".svc", string(secret.Data["read-host"]))
+	require.Contains(t, string(secret.Data["read-uri"]), "@"+db+"-read."+ns+".svc:27017/catalog?authSource=catalog&readPreference=secondaryPreferred")
+
+	cm, err := kube(t).CoreV1().ConfigMaps(ns).Get(ctx, db+"-replication", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Contains(t, cm.Data["mongodb-setup.sh"], "install -m 0400")
+	sts, err := kube(t).AppsV1().StatefulSets(ns).Get(ctx, db, metav1.GetOptions{})
+	require.NoError(t, err)
+	pod := sts.Spec.Template.Spec
+	require.Len(t, pod.InitContainers, 1)
+	require.Equal(t, []string{"bash", "/etc/database/mongodb-setup.sh"}, pod.InitContainers[0].Command)
+	require.Equal(t, []string{"mongod", "--replSet", db, "--keyFile", "/etc/mongodb-key/keyfile"}, pod.Containers[0].Args)
+	require.Contains(t, strings.Join(pod.Containers[0].ReadinessProbe.Exec.Command, " "), "isWritablePrimary")
+
+	eventually(t, 30*time.Second, func() error {
+		if got := podsWithRole(t, ns, db, "primary"); !slices.Equal(got, []string{db + "-0"}) {
+			return fmt.Errorf("primary Pods %v", got)
+		}
+		if got := podsWithRole(t, ns, db, "replica"); !slices.Equal(got, []string{db + "-1", db + "-2"}) {
+			return fmt.Errorf("replica Pods %v", got)
+		}
+		return nil
+	})
+	require.Equal(t, db+"-0", d.Status.Primary)
+	require.Len(t, d.Status.Members, 3)
+	c := meta.FindStatusCondition(d.Status.Conditions, "Replicating")
+	require.NotNil(t, c)
+	require.NotEqual(t, metav1.ConditionTrue, c.Status, "no server answers on the simulated node: %+v", c)
+
+	out := kubectl(t, "get", "db", db, "-n", ns, "-o", "wide")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2, out)
+	header, row := strings.Fields(lines[0]), strings.Fields(lines[1])
+	i := slices.Index(header, "PRIMARY")
+	require.GreaterOrEqual(t, i, 0, out)
+	require.Equal(t, db+"-0", row[i], out)
+}
+
 // mysqlPod is a Pod on the real node running script with $MYSQL, the mysql client's command
 // line (the MySQL image holds it) against host as the Secret's user (or, superuser, its
 // superuser) on the Secret's database, in batch mode (tab-separated, without column names),

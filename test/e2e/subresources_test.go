@@ -26,8 +26,8 @@ func subresourceUser(role string) string { return "e2e-subres-" + role }
 // databases/switchover through kube-apiserver with kubectl, as the admin, edit and view
 // users (--as): what `kubectl auth can-i` answers for each, the connection a viewer reads,
 // a restart an editor asks for carried out on the simulated node (every Pod recreated, the
-// record completed), a second restart refused while it runs, and a switchover refused on
-// MongoDB, which the controller does not replicate.
+// record completed), a second restart refused while it runs, and a switchover refused to a
+// member the controller has not seen stream (no server answers on the simulated node).
 func TestSubresourcesThroughKubectl(t *testing.T) {
 	ns := testNamespace(t, "e2e-subres")
 	for _, role := range []string{"admin", "edit", "view"} {
@@ -143,11 +143,11 @@ spec:
 	// A new restart may be asked for once the last one completed.
 	kubectlIn(t, restart, "create", "--raw", base+"/restart", "-f", "-", "--as", subresourceUser("admin"))
 
-	// MongoDB has no replication the controller runs: no switchover.
+	// No server answers here: shop-1 is not known to stream, and is no switchover's target.
 	errOut = kubectlFails(t, cluster.KubeconfigPath, `{"apiVersion":"example.com/v1","kind":"DatabaseSwitchover","target":"shop-1"}`,
 		"create", "--raw", base+"/switchover", "-f", "-", "--as", subresourceUser("edit"))
 	t.Logf("switchover of MongoDB: %s", errOut)
-	require.Contains(t, errOut, "Database shop runs mongodb, whose Pods the controller does not replicate")
+	require.Contains(t, errOut, "shop-1 is not a caught-up replica")
 	db, err := getDatabase(t, ns, "shop")
 	require.NoError(t, err)
 	require.Empty(t, db.Spec.Primary)

@@ -78,8 +78,6 @@ func TestInvalidDatabasesAreRefusedWith422NamingTheField(t *testing.T) {
 			"spec.primary", []string{`Invalid value: "a-2"`, "must be one of the Database's Pods: a-0, a-1"}},
 		{"primary with a leading zero", `{"metadata":{"name":"a"},"spec":{"engine":"postgresql","version":"16","primary":"a-00"}}`,
 			"spec.primary", []string{`Invalid value: "a-00"`, "must be one of the Database's Pods: a-0"}},
-		{"primary on an engine that does not replicate", `{"metadata":{"name":"a"},"spec":{"engine":"mongodb","version":"7.0","replicas":2,"primary":"a-1"}}`,
-			"spec.primary", []string{"Forbidden", "only postgresql and mysql Databases replicate"}},
 		{"name that cannot be a Service", `{"metadata":{"name":"My_DB"},"spec":{"engine":"mysql","version":"8.4"}}`,
 			"metadata.name", []string{"My_DB"}},
 		{"name too long for the StatefulSet's Pods", `{"metadata":{"name":"` + strings.Repeat("a", 53) + `"},"spec":{"engine":"mysql","version":"8.4"}}`,

@@ -63,15 +63,20 @@ func TestConnectionIsComputedFromTheDatabaseAndItsStatus(t *testing.T) {
 		require.NotContains(t, raw, k, "no credentials are served")
 	}
 
-	// MongoDB does not replicate: no read host, even with three Pods.
-	my := newDatabase(ns, "legacy", examplev1.EngineMongoDB, "7.0")
+	// A MongoDB replica set has a read host too; a single-member one has none.
+	my := newDatabase(ns, "docs", examplev1.EngineMongoDB, "7.0")
 	my.Spec.Replicas = ptrInt32(3)
 	create(t, client, my)
-	conn, err = dbs.GetConnection(ctx, "legacy", metav1.GetOptions{})
+	conn, err = dbs.GetConnection(ctx, "docs", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, int32(27017), conn.Port)
 	require.Equal(t, "app", conn.Username, "MongoDB's application user, not its root user")
-	require.Equal(t, "legacy", conn.Database, "the database the application user belongs to")
+	require.Equal(t, "docs", conn.Database, "the database the application user belongs to")
+	require.Equal(t, "docs-read."+ns+".svc", conn.ReadHost)
+	require.Equal(t, "read-uri", conn.ReadURIKey)
+	create(t, client, newDatabase(ns, "single", examplev1.EngineMongoDB, "7.0"))
+	conn, err = dbs.GetConnection(ctx, "single", metav1.GetOptions{})
+	require.NoError(t, err)
 	require.Empty(t, conn.ReadHost)
 	require.Empty(t, conn.ReadURIKey)
 
@@ -382,22 +387,35 @@ func TestSwitchoverToAReplicaOfUnknownLagIsAccepted(t *testing.T) {
 	require.Equal(t, "orders-1", got.Spec.Primary)
 }
 
-// An engine whose Pods the controller does not replicate has no switchover.
-func TestSwitchoverOfAnEngineWithoutReplicationIsRefused(t *testing.T) {
+// A MongoDB replica set takes a switchover as the other engines do: to a Ready replica that
+// streams (its lag is reported in seconds, not bytes), refused with a Conflict otherwise.
+func TestSwitchoverOfAMongoDBReplicaSet(t *testing.T) {
 	client, _ := clientFor(t)
 	ns := namespace(t)
 	ctx := context.Background()
 	dbs := client.ExampleV1().Databases(ns)
-	db := newDatabase(ns, "legacy", examplev1.EngineMongoDB, "7.0")
-	db.Spec.Replicas = ptrInt32(2)
+	db := newDatabase(ns, "docs", examplev1.EngineMongoDB, "7.0")
+	db.Spec.Replicas = ptrInt32(3)
 	db = create(t, client, db)
+	db.Status.Primary = "docs-0"
+	db.Status.Members = []examplev1.DatabaseMember{
+		{Name: "docs-0", Role: examplev1.MemberRolePrimary, Ready: true},
+		{Name: "docs-1", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagSeconds: ptr.To[int64](2)},
+		{Name: "docs-2", Ready: true},
+	}
+	db, err := dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{})
+	require.NoError(t, err)
 
-	_, err := dbs.Switchover(ctx, "legacy", &examplev1.DatabaseSwitchover{Target: "legacy-1"}, metav1.CreateOptions{})
-	require.True(t, apierrors.IsBadRequest(err), "got %v", err)
-	require.ErrorContains(t, err, "Database legacy runs mongodb, whose Pods the controller does not replicate")
-	got, err := dbs.Get(ctx, "legacy", metav1.GetOptions{})
+	_, err = dbs.Switchover(ctx, "docs", &examplev1.DatabaseSwitchover{Target: "docs-2"}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsConflict(err), "got %v", err)
+	require.ErrorContains(t, err, `docs-2 is not a caught-up replica: docs-2 is not a replica (role "")`)
+	got, err := dbs.Get(ctx, "docs", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, db.ResourceVersion, got.ResourceVersion)
+
+	got, err = dbs.Switchover(ctx, "docs", &examplev1.DatabaseSwitchover{Target: "docs-1"}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "docs-1", got.Spec.Primary)
 }
 
 // Discovery lists the subresources with their verbs and kinds, and OpenAPI
