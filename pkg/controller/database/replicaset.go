@@ -104,8 +104,9 @@ func replicaSetMembers(cm *corev1.ConfigMap) []string {
 //     the highest priority: the set elects it once it has caught up, which is how a
 //     switchover and a scale-down past the primary move it;
 //   - labels the Pods' roles and restarts Pods for a new revision as reconcileReplication
-//     does, replicas first; while no member has a configuration (a Database whose Pods ran
-//     as standalone servers), the first Pod first, since the set needs it initiated.
+//     does, replicas first; while the first Pod runs a standalone server and no member has a
+//     configuration (a Database from before it was a replica set), the first Pod first,
+//     since the set is initiated there.
 //
 // statefulSet is the StatefulSet as last read or written, designated the primary the
 // replication ConfigMap names, replicas spec.replicas and sts the number of Pods the
@@ -133,13 +134,14 @@ func (p *pass) reconcileReplicaSet(ctx context.Context, statefulSet *appsv1.Stat
 		o = nil
 	}
 
-	initiated, elected := false, (*member)(nil)
+	initiated, standalone, elected := false, false, (*member)(nil)
 	for _, m := range members {
 		if !m.answered {
 			continue
 		}
 		st := mgState(m)
 		initiated = initiated || st.Initiated
+		standalone = standalone || m.name == rep.primary && st.Standalone
 		if m.writable && st.Initiated && (elected == nil || st.Term > mgState(elected).Term) {
 			elected = m
 		}
@@ -170,7 +172,7 @@ func (p *pass) reconcileReplicaSet(ctx context.Context, statefulSet *appsv1.Stat
 		return rep, err
 	}
 	first := false
-	if asked && !initiated {
+	if !initiated && standalone {
 		if first, err = p.restartFirst(ctx, statefulSet, members, rep.primary); err != nil {
 			return rep, err
 		}
@@ -208,9 +210,9 @@ func preferredPrimary(db *examplev1.Database, elected string, replicas int32) st
 // pass.
 func (p *pass) initiate(ctx context.Context, set *mongoReplicaSet, members []*member, first string, server func(*member) endpoint) error {
 	i := slices.IndexFunc(members, func(m *member) bool { return m.name == first })
-	if i < 0 || !members[i].answered || mgState(members[i]).Writable {
-		// Not answering yet, or a standalone server (writable without a configuration),
-		// which restartFirst restarts with --replSet.
+	if i < 0 || !members[i].answered || mgState(members[i]).Standalone {
+		// Not answering yet, or a standalone server, which restartFirst restarts with
+		// --replSet.
 		return nil
 	}
 	db, m := p.db, members[i]
@@ -249,17 +251,26 @@ func (p *pass) syncMembers(ctx context.Context, set *mongoReplicaSet, e endpoint
 	next, changed := mongodb.NextConfig(*cfg, hosts, host(preferred))
 	if changed {
 		if err := set.instances.Reconfig(ctx, e.mongodb(), next); err != nil {
-			return fmt.Errorf("reconfigure replica set %s on %s: %w", specs.ReplicaSetName(db), primary.name, err)
+			// Refused while the last reconfiguration is not committed to a majority, or
+			// a new member is not reachable yet: asked again next pass.
+			p.r.event(ctx, db, corev1.EventTypeWarning, ReasonReconcileError, "Reconfiguring replica set %s on %s (version %d: %s) failed: %v",
+				specs.ReplicaSetName(db), primary.name, next.Version, describeMembers(next), err)
+			return p.recordMembers(ctx, podsOf(*cfg))
 		}
 		p.r.event(ctx, db, corev1.EventTypeNormal, ReasonUpdated, "Reconfigured replica set %s (version %d): %s", specs.ReplicaSetName(db), next.Version, describeMembers(next))
 		cfg = &next
 	}
+	return p.recordMembers(ctx, podsOf(*cfg))
+}
+
+// podsOf is the Pod names of cfg's members, the first label of each stable name.
+func podsOf(cfg mongodb.Config) []string {
 	var pods []string
 	for _, m := range cfg.Members {
 		pod, _, _ := strings.Cut(m.Host, ".")
 		pods = append(pods, pod)
 	}
-	return p.recordMembers(ctx, pods)
+	return pods
 }
 
 // describeMembers is cfg's members for an Event: "db-0.…:27017 (priority 2), …".
@@ -295,10 +306,9 @@ func (p *pass) recordMembers(ctx context.Context, pods []string) error {
 }
 
 // restartFirst restarts, for the StatefulSet's update revision, the Pod named first (the
-// confirmed primary) when it runs an older one, while no member has a replica set
-// configuration: the Pods of a Database that ran standalone servers come back with
-// --replSet, and the set can only be initiated, and its other members join it, once the
-// first has. It reports whether the first Pod runs an older revision (it is restarted now,
+// confirmed primary, which answered as a standalone server) when it runs an older one: the
+// Pods of a Database that ran standalone servers come back with --replSet, and the set can
+// only be initiated, and its other members join it, once the first has. It reports whether the first Pod runs an older revision (it is restarted now,
 // or being deleted): rollPods restarts the others, by its rules, once it does not.
 func (p *pass) restartFirst(ctx context.Context, sts *appsv1.StatefulSet, members []*member, first string) (bool, error) {
 	if sts == nil || sts.Status.ObservedGeneration != sts.Generation || sts.Status.UpdateRevision == "" {

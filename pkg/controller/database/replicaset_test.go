@@ -2,6 +2,7 @@ package database_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -33,6 +34,8 @@ type fakeMongoDB struct {
 	calls   []string
 	servers []mongodb.Server
 	configs []mongodb.Config
+	// reconfigErr, when set, is Reconfig's answer (the call is recorded all the same).
+	reconfigErr error
 }
 
 func newFakeMongoDB() *fakeMongoDB {
@@ -84,7 +87,7 @@ func (fm *fakeMongoDB) Reconfig(_ context.Context, s mongodb.Server, cfg mongodb
 	fm.calls = append(fm.calls, fmt.Sprintf("reconfig %s v%d %s", s.Host, cfg.Version, members(cfg)))
 	fm.servers = append(fm.servers, s)
 	fm.configs = append(fm.configs, cfg)
-	return nil
+	return fm.reconfigErr
 }
 
 // members is cfg's members as "ID:POD:PRIORITY:VOTES,…".
@@ -370,7 +373,7 @@ func TestMongoDBScaleDownPastThePrimaryMovesItFirst(t *testing.T) {
 func TestMongoDBStandaloneServersRestartTheFirstPodFirst(t *testing.T) {
 	f, fm := replicaSet(t, 3)
 	for i := range 3 {
-		delete(fm.states, podIP(i)) // standalone: replSetGetStatus fails
+		fm.set(i, mongodb.State{Standalone: true, Writable: true})
 	}
 	f.setStatefulSetStatus(3, "rev-1", "rev-2")
 	_, err := f.reconcile()
@@ -380,6 +383,40 @@ func TestMongoDBStandaloneServersRestartTheFirstPodFirst(t *testing.T) {
 	_, err = f.reconcile()
 	require.NoError(t, err)
 	require.Empty(t, f.podDeletions(), "one restart at a time")
+	require.Empty(t, fm.recorded(), "a standalone server is never initiated")
+
+	// Servers that do not answer at all (the simulated node) are restarted replicas first.
+	f2, fm2 := replicaSet(t, 3)
+	for i := range 3 {
+		delete(fm2.states, podIP(i))
+	}
+	f2.setStatefulSetStatus(3, "rev-1", "rev-2")
+	_, err = f2.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, []string{"my-database-2 uid=my-database-2-uid"}, f2.podDeletions())
+}
+
+// A refused reconfiguration (the last one not committed yet) is reported in an Event and
+// asked again next pass; the pass goes on.
+func TestMongoDBRefusedReconfigurationIsRetried(t *testing.T) {
+	f, fm := replicaSet(t, 2)
+	fm.set(0, rsPrimary(0, 1, rsConfig(1, true, 0), 0))
+	fm.reconfigErr = errors.New("ConfigurationInProgress")
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.Len(t, fm.configs, 1)
+	events := strings.Join(f.events(), "\n")
+	require.Contains(t, events, "Warning ReconcileError Reconfiguring replica set my-database on my-database-0 (version 2: ")
+	require.Contains(t, events, "failed: ConfigurationInProgress")
+	require.Equal(t, "my-database-0", f.replicationAnnotation(database.ReplicaSetMembersAnnotation))
+	require.Equal(t, []string{"primary", "replica"}, f.roles(2))
+
+	fm.reconfigErr = nil
+	fm.reset()
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Len(t, fm.configs, 1)
+	require.Equal(t, "my-database-0,my-database-1", f.replicationAnnotation(database.ReplicaSetMembersAnnotation))
 }
 
 // A member whose server refuses the Secret's credentials is reported, as on other engines.

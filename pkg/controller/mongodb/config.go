@@ -11,6 +11,10 @@ import (
 
 // State is what a server says of itself.
 type State struct {
+	// Standalone is true for a server that does not run as a replica set member (started
+	// without --replSet: replSetGetStatus answers NoReplicationEnabled, code 76). It is
+	// writable (Writable), never Initiated.
+	Standalone bool
 	// Initiated is false while the server has no replica set configuration
 	// (replSetGetStatus and replSetGetConfig answer NotYetInitialized, code 94).
 	Initiated bool

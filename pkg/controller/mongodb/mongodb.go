@@ -46,6 +46,7 @@ const (
 	codeAlreadyInitialized      = 23
 	codeInvalidReplicaSetConfig = 93
 	codeNotYetInitialized       = 94
+	codeNoReplicationEnabled    = 76
 )
 
 // Server is one mongod and the credentials to reach it.
@@ -149,9 +150,10 @@ func withServer(ctx context.Context, s Server, f func(runner) error) error {
 }
 
 // observe runs hello, replSetGetStatus and replSetGetConfig and decodes their replies.
-// NotYetInitialized from replSetGetConfig means no configuration; NotYetInitialized or
-// InvalidReplicaSetConfig (a server not in its own configuration, as a removed member)
-// from replSetGetStatus means no members' status.
+// NoReplicationEnabled from replSetGetStatus means a standalone server (State.Standalone),
+// which is asked nothing more; NotYetInitialized from replSetGetConfig means no
+// configuration; NotYetInitialized or InvalidReplicaSetConfig (a server not in its own
+// configuration, as a removed member) from replSetGetStatus means no members' status.
 func observe(run runner) (State, error) {
 	hello, err := run(bson.D{{Key: "hello", Value: 1}})
 	if err != nil {
@@ -159,6 +161,10 @@ func observe(run runner) (State, error) {
 	}
 	status, err := run(bson.D{{Key: "replSetGetStatus", Value: 1}})
 	switch {
+	case hasCode(err, codeNoReplicationEnabled):
+		st, err := decodeState(hello, nil, nil)
+		st.Standalone = true
+		return st, err
 	case hasCode(err, codeNotYetInitialized), hasCode(err, codeInvalidReplicaSetConfig):
 		status = nil
 	case err != nil:

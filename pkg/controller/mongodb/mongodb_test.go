@@ -212,6 +212,23 @@ func TestObserveNotYetInitialized(t *testing.T) {
 	require.Equal(t, "", st.Primary())
 }
 
+// A server started without --replSet answers hello as a writable standalone and
+// replSetGetStatus with NoReplicationEnabled: it is Standalone, and asked nothing more.
+func TestObserveStandalone(t *testing.T) {
+	f := &fakeServer{
+		replies: map[string]bson.Raw{"hello": raw(t, bson.D{
+			{Key: "isWritablePrimary", Value: true},
+			{Key: "maxWireVersion", Value: int32(25)},
+			{Key: "ok", Value: 1.0},
+		})},
+		errs: map[string]error{"replSetGetStatus": mongo.CommandError{Code: 76, Name: "NoReplicationEnabled", Message: "not running with --replSet"}},
+	}
+	st, err := observe(f.run)
+	require.NoError(t, err)
+	require.Equal(t, State{Standalone: true, Writable: true}, st)
+	require.Equal(t, []string{"hello", "replSetGetStatus"}, f.names())
+}
+
 func TestObserveRemovedMember(t *testing.T) {
 	f := initiatedServer(t, 2)
 	f.errs = map[string]error{"replSetGetStatus": mongo.CommandError{Code: 93, Name: "InvalidReplicaSetConfig"}}
