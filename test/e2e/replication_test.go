@@ -362,6 +362,51 @@ spec:
 	require.Equal(t, "250", lastLines(out, 1), out)
 }
 
+// requireReplicationServices requires the client Service of the Database db to select the
+// primary by role label on port, and its read Service the replicas.
+func requireReplicationServices(t *testing.T, ns, db string, port int32) {
+	t.Helper()
+	ctx := context.Background()
+	client, err := kube(t).CoreV1().Services(ns).Get(ctx, db, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "primary", client.Spec.Selector["database.example.com/role"])
+	require.Equal(t, port, client.Spec.Ports[0].Port)
+	read, err := kube(t).CoreV1().Services(ns).Get(ctx, db+"-read", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "replica", read.Spec.Selector["database.example.com/role"])
+}
+
+// requireSimulatedReplicationShape requires of d, a Ready Database of three replicas on the
+// simulated node, where no server answers: the first Pod labelled primary and the others
+// replica, status.primary the first Pod with three members, Replicating not True, and
+// kubectl get -o wide's PRIMARY the first Pod.
+func requireSimulatedReplicationShape(t *testing.T, ns string, d *examplev1.Database) {
+	t.Helper()
+	db := d.Name
+	eventually(t, 30*time.Second, func() error {
+		if got := podsWithRole(t, ns, db, "primary"); !slices.Equal(got, []string{db + "-0"}) {
+			return fmt.Errorf("primary Pods %v", got)
+		}
+		if got := podsWithRole(t, ns, db, "replica"); !slices.Equal(got, []string{db + "-1", db + "-2"}) {
+			return fmt.Errorf("replica Pods %v", got)
+		}
+		return nil
+	})
+	require.Equal(t, db+"-0", d.Status.Primary)
+	require.Len(t, d.Status.Members, 3)
+	c := meta.FindStatusCondition(d.Status.Conditions, "Replicating")
+	require.NotNil(t, c)
+	require.NotEqual(t, metav1.ConditionTrue, c.Status, "no server answers on the simulated node: %+v", c)
+
+	out := kubectl(t, "get", "db", db, "-n", ns, "-o", "wide")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2, out)
+	header, row := strings.Fields(lines[0]), strings.Fields(lines[1])
+	i := slices.Index(header, "PRIMARY")
+	require.GreaterOrEqual(t, i, 0, out)
+	require.Equal(t, db+"-0", row[i], out)
+}
+
 // TestReplicatedMySQLHasTheReplicatedShape runs a MySQL Database of three replicas on the
 // simulated node, where no server answers: it gets the replicated shape all the same (the
 // client Service selecting the primary by role label, the read Service the replicas, the
@@ -385,13 +430,7 @@ spec:
 	d := waitReady(t, ns, db, 3)
 	ctx := context.Background()
 
-	client, err := kube(t).CoreV1().Services(ns).Get(ctx, db, metav1.GetOptions{})
-	require.NoError(t, err)
-	require.Equal(t, "primary", client.Spec.Selector["database.example.com/role"])
-	require.Equal(t, int32(3306), client.Spec.Ports[0].Port)
-	read, err := kube(t).CoreV1().Services(ns).Get(ctx, db+"-read", metav1.GetOptions{})
-	require.NoError(t, err)
-	require.Equal(t, "replica", read.Spec.Selector["database.example.com/role"])
+	requireReplicationServices(t, ns, db, 3306)
 
 	secret, err := kube(t).CoreV1().Secrets(ns).Get(ctx, db+"-credentials", metav1.GetOptions{})
 	require.NoError(t, err)
@@ -410,28 +449,7 @@ spec:
 	require.Len(t, sts.Spec.Template.Spec.InitContainers, 1)
 	require.Equal(t, []string{"bash", "/etc/database/mysql-setup.sh"}, sts.Spec.Template.Spec.InitContainers[0].Command)
 
-	eventually(t, 30*time.Second, func() error {
-		if got := podsWithRole(t, ns, db, "primary"); !slices.Equal(got, []string{db + "-0"}) {
-			return fmt.Errorf("primary Pods %v", got)
-		}
-		if got := podsWithRole(t, ns, db, "replica"); !slices.Equal(got, []string{db + "-1", db + "-2"}) {
-			return fmt.Errorf("replica Pods %v", got)
-		}
-		return nil
-	})
-	require.Equal(t, db+"-0", d.Status.Primary)
-	require.Len(t, d.Status.Members, 3)
-	c := meta.FindStatusCondition(d.Status.Conditions, "Replicating")
-	require.NotNil(t, c)
-	require.NotEqual(t, metav1.ConditionTrue, c.Status, "no server answers on the simulated node: %+v", c)
-
-	out := kubectl(t, "get", "db", db, "-n", ns, "-o", "wide")
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	require.Len(t, lines, 2, out)
-	header, row := strings.Fields(lines[0]), strings.Fields(lines[1])
-	i := slices.Index(header, "PRIMARY")
-	require.GreaterOrEqual(t, i, 0, out)
-	require.Equal(t, db+"-0", row[i], out)
+	requireSimulatedReplicationShape(t, ns, d)
 }
 
 // TestReplicatedMongoDBHasTheReplicaSetShape runs a MongoDB Database of three replicas on the
@@ -460,13 +478,7 @@ spec:
 	d := waitReady(t, ns, db, 3)
 	ctx := context.Background()
 
-	client, err := kube(t).CoreV1().Services(ns).Get(ctx, db, metav1.GetOptions{})
-	require.NoError(t, err)
-	require.Equal(t, "primary", client.Spec.Selector["database.example.com/role"])
-	require.Equal(t, int32(27017), client.Spec.Ports[0].Port)
-	read, err := kube(t).CoreV1().Services(ns).Get(ctx, db+"-read", metav1.GetOptions{})
-	require.NoError(t, err)
-	require.Equal(t, "replica", read.Spec.Selector["database.example.com/role"])
+	requireReplicationServices(t, ns, db, 27017)
 
 	secret, err := kube(t).CoreV1().Secrets(ns).Get(ctx, db+"-credentials", metav1.GetOptions{})
 	require.NoError(t, err)
@@ -486,28 +498,7 @@ spec:
 	require.Equal(t, []string{"mongod", "--replSet", db, "--keyFile", "/etc/mongodb-key/keyfile"}, pod.Containers[0].Args)
 	require.Contains(t, strings.Join(pod.Containers[0].ReadinessProbe.Exec.Command, " "), "isWritablePrimary")
 
-	eventually(t, 30*time.Second, func() error {
-		if got := podsWithRole(t, ns, db, "primary"); !slices.Equal(got, []string{db + "-0"}) {
-			return fmt.Errorf("primary Pods %v", got)
-		}
-		if got := podsWithRole(t, ns, db, "replica"); !slices.Equal(got, []string{db + "-1", db + "-2"}) {
-			return fmt.Errorf("replica Pods %v", got)
-		}
-		return nil
-	})
-	require.Equal(t, db+"-0", d.Status.Primary)
-	require.Len(t, d.Status.Members, 3)
-	c := meta.FindStatusCondition(d.Status.Conditions, "Replicating")
-	require.NotNil(t, c)
-	require.NotEqual(t, metav1.ConditionTrue, c.Status, "no server answers on the simulated node: %+v", c)
-
-	out := kubectl(t, "get", "db", db, "-n", ns, "-o", "wide")
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	require.Len(t, lines, 2, out)
-	header, row := strings.Fields(lines[0]), strings.Fields(lines[1])
-	i := slices.Index(header, "PRIMARY")
-	require.GreaterOrEqual(t, i, 0, out)
-	require.Equal(t, db+"-0", row[i], out)
+	requireSimulatedReplicationShape(t, ns, d)
 }
 
 // mysqlPod is a Pod on the real node running script with $MYSQL, the mysql client's command
