@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -191,6 +192,17 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 		byName[m.name] = m
 	}
 	old, target := byName[rep.primary], targetPrimary(db, replicas)
+
+	if designated == rep.primary && old != nil && old.standby() && r.detached(old) && !slices.ContainsFunc(members, (*member).primary) {
+		// The confirmed primary, out of any switchover, answers read-only with no primary
+		// to follow (a MySQL primary whose server restarted inside its Pod), and no other
+		// server takes writes: it is made to take them again.
+		if err := r.promote(ctx, server(old)); err != nil {
+			return rep, err
+		}
+		p.r.event(ctx, db, corev1.EventTypeNormal, ReasonUpdated, "%s, the primary, answered read-only with no primary to follow: it takes writes again", old.name)
+		old.writable = true
+	}
 
 	switch {
 	case designated != rep.primary:

@@ -252,6 +252,27 @@ func TestMySQLSwitchoverPromotesOnlyOnceTheNewPrimaryHasEveryTransaction(t *test
 	require.Contains(t, f.events(), "Normal Switchover Promoted my-database-1; my-database-0 follows it as a standby")
 }
 
+// A primary whose server restarted inside its Pod after its promotion reads the setup's
+// settings of a replica, super-read-only among them: read-only with no channel, while nothing
+// else takes writes, it is made to take writes again. A read-only server that follows
+// another is not.
+func TestMySQLPrimaryRestartedReadOnlyInItsPodTakesWritesAgain(t *testing.T) {
+	f, fm := replicatingMySQL(t)
+	fm.set(0, mysqlReplica(t, uuid0+":1-10", -1))
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, []string{"promote 10.0.0.1"}, filter(fm.recorded(), "promote"))
+	require.Contains(t, f.events(), "Normal Updated my-database-0, the primary, answered read-only with no primary to follow: it takes writes again")
+	require.Equal(t, []string{"primary", "replica", "replica"}, f.roles(3))
+
+	fm.set(0, mysqlReplica(t, uuid0+":1-10", 1))
+	fm.reset()
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Empty(t, filter(fm.recorded(), "promote"), "it follows a server: not promoted behind the controller's back")
+	require.Equal(t, "", f.pod(0).Labels[specs.RoleLabel], "nor served as the primary")
+}
+
 func TestMySQLMembersThatRefuseTheSecretsPasswordAreReported(t *testing.T) {
 	f, fm := replicatingMySQL(t)
 	fm.refused[podIP(2)] = true

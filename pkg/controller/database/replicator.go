@@ -56,6 +56,8 @@ type replicator interface {
 	lacks(next, old *member) string
 	// promote makes the replica e take writes.
 	promote(ctx context.Context, e endpoint) error
+	// detached reports whether m, which answered as a standby, follows no primary at all.
+	detached(m *member) bool
 }
 
 // follower is one replica's stream from the primary.

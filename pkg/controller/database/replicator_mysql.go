@@ -116,3 +116,8 @@ func (mysqlReplicator) lacks(next, old *member) string {
 func (r mysqlReplicator) promote(ctx context.Context, e endpoint) error {
 	return r.instances.Promote(ctx, e.mysql())
 }
+
+// detached: read-only without a replication channel. A promoted replica has none (RESET
+// REPLICA ALL); when its server restarts inside its Pod, it reads the settings its setup
+// wrote when the Pod started as a replica, super-read-only=ON among them.
+func (mysqlReplicator) detached(m *member) bool { return myState(m).Source == nil }

@@ -127,3 +127,7 @@ func (postgresReplicator) lacks(next, old *member) string {
 func (r postgresReplicator) promote(ctx context.Context, e endpoint) error {
 	return r.instances.Promote(ctx, e.postgres())
 }
+
+// detached is never true: a promoted standby leaves recovery for good (promotion removes
+// standby.signal), so a restarted primary does not come back in recovery.
+func (postgresReplicator) detached(*member) bool { return false }
