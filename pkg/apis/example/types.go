@@ -189,9 +189,9 @@ type DatabaseMember struct {
 	// replica has not replayed (PostgreSQL's pg_wal_lsn_diff of
 	// pg_current_wal_lsn() and replay_lsn); nil when unknown.
 	LagBytes *int64
-	// LagSeconds is how many seconds the last operation the replica has
-	// applied is behind the primary's (MongoDB's optimeDate difference);
-	// nil when unknown.
+	// LagSeconds is how many seconds the replica's applying is behind the
+	// primary's commits (MongoDB's optimeDate difference, MySQL's original
+	// commit timestamps); nil when unknown.
 	LagSeconds *int64
 }
 

@@ -273,6 +273,34 @@ func TestMySQLPrimaryRestartedReadOnlyInItsPodTakesWritesAgain(t *testing.T) {
 	require.Equal(t, "", f.pod(0).Labels[specs.RoleLabel], "nor served as the primary")
 }
 
+func TestMySQLReplicasReportTheirApplyLagInSeconds(t *testing.T) {
+	f, fm := replicatingMySQL(t)
+	behind := mysqlReplica(t, uuid0+":1-10", 0)
+	behind.Source.LagSeconds = ptr.To[int64](4)
+	fm.set(1, behind)
+	stopped := mysqlReplica(t, uuid0+":1-10", 0)
+	stopped.Source.Receiving, stopped.Source.LagSeconds = "CONNECTING", ptr.To[int64](0)
+	fm.set(2, stopped)
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, []examplev1.DatabaseMember{
+		{Name: "my-database-0", Role: examplev1.MemberRolePrimary, Ready: true},
+		{Name: "my-database-1", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagSeconds: ptr.To[int64](4)},
+		{Name: "my-database-2", Role: examplev1.MemberRoleReplica, Ready: true, LagSeconds: ptr.To[int64](0)},
+	}, f.database().Status.Members, "the lag of a replica that does not stream is reported too")
+
+	// A replica whose channel reads another server: its lag is not behind this primary.
+	elsewhere := mysqlReplica(t, uuid0+":1-10", 2)
+	elsewhere.Source.LagSeconds = ptr.To[int64](9)
+	fm.set(1, elsewhere)
+	fm.set(2, mysqlReplica(t, uuid0+":1-10", 0))
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	members := f.database().Status.Members
+	require.Nil(t, members[1].LagSeconds)
+	require.Nil(t, members[2].LagSeconds, "unknown stays unset")
+}
+
 func TestMySQLMembersThatRefuseTheSecretsPasswordAreReported(t *testing.T) {
 	f, fm := replicatingMySQL(t)
 	fm.refused[podIP(2)] = true

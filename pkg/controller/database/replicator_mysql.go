@@ -76,7 +76,8 @@ func (mysqlReplicator) syncPrimary(context.Context, *pass, endpoint, *member, in
 }
 
 // follower is what the replica says of its channel: streaming when it reads from the
-// primary and applies; MySQL reports no lag in bytes.
+// primary and applies, and its apply lag in seconds (mysql.Source.LagSeconds) while its
+// channel reads the primary; MySQL reports no lag in bytes.
 func (mysqlReplicator) follower(primary, replica *member) follower {
 	if !replica.answered {
 		return follower{why: "not answering"}
@@ -88,11 +89,11 @@ func (mysqlReplicator) follower(primary, replica *member) follower {
 	case src.Host != "" && !hostOf(src.Host, primary.name):
 		return follower{why: "replicating from " + src.Host + ", not " + primary.name}
 	case src.Streaming():
-		return follower{streaming: true}
+		return follower{streaming: true, lagSeconds: src.LagSeconds}
 	case src.LastError != "":
-		return follower{why: fmt.Sprintf("receiver %s, applier %s: %s", src.Receiving, src.Applying, src.LastError)}
+		return follower{why: fmt.Sprintf("receiver %s, applier %s: %s", src.Receiving, src.Applying, src.LastError), lagSeconds: src.LagSeconds}
 	default:
-		return follower{why: fmt.Sprintf("receiver %s, applier %s", src.Receiving, src.Applying)}
+		return follower{why: fmt.Sprintf("receiver %s, applier %s", src.Receiving, src.Applying), lagSeconds: src.LagSeconds}
 	}
 }
 

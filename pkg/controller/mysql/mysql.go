@@ -55,8 +55,8 @@ type State struct {
 }
 
 // Source is a replica's default channel, from performance_schema's
-// replication_connection_configuration, replication_connection_status and
-// replication_applier_status.
+// replication_connection_configuration, replication_connection_status,
+// replication_applier_status and replication_applier_status_by_worker.
 type Source struct {
 	// Host, Port and User are what CHANGE REPLICATION SOURCE TO set.
 	Host string
@@ -68,6 +68,10 @@ type Source struct {
 	Applying string
 	// LastError is the receiver's last error message, "" when none.
 	LastError string
+	// LagSeconds is the applier's lag in whole seconds: how long ago, by the replica's
+	// clock, the primary committed the transactions it is applying (lagSeconds has the
+	// rule); nil when unknown.
+	LagSeconds *int64
 }
 
 // Streaming reports whether the channel receives from its source and applies.
@@ -95,17 +99,17 @@ func (Client) Observe(ctx context.Context, s Server, users []string) (State, err
 
 	var src Source
 	var lastError sql.NullString
-	err = db.QueryRowContext(ctx, `SELECT c.HOST, c.PORT, c.USER, s.SERVICE_STATE, a.SERVICE_STATE, s.LAST_ERROR_MESSAGE
-		FROM performance_schema.replication_connection_configuration c
-		JOIN performance_schema.replication_connection_status s ON s.CHANNEL_NAME = c.CHANNEL_NAME
-		JOIN performance_schema.replication_applier_status a ON a.CHANNEL_NAME = c.CHANNEL_NAME
-		WHERE c.CHANNEL_NAME = ''`).Scan(&src.Host, &src.Port, &src.User, &src.Receiving, &src.Applying, &lastError)
+	var applying, applied sql.NullInt64
+	var caughtUp sql.NullBool
+	err = db.QueryRowContext(ctx, channelQuery).Scan(&src.Host, &src.Port, &src.User, &src.Receiving, &src.Applying, &lastError,
+		&applying, &applied, &caughtUp)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
 		return State{}, fmt.Errorf("query the replication channel of %s: %w", s.Host, err)
 	default:
 		src.LastError = lastError.String
+		src.LagSeconds = lagSeconds(&src, applying, applied, caughtUp.Valid && caughtUp.Bool)
 		st.Source = &src
 	}
 
@@ -120,6 +124,73 @@ func (Client) Observe(ctx context.Context, s Server, users []string) (State, err
 	}
 	slices.Sort(st.Users)
 	return st, nil
+}
+
+// channelQuery reads the default channel: its source, the receiver's and the applier's
+// SERVICE_STATE, the receiver's last error, then what lagSeconds takes:
+//   - the microseconds from the original commit of the oldest transaction an applier thread
+//     is applying to NOW(6), NULL when none is;
+//   - the microseconds from the original commit of the newest transaction an applier thread
+//     has applied to NOW(6), NULL when none has since the applier started;
+//   - whether every transaction the receiver has received is in gtid_executed.
+//
+// replication_applier_status_by_worker holds the applier threads: the single one when
+// replica_parallel_workers is 0, else one row per worker (the coordinator, in
+// replication_applier_status_by_coordinator, only hands transactions to workers, so it is
+// not read). A timestamp of a worker without such a transaction is the zero TIMESTAMP, whose
+// UNIX_TIMESTAMP is 0
+// (https://dev.mysql.com/doc/refman/8.4/en/performance-schema-replication-applier-status-by-worker-table.html).
+// The differences are computed by the server in the session's time zone, UTC (config), so
+// NOW(6), the server's clock, is the only clock read at observation and no daylight saving
+// change falls between the two ends.
+const channelQuery = `SELECT c.HOST, c.PORT, c.USER, s.SERVICE_STATE, a.SERVICE_STATE, s.LAST_ERROR_MESSAGE,
+	(SELECT TIMESTAMPDIFF(MICROSECOND, MIN(w.APPLYING_TRANSACTION_ORIGINAL_COMMIT_TIMESTAMP), NOW(6))
+		FROM performance_schema.replication_applier_status_by_worker w
+		WHERE w.CHANNEL_NAME = c.CHANNEL_NAME AND UNIX_TIMESTAMP(w.APPLYING_TRANSACTION_ORIGINAL_COMMIT_TIMESTAMP) > 0),
+	(SELECT TIMESTAMPDIFF(MICROSECOND, MAX(w.LAST_APPLIED_TRANSACTION_ORIGINAL_COMMIT_TIMESTAMP), NOW(6))
+		FROM performance_schema.replication_applier_status_by_worker w
+		WHERE w.CHANNEL_NAME = c.CHANNEL_NAME AND UNIX_TIMESTAMP(w.LAST_APPLIED_TRANSACTION_ORIGINAL_COMMIT_TIMESTAMP) > 0),
+	GTID_SUBSET(s.RECEIVED_TRANSACTION_SET, @@global.gtid_executed)
+	FROM performance_schema.replication_connection_configuration c
+	JOIN performance_schema.replication_connection_status s ON s.CHANNEL_NAME = c.CHANNEL_NAME
+	JOIN performance_schema.replication_applier_status a ON a.CHANNEL_NAME = c.CHANNEL_NAME
+	WHERE c.CHANNEL_NAME = ''`
+
+// lagSeconds is the apply lag of the channel src in whole seconds (rounded down, 0 for a
+// negative difference) from channelQuery's last columns: applying and applied in
+// microseconds, caughtUp whether everything received has been applied. In order:
+//   - an applier that is not ON: nil, as SHOW REPLICA STATUS's Seconds_Behind_Source is NULL
+//     when the SQL thread does not run;
+//   - a transaction being applied: NOW(6) minus its original commit timestamp (the oldest
+//     one among the workers);
+//   - nothing left to apply while the receiver is ON: 0; with the receiver not ON: nil, as
+//     the replica cannot know what its source has committed since;
+//   - else (a backlog between two transactions): NOW(6) minus the original commit timestamp
+//     of the newest transaction applied, nil when none has been since the applier started.
+//
+// The original commit timestamp is the primary's clock and NOW(6) the replica's: two Pods'
+// clocks, which agree only as closely as their nodes' time synchronisation keeps them.
+// The lag counts from what the replica has received: a receiver behind its source is not
+// seen here (Receiving says whether it is connected).
+func lagSeconds(src *Source, applying, applied sql.NullInt64, caughtUp bool) *int64 {
+	seconds := func(us int64) *int64 {
+		s := max(us, 0) / 1_000_000
+		return &s
+	}
+	switch {
+	case src.Applying != "ON":
+		return nil
+	case applying.Valid:
+		return seconds(applying.Int64)
+	case caughtUp && src.Receiving == "ON":
+		return seconds(0)
+	case caughtUp:
+		return nil
+	case applied.Valid:
+		return seconds(applied.Int64)
+	default:
+		return nil
+	}
 }
 
 // ReplicationPrivileges are the replication user's: REPLICATION SLAVE to read the binary
@@ -214,8 +285,10 @@ func IsAuthenticationFailure(err error) bool {
 // config is the driver configuration for s: TCP, TLS when the server offers it (MySQL
 // generates self-signed certificates at initialisation: encrypted, not verified; without it
 // caching_sha2_password, MySQL 8's default, encrypts the password with the server's RSA
-// key), ConnectTimeout and IOTimeout, and client-side interpolation of ? (the account and
-// CHANGE REPLICATION SOURCE statements take no server-side parameters).
+// key), ConnectTimeout and IOTimeout, client-side interpolation of ? (the account and
+// CHANGE REPLICATION SOURCE statements take no server-side parameters), and the session time
+// zone UTC (SET time_zone = '+00:00' at connection), in which TIMESTAMP values and NOW() have
+// no daylight saving jumps.
 func config(s Server) *driver.Config {
 	cfg := driver.NewConfig()
 	cfg.Net = "tcp"
@@ -224,6 +297,7 @@ func config(s Server) *driver.Config {
 	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = ConnectTimeout, IOTimeout, IOTimeout
 	cfg.TLSConfig = "preferred"
 	cfg.InterpolateParams = true
+	cfg.Params = map[string]string{"time_zone": "'+00:00'"}
 	return cfg
 }
 

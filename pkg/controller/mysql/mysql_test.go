@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"net"
 	"testing"
@@ -72,6 +73,35 @@ func TestConfigUsesTheServerTheTimeoutsAndPreferredTLS(t *testing.T) {
 	require.Equal(t, ConnectTimeout, cfg.Timeout)
 	require.Equal(t, "preferred", cfg.TLSConfig)
 	require.True(t, cfg.InterpolateParams)
+	require.Equal(t, map[string]string{"time_zone": "'+00:00'"}, cfg.Params, "TIMESTAMPDIFF in UTC, without daylight saving jumps")
+}
+
+func TestLagSecondsRoundsDownTheApplierBacklog(t *testing.T) {
+	us := func(v int64) sql.NullInt64 { return sql.NullInt64{Int64: v, Valid: true} }
+	none := sql.NullInt64{}
+	seconds := func(v int64) *int64 { return &v }
+	streaming := &Source{Receiving: "ON", Applying: "ON"}
+	for _, c := range []struct {
+		name              string
+		src               *Source
+		applying, applied sql.NullInt64
+		caughtUp          bool
+		want              *int64
+	}{
+		{"applying, rounded down", streaming, us(2_999_999), us(9_000_000), false, seconds(2)},
+		{"applying under a second", streaming, us(999_999), none, false, seconds(0)},
+		{"applying wins over caught up", streaming, us(4_000_000), us(1_000_000), true, seconds(4)},
+		{"primary's clock ahead", streaming, us(-1_500_000), none, false, seconds(0)},
+		{"idle and caught up", streaming, none, us(3_600_000_000), true, seconds(0)},
+		{"idle, caught up, nothing applied since start", streaming, none, none, true, seconds(0)},
+		{"caught up, receiver connecting", &Source{Receiving: "CONNECTING", Applying: "ON"}, none, us(5_000_000), true, nil},
+		{"backlog between transactions", streaming, none, us(7_200_000), false, seconds(7)},
+		{"backlog, receiver off", &Source{Receiving: "OFF", Applying: "ON"}, none, us(7_200_000), false, seconds(7)},
+		{"backlog, nothing applied since start", streaming, none, none, false, nil},
+		{"applier off", &Source{Receiving: "ON", Applying: "OFF"}, us(5_000_000), us(5_000_000), false, nil},
+	} {
+		require.Equal(t, c.want, lagSeconds(c.src, c.applying, c.applied, c.caughtUp), c.name)
+	}
 }
 
 // A server that accepts the TCP connection and never answers is given up at the caller's

@@ -401,7 +401,7 @@ func schema_pkg_apis_example_v1_DatabaseMember(ref common.ReferenceCallback) com
 					},
 					"lagSeconds": {
 						SchemaProps: spec.SchemaProps{
-							Description: "LagSeconds is how many seconds the last operation this replica has applied is behind the primary's (MongoDB's replSetGetStatus optimeDate of the primary minus the replica's). Unset when unknown.",
+							Description: "LagSeconds is how many seconds this replica's applying is behind the primary's commits (MongoDB's replSetGetStatus optimeDate of the primary minus the replica's; MySQL's original commit timestamp of the transaction the replica applies, against its clock). Unset when unknown.",
 							Type:        []string{"integer"},
 							Format:      "int64",
 						},

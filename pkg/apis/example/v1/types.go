@@ -243,9 +243,10 @@ type DatabaseMember struct {
 	// pg_current_wal_lsn() and replay_lsn). Unset when unknown.
 	// +optional
 	LagBytes *int64 `json:"lagBytes,omitempty" protobuf:"varint,5,opt,name=lagBytes"`
-	// LagSeconds is how many seconds the last operation this replica has
-	// applied is behind the primary's (MongoDB's replSetGetStatus optimeDate
-	// of the primary minus the replica's). Unset when unknown.
+	// LagSeconds is how many seconds this replica's applying is behind the
+	// primary's commits (MongoDB's replSetGetStatus optimeDate of the primary
+	// minus the replica's; MySQL's original commit timestamp of the
+	// transaction the replica applies, against its clock). Unset when unknown.
 	// +optional
 	LagSeconds *int64 `json:"lagSeconds,omitempty" protobuf:"varint,6,opt,name=lagSeconds"`
 }

@@ -43,9 +43,10 @@ type DatabaseMemberApplyConfiguration struct {
 	// replica has not replayed (PostgreSQL's pg_wal_lsn_diff of
 	// pg_current_wal_lsn() and replay_lsn). Unset when unknown.
 	LagBytes *int64 `json:"lagBytes,omitempty"`
-	// LagSeconds is how many seconds the last operation this replica has
-	// applied is behind the primary's (MongoDB's replSetGetStatus optimeDate
-	// of the primary minus the replica's). Unset when unknown.
+	// LagSeconds is how many seconds this replica's applying is behind the
+	// primary's commits (MongoDB's replSetGetStatus optimeDate of the primary
+	// minus the replica's; MySQL's original commit timestamp of the
+	// transaction the replica applies, against its clock). Unset when unknown.
 	LagSeconds *int64 `json:"lagSeconds,omitempty"`
 }
 
