@@ -591,8 +591,12 @@ spec:
 	// and follows it by GTID auto-positioning.
 	scaled := time.Now()
 	kubectl(t, "scale", "db/"+db, "-n", ns, "--replicas=3")
-	waitReplicating(t, ns, db, db+"-0", 3)
+	scaledUp := waitReplicating(t, ns, db, db+"-0", 3)
 	t.Logf("measured: scale-up to 3 replicated (cloned, Ready, replicating) in %v", time.Since(scaled).Round(time.Second))
+	for _, m := range scaledUp.Status.Members[1:] {
+		require.NotNil(t, m.LagSeconds, "%s: the applier's lag in seconds (performance_schema's commit timestamps)", m.Name)
+		t.Logf("measured: %s's status.members lagSeconds %d", m.Name, *m.LagSeconds)
+	}
 	waitAnswer(t, mysqlAt, ns, "new-replica-read", db, memberHost(ns, db, 2), "SELECT count(*) FROM items;", "100")
 	phase, out = mysqlAtAsSuperuser(t, ns, "new-replica-gtid", db, memberHost(ns, db, 2), `SELECT c.AUTO_POSITION,
 		c.HOST LIKE '`+db+`-0.%', @@global.gtid_purged <> '', GTID_SUBSET(@@global.gtid_purged, @@global.gtid_executed)
