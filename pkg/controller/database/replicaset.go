@@ -148,6 +148,7 @@ func (p *pass) reconcileReplicaSet(ctx context.Context, statefulSet *appsv1.Stat
 	}
 	switch {
 	case !asked:
+		// No client, or no Secret yet: the first Pod stays the primary it is taken for.
 	case elected != nil:
 		rep.primary = elected.name
 		target := preferredPrimary(db, elected.name, replicas)
