@@ -156,7 +156,7 @@ func (p *pass) reconcileReplicaSet(ctx context.Context, statefulSet *appsv1.Stat
 			return rep, err
 		}
 		if target != rep.primary {
-			rep.switchover = fmt.Sprintf("switching over from %s to %s: the replica set elects %s, of the highest priority, once it has caught up", rep.primary, target, target)
+			rep.switchover = switchoverMessage(rep.primary, target, fmt.Sprintf("the replica set elects %s, of the highest priority, once it has caught up", target))
 		}
 	case !initiated:
 		if err := p.initiate(ctx, set, members, rep.primary, server); err != nil {

@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -116,10 +117,17 @@ func heldReplicas(db *examplev1.Database, replicas, running int32, designated st
 
 // ensureReplicationConfigMap makes the replication ConfigMap exist with our scripts, naming
 // the confirmed primary when it is new, and returns the primary it names. One that names
-// another Pod than the confirmed primary, not by a switchover the controller started
-// (SwitchoverFromAnnotation), or none of the Database's Pods, was edited by hand: it is set
-// back, with a Warning Event; kept, it would have the primary stopped as for a switchover,
-// without the checks that keep it safe, or every Pod start as a standby of no one.
+// another Pod than the confirmed primary, not by a switchover the controller started, or none
+// of the Database's Pods, was edited by hand: it is set back, with a Warning Event; kept, it
+// would have the primary stopped as for a switchover, without the checks that keep it safe,
+// or every Pod start as a standby of no one. A switchover the controller started is one its
+// ConfigMap says it moves from the confirmed primary (SwitchoverFromAnnotation) and the
+// Database's status, which tenants cannot write, says is under way to the Pod it names
+// (switchoverUnderWay): the annotation alone can be written by anyone who can edit the
+// ConfigMap.
+//
+// A replica set's ConfigMap (engine.Recipe.ReplicaSet) only reports the primary its members
+// elected, which nothing acts on: it is taken as it is.
 func (p *pass) ensureReplicationConfigMap(ctx context.Context) (string, *halt, error) {
 	db := p.db
 	want := specs.ReplicationConfigMap(db, confirmedPrimary(db))
@@ -135,12 +143,15 @@ func (p *pass) ensureReplicationConfigMap(ctx context.Context) (string, *halt, e
 		return "", h, err
 	}
 	named, confirmed := specs.ReplicationPrimary(cm), confirmedPrimary(db)
+	if p.desired.Recipe.ReplicaSet {
+		return named, nil, nil
+	}
 	pods := ptr.Deref(db.Spec.Replicas, 0)
 	if ordinal, ok := specs.PodOrdinal(db, confirmed); ok {
 		pods = max(pods, ordinal+1)
 	}
 	ordinal, ok := specs.PodOrdinal(db, named)
-	ours := named == confirmed || cm.Annotations[SwitchoverFromAnnotation] == confirmed
+	ours := named == confirmed || cm.Annotations[SwitchoverFromAnnotation] == confirmed && switchoverUnderWay(db, confirmed, named)
 	if !ok || ordinal >= pods || !ours {
 		if err := p.designate(ctx, confirmed); err != nil {
 			return "", nil, err
@@ -150,6 +161,20 @@ func (p *pass) ensureReplicationConfigMap(ctx context.Context) (string, *halt, e
 		return confirmed, nil, nil
 	}
 	return named, nil, nil
+}
+
+// switchoverUnderWay reports whether db's status says a switchover from the Pod from to the
+// Pod to is under way: its Progressing condition, which the controller writes at the end of
+// every pass of a switchover, has reason ReasonSwitchover and a message of
+// switchoverMessage(from, to, …).
+func switchoverUnderWay(db *examplev1.Database, from, to string) bool {
+	c := meta.FindStatusCondition(db.Status.Conditions, ConditionProgressing)
+	return c != nil && c.Reason == ReasonSwitchover && strings.HasPrefix(c.Message, switchoverMessage(from, to, ""))
+}
+
+// switchoverMessage is what status says of a switchover from from to to, waiting for what.
+func switchoverMessage(from, to, what string) string {
+	return fmt.Sprintf("switching over from %s to %s: %s", from, to, what)
 }
 
 // reconcileReplication runs the replication of a Database whose engine replicates, once its
@@ -215,13 +240,13 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 			if err := p.fence(ctx, old); err != nil {
 				return rep, err
 			}
-			rep.switchover = fmt.Sprintf("switching over from %s to %s: stopping %s", old.name, designated, old.name)
+			rep.switchover = switchoverMessage(old.name, designated, "stopping "+old.name)
 		case old == nil || !old.standby():
-			rep.switchover = fmt.Sprintf("switching over from %s to %s: waiting for %s to restart as a standby", rep.primary, designated, rep.primary)
+			rep.switchover = switchoverMessage(rep.primary, designated, fmt.Sprintf("waiting for %s to restart as a standby", rep.primary))
 		case next == nil || !next.standby():
-			rep.switchover = fmt.Sprintf("switching over from %s to %s: waiting for %s to answer", rep.primary, designated, designated)
+			rep.switchover = switchoverMessage(rep.primary, designated, fmt.Sprintf("waiting for %s to answer", designated))
 		case !r.caughtUp(next, old):
-			rep.switchover = fmt.Sprintf("switching over from %s to %s: %s", rep.primary, designated, r.lacks(next, old))
+			rep.switchover = switchoverMessage(rep.primary, designated, r.lacks(next, old))
 		default:
 			if err := r.promote(ctx, server(next)); err != nil {
 				return rep, err
@@ -235,9 +260,9 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 		next := byName[target]
 		switch {
 		case old == nil || !old.primary():
-			rep.switchover = fmt.Sprintf("switching over from %s to %s: waiting for %s to answer as the primary (there is no automatic failover)", rep.primary, target, rep.primary)
+			rep.switchover = switchoverMessage(rep.primary, target, fmt.Sprintf("waiting for %s to answer as the primary (there is no automatic failover)", rep.primary))
 		case next == nil || !r.follower(old, next).streaming:
-			rep.switchover = fmt.Sprintf("switching over from %s to %s: waiting for %s to stream from %s", rep.primary, target, target, rep.primary)
+			rep.switchover = switchoverMessage(rep.primary, target, fmt.Sprintf("waiting for %s to stream from %s", target, rep.primary))
 		default:
 			if err := p.designate(ctx, target); err != nil {
 				return rep, err
@@ -247,7 +272,7 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 				return rep, err
 			}
 			p.r.event(ctx, db, corev1.EventTypeNormal, ReasonSwitchover, "Switching over from %s to %s: stopping %s", rep.primary, target, rep.primary)
-			rep.switchover = fmt.Sprintf("switching over from %s to %s: stopping %s", rep.primary, target, rep.primary)
+			rep.switchover = switchoverMessage(rep.primary, target, "stopping "+rep.primary)
 			old.forget()
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -350,6 +351,35 @@ func (f *fixture) designate(pod string) {
 	}
 	metav1.SetMetaDataAnnotation(&cm.ObjectMeta, database.SwitchoverFromAnnotation, from)
 	require.NoError(f.t, f.kube.Tracker().Update(configMaps, cm, namespace))
+	// And the status the pass of step 1 writes.
+	f.updateDatabase(func(db *examplev1.Database) {
+		meta.SetStatusCondition(&db.Status.Conditions, metav1.Condition{Type: "Progressing", Status: metav1.ConditionTrue,
+			Reason: database.ReasonSwitchover, Message: fmt.Sprintf("switching over from %s to %s: stopping %s", from, pod, from)})
+	})
+}
+
+// A ConfigMap that names another primary with the annotation of a switchover the controller
+// started, forged by someone who can edit it while status says no switchover is under way,
+// is set back: nothing is stopped or promoted.
+func TestAForgedSwitchoverInTheConfigMapIsSetBack(t *testing.T) {
+	f, fi := replicating(t, 3, nil)
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	obj, err := f.kube.Tracker().Get(configMaps, namespace, name+"-replication")
+	require.NoError(t, err)
+	cm := obj.(*corev1.ConfigMap).DeepCopy()
+	cm.Data["primary"] = podName(1)
+	metav1.SetMetaDataAnnotation(&cm.ObjectMeta, database.SwitchoverFromAnnotation, podName(0))
+	require.NoError(t, f.kube.Tracker().Update(configMaps, cm, namespace))
+	fi.reset()
+
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, podName(0), f.configMapPrimary())
+	require.Empty(t, f.podDeletions(), "the primary is not stopped")
+	require.Empty(t, filter(fi.recorded(), "promote"))
+	require.Contains(t, f.events(), `Warning InvalidChild ConfigMap my-database-replication named "my-database-1" the primary, which the controller did not ask for; set it back to my-database-0 (change spec.primary to move the primary)`)
+	require.Equal(t, podName(0), f.database().Status.Primary)
 }
 
 func TestSteadyStateLabelsTheRolesCreatesTheSlotsAndReportsStreaming(t *testing.T) {
