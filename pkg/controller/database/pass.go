@@ -96,7 +96,7 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 	var configured []string
 	if replicates && p.desired.Recipe.ReplicaSet {
 		cm, _ := p.r.listers.ConfigMaps.ConfigMaps(p.db.Namespace).Get(specs.ReplicationConfigMapName(p.db))
-		configured = replicaSetMembers(cm)
+		configured = replicaSetMembers(p.db, cm, statefulSetReplicas(p.statefulSet))
 	}
 	if held := heldReplicas(p.db, replicas, statefulSetReplicas(p.statefulSet), designated, configured); replicates && held != replicas {
 		// The workload keeps the Pods of the primary until a switchover moves it.
@@ -220,6 +220,9 @@ func (p *pass) ensureSecret(ctx context.Context) (*halt, error) {
 				r.event(ctx, db, corev1.EventTypeNormal, ReasonUpdated,
 					"Secret %s: the superuser's credentials moved to %s and %s; %s is the application user %s",
 					have.Name, engine.SecretKeySuperuserUsername, engine.SecretKeySuperuserPassword, engine.SecretKeyUsername, have.Data[engine.SecretKeyUsername])
+			}
+			if h := p.checkKeyFile(have); h != nil {
+				return h
 			}
 			have.Labels = specs.MergeLabels(have.Labels, specs.ChildLabels(db))
 			setCredentialsFinalizer(have)
@@ -377,4 +380,42 @@ func (p *pass) ensureServices(ctx context.Context) (*halt, error) {
 		}
 	}
 	return nil, nil
+}
+
+// checkKeyFile halts the pass, for a replica set (engine.Recipe.ReplicaSet), when the Secret's
+// keyfile is not one mongod takes (engine.ValidKeyFile), or is gone while the StatefulSet's
+// Pods already read one: its members authenticate to each other with the key they started
+// with, so a new one would keep every Pod that starts from joining them. A Secret without a
+// keyfile whose StatefulSet reads none (made before the Database was a replica set) gets a
+// new one.
+func (p *pass) checkKeyFile(secret *corev1.Secret) *halt {
+	if !p.desired.Recipe.ReplicaSet {
+		return nil
+	}
+	key := secret.Data[engine.SecretKeyKeyFile]
+	switch {
+	case len(key) > 0 && !engine.ValidKeyFile(key):
+		return fail(ReasonInvalidCredentials,
+			"Secret %s's %q is not a key mongod takes: 6 to 1024 base64 characters; restore the key the replica set's members run with (checked again every minute)",
+			secret.Name, engine.SecretKeyKeyFile)
+	case len(key) == 0 && p.statefulSet != nil && isControlledBy(p.statefulSet, p.db) && readsKeyFile(p.statefulSet):
+		return fail(ReasonInvalidCredentials,
+			"Secret %s has no %q while the replica set's members run with one: a new key would keep every Pod that starts from joining them; restore it (checked again every minute)",
+			secret.Name, engine.SecretKeyKeyFile)
+	}
+	return nil
+}
+
+// readsKeyFile reports whether sts's Pods mount the credentials Secret's keyfile.
+func readsKeyFile(sts *appsv1.StatefulSet) bool {
+	for _, v := range sts.Spec.Template.Spec.Volumes {
+		if v.Name == engine.CredentialsVolumeName && v.Secret != nil {
+			for _, item := range v.Secret.Items {
+				if item.Key == engine.SecretKeyKeyFile {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

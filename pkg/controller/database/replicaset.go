@@ -82,12 +82,26 @@ func (mongoReplicaSet) follower(primary, replica *member) follower {
 // configuration before its Pod is removed, so the remaining members keep a majority.
 const ReplicaSetMembersAnnotation = "database.example.com/replica-set-members"
 
-// replicaSetMembers are the Pods cm's ReplicaSetMembersAnnotation names; nil for a nil cm.
-func replicaSetMembers(cm *corev1.ConfigMap) []string {
-	if cm == nil || cm.Annotations[ReplicaSetMembersAnnotation] == "" {
+// replicaSetMembers are the Pods cm's ReplicaSetMembersAnnotation names, for the
+// StatefulSet of db, which runs running Pods, to keep; nil without the annotation (the
+// controller never reached the set's primary). An annotation that names anything but db's
+// running Pods (edited by hand, emptied, or stale) is no record: then every running Pod is kept, until the
+// controller records the members again from the primary's configuration.
+func replicaSetMembers(db *examplev1.Database, cm *corev1.ConfigMap, running int32) []string {
+	value, ok := "", false
+	if cm != nil {
+		value, ok = cm.Annotations[ReplicaSetMembersAnnotation]
+	}
+	if !ok {
 		return nil
 	}
-	return strings.Split(cm.Annotations[ReplicaSetMembersAnnotation], ",")
+	pods := strings.Split(value, ",")
+	for _, pod := range pods {
+		if ordinal, ok := specs.PodOrdinal(db, pod); !ok || ordinal >= running {
+			return []string{specs.PodName(db, max(running-1, 0))}
+		}
+	}
+	return pods
 }
 
 // reconcileReplicaSet is reconcileReplication for an engine whose members elect their primary

@@ -431,3 +431,48 @@ func TestMongoDBMembersThatRefuseTheSecretsPasswordAreReported(t *testing.T) {
 	require.Contains(t, condition(f.database(), "Replicating").Message, "my-database-2 (refuses the Secret's password)")
 	require.Equal(t, specs.RoleReplica, f.pod(2).Labels[specs.RoleLabel], "not a primary: clients may read from it once Ready")
 }
+
+// A members record that names anything but the running Pods (edited by hand, emptied) holds
+// every running Pod until the controller records the members from the primary again: a
+// scale-down never goes by it.
+func TestMongoDBMembersRecordEditedByHandHoldsThePods(t *testing.T) {
+	for _, value := range []string{"", "garbage", "x,y,z", "my-database-9", "my-database-00001", "my-database-0,,my-database-1"} {
+		t.Run(value, func(t *testing.T) {
+			f, fm := replicaSet(t, 3)
+			for i := range 3 {
+				delete(fm.states, podIP(i)) // nothing answers: the record is not written again
+			}
+			obj, err := f.kube.Tracker().Get(configMaps, namespace, "my-database-replication")
+			require.NoError(t, err)
+			cm := obj.(*corev1.ConfigMap).DeepCopy()
+			metav1.SetMetaDataAnnotation(&cm.ObjectMeta, database.ReplicaSetMembersAnnotation, value)
+			require.NoError(t, f.kube.Tracker().Update(configMaps, cm, namespace))
+			f.updateDatabase(func(db *examplev1.Database) { db.Spec.Replicas = ptr.To[int32](1) })
+			_, err = f.reconcile()
+			require.NoError(t, err)
+			require.Equal(t, int32(3), *f.statefulSet().Spec.Replicas)
+		})
+	}
+}
+
+// The keyfile is the one the members started with: a Secret that lost it, while the Pods read
+// one, or holds one mongod refuses, halts the Database with the reason; no new key is made.
+func TestMongoDBKeyFileIsNeverReplaced(t *testing.T) {
+	for name, change := range map[string]func(*corev1.Secret){
+		"removed": func(s *corev1.Secret) { delete(s.Data, "keyfile") },
+		"invalid": func(s *corev1.Secret) { s.Data["keyfile"] = []byte("short") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			f, _ := replicaSet(t, 3)
+			secret := f.secret().DeepCopy()
+			change(secret)
+			require.NoError(t, f.kube.Tracker().Update(secrets, secret, namespace))
+			_, err := f.reconcile()
+			require.NoError(t, err)
+			db := f.database()
+			require.Equal(t, "InvalidCredentials", condition(db, "Ready").Reason)
+			require.Contains(t, condition(db, "Ready").Message, `"keyfile"`)
+			require.Equal(t, string(secret.Data["keyfile"]), string(f.secret().Data["keyfile"]), "left as it is")
+		})
+	}
+}

@@ -139,6 +139,23 @@ const mongoDBSuperuserDatabase = "admin"
 // replica set (ReplicaSet).
 func (r Recipe) Replicates() bool { return r.ReplicationUsername != "" || r.ReplicaSet }
 
+// ValidKeyFile reports whether key is a keyfile mongod takes: 6 to 1024 characters of the
+// base64 alphabet (A-Z, a-z, 0-9, +, /, =), whitespace aside
+// (https://www.mongodb.com/docs/manual/core/security-internal-authentication/#keyfiles).
+func ValidKeyFile(key []byte) bool {
+	n := 0
+	for _, c := range key {
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '+', c == '/', c == '=':
+			n++
+		default:
+			return false
+		}
+	}
+	return 6 <= n && n <= 1024
+}
+
 // For returns the recipe of engine, and false for an engine it does not know.
 func For(engine examplev1.Engine) (Recipe, bool) {
 	r, ok := recipes[engine]

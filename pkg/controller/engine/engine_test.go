@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -146,4 +147,20 @@ func TestMongoDBURINamesTheUsersDatabase(t *testing.T) {
 	require.Equal(t, "mongodb://admin:pw@h:27017/?authSource=admin", r.URI("admin", "pw", "h", ""))
 	p, _ := For(examplev1.EnginePostgreSQL)
 	require.NotContains(t, p.URI("app", "pw", "h", "d"), "authSource")
+}
+
+func TestValidKeyFile(t *testing.T) {
+	for key, valid := range map[string]bool{
+		"SHAREDKEY234":                 true,
+		"abc+/=\n":                     true,
+		"ab cd ef":                     true,
+		"short":                        false,
+		"":                             false,
+		"not-base64!":                  false,
+		strings.Repeat("A", 1024):      true,
+		strings.Repeat("A", 1025):      false,
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZ23": true,
+	} {
+		require.Equal(t, valid, ValidKeyFile([]byte(key)), "%q", key)
+	}
 }
