@@ -108,7 +108,7 @@ The controller's /healthz, /readyz and /metrics (HTTPS; /metrics needs get on it
 	case realNode:
 		printRealNode()
 	case pending:
-		fmt.Printf("\nThe real node (%s), for the PostgreSQL 15 Pods, is being built in the background (log: %s).\n"+
+		fmt.Printf("\nThe real node (%s), for the PostgreSQL 15 and MySQL 9.7 Pods, is being built in the background (log: %s).\n"+
 			"Until it joins every Pod is simulated, demo/shop's too; then demo/shop moves to it, and local-up says how to use it.\n",
 			localcluster.RealNodeName, c.RealNodeBuildLog())
 	default:
@@ -153,7 +153,7 @@ func joinedRealNode(ctx context.Context, c *localcluster.Cluster, real string) e
 
 func printRealNode() {
 	fmt.Printf(`
-A real node (%s) runs the PostgreSQL 15 Pods; demo/shop is a database you can use:
+A real node (%s) runs the PostgreSQL 15 and MySQL 9.7 Pods; demo/shop is a database you can use:
 
   kubectl wait --for=condition=Ready db/shop -n demo --timeout=5m
   kubectl port-forward -n demo svc/shop 5432:5432 &
