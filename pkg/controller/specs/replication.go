@@ -225,13 +225,19 @@ func replicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpec) {
 	}}
 	pod.Volumes = []corev1.Volume{
 		engine.CredentialsVolume(secret, append(d.Recipe.PasswordKeys(), engine.SecretKeyReplicationPassword)...),
-		{Name: replicationVolume, VolumeSource: corev1.VolumeSource{
-			ConfigMap: &corev1.ConfigMapVolumeSource{
-				LocalObjectReference: corev1.LocalObjectReference{Name: ReplicationConfigMapName(db)},
-				DefaultMode:          ptr.To[int32](0o444),
-			},
-		}},
+		replicationConfigMapVolume(db),
 	}
+}
+
+// replicationConfigMapVolume is the volume replicationVolume of the replication ConfigMap, its
+// files mode 0444: the server user reads the scripts, which bash runs.
+func replicationConfigMapVolume(db *examplev1.Database) corev1.Volume {
+	return corev1.Volume{Name: replicationVolume, VolumeSource: corev1.VolumeSource{
+		ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: ReplicationConfigMapName(db)},
+			DefaultMode:          ptr.To[int32](0o444),
+		},
+	}}
 }
 
 func secretEnv(name, secret, key string) corev1.EnvVar {
@@ -279,12 +285,7 @@ func mysqlReplicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpec)
 		// The server container's password files (MYSQL_ROOT_PASSWORD_FILE and
 		// MYSQL_PASSWORD_FILE), and the setup's REPLICATION_PASSWORD_FILE.
 		engine.CredentialsVolume(secret, append(d.Recipe.PasswordKeys(), engine.SecretKeyReplicationPassword)...),
-		{Name: replicationVolume, VolumeSource: corev1.VolumeSource{
-			ConfigMap: &corev1.ConfigMapVolumeSource{
-				LocalObjectReference: corev1.LocalObjectReference{Name: ReplicationConfigMapName(db)},
-				DefaultMode:          ptr.To[int32](0o444),
-			},
-		}},
+		replicationConfigMapVolume(db),
 		{Name: mysqlConfigVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 	}
 }
@@ -331,12 +332,7 @@ func mongodbReplicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpe
 		}
 	}
 	pod.Volumes = append(pod.Volumes,
-		corev1.Volume{Name: replicationVolume, VolumeSource: corev1.VolumeSource{
-			ConfigMap: &corev1.ConfigMapVolumeSource{
-				LocalObjectReference: corev1.LocalObjectReference{Name: ReplicationConfigMapName(db)},
-				DefaultMode:          ptr.To[int32](0o444),
-			},
-		}},
+		replicationConfigMapVolume(db),
 		corev1.Volume{Name: mongodbKeyVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
 	)
 }
