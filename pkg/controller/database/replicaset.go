@@ -9,7 +9,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -323,10 +322,11 @@ func (p *pass) recordMembers(ctx context.Context, pods []string) error {
 // restartFirst restarts, for the StatefulSet's update revision, the Pod named first (the
 // confirmed primary, which answered as a standalone server) when it runs an older one: the
 // Pods of a Database that ran standalone servers come back with --replSet, and the set can
-// only be initiated, and its other members join it, once the first has. It reports whether the first Pod runs an older revision (it is restarted now,
-// or being deleted): rollPods restarts the others, by its rules, once it does not.
+// only be initiated, and its other members join it, once the first has. It reports whether
+// the first Pod runs an older revision (it is restarted now, or being deleted): rollPods
+// restarts the others, by its rules, once it does not.
 func (p *pass) restartFirst(ctx context.Context, sts *appsv1.StatefulSet, members []*member, first string) (bool, error) {
-	if sts == nil || sts.Status.ObservedGeneration != sts.Generation || sts.Status.UpdateRevision == "" {
+	if !rolloutObserved(sts) {
 		return false, nil
 	}
 	i := slices.IndexFunc(members, func(m *member) bool { return m.name == first })
@@ -340,9 +340,8 @@ func (p *pass) restartFirst(ctx context.Context, sts *appsv1.StatefulSet, member
 	case pod.DeletionTimestamp != nil:
 		return true, nil
 	}
-	err := p.r.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(pod.UID))})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return true, fmt.Errorf("delete Pod %q to restart it as the replica set's first member: %w", pod.Name, err)
+	if err := p.deletePod(ctx, pod, "to restart it as the replica set's first member"); err != nil {
+		return true, err
 	}
 	p.r.event(ctx, p.db, corev1.EventTypeNormal, ReasonRollingUpdate, "Restarting %s first, to initiate replica set %s on it (revision %s)", pod.Name, specs.ReplicaSetName(p.db), sts.Status.UpdateRevision)
 	return true, nil

@@ -308,7 +308,7 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 // clients wait out its restart. Nothing is done while the StatefulSet controller has not
 // observed the StatefulSet's generation.
 func (p *pass) rollPods(ctx context.Context, sts *appsv1.StatefulSet, members []*member, primary string) error {
-	if sts == nil || sts.Status.ObservedGeneration != sts.Generation || sts.Status.UpdateRevision == "" {
+	if !rolloutObserved(sts) {
 		return nil
 	}
 	var next *member
@@ -326,15 +326,30 @@ func (p *pass) rollPods(ctx context.Context, sts *appsv1.StatefulSet, members []
 	if next == nil {
 		return nil
 	}
-	err := p.r.kube.CoreV1().Pods(next.pod.Namespace).Delete(ctx, next.pod.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(next.pod.UID))})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("delete Pod %q to restart it for revision %s: %w", next.pod.Name, sts.Status.UpdateRevision, err)
+	if err := p.deletePod(ctx, next.pod, "to restart it for revision "+sts.Status.UpdateRevision); err != nil {
+		return err
 	}
 	which := "a replica"
 	if next.name == primary {
 		which = "the primary, last"
 	}
 	p.r.event(ctx, p.db, corev1.EventTypeNormal, ReasonRollingUpdate, "Restarting %s (%s) for revision %s", next.name, which, sts.Status.UpdateRevision)
+	return nil
+}
+
+// rolloutObserved reports whether the StatefulSet controller has observed sts's generation
+// and named its update revision: until then no Pod is restarted for a revision.
+func rolloutObserved(sts *appsv1.StatefulSet) bool {
+	return sts != nil && sts.Status.ObservedGeneration == sts.Generation && sts.Status.UpdateRevision != ""
+}
+
+// deletePod deletes pod, the one the pass saw (by UID); a Pod already gone or made again
+// meanwhile is left alone. why says what for, in the error.
+func (p *pass) deletePod(ctx context.Context, pod *corev1.Pod, why string) error {
+	err := p.r.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(pod.UID))})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete Pod %q %s: %w", pod.Name, why, err)
+	}
 	return nil
 }
 
@@ -436,11 +451,7 @@ func (p *pass) fence(ctx context.Context, m *member) error {
 	if m.pod.DeletionTimestamp != nil {
 		return nil
 	}
-	err = p.r.kube.CoreV1().Pods(m.pod.Namespace).Delete(ctx, m.pod.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(m.pod.UID))})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("delete Pod %q to stop the old primary: %w", m.pod.Name, err)
-	}
-	return nil
+	return p.deletePod(ctx, m.pod, "to stop the old primary")
 }
 
 // hasDataClaim reports whether the claim cache holds the data claim of ordinal.
