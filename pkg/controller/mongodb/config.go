@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"example.com/database-apiserver/pkg/apis/example/validation"
 )
 
 // State is what a server says of itself.
@@ -225,9 +227,9 @@ func integer(n int64) any {
 	return n
 }
 
-// MaxVotingMembers is 7: a replica set has at most 7 voting members
-// (https://www.mongodb.com/docs/manual/reference/limits/#mongodb-limit-Number-of-Voting-Members-of-a-Replica-Set).
-const MaxVotingMembers = 7
+// MaxVotingMembers is 7: a replica set has at most 7 voting members. It is the API's
+// validation.MongoDBMaxVotingMembers, whose warnings say what the members past it get.
+const MaxVotingMembers = validation.MongoDBMaxVotingMembers
 
 // NextConfig returns the configuration one step from current toward members exactly hosts
 // (their "host:port", in the order given: the Pods' ordinals), with Version
