@@ -118,6 +118,28 @@ type DatabaseSpec struct {
 	// controller stops the old primary, waits until the new one has every
 	// write of it, promotes it, and the old one follows it as a replica.
 	Primary string
+	// NetworkPolicy, when set, has the controller keep a NetworkPolicy
+	// "<name>" that admits to the engine's port only the Pods it names, the
+	// Database's own Pods and the controller's. Nil: no NetworkPolicy.
+	NetworkPolicy *DatabaseNetworkPolicy
+}
+
+// DatabaseNetworkPolicy names the clients admitted to a Database's Pods.
+type DatabaseNetworkPolicy struct {
+	// From are the admitted client Pods, at most MaxNetworkPolicyPeers; empty
+	// admits none.
+	From []DatabaseNetworkPolicyPeer
+}
+
+// DatabaseNetworkPolicyPeer selects client Pods as a networking.k8s.io/v1
+// NetworkPolicyPeer without ipBlock does; at least one selector is set.
+type DatabaseNetworkPolicyPeer struct {
+	// PodSelector selects Pods, in the Database's namespace unless
+	// NamespaceSelector is set too.
+	PodSelector *metav1.LabelSelector
+	// NamespaceSelector selects namespaces, all of whose Pods are admitted
+	// unless PodSelector is set too.
+	NamespaceSelector *metav1.LabelSelector
 }
 
 // DatabaseStatus is what the controller observed.

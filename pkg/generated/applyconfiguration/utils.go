@@ -36,6 +36,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &examplev1.DatabaseApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DatabaseMember"):
 		return &examplev1.DatabaseMemberApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("DatabaseNetworkPolicy"):
+		return &examplev1.DatabaseNetworkPolicyApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("DatabaseNetworkPolicyPeer"):
+		return &examplev1.DatabaseNetworkPolicyPeerApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DatabaseRestartStatus"):
 		return &examplev1.DatabaseRestartStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DatabaseSpec"):

@@ -39,6 +39,8 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1.DatabaseConnection{}.OpenAPIModelName():                          schema_pkg_apis_example_v1_DatabaseConnection(ref),
 		v1.DatabaseList{}.OpenAPIModelName():                                schema_pkg_apis_example_v1_DatabaseList(ref),
 		v1.DatabaseMember{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_DatabaseMember(ref),
+		v1.DatabaseNetworkPolicy{}.OpenAPIModelName():                       schema_pkg_apis_example_v1_DatabaseNetworkPolicy(ref),
+		v1.DatabaseNetworkPolicyPeer{}.OpenAPIModelName():                   schema_pkg_apis_example_v1_DatabaseNetworkPolicyPeer(ref),
 		v1.DatabaseRestart{}.OpenAPIModelName():                             schema_pkg_apis_example_v1_DatabaseRestart(ref),
 		v1.DatabaseRestartStatus{}.OpenAPIModelName():                       schema_pkg_apis_example_v1_DatabaseRestartStatus(ref),
 		v1.DatabaseSpec{}.OpenAPIModelName():                                schema_pkg_apis_example_v1_DatabaseSpec(ref),
@@ -413,6 +415,66 @@ func schema_pkg_apis_example_v1_DatabaseMember(ref common.ReferenceCallback) com
 	}
 }
 
+func schema_pkg_apis_example_v1_DatabaseNetworkPolicy(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DatabaseNetworkPolicy names the clients admitted to a Database's Pods.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"from": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "From are the Pods admitted to the engine's port, at most 16 peers, each as a NetworkPolicy ingress rule's peer without ipBlock. An empty list admits no client: only the Database's own Pods and the controller.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.DatabaseNetworkPolicyPeer{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.DatabaseNetworkPolicyPeer{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_DatabaseNetworkPolicyPeer(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DatabaseNetworkPolicyPeer selects client Pods, with the meaning of networking.k8s.io/v1 NetworkPolicyPeer: podSelector alone selects Pods of the Database's namespace; namespaceSelector alone every Pod of the namespaces it selects; both, the Pods podSelector selects in those namespaces. At least one is set; an empty selector ({}) selects everything.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"podSelector": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PodSelector selects Pods by their labels.",
+							Ref:         ref(metav1.LabelSelector{}.OpenAPIModelName()),
+						},
+					},
+					"namespaceSelector": {
+						SchemaProps: spec.SchemaProps{
+							Description: "NamespaceSelector selects namespaces by their labels (kubernetes.io/metadata.name holds a namespace's name).",
+							Ref:         ref(metav1.LabelSelector{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			metav1.LabelSelector{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_example_v1_DatabaseRestart(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -556,10 +618,18 @@ func schema_pkg_apis_example_v1_DatabaseSpec(ref common.ReferenceCallback) commo
 							Format:      "",
 						},
 					},
+					"networkPolicy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "NetworkPolicy, when set, has the controller keep a NetworkPolicy (networking.k8s.io/v1) named \"<metadata.name>\" that isolates the Database's Pods for ingress and admits, on the engine's port only, the Pods named in networkPolicy.from, the Database's own Pods (replicas reach the primary) and the controller's Pods. Unset: the controller keeps no NetworkPolicy (it deletes the one it made), and only the namespace's own policies apply. Enforced only by a network plugin that implements NetworkPolicy.",
+							Ref:         ref(v1.DatabaseNetworkPolicy{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"engine", "version"},
 			},
 		},
+		Dependencies: []string{
+			v1.DatabaseNetworkPolicy{}.OpenAPIModelName()},
 	}
 }
 

@@ -128,6 +128,41 @@ type DatabaseSpec struct {
 	// ordinal of the Pod named here: move the primary first.
 	// +optional
 	Primary string `json:"primary,omitempty" protobuf:"bytes,6,opt,name=primary"`
+	// NetworkPolicy, when set, has the controller keep a NetworkPolicy
+	// (networking.k8s.io/v1) named "<metadata.name>" that isolates the
+	// Database's Pods for ingress and admits, on the engine's port only, the
+	// Pods named in networkPolicy.from, the Database's own Pods (replicas
+	// reach the primary) and the controller's Pods. Unset: the controller
+	// keeps no NetworkPolicy (it deletes the one it made), and only the
+	// namespace's own policies apply. Enforced only by a network plugin that
+	// implements NetworkPolicy.
+	// +optional
+	NetworkPolicy *DatabaseNetworkPolicy `json:"networkPolicy,omitempty" protobuf:"bytes,7,opt,name=networkPolicy"`
+}
+
+// DatabaseNetworkPolicy names the clients admitted to a Database's Pods.
+type DatabaseNetworkPolicy struct {
+	// From are the Pods admitted to the engine's port, at most 16 peers,
+	// each as a NetworkPolicy ingress rule's peer without ipBlock. An empty
+	// list admits no client: only the Database's own Pods and the controller.
+	// +optional
+	// +listType=atomic
+	From []DatabaseNetworkPolicyPeer `json:"from,omitempty" protobuf:"bytes,1,rep,name=from"`
+}
+
+// DatabaseNetworkPolicyPeer selects client Pods, with the meaning of
+// networking.k8s.io/v1 NetworkPolicyPeer: podSelector alone selects Pods of
+// the Database's namespace; namespaceSelector alone every Pod of the
+// namespaces it selects; both, the Pods podSelector selects in those
+// namespaces. At least one is set; an empty selector ({}) selects everything.
+type DatabaseNetworkPolicyPeer struct {
+	// PodSelector selects Pods by their labels.
+	// +optional
+	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty" protobuf:"bytes,1,opt,name=podSelector"`
+	// NamespaceSelector selects namespaces by their labels
+	// (kubernetes.io/metadata.name holds a namespace's name).
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty" protobuf:"bytes,2,opt,name=namespaceSelector"`
 }
 
 // DatabaseStatus is the observed state of a Database.

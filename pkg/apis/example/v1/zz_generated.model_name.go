@@ -42,6 +42,16 @@ func (in DatabaseMember) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DatabaseNetworkPolicy) OpenAPIModelName() string {
+	return "com.example.v1.DatabaseNetworkPolicy"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DatabaseNetworkPolicyPeer) OpenAPIModelName() string {
+	return "com.example.v1.DatabaseNetworkPolicyPeer"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in DatabaseRestart) OpenAPIModelName() string {
 	return "com.example.v1.DatabaseRestart"
 }

@@ -49,6 +49,11 @@ const generatedNameSuffixLength = 5
 // container image tag (OCI distribution spec).
 const MaxVersionLength = 128
 
+// MaxNetworkPolicyPeers is the most peers spec.networkPolicy.from may list: a
+// bound on the NetworkPolicy the controller writes, far above what one
+// Database's clients need.
+const MaxNetworkPolicyPeers = 16
+
 // versionFmt is the container image tag grammar (OCI distribution spec),
 // which spec.version must follow because it becomes the image tag.
 const versionFmt = `[A-Za-z0-9_][A-Za-z0-9_.-]*`
@@ -204,7 +209,8 @@ func podRange(name string, replicas int32) string {
 //   - replicas: Required when nil (the DatabaseDefaults admission plugin sets
 //     it before validation), else ValidateReplicas;
 //   - storage: ValidateStorage (Required when empty, for the same reason);
-//   - deletionPolicy: ValidateDeletionPolicy when set.
+//   - deletionPolicy: ValidateDeletionPolicy when set;
+//   - networkPolicy: ValidateNetworkPolicy when set.
 func ValidateDatabaseSpec(spec *example.DatabaseSpec, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
 
@@ -236,6 +242,37 @@ func ValidateDatabaseSpec(spec *example.DatabaseSpec, fldPath *field.Path) field
 	errs = append(errs, ValidateStorage(spec.Storage, fldPath.Child("storage"))...)
 	if spec.DeletionPolicy != "" {
 		errs = append(errs, ValidateDeletionPolicy(spec.DeletionPolicy, fldPath.Child("deletionPolicy"))...)
+	}
+	if spec.NetworkPolicy != nil {
+		errs = append(errs, ValidateNetworkPolicy(spec.NetworkPolicy, fldPath.Child("networkPolicy"))...)
+	}
+	return errs
+}
+
+// ValidateNetworkPolicy validates spec.networkPolicy at fldPath: from is TooMany over
+// MaxNetworkPolicyPeers; each peer is Required unless it sets podSelector or
+// namespaceSelector (as networking.k8s.io/v1 requires of a NetworkPolicyPeer), and each
+// selector is validated as kube-apiserver validates a label selector (label keys and values,
+// operators In, NotIn, Exists and DoesNotExist and their values).
+func ValidateNetworkPolicy(policy *example.DatabaseNetworkPolicy, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	fromPath := fldPath.Child("from")
+	if len(policy.From) > MaxNetworkPolicyPeers {
+		errs = append(errs, field.TooMany(fromPath, len(policy.From), MaxNetworkPolicyPeers))
+	}
+	for i, peer := range policy.From {
+		peerPath := fromPath.Index(i)
+		if peer.PodSelector == nil && peer.NamespaceSelector == nil {
+			errs = append(errs, field.Required(peerPath, "must set podSelector, namespaceSelector or both"))
+			continue
+		}
+		opts := metav1validation.LabelSelectorValidationOptions{}
+		if peer.PodSelector != nil {
+			errs = append(errs, metav1validation.ValidateLabelSelector(peer.PodSelector, opts, peerPath.Child("podSelector"))...)
+		}
+		if peer.NamespaceSelector != nil {
+			errs = append(errs, metav1validation.ValidateLabelSelector(peer.NamespaceSelector, opts, peerPath.Child("namespaceSelector"))...)
+		}
 	}
 	return errs
 }

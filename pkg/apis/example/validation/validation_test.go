@@ -1,6 +1,8 @@
 package validation_test
 
 import (
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -470,4 +472,61 @@ func TestReplicationReleaseForbidsMySQLReplicasBefore8023(t *testing.T) {
 	pg := mysql("8.0.22", 3)
 	pg.Spec.Engine, pg.Spec.Version = example.EnginePostgreSQL, "14.5"
 	require.Empty(t, validation.ValidateDatabase(pg))
+}
+
+func TestValidateDatabaseAcceptsANetworkPolicy(t *testing.T) {
+	for _, policy := range []*example.DatabaseNetworkPolicy{
+		{},
+		{From: []example.DatabaseNetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}},
+		{From: []example.DatabaseNetworkPolicyPeer{
+			{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "shop"}}},
+			{NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: "team", Operator: metav1.LabelSelectorOpIn, Values: []string{"payments", "billing"}}}}},
+			{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "web"}},
+				PodSelector:       &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpExists}}},
+			},
+		}},
+		{From: make([]example.DatabaseNetworkPolicyPeer, validation.MaxNetworkPolicyPeers)},
+	} {
+		for i := range policy.From {
+			if policy.From[i] == (example.DatabaseNetworkPolicyPeer{}) {
+				policy.From[i].PodSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"n": strconv.Itoa(i)}}
+			}
+		}
+		db := exampleDatabase()
+		db.Spec.NetworkPolicy = policy
+		require.Empty(t, validation.ValidateDatabase(db), "%+v", policy)
+	}
+}
+
+func TestValidateNetworkPolicyReportsEachBrokenPeerOnItsField(t *testing.T) {
+	shop := example.DatabaseNetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "shop"}}}
+	tests := []struct {
+		name  string
+		from  []example.DatabaseNetworkPolicyPeer
+		wants []want
+	}{
+		{"a peer without a selector", []example.DatabaseNetworkPolicyPeer{shop, {}},
+			[]want{{field.ErrorTypeRequired, "spec.networkPolicy.from[1]", "must set podSelector, namespaceSelector or both"}}},
+		{"a label key that is not one", []example.DatabaseNetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"not a key": "x"}}}},
+			[]want{{field.ErrorTypeInvalid, "spec.networkPolicy.from[0].podSelector.matchLabels", "name part must consist of alphanumeric characters"}}},
+		{"a label value that is not one", []example.DatabaseNetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a/b"}}}},
+			[]want{{field.ErrorTypeInvalid, "spec.networkPolicy.from[0].namespaceSelector.matchLabels", "a valid label must be"}}},
+		{"an unknown operator", []example.DatabaseNetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "tier", Operator: "Like", Values: []string{"api"}}}}}},
+			[]want{{field.ErrorTypeInvalid, "spec.networkPolicy.from[0].podSelector.matchExpressions[0].operator", "not a valid selector operator"}}},
+		{"In without values", []example.DatabaseNetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "tier", Operator: metav1.LabelSelectorOpIn}}}}},
+			[]want{{field.ErrorTypeRequired, "spec.networkPolicy.from[0].podSelector.matchExpressions[0].values", "must be specified when `operator` is 'In' or 'NotIn'"}}},
+		{"too many peers", slices.Repeat([]example.DatabaseNetworkPolicyPeer{shop}, validation.MaxNetworkPolicyPeers+1),
+			[]want{{field.ErrorTypeTooMany, "spec.networkPolicy.from", "must have at most 16 items"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db := exampleDatabase()
+			db.Spec.NetworkPolicy = &example.DatabaseNetworkPolicy{From: tt.from}
+			requireErrors(t, validation.ValidateDatabaseSpec(&db.Spec, field.NewPath("spec")), tt.wants...)
+		})
+	}
 }

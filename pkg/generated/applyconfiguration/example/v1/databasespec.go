@@ -51,6 +51,15 @@ type DatabaseSpecApplyConfiguration struct {
 	// follows it as a replica. spec.replicas may not drop to or below the
 	// ordinal of the Pod named here: move the primary first.
 	Primary *string `json:"primary,omitempty"`
+	// NetworkPolicy, when set, has the controller keep a NetworkPolicy
+	// (networking.k8s.io/v1) named "<metadata.name>" that isolates the
+	// Database's Pods for ingress and admits, on the engine's port only, the
+	// Pods named in networkPolicy.from, the Database's own Pods (replicas
+	// reach the primary) and the controller's Pods. Unset: the controller
+	// keeps no NetworkPolicy (it deletes the one it made), and only the
+	// namespace's own policies apply. Enforced only by a network plugin that
+	// implements NetworkPolicy.
+	NetworkPolicy *DatabaseNetworkPolicyApplyConfiguration `json:"networkPolicy,omitempty"`
 }
 
 // DatabaseSpecApplyConfiguration constructs a declarative configuration of the DatabaseSpec type for use with
@@ -104,5 +113,13 @@ func (b *DatabaseSpecApplyConfiguration) WithDeletionPolicy(value examplev1.Dele
 // If called multiple times, the Primary field is set to the value of the last call.
 func (b *DatabaseSpecApplyConfiguration) WithPrimary(value string) *DatabaseSpecApplyConfiguration {
 	b.Primary = &value
+	return b
+}
+
+// WithNetworkPolicy sets the NetworkPolicy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the NetworkPolicy field is set to the value of the last call.
+func (b *DatabaseSpecApplyConfiguration) WithNetworkPolicy(value *DatabaseNetworkPolicyApplyConfiguration) *DatabaseSpecApplyConfiguration {
+	b.NetworkPolicy = value
 	return b
 }
