@@ -254,6 +254,8 @@ func TestControllerRBACIsLeastPrivilege(t *testing.T) {
 		{[]string{"delete", "persistentvolumeclaims", "-n", "production"}, "yes"},
 		{[]string{"watch", "persistentvolumeclaims", "-A"}, "yes"},
 		{[]string{"create", "poddisruptionbudgets.policy", "-n", "production"}, "yes"},
+		{[]string{"create", "networkpolicies.networking.k8s.io", "-n", "production"}, "yes"},
+		{[]string{"watch", "networkpolicies.networking.k8s.io", "-A"}, "yes"},
 		{[]string{"create", "events", "-n", "production"}, "yes"},
 		// The StatefulSet controller's Events say which Pods it is refused.
 		{[]string{"watch", "events", "-A"}, "yes"},

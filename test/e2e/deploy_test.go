@@ -202,6 +202,8 @@ func TestDeployRendersAndEveryObjectPassesServerDryRun(t *testing.T) {
 			{"ValidatingAdmissionPolicyBinding", "database-controller-secrets"},
 			{"ValidatingAdmissionPolicy", "database-controller-claims"},
 			{"ValidatingAdmissionPolicyBinding", "database-controller-claims"},
+			{"ValidatingAdmissionPolicy", "database-controller-networkpolicies"},
+			{"ValidatingAdmissionPolicyBinding", "database-controller-networkpolicies"},
 			{"ValidatingAdmissionPolicy", "database-controller-deletes"},
 			{"ValidatingAdmissionPolicyBinding", "database-controller-deletes"},
 		} {

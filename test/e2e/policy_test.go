@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -211,6 +212,47 @@ func TestControllerPolicyRefusesWhatTheControllerDoesNotBuild(t *testing.T) {
 		_, err := k.CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim, metav1.CreateOptions{})
 		requireRefused(t, err, "database-controller-claims", "it has a dataSource or dataSourceRef")
 	})
+
+	// A Database's NetworkPolicy as the controller builds it, with clients, is admitted; one
+	// that selects other Pods, limits egress, admits an ipBlock or every source is not.
+	npDB := db.DeepCopy()
+	npDB.Spec.NetworkPolicy = &examplev1.DatabaseNetworkPolicy{From: []examplev1.DatabaseNetworkPolicyPeer{
+		{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "shop"}}}}}
+	desired, err := specs.Resolve(npDB)
+	require.NoError(t, err)
+	builtPolicy := specs.NetworkPolicy(npDB, desired, localcluster.APIServerNamespace)
+	t.Run("the controller's own NetworkPolicy is admitted", func(t *testing.T) {
+		_, err := k.NetworkingV1().NetworkPolicies(ns).Create(ctx, builtPolicy, dryRun)
+		require.NoError(t, err)
+	})
+	for _, tc := range []struct {
+		name   string
+		change func(np *networkingv1.NetworkPolicy)
+		policy string
+		want   string
+	}{
+		{"selecting every Pod of the namespace", func(np *networkingv1.NetworkPolicy) { np.Spec.PodSelector = metav1.LabelSelector{} },
+			"database-controller-networkpolicies", "its podSelector must match the labels app.kubernetes.io/managed-by=database-controller"},
+		{"with egress rules", func(np *networkingv1.NetworkPolicy) {
+			np.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}
+		}, "database-controller-networkpolicies", "its policyTypes must be [Ingress]"},
+		{"admitting every source", func(np *networkingv1.NetworkPolicy) { np.Spec.Ingress[0].From = nil },
+			"database-controller-networkpolicies", "an ingress rule without from or ports admits every source or port"},
+		{"admitting an ipBlock", func(np *networkingv1.NetworkPolicy) {
+			np.Spec.Ingress[0].From = append(np.Spec.Ingress[0].From, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0"}})
+		}, "database-controller-networkpolicies", "a peer is an ipBlock"},
+		{"without a Database owner", func(np *networkingv1.NetworkPolicy) { np.OwnerReferences = nil },
+			"database-controller-children", "NetworkPolicy " + ns + "/e2e-shape: its controller ownerReference must be an example.com/v1 Database"},
+		{"in kube-system", func(np *networkingv1.NetworkPolicy) { np.Namespace = "kube-system" },
+			"database-controller-children", "kube-system is a system namespace"},
+	} {
+		t.Run("a NetworkPolicy "+tc.name+" is refused", func(t *testing.T) {
+			np := builtPolicy.DeepCopy()
+			tc.change(np)
+			_, err := k.NetworkingV1().NetworkPolicies(np.Namespace).Create(ctx, np, metav1.CreateOptions{})
+			requireRefused(t, err, tc.policy, tc.want)
+		})
+	}
 
 	t.Run("a foreign Secret is not taken over", func(t *testing.T) {
 		foreign, err := kube(t).CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{

@@ -116,7 +116,7 @@ func (c *Config) newTerm(ctx context.Context) (*controllerTerm, error) {
 	controller, err := database.NewController(eventsCtx, c.Kube, c.Databases, kubeInformers, databaseInformers,
 		// The release records live in the controller's own namespace, the Lease's.
 		database.Options{Instances: postgres.Client{}, MySQL: mysql.Client{}, MongoDB: mongodb.Client{}, ImageRegistry: o.ImageRegistry,
-			RecordNamespace: o.LeaderElection.ResourceNamespace})
+			ControllerNamespace: o.LeaderElection.ResourceNamespace})
 	if err != nil {
 		stopEvents()
 		return nil, err

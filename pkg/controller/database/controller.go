@@ -182,6 +182,7 @@ func NewController(ctx context.Context, kube kubernetes.Interface, databases ver
 		return nil, errors.New("the Event informer has no index " + EventsByObjectUIDIndex + ": build the factory with NewKubeInformerFactory")
 	}
 	pdbs := kubeInformers.Policy().V1().PodDisruptionBudgets()
+	networkPolicies := kubeInformers.Networking().V1().NetworkPolicies()
 	configMaps := kubeInformers.Core().V1().ConfigMaps()
 	pods := kubeInformers.Core().V1().Pods()
 
@@ -192,6 +193,7 @@ func NewController(ctx context.Context, kube kubernetes.Interface, databases ver
 			Services:               services.Lister(),
 			Secrets:                secrets.Lister(),
 			PodDisruptionBudgets:   pdbs.Lister(),
+			NetworkPolicies:        networkPolicies.Lister(),
 			ConfigMaps:             configMaps.Lister(),
 			Pods:                   pods.Lister(),
 			PersistentVolumeClaims: claims.GetIndexer(),
@@ -239,6 +241,7 @@ func NewController(ctx context.Context, kube kubernetes.Interface, databases ver
 		{secrets.Informer(), c.enqueueOwner},
 		{claims, c.enqueueClaim},
 		{pdbs.Informer(), c.enqueueOwner},
+		{networkPolicies.Informer(), c.enqueueOwner},
 		{configMaps.Informer(), c.enqueueOwner},
 		{pods.Informer(), c.enqueuePod},
 		{events, c.enqueueEvent},

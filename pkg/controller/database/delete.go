@@ -24,7 +24,7 @@ import (
 // removes FinalizerName, and reports phase Deleting.
 //
 //   - Delete ("" too): the StatefulSet, the Services, the replication ConfigMap, the
-//     PodDisruptionBudget, the data PersistentVolumeClaims and the Secret are deleted
+//     PodDisruptionBudget, the NetworkPolicy, the data PersistentVolumeClaims and the Secret are deleted
 //     (ourFinalizers removed first).
 //   - Retain: the workload is deleted; the claims and the Secret are kept and released: our
 //     owner reference, managed-by label and ourFinalizers are removed, so the garbage
@@ -89,6 +89,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, db *examplev1.Database
 	}
 	collect(deleteCachedChild(ctx, db, "PodDisruptionBudget", r.listers.PodDisruptionBudgets.PodDisruptionBudgets(ns).Get,
 		r.kube.PolicyV1().PodDisruptionBudgets(ns), specs.PodDisruptionBudgetName(db)))
+	collect(deleteCachedChild(ctx, db, "NetworkPolicy", r.listers.NetworkPolicies.NetworkPolicies(ns).Get,
+		r.kube.NetworkingV1().NetworkPolicies(ns), specs.NetworkPolicyName(db)))
 	if sts == nil || sts.DeletionTimestamp == nil {
 		orphans, err := r.deleteOrphanPods(ctx, db)
 		if err != nil {

@@ -132,7 +132,7 @@ func TestDeletion(t *testing.T) {
 			if tc.keep {
 				require.Equal(t, password, f.secret().Data["password"])
 				// The release record, where tenants cannot write, holds every released uid.
-				obj, err := f.kube.Tracker().Get(configMaps, database.DefaultRecordNamespace, database.ReleasedRecordName(namespace, name))
+				obj, err := f.kube.Tracker().Get(configMaps, database.DefaultControllerNamespace, database.ReleasedRecordName(namespace, name))
 				require.NoError(t, err)
 				require.Equal(t, map[string]string{
 					"data-my-database-0-uid":      "PersistentVolumeClaim data-my-database-0",
@@ -142,7 +142,7 @@ func TestDeletion(t *testing.T) {
 				}, obj.(*corev1.ConfigMap).Data)
 				require.Equal(t, specs.ManagedByValue, obj.(*corev1.ConfigMap).Labels[specs.ManagedByLabel])
 			} else {
-				_, err := f.kube.Tracker().Get(configMaps, database.DefaultRecordNamespace, database.ReleasedRecordName(namespace, name))
+				_, err := f.kube.Tracker().Get(configMaps, database.DefaultControllerNamespace, database.ReleasedRecordName(namespace, name))
 				require.True(t, apierrors.IsNotFound(err), "nothing released: %v", err)
 			}
 		})

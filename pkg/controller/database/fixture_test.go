@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -20,6 +21,7 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -43,15 +45,16 @@ var (
 	start = time.Date(2026, time.March, 1, 12, 0, 0, 0, time.UTC)
 	key   = cache.ObjectName{Namespace: namespace, Name: name}
 
-	statefulSets = appsv1.SchemeGroupVersion.WithResource("statefulsets")
-	services     = corev1.SchemeGroupVersion.WithResource("services")
-	secrets      = corev1.SchemeGroupVersion.WithResource("secrets")
-	claims       = corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims")
-	pdbs         = policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets")
-	configMaps   = corev1.SchemeGroupVersion.WithResource("configmaps")
-	pods         = corev1.SchemeGroupVersion.WithResource("pods")
-	events       = corev1.SchemeGroupVersion.WithResource("events")
-	databases    = examplev1.SchemeGroupVersion.WithResource("databases")
+	statefulSets    = appsv1.SchemeGroupVersion.WithResource("statefulsets")
+	services        = corev1.SchemeGroupVersion.WithResource("services")
+	secrets         = corev1.SchemeGroupVersion.WithResource("secrets")
+	claims          = corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims")
+	networkPolicies = networkingv1.SchemeGroupVersion.WithResource("networkpolicies")
+	pdbs            = policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets")
+	configMaps      = corev1.SchemeGroupVersion.WithResource("configmaps")
+	pods            = corev1.SchemeGroupVersion.WithResource("pods")
+	events          = corev1.SchemeGroupVersion.WithResource("events")
+	databases       = examplev1.SchemeGroupVersion.WithResource("databases")
 )
 
 // exampleDatabase is the example Database (artifacts/examples/database.yaml) as the API
@@ -167,7 +170,7 @@ func newFixtureWithOptions(t *testing.T, options database.Options, db *examplev1
 		}
 		return false, nil, nil
 	})
-	for _, gvr := range []schema.GroupVersionResource{statefulSets, services, secrets, pdbs, configMaps, pods, databases} {
+	for _, gvr := range []schema.GroupVersionResource{statefulSets, services, secrets, pdbs, networkPolicies, configMaps, pods, databases} {
 		f.indexers[gvr] = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	}
 	f.indexers[claims] = database.NewClaimInformer(f.kube, 0).GetIndexer()
@@ -178,6 +181,7 @@ func newFixtureWithOptions(t *testing.T, options database.Options, db *examplev1
 		Services:               corelisters.NewServiceLister(f.indexers[services]),
 		Secrets:                corelisters.NewSecretLister(f.indexers[secrets]),
 		PodDisruptionBudgets:   policylisters.NewPodDisruptionBudgetLister(f.indexers[pdbs]),
+		NetworkPolicies:        networkinglisters.NewNetworkPolicyLister(f.indexers[networkPolicies]),
 		ConfigMaps:             corelisters.NewConfigMapLister(f.indexers[configMaps]),
 		Pods:                   corelisters.NewPodLister(f.indexers[pods]),
 		PersistentVolumeClaims: f.indexers[claims],
@@ -259,6 +263,9 @@ func (f *fixture) sync() {
 		},
 		pdbs: func() (runtime.Object, error) {
 			return f.kube.PolicyV1().PodDisruptionBudgets("").List(f.t.Context(), metav1.ListOptions{})
+		},
+		networkPolicies: func() (runtime.Object, error) {
+			return f.kube.NetworkingV1().NetworkPolicies("").List(f.t.Context(), metav1.ListOptions{})
 		},
 		configMaps: func() (runtime.Object, error) {
 			return f.kube.CoreV1().ConfigMaps("").List(f.t.Context(), metav1.ListOptions{})

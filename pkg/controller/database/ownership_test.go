@@ -94,7 +94,7 @@ func releasedRecord(objs ...metav1.Object) *corev1.ConfigMap {
 		}
 		data[string(obj.GetUID())] = kind + " " + obj.GetName()
 	}
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: database.DefaultRecordNamespace,
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: database.DefaultControllerNamespace,
 		Name: database.ReleasedRecordName(namespace, name), Labels: map[string]string{specs.ManagedByLabel: specs.ManagedByValue}},
 		Data: data}
 }
@@ -170,7 +170,7 @@ func TestRetainedDataIsAdoptedByADatabaseOfTheSameName(t *testing.T) {
 				require.Equal(t, specs.ManagedByValue, obj.GetLabels()[specs.ManagedByLabel])
 			}
 			require.NotEqual(t, examplev1.DatabasePhaseFailed, f.database().Status.Phase)
-			_, err = f.kube.Tracker().Get(configMaps, database.DefaultRecordNamespace, record)
+			_, err = f.kube.Tracker().Get(configMaps, database.DefaultControllerNamespace, record)
 			require.True(t, apierrors.IsNotFound(err), "every recorded uid adopted: the record is gone (%v)", err)
 		})
 	}

@@ -120,6 +120,9 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 	if h == nil && err == nil {
 		h, err = p.ensurePodDisruptionBudget(ctx)
 	}
+	if h == nil && err == nil {
+		h, err = p.ensureNetworkPolicy(ctx)
+	}
 	if h != nil || err != nil {
 		return p.halted(obs, h), err
 	}

@@ -1,13 +1,13 @@
 // Package database is the Database controller. The Reconciler turns each example.com/v1
 // Database into its credentials Secret, headless, client and read Services, replication
-// ConfigMap, StatefulSet and PodDisruptionBudget (built by package specs), runs PostgreSQL
+// ConfigMap, StatefulSet, PodDisruptionBudget and NetworkPolicy (built by package specs), runs PostgreSQL
 // replication over SQL (package postgres), cleans up by spec.deletionPolicy, and
 // reports the state in the Database's status; the Controller (controller.go) feeds it keys
 // from informers through a rate-limited workqueue.
 //
 // Reconcile (this file) runs one pass (pass.go: the Secret and Services; replication.go:
-// the replication ConfigMap; claims.go: the data claims; workload.go: the StatefulSet and
-// PodDisruptionBudget; replication.go again, for an engine that replicates: the servers'
+// the replication ConfigMap; claims.go: the data claims; workload.go: the StatefulSet,
+// PodDisruptionBudget and NetworkPolicy; replication.go again, for an engine that replicates: the servers'
 // roles, slots, switchover and restarts, asked through Instances, and the application role,
 // credentials.go), then writes status (status.go); a Database being deleted goes to
 // delete.go instead. The pieces they share have their own files: child writes
@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -85,6 +86,7 @@ type Listers struct {
 	Services             corelisters.ServiceLister
 	Secrets              corelisters.SecretLister
 	PodDisruptionBudgets policylisters.PodDisruptionBudgetLister
+	NetworkPolicies      networkinglisters.NetworkPolicyLister
 	ConfigMaps           corelisters.ConfigMapLister
 	Pods                 corelisters.PodLister
 	// PersistentVolumeClaims is the claim cache, unlike the others not scoped by labels
@@ -126,9 +128,11 @@ type Options struct {
 	// catalog's ("registry.example:5000/mirror": specs.ImageFrom), for a mirrored or
 	// air-gapped cluster.
 	ImageRegistry string
-	// RecordNamespace is the namespace of the release records (ReleasedRecordName): the
-	// controller's own, which tenants cannot write. Empty is DefaultRecordNamespace.
-	RecordNamespace string
+	// ControllerNamespace is the controller's own namespace, which tenants cannot write:
+	// it holds the release records (ReleasedRecordName), and a Database's NetworkPolicy
+	// admits the Pods labelled specs.ControllerPodLabels there. Empty is
+	// DefaultControllerNamespace.
+	ControllerNamespace string
 }
 
 // NewReconciler returns a Reconciler writing children through kube, Databases through

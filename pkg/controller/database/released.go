@@ -15,10 +15,9 @@ import (
 	"example.com/database-apiserver/pkg/controller/specs"
 )
 
-// DefaultRecordNamespace is the namespace of the release records when Options.RecordNamespace
-// is empty: the controller's own (artifacts/deploy/namespace.yaml), which tenants cannot
-// write.
-const DefaultRecordNamespace = "database-system"
+// DefaultControllerNamespace is the controller's own namespace when
+// Options.ControllerNamespace is empty (artifacts/deploy/namespace.yaml).
+const DefaultControllerNamespace = "database-system"
 
 // ReleasedRecordPrefix begins the name of every release record.
 const ReleasedRecordPrefix = "released."
@@ -28,7 +27,7 @@ const ReleasedRecordPrefix = "released."
 // Database does, so no Secret planted before it can carry it.
 const RestoreForAnnotation = "database.example.com/restore-for"
 
-// ReleasedRecordName is the name of the ConfigMap, in the record namespace, that records the
+// ReleasedRecordName is the name of the ConfigMap, in the controller's namespace, that records the
 // children a deletionPolicy Retain released from the Database namespace/name:
 // "released.<namespace>.<name>" (both DNS labels, so the name is unambiguous). Its data maps
 // each released object's UID to "<Kind> <name>".
@@ -36,12 +35,14 @@ func ReleasedRecordName(namespace, name string) string {
 	return ReleasedRecordPrefix + namespace + "." + name
 }
 
-// recordNamespace is where the Reconciler keeps the release records.
-func (r *Reconciler) recordNamespace() string {
-	if r.options.RecordNamespace != "" {
-		return r.options.RecordNamespace
+// controllerNamespace is the controller's own namespace, Options.ControllerNamespace or
+// DefaultControllerNamespace: where the Reconciler keeps the release records, and where a
+// Database's NetworkPolicy admits the controller's Pods from.
+func (r *Reconciler) controllerNamespace() string {
+	if r.options.ControllerNamespace != "" {
+		return r.options.ControllerNamespace
 	}
-	return DefaultRecordNamespace
+	return DefaultControllerNamespace
 }
 
 // recordEntry is the value a release record holds for an object of kind named name.
@@ -57,7 +58,7 @@ type releasedObject struct {
 // managed-by and annotated RetainedFromAnnotation) before their release: only an object
 // recorded there is ever adopted. A conflict is retried on a fresh copy.
 func (r *Reconciler) recordReleased(ctx context.Context, db *examplev1.Database, objects []releasedObject) error {
-	client := r.kube.CoreV1().ConfigMaps(r.recordNamespace())
+	client := r.kube.CoreV1().ConfigMaps(r.controllerNamespace())
 	name := ReleasedRecordName(db.Namespace, db.Name)
 	entries := map[string]string{}
 	for _, o := range objects {
@@ -72,7 +73,7 @@ func (r *Reconciler) recordReleased(ctx context.Context, db *examplev1.Database,
 			_, err = client.Create(ctx, &corev1.ConfigMap{
 				ObjectMeta: metav1.ObjectMeta{
 					Name:        name,
-					Namespace:   r.recordNamespace(),
+					Namespace:   r.controllerNamespace(),
 					Labels:      map[string]string{specs.ManagedByLabel: specs.ManagedByValue},
 					Annotations: map[string]string{RetainedFromAnnotation: retainedKey(db)},
 				},
@@ -100,7 +101,7 @@ func (r *Reconciler) recordReleased(ctx context.Context, db *examplev1.Database,
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("record the released objects in ConfigMap %s/%s: %w", r.recordNamespace(), name, err)
+		return fmt.Errorf("record the released objects in ConfigMap %s/%s: %w", r.controllerNamespace(), name, err)
 	}
 	return nil
 }
@@ -108,12 +109,12 @@ func (r *Reconciler) recordReleased(ctx context.Context, db *examplev1.Database,
 // releasedRecord reads db's release record from the API server (a record written a moment
 // ago must be seen): UID to entry, empty when there is none.
 func (r *Reconciler) releasedRecord(ctx context.Context, db *examplev1.Database) (map[string]string, error) {
-	cm, err := r.kube.CoreV1().ConfigMaps(r.recordNamespace()).Get(ctx, ReleasedRecordName(db.Namespace, db.Name), metav1.GetOptions{})
+	cm, err := r.kube.CoreV1().ConfigMaps(r.controllerNamespace()).Get(ctx, ReleasedRecordName(db.Namespace, db.Name), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return map[string]string{}, nil
 	case err != nil:
-		return nil, fmt.Errorf("get the release record ConfigMap %s/%s: %w", r.recordNamespace(), ReleasedRecordName(db.Namespace, db.Name), err)
+		return nil, fmt.Errorf("get the release record ConfigMap %s/%s: %w", r.controllerNamespace(), ReleasedRecordName(db.Namespace, db.Name), err)
 	}
 	if cm.Data == nil {
 		return map[string]string{}, nil
@@ -125,7 +126,7 @@ func (r *Reconciler) releasedRecord(ctx context.Context, db *examplev1.Database)
 // record when nothing is left in it (a delete conditional on the copy read, so an entry
 // recorded meanwhile is kept).
 func (r *Reconciler) forgetReleased(ctx context.Context, db *examplev1.Database, uid types.UID) error {
-	client := r.kube.CoreV1().ConfigMaps(r.recordNamespace())
+	client := r.kube.CoreV1().ConfigMaps(r.controllerNamespace())
 	name := ReleasedRecordName(db.Namespace, db.Name)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		have, err := client.Get(ctx, name, metav1.GetOptions{})
@@ -153,7 +154,7 @@ func (r *Reconciler) forgetReleased(ctx context.Context, db *examplev1.Database,
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("remove uid %s from the release record ConfigMap %s/%s: %w", uid, r.recordNamespace(), name, err)
+		return fmt.Errorf("remove uid %s from the release record ConfigMap %s/%s: %w", uid, r.controllerNamespace(), name, err)
 	}
 	return nil
 }
@@ -204,7 +205,7 @@ func (p *pass) judgeAdoption(ctx context.Context, kind string, obj metav1.Object
 func (p *pass) unrecordedFailure(kind string, obj metav1.Object) *halt {
 	return fail(ReasonChildConflict,
 		"%s %s carries %s=%s but is not adopted: this controller did not release it (its uid %s is not in the release record ConfigMap %s/%s), so it may have been planted; it is left untouched: delete or rename it, or give the Database another name (checked again every minute)",
-		kind, obj.GetName(), RetainedFromAnnotation, retainedKey(p.db), obj.GetUID(), p.r.recordNamespace(), ReleasedRecordName(p.db.Namespace, p.db.Name))
+		kind, obj.GetName(), RetainedFromAnnotation, retainedKey(p.db), obj.GetUID(), p.r.controllerNamespace(), ReleasedRecordName(p.db.Namespace, p.db.Name))
 }
 
 // adopted removes obj, just adopted, from the release record, if it was there.

@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -111,6 +112,31 @@ func (p *pass) ensurePodDisruptionBudget(ctx context.Context) (*halt, error) {
 	deleted, err := deleteCachedChild(ctx, db, "PodDisruptionBudget", cached, client, specs.PodDisruptionBudgetName(db))
 	if deleted {
 		p.r.event(ctx, db, corev1.EventTypeNormal, ReasonDeleted, "Deleted PodDisruptionBudget %s: replicas is 1", specs.PodDisruptionBudgetName(db))
+	}
+	return nil, err
+}
+
+// ensureNetworkPolicy keeps the NetworkPolicy of specs.NetworkPolicy while spec.networkPolicy
+// is set, admitting the controller from its own namespace, and deletes ours once it is unset.
+func (p *pass) ensureNetworkPolicy(ctx context.Context) (*halt, error) {
+	db := p.db
+	client := p.r.kube.NetworkingV1().NetworkPolicies(db.Namespace)
+	cached := p.r.listers.NetworkPolicies.NetworkPolicies(db.Namespace).Get
+	if db.Spec.NetworkPolicy != nil {
+		want := specs.NetworkPolicy(db, p.desired, p.r.controllerNamespace())
+		_, h, err := ensureChild(ctx, p, childOps[*networkingv1.NetworkPolicy]{
+			kind:   "NetworkPolicy",
+			name:   want.Name,
+			client: client,
+			cached: cached,
+			build:  func() *networkingv1.NetworkPolicy { return want },
+			sync:   func(have *networkingv1.NetworkPolicy) *halt { specs.SyncNetworkPolicy(have, want); return nil },
+		})
+		return h, err
+	}
+	deleted, err := deleteCachedChild(ctx, db, "NetworkPolicy", cached, client, specs.NetworkPolicyName(db))
+	if deleted {
+		p.r.event(ctx, db, corev1.EventTypeNormal, ReasonDeleted, "Deleted NetworkPolicy %s: spec.networkPolicy is unset", specs.NetworkPolicyName(db))
 	}
 	return nil, err
 }
