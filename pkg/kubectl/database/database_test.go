@@ -350,6 +350,12 @@ func TestHelpShowsEveryCommandWithExamples(t *testing.T) {
 
 func describeFixture(api *fakeAPI) {
 	db := shopDatabase()
+	db.Spec.NetworkPolicy = &examplev1.DatabaseNetworkPolicy{From: []examplev1.DatabaseNetworkPolicyPeer{
+		{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "shop"}}},
+		{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "payments"}},
+			PodSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"api"}}}}},
+		{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "reports"}}},
+	}}
 	db.Status.Restart = &examplev1.DatabaseRestartStatus{RequestedBy: "alice", RequestedAt: metav1.NewMicroTime(testNow.Add(-2 * time.Minute)), Reason: "new kernel parameters"}
 	api.on(http.MethodGet, dbPath, http.StatusOK, db)
 	api.on(http.MethodGet, "/apis/apps/v1/namespaces/production/statefulsets/shop", http.StatusOK, &appsv1.StatefulSet{
@@ -391,6 +397,7 @@ Spec:
   Storage:          10Gi
   Deletion Policy:  <none>
   Primary:          <none>
+  Network Policy:   pods app=shop; pods tier in (api) in namespaces team=payments; every pod in namespaces team=reports
 Status:
   Phase:                Ready
   Ready Replicas:       2

@@ -66,6 +66,7 @@ func (o *DescribeOptions) describeDatabase(w *prefixWriter, db *examplev1.Databa
 	w.Write(1, "Storage:\t%s\n", orNone(db.Spec.Storage))
 	w.Write(1, "Deletion Policy:\t%s\n", orNone(string(db.Spec.DeletionPolicy)))
 	w.Write(1, "Primary:\t%s\n", orNone(db.Spec.Primary))
+	w.Write(1, "Network Policy:\t%s\n", networkPolicyClients(db.Spec.NetworkPolicy))
 	w.Write(0, "Status:\n")
 	w.Write(1, "Phase:\t%s\n", orNone(string(db.Status.Phase)))
 	w.Write(1, "Ready Replicas:\t%d\n", db.Status.ReadyReplicas)
@@ -278,3 +279,29 @@ func (w *prefixWriter) Write(level int, format string, a ...any) {
 
 // Flush writes what the tabwriter holds.
 func (w *prefixWriter) Flush() error { return w.tw.Flush() }
+
+// networkPolicyClients says whom spec.networkPolicy admits: "<none>" when it is unset (no
+// NetworkPolicy), "no clients" for an empty list, else each peer as kubectl describe
+// networkpolicy writes selectors ("pods app=shop in namespaces team=payments"), joined by "; ".
+func networkPolicyClients(policy *examplev1.DatabaseNetworkPolicy) string {
+	switch {
+	case policy == nil:
+		return "<none>"
+	case len(policy.From) == 0:
+		return "no clients (only its own Pods and the controller)"
+	}
+	peers := make([]string, 0, len(policy.From))
+	for _, p := range policy.From {
+		var peer []string
+		if p.PodSelector != nil {
+			peer = append(peer, "pods "+metav1.FormatLabelSelector(p.PodSelector))
+		} else {
+			peer = append(peer, "every pod")
+		}
+		if p.NamespaceSelector != nil {
+			peer = append(peer, "in namespaces "+metav1.FormatLabelSelector(p.NamespaceSelector))
+		}
+		peers = append(peers, strings.Join(peer, " "))
+	}
+	return strings.Join(peers, "; ")
+}
