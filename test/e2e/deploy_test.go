@@ -11,21 +11,27 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	certutil "k8s.io/client-go/util/cert"
 
 	"example.com/database-apiserver/pkg/apiserver"
+	controllerapp "example.com/database-apiserver/pkg/controller/app"
 )
 
 // installNamespace is the namespace artifacts/deploy installs into.
@@ -110,15 +116,95 @@ func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *u
 // movedTo returns deep copies of objs whose objects in installNamespace are in ns instead. The
 // Namespace itself, cluster-scoped objects and other namespaces (kube-system) stay as they are.
 func movedTo(objs []*unstructured.Unstructured, ns string) []*unstructured.Unstructured {
+	return namespacesMoved(objs, map[string]string{installNamespace: ns})
+}
+
+// namespacesMoved returns deep copies of objs whose objects in a namespace that to maps are
+// in the namespace it maps it to; the others stay where they are.
+func namespacesMoved(objs []*unstructured.Unstructured, to map[string]string) []*unstructured.Unstructured {
 	var moved []*unstructured.Unstructured
 	for _, o := range objs {
 		o = o.DeepCopy()
-		if o.GetNamespace() == installNamespace {
+		if ns, ok := to[o.GetNamespace()]; ok {
 			o.SetNamespace(ns)
 		}
 		moved = append(moved, o)
 	}
 	return moved
+}
+
+// namespacedControllers are the overlays of artifacts/deploy/controller-namespaced that run a
+// controller for one namespace: the namespace it watches and the directory that installs it.
+var namespacedControllers = []struct{ namespace, dir string }{
+	{"a", "artifacts/deploy/controller-namespaced/a"},
+	{"b", "artifacts/deploy/controller-namespaced/b"},
+}
+
+// composed writes a kustomization into a temporary directory, as a user's own around the
+// shipped ones: its resources and components are the directories given (relative to the
+// repository root, or absolute), by relative paths as kustomize requires. It returns the
+// directory.
+func composed(t *testing.T, resources, components []string) string {
+	t.Helper()
+	dir := t.TempDir()
+	list := func(key string, dirs []string) string {
+		if len(dirs) == 0 {
+			return ""
+		}
+		var b strings.Builder
+		b.WriteString(key + ":\n")
+		for _, d := range dirs {
+			if !filepath.IsAbs(d) {
+				d = filepath.Join(root, d)
+			}
+			rel, err := filepath.Rel(dir, d)
+			require.NoError(t, err)
+			b.WriteString("- " + rel + "\n")
+		}
+		return b.String()
+	}
+	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n" +
+		list("resources", resources) + list("components", components)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644))
+	return dir
+}
+
+// namespacedOnlyInstall is the install README.md's "Namespaced mode" describes: artifacts/deploy
+// with the component controller-namespaced/only (in a kustomization of its own, as its comment
+// requires), which leaves the cluster-wide controller out, and the namespaced controllers of
+// namespacedControllers.
+func namespacedOnlyInstall(t *testing.T) string {
+	t.Helper()
+	resources := []string{composed(t, []string{"artifacts/deploy"}, []string{"artifacts/deploy/controller-namespaced/only"})}
+	for _, c := range namespacedControllers {
+		resources = append(resources, c.dir)
+	}
+	return composed(t, resources, nil)
+}
+
+// clusterWideController is what artifacts/deploy runs the cluster-wide controller with, as
+// kind/namespace/name: its workload (artifacts/deploy/base/controller), its ServiceAccount and
+// every binding that names it (artifacts/rbac/controller-*.yaml). The component
+// controller-namespaced/only removes exactly these; the ClusterRole database-controller stays.
+var clusterWideController = []string{
+	"Deployment/" + installNamespace + "/database-controller",
+	"PodDisruptionBudget/" + installNamespace + "/database-controller",
+	"NetworkPolicy/" + installNamespace + "/database-controller",
+	"ServiceAccount/" + installNamespace + "/database-controller",
+	"ClusterRoleBinding//database-controller",
+	"ClusterRoleBinding//database-controller:system:auth-delegator",
+	"RoleBinding/kube-system/database-controller:extension-apiserver-authentication-reader",
+	"Role/" + installNamespace + "/database-controller:leader-election",
+	"RoleBinding/" + installNamespace + "/database-controller:leader-election",
+}
+
+// ids returns kind/namespace/name of every object.
+func ids(objs []*unstructured.Unstructured) []string {
+	var ids []string
+	for _, o := range objs {
+		ids = append(ids, o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName())
+	}
+	return ids
 }
 
 // manifest is objs as one YAML stream (JSON documents).
@@ -136,9 +222,14 @@ func manifest(t *testing.T, objs []*unstructured.Unstructured) string {
 }
 
 // freshNamespace creates ns with the labels of the rendered Namespace (Pod Security
-// restricted), as installing into an empty cluster would, and deletes it after the test.
+// restricted), as installing into an empty cluster would, and deletes it after the test. An
+// overlay added to an install (a namespaced controller's) renders no Namespace: ns then gets
+// artifacts/deploy's.
 func freshNamespace(t *testing.T, objs []*unstructured.Unstructured, ns string) {
 	t.Helper()
+	if !slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() == "Namespace" }) {
+		objs = kustomize(t, "artifacts/deploy")
+	}
 	n := find(t, objs, "Namespace", installNamespace).DeepCopy()
 	n.SetName(ns)
 	kubectlIn(t, manifest(t, []*unstructured.Unstructured{n}), "apply", "-f", "-")
@@ -248,20 +339,88 @@ func TestDeployRendersAndEveryObjectPassesServerDryRun(t *testing.T) {
 		}
 		serverDryRun(t, served, "e2e-deploy-cert-manager")
 	})
+
+	// A namespaced controller's overlay holds its RBAC and its workload, nothing of the rest of
+	// the install. Its RoleBinding goes to a fresh namespace in place of the watched one.
+	for _, c := range namespacedControllers {
+		t.Run(c.dir, func(t *testing.T) {
+			objs := kustomize(t, c.dir)
+			name := "database-controller-" + c.namespace
+			require.ElementsMatch(t, []string{
+				"ServiceAccount/" + installNamespace + "/" + name,
+				"RoleBinding/" + c.namespace + "/" + name,
+				"Role/" + installNamespace + "/" + name,
+				"RoleBinding/" + installNamespace + "/" + name,
+				"ClusterRoleBinding//database-controller:system:auth-delegator-" + c.namespace,
+				"RoleBinding/kube-system/database-controller:extension-apiserver-authentication-reader-" + c.namespace,
+				"Deployment/" + installNamespace + "/" + name,
+				"PodDisruptionBudget/" + installNamespace + "/" + name,
+				"NetworkPolicy/" + installNamespace + "/" + name,
+			}, ids(objs))
+			for _, o := range objs {
+				require.Equal(t, "database-apiserver", o.GetLabels()["app.kubernetes.io/part-of"], o.GetName())
+			}
+			watched := testNamespace(t, "e2e-deploy-watched-"+c.namespace)
+			serverDryRun(t, namespacesMoved(objs, map[string]string{c.namespace: watched}), "e2e-deploy-namespaced-"+c.namespace)
+		})
+	}
+
+	t.Run("only namespaced controllers", func(t *testing.T) {
+		objs := kustomize(t, namespacedOnlyInstall(t))
+		// Everything of artifacts/deploy but the cluster-wide controller, and the namespaced ones.
+		var want []string
+		for _, id := range ids(kustomize(t, "artifacts/deploy")) {
+			if !slices.Contains(clusterWideController, id) {
+				want = append(want, id)
+			}
+		}
+		require.Len(t, want, len(ids(kustomize(t, "artifacts/deploy")))-len(clusterWideController),
+			"every object the component removes is one of artifacts/deploy")
+		watched := map[string]string{}
+		for _, c := range namespacedControllers {
+			want = append(want, ids(kustomize(t, c.dir))...)
+			watched[c.namespace] = testNamespace(t, "e2e-deploy-only-watched-"+c.namespace)
+		}
+		require.ElementsMatch(t, want, ids(objs))
+		find(t, objs, "ClusterRole", "database-controller")
+		// No binding is left to the cluster-wide controller's ServiceAccount.
+		for _, o := range objs {
+			if o.GetKind() != "RoleBinding" && o.GetKind() != "ClusterRoleBinding" {
+				continue
+			}
+			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+			for _, sub := range subjects {
+				require.NotEqual(t, "database-controller", sub.(map[string]any)["name"], "%s %s", o.GetKind(), o.GetName())
+			}
+		}
+		serverDryRun(t, namespacesMoved(objs, watched), "e2e-deploy-namespaced-only")
+	})
+
+	t.Run("only next to a namespaced controller fails to build", func(t *testing.T) {
+		// Listed in the kustomization that also holds a namespaced controller, the component
+		// would match its objects too (made from the same files): kustomize refuses, rather
+		// than leaving the namespaced controller out.
+		dir := composed(t, []string{"artifacts/deploy", namespacedControllers[0].dir},
+			[]string{"artifacts/deploy/controller-namespaced/only"})
+		out, errOut, err := kubectlAs(cluster.KubeconfigPath, "", "kustomize", dir)
+		require.Error(t, err, "stdout: %s", out)
+		require.Contains(t, errOut, "multiple matches")
+	})
 }
 
 // TestDeployPodsRunRestrictedInAFreshNamespace installs the namespaced objects of the certs
-// overlay for real into a namespace with the restricted Pod Security profile enforced: Pod
-// Security admission must admit every Pod, the etcd members get their volumes, and the
-// workloads turn ready on the simulated node (which runs no containers: probes and images are
-// not exercised here).
+// overlay, with those of the namespaced controller of a next to the cluster-wide one, for real
+// into a namespace with the restricted Pod Security profile enforced: Pod Security admission
+// must admit every Pod, the etcd members get their volumes, the workloads turn ready on the
+// simulated node (which runs no containers: probes and images are not exercised here), and
+// each PodDisruptionBudget covers the Pods of its own workload only.
 func TestDeployPodsRunRestrictedInAFreshNamespace(t *testing.T) {
 	dir, _ := certsOverlay(t)
 	objs := kustomize(t, dir)
 	const ns = "e2e-deploy-install"
 	freshNamespace(t, objs, ns)
 	var namespaced []*unstructured.Unstructured
-	for _, o := range movedTo(objs, ns) {
+	for _, o := range movedTo(append(objs, kustomize(t, namespacedControllers[0].dir)...), ns) {
 		if o.GetNamespace() == ns {
 			namespaced = append(namespaced, o)
 		}
@@ -285,36 +444,57 @@ func TestDeployPodsRunRestrictedInAFreshNamespace(t *testing.T) {
 	eventually(t, 90*time.Second, ready("statefulset", "database-etcd", "readyReplicas", 3))
 	eventually(t, 60*time.Second, ready("deployment", "database-apiserver", "availableReplicas", 2))
 	eventually(t, 60*time.Second, ready("deployment", "database-controller", "availableReplicas", 2))
+	namespacedController := "database-controller-" + namespacedControllers[0].namespace
+	eventually(t, 60*time.Second, ready("deployment", namespacedController, "availableReplicas", 2))
 	out := kubectl(t, "get", "pvc", "-n", ns, "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.phase} {end}")
 	require.ElementsMatch(t, []string{"data-database-etcd-0=Bound", "data-database-etcd-1=Bound", "data-database-etcd-2=Bound"},
 		strings.Fields(out))
-	// Every PodDisruptionBudget allows exactly one voluntary disruption.
-	for _, pdb := range []string{"database-etcd", "database-apiserver", "database-controller"} {
+	// Every PodDisruptionBudget allows exactly one voluntary disruption, of its own workload's
+	// Pods: the cluster-wide controller's budget does not count the namespaced controller's.
+	for pdb, pods := range map[string]int{"database-etcd": 3, "database-apiserver": 2, "database-controller": 2, namespacedController: 2} {
 		eventually(t, 30*time.Second, ready("pdb", pdb, "disruptionsAllowed", 1))
+		eventually(t, 30*time.Second, ready("pdb", pdb, "expectedPods", pods))
 	}
 }
 
 // TestDeployWorkloadsAreHardened pins what Pod Security's restricted profile does not check:
 // read-only root filesystems, resource requests, probes, and the replicas and flags of a
-// highly available install (3 etcd members, 2 API servers, 2 controllers with leader election).
+// highly available install (3 etcd members, 2 API servers, 2 controllers with leader election),
+// for the namespaced controllers as for the cluster-wide one, whose Deployment they run.
 func TestDeployWorkloadsAreHardened(t *testing.T) {
 	objs := kustomize(t, "artifacts/deploy")
-	for _, w := range []struct {
-		kind, name string
-		replicas   int64
-		args       []string
-	}{
-		{"StatefulSet", "database-etcd", 3, []string{"--client-cert-auth=true", "--peer-client-cert-auth=true"}},
-		{"Deployment", "database-apiserver", 2, []string{"--audit-log-path=-", "--secure-port=8443"}},
-		{"Deployment", "database-controller", 2, []string{"--leader-elect=true", "--secure-port=8081",
-			"--authorization-always-allow-paths=/healthz,/readyz,/livez"}},
-	} {
+	type workload struct {
+		dir, kind, name string
+		replicas        int64
+		args            []string
+	}
+	controllerArgs := []string{"--leader-elect=true", "--secure-port=8081",
+		"--authorization-always-allow-paths=/healthz,/readyz,/livez"}
+	workloads := []workload{
+		{"artifacts/deploy", "StatefulSet", "database-etcd", 3, []string{"--client-cert-auth=true", "--peer-client-cert-auth=true"}},
+		{"artifacts/deploy", "Deployment", "database-apiserver", 2, []string{"--audit-log-path=-", "--secure-port=8443"}},
+		{"artifacts/deploy", "Deployment", "database-controller", 2, controllerArgs},
+	}
+	controllers := []*unstructured.Unstructured{find(t, objs, "Deployment", "database-controller")}
+	for _, c := range namespacedControllers {
+		name := "database-controller-" + c.namespace
+		workloads = append(workloads, workload{c.dir, "Deployment", name, 2,
+			append([]string{"--namespace=" + c.namespace}, controllerArgs...)})
+		controllers = append(controllers, find(t, kustomize(t, c.dir), "Deployment", name))
+	}
+	for _, w := range workloads {
 		t.Run(w.name, func(t *testing.T) {
-			o := find(t, objs, w.kind, w.name)
+			o := find(t, kustomize(t, w.dir), w.kind, w.name)
 			replicas, _, _ := unstructured.NestedInt64(o.Object, "spec", "replicas")
 			require.Equal(t, w.replicas, replicas)
 			affinity, _, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec", "affinity", "podAntiAffinity")
 			require.NotEmpty(t, affinity, "pod anti-affinity")
+			// The anti-affinity spreads the workload's own Pods: it selects what its selector does.
+			selector, _, _ := unstructured.NestedStringMap(o.Object, "spec", "selector", "matchLabels")
+			terms, _, _ := unstructured.NestedSlice(affinity, "preferredDuringSchedulingIgnoredDuringExecution")
+			require.Len(t, terms, 1)
+			spread, _, _ := unstructured.NestedStringMap(terms[0].(map[string]any), "podAffinityTerm", "labelSelector", "matchLabels")
+			require.Equal(t, selector, spread)
 			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
 			require.Len(t, containers, 1)
 			c := containers[0].(map[string]any)
@@ -349,13 +529,55 @@ func TestDeployWorkloadsAreHardened(t *testing.T) {
 	liveness, _, _ := unstructured.NestedString(containers[0].(map[string]any), "livenessProbe", "httpGet", "path")
 	require.Equal(t, "/livez?exclude=etcd", liveness)
 
-	// The controller's probes speak HTTPS to the port that serves /metrics.
-	controller := find(t, objs, "Deployment", "database-controller")
-	containers, _, _ = unstructured.NestedSlice(controller.Object, "spec", "template", "spec", "containers")
-	for _, probe := range []string{"livenessProbe", "readinessProbe"} {
-		get, _, _ := unstructured.NestedMap(containers[0].(map[string]any), probe, "httpGet")
-		require.Equal(t, "HTTPS", get["scheme"], probe)
-		require.Equal(t, "https", get["port"], probe)
+	// The controllers' probes speak HTTPS to the port that serves /metrics.
+	for _, controller := range controllers {
+		containers, _, _ = unstructured.NestedSlice(controller.Object, "spec", "template", "spec", "containers")
+		for _, probe := range []string{"livenessProbe", "readinessProbe"} {
+			get, _, _ := unstructured.NestedMap(containers[0].(map[string]any), probe, "httpGet")
+			require.Equal(t, "HTTPS", get["scheme"], "%s %s", controller.GetName(), probe)
+			require.Equal(t, "https", get["port"], "%s %s", controller.GetName(), probe)
+		}
+	}
+
+	// A namespaced controller's Deployment, budget and policy are the cluster-wide
+	// controller's, and differ only in what makes them its own: the name (of the objects, the
+	// ServiceAccount and the label app.kubernetes.io/name that every selector uses) and
+	// --namespace, first of the arguments.
+	for _, c := range namespacedControllers {
+		t.Run(c.dir+" runs the cluster-wide controller's workload", func(t *testing.T) {
+			got := kustomize(t, c.dir)
+			name := "database-controller-" + c.namespace
+			set := func(o *unstructured.Unstructured, value any, fields ...string) {
+				_, found, err := unstructured.NestedFieldNoCopy(o.Object, fields...)
+				require.NoError(t, err)
+				require.True(t, found, "%v", fields)
+				require.NoError(t, unstructured.SetNestedField(o.Object, value, fields...))
+			}
+			nameLabel := "app.kubernetes.io/name"
+
+			want := find(t, objs, "Deployment", "database-controller").DeepCopy()
+			want.SetName(name)
+			set(want, name, "metadata", "labels", nameLabel)
+			set(want, name, "spec", "selector", "matchLabels", nameLabel)
+			set(want, name, "spec", "template", "metadata", "labels", nameLabel)
+			set(want, name, "spec", "template", "spec", "serviceAccountName")
+			spec := want.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+			term := spec["affinity"].(map[string]any)["podAntiAffinity"].(map[string]any)["preferredDuringSchedulingIgnoredDuringExecution"].([]any)[0]
+			set(&unstructured.Unstructured{Object: term.(map[string]any)}, name, "podAffinityTerm", "labelSelector", "matchLabels", nameLabel)
+			container := spec["containers"].([]any)[0].(map[string]any)
+			container["args"] = append([]any{"--namespace=" + c.namespace}, container["args"].([]any)...)
+			require.Equal(t, want.Object, find(t, got, "Deployment", name).Object)
+
+			want = find(t, objs, "PodDisruptionBudget", "database-controller").DeepCopy()
+			want.SetName(name)
+			set(want, name, "spec", "selector", "matchLabels", nameLabel)
+			require.Equal(t, want.Object, find(t, got, "PodDisruptionBudget", name).Object)
+
+			want = find(t, objs, "NetworkPolicy", "database-controller").DeepCopy()
+			want.SetName(name)
+			set(want, name, "spec", "podSelector", "matchLabels", nameLabel)
+			require.Equal(t, want.Object, find(t, got, "NetworkPolicy", name).Object)
+		})
 	}
 }
 
@@ -363,10 +585,10 @@ func TestDeployWorkloadsAreHardened(t *testing.T) {
 // the install's namespace: one denies all ingress to every Pod, and the others admit, per
 // workload, exactly these (source, port) pairs, each port a named port of the workload's
 // container: anyone to the API server's https port (kube-apiserver, whose address cannot be
-// selected), the namespace "monitoring" to the controller's https port and etcd's metrics
-// port, the API server to etcd's client port, the members to their client and peer ports.
+// selected), the namespace "monitoring" to each controller's https port and etcd's metrics
+// port, the API server to etcd's client port, the members to their client and peer ports. The
+// same holds for the install with namespaced controllers only.
 func TestDeployNetworkPoliciesAdmitOnlyWhatEachPortServes(t *testing.T) {
-	objs := kustomize(t, "artifacts/deploy")
 	const monitoring = "namespace kubernetes.io/metadata.name=monitoring"
 	want := map[string][]string{
 		"database-apiserver":  {"anyone -> https"},
@@ -375,6 +597,23 @@ func TestDeployNetworkPoliciesAdmitOnlyWhatEachPortServes(t *testing.T) {
 			"pod app.kubernetes.io/name=database-etcd -> client", "pod app.kubernetes.io/name=database-etcd -> peer",
 			monitoring + " -> metrics"},
 	}
+	t.Run("artifacts/deploy", func(t *testing.T) {
+		checkNetworkPolicies(t, kustomize(t, "artifacts/deploy"), want)
+	})
+	t.Run("only namespaced controllers", func(t *testing.T) {
+		namespacedOnly := maps.Clone(want)
+		delete(namespacedOnly, "database-controller")
+		for _, c := range namespacedControllers {
+			namespacedOnly["database-controller-"+c.namespace] = want["database-controller"]
+		}
+		checkNetworkPolicies(t, kustomize(t, namespacedOnlyInstall(t)), namespacedOnly)
+	})
+}
+
+// checkNetworkPolicies requires the NetworkPolicies of objs to deny all ingress but the
+// (source, port) pairs want lists per workload (by its app.kubernetes.io/name).
+func checkNetworkPolicies(t *testing.T, objs []*unstructured.Unstructured, want map[string][]string) {
+	t.Helper()
 	// Named container ports of each workload, by its app.kubernetes.io/name.
 	ports := map[string][]string{}
 	for _, o := range objs {
@@ -452,21 +691,84 @@ func TestDeployNetworkPoliciesAdmitOnlyWhatEachPortServes(t *testing.T) {
 	}
 }
 
+// TestDeployEachPodHasOneWorkloadAndOneDisruptionBudget checks the selectors of every install,
+// the namespaced controllers next to the cluster-wide one included: the Pods of each workload
+// are selected by its own selector alone (controllers whose selectors overlap fight over each
+// other's Pods) and by exactly one PodDisruptionBudget (the eviction API refuses to evict a Pod
+// that several budgets select).
+func TestDeployEachPodHasOneWorkloadAndOneDisruptionBudget(t *testing.T) {
+	withNamespaced := []string{"artifacts/deploy"}
+	for _, c := range namespacedControllers {
+		withNamespaced = append(withNamespaced, c.dir)
+	}
+	for name, dir := range map[string]string{
+		"artifacts/deploy":                           "artifacts/deploy",
+		"artifacts/deploy and controller-namespaced": composed(t, withNamespaced, nil),
+		"only namespaced controllers":                namespacedOnlyInstall(t),
+	} {
+		t.Run(name, func(t *testing.T) {
+			objs := kustomize(t, dir)
+			selectorOf := func(o *unstructured.Unstructured, fields ...string) labels.Selector {
+				m, found, err := unstructured.NestedMap(o.Object, fields...)
+				require.NoError(t, err)
+				require.True(t, found, "%s %s: %v", o.GetKind(), o.GetName(), fields)
+				var ls metav1.LabelSelector
+				require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(m, &ls))
+				sel, err := metav1.LabelSelectorAsSelector(&ls)
+				require.NoError(t, err)
+				require.False(t, sel.Empty(), "%s %s selects everything", o.GetKind(), o.GetName())
+				return sel
+			}
+			var workloads, budgets []*unstructured.Unstructured
+			for _, o := range objs {
+				switch o.GetKind() {
+				case "Deployment", "StatefulSet":
+					workloads = append(workloads, o)
+				case "PodDisruptionBudget":
+					budgets = append(budgets, o)
+				}
+			}
+			require.Len(t, budgets, len(workloads))
+			for _, w := range workloads {
+				podLabels, _, _ := unstructured.NestedStringMap(w.Object, "spec", "template", "metadata", "labels")
+				var selectedBy, coveredBy []string
+				for _, other := range workloads {
+					if selectorOf(other, "spec", "selector").Matches(labels.Set(podLabels)) {
+						selectedBy = append(selectedBy, other.GetName())
+					}
+				}
+				for _, b := range budgets {
+					if selectorOf(b, "spec", "selector").Matches(labels.Set(podLabels)) {
+						coveredBy = append(coveredBy, b.GetName())
+					}
+				}
+				require.Equal(t, []string{w.GetName()}, selectedBy, "the workloads selecting the Pods of %s", w.GetName())
+				require.Equal(t, []string{w.GetName()}, coveredBy, "the budgets selecting the Pods of %s", w.GetName())
+			}
+		})
+	}
+}
+
 // TestDeployFlagsAreKnownToTheBinaries runs bin/database-apiserver and bin/database-controller
 // with the rendered container arguments and --help: an unknown or misspelt flag fails the
 // parse before help is printed.
 func TestDeployFlagsAreKnownToTheBinaries(t *testing.T) {
-	objs := kustomize(t, "artifacts/deploy")
-	for deployment, binary := range map[string]string{
-		"database-apiserver":  "database-apiserver",
-		"database-controller": "database-controller",
-	} {
-		t.Run(deployment, func(t *testing.T) {
+	type deployment struct{ dir, name, binary string }
+	deployments := []deployment{
+		{"artifacts/deploy", "database-apiserver", "database-apiserver"},
+		{"artifacts/deploy", "database-controller", "database-controller"},
+	}
+	for _, c := range namespacedControllers {
+		deployments = append(deployments, deployment{c.dir, "database-controller-" + c.namespace, "database-controller"})
+	}
+	for _, d := range deployments {
+		t.Run(d.name, func(t *testing.T) {
+			binary := d.binary
 			path := filepath.Join(root, "bin", binary)
 			if _, err := os.Stat(path); err != nil {
 				t.Skipf("%s not built: %v", path, err)
 			}
-			o := find(t, objs, "Deployment", deployment)
+			o := find(t, kustomize(t, d.dir), "Deployment", d.name)
 			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
 			args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
 			for i := range args {
@@ -542,7 +844,8 @@ func checkPermissions(t *testing.T, as []string, perms []permission) {
 
 // TestDeployServiceAccountsHaveLeastPrivilege checks, against the RBAC of artifacts/rbac that
 // the local cluster applied, that each ServiceAccount of the install can do what it needs
-// and not more.
+// and not more, and, in the rendered overlays, that each namespaced controller runs as its
+// own ServiceAccount with rights in the namespace it reconciles.
 func TestDeployServiceAccountsHaveLeastPrivilege(t *testing.T) {
 	writeRBAC := []permission{
 		cannot("create", "clusterroles.rbac.authorization.k8s.io"),
@@ -640,6 +943,80 @@ func TestDeployServiceAccountsHaveLeastPrivilege(t *testing.T) {
 			can("watch", "configmaps/extension-apiserver-authentication", "-n", "kube-system"),
 		}, writeRBAC...))
 	})
+
+	// A namespaced controller runs as its own ServiceAccount, whose RBAC (the overlay's, which
+	// TestNamespacedControllerRBACReadsOnlyItsNamespace asks kube-apiserver about) grants the
+	// ClusterRole database-controller in one namespace: the one its --namespace names. It
+	// elects on the Lease its Role lets it update, the controller's default name with
+	// --namespace.
+	for _, c := range namespacedControllers {
+		t.Run(c.dir, func(t *testing.T) {
+			objs := kustomize(t, c.dir)
+			var sa string
+			for _, o := range objs {
+				if o.GetKind() == "ServiceAccount" {
+					require.Empty(t, sa, "one ServiceAccount")
+					sa = o.GetName()
+				}
+			}
+			require.Equal(t, "database-controller-"+c.namespace, sa)
+			d := find(t, objs, "Deployment", sa)
+			name, _, _ := unstructured.NestedString(d.Object, "spec", "template", "spec", "serviceAccountName")
+			require.Equal(t, sa, name)
+			containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+			args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+			for i := range args {
+				args[i] = strings.ReplaceAll(args[i], "$(POD_NAMESPACE)", d.GetNamespace())
+			}
+			o := controllerapp.NewOptions()
+			fs := pflag.NewFlagSet("database-controller", pflag.ContinueOnError)
+			for _, set := range o.Flags().FlagSets {
+				fs.AddFlagSet(set)
+			}
+			require.NoError(t, fs.Parse(args))
+			require.False(t, fs.Changed("leader-elect-resource-name"), "the Lease is the default of --namespace")
+			o.Complete()
+			require.NoError(t, o.Validate())
+			require.Equal(t, c.namespace, o.Namespace)
+
+			subject := map[string]any{"kind": "ServiceAccount", "name": sa, "namespace": installNamespace}
+			var granted []string
+			for _, b := range objs {
+				ref, _, _ := unstructured.NestedStringMap(b.Object, "roleRef")
+				subjects, _, _ := unstructured.NestedSlice(b.Object, "subjects")
+				switch b.GetKind() {
+				case "RoleBinding", "ClusterRoleBinding":
+					require.Equal(t, []any{subject}, subjects, "%s %s binds the controller's ServiceAccount only", b.GetKind(), b.GetName())
+				default:
+					continue
+				}
+				if b.GetKind() == "ClusterRoleBinding" {
+					// Only the delegated authentication of its secure port is cluster-wide.
+					require.Equal(t, "system:auth-delegator", ref["name"], b.GetName())
+				}
+				if ref["kind"] == "ClusterRole" && ref["name"] == "database-controller" {
+					granted = append(granted, b.GetKind()+" "+b.GetNamespace())
+				}
+			}
+			require.Equal(t, []string{"RoleBinding " + o.Namespace}, granted, "where the ClusterRole database-controller is granted")
+
+			role := find(t, objs, "Role", sa)
+			require.Equal(t, o.LeaderElection.ResourceNamespace, role.GetNamespace())
+			require.Equal(t, "database-controller-"+c.namespace, o.LeaderElection.ResourceName)
+			rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+			var leases []string
+			for _, r := range rules {
+				rule := r.(map[string]any)
+				resources, _, _ := unstructured.NestedStringSlice(rule, "resources")
+				verbs, _, _ := unstructured.NestedStringSlice(rule, "verbs")
+				if slices.Contains(resources, "leases") && slices.Contains(verbs, "update") {
+					names, _, _ := unstructured.NestedStringSlice(rule, "resourceNames")
+					leases = append(leases, names...)
+				}
+			}
+			require.Equal(t, []string{o.LeaderElection.ResourceName}, leases, "the Leases it may update")
+		})
+	}
 
 	t.Run("database-etcd", func(t *testing.T) {
 		// No binding names it, and its Pods mount no token.
