@@ -32,6 +32,7 @@ import (
 
 	"example.com/database-apiserver/pkg/apiserver"
 	controllerapp "example.com/database-apiserver/pkg/controller/app"
+	"example.com/database-apiserver/pkg/controller/specs"
 )
 
 // installNamespace is the namespace artifacts/deploy installs into.
@@ -529,8 +530,13 @@ func TestDeployWorkloadsAreHardened(t *testing.T) {
 	liveness, _, _ := unstructured.NestedString(containers[0].(map[string]any), "livenessProbe", "httpGet", "path")
 	require.Equal(t, "/livez?exclude=etcd", liveness)
 
-	// The controllers' probes speak HTTPS to the port that serves /metrics.
+	// The controllers' probes speak HTTPS to the port that serves /metrics; their Pods carry
+	// the labels a Database's NetworkPolicy admits the controller by.
 	for _, controller := range controllers {
+		podLabels, _, _ := unstructured.NestedStringMap(controller.Object, "spec", "template", "metadata", "labels")
+		for k, v := range specs.ControllerPodLabels {
+			require.Equal(t, v, podLabels[k], "%s: Pod label %s", controller.GetName(), k)
+		}
 		containers, _, _ = unstructured.NestedSlice(controller.Object, "spec", "template", "spec", "containers")
 		for _, probe := range []string{"livenessProbe", "readinessProbe"} {
 			get, _, _ := unstructured.NestedMap(containers[0].(map[string]any), probe, "httpGet")
