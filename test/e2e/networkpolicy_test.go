@@ -66,8 +66,8 @@ spec:
 	require.Equal(t, np.Spec.PodSelector, *np.Spec.Ingress[1].From[0].PodSelector, "the members reach each other")
 	require.Equal(t, localcluster.APIServerNamespace, np.Spec.Ingress[1].From[1].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"])
 	require.Equal(t, map[string]string{"app.kubernetes.io/component": "controller"}, np.Spec.Ingress[1].From[1].PodSelector.MatchLabels)
-	out := kubectl(t, "describe", "networkpolicy", "-n", ns, "guarded")
-	t.Logf("kubectl describe networkpolicy:\n%s", out)
+	t.Logf("kubectl get networkpolicy:\n%s", kubectl(t, "get", "networkpolicy", "-n", ns, "guarded"))
+	t.Logf("kubectl describe networkpolicy:\n%s", kubectl(t, "describe", "networkpolicy", "-n", ns, "guarded"))
 
 	// Other clients.
 	kubectlIn(t, manifest(`
@@ -98,6 +98,7 @@ spec:
 // TestInvalidNetworkPolicyIsRefusedWithFieldPath: a peer without a selector and a selector
 // kube-apiserver would refuse are 422s naming the field, and nothing is created.
 func TestInvalidNetworkPolicyIsRefusedWithFieldPath(t *testing.T) {
+	ns := testNamespace(t, "e2e-bad-netpol")
 	for _, tc := range []struct {
 		name, from string
 		want       []string
@@ -112,7 +113,7 @@ func TestInvalidNetworkPolicyIsRefusedWithFieldPath(t *testing.T) {
 kind: Database
 metadata:
   name: e2e-bad-netpol
-  namespace: production
+  namespace: `+ns+`
 spec:
   engine: postgresql
   version: "16"
@@ -124,7 +125,7 @@ spec:
 			for _, w := range tc.want {
 				require.Contains(t, errOut, w)
 			}
-			_, _, err := kubectlAs(cluster.KubeconfigPath, "", "get", "db", "-n", "production", "e2e-bad-netpol")
+			_, _, err := kubectlAs(cluster.KubeconfigPath, "", "get", "db", "-n", ns, "e2e-bad-netpol")
 			require.Error(t, err, "nothing is created")
 		})
 	}
