@@ -166,3 +166,13 @@ func deleteCachedChild[T childObject](ctx context.Context, db *examplev1.Databas
 	}
 	return deleteChild(ctx, db, kind, client, have)
 }
+
+// deleteUnwanted deletes ours of the child named name (deleteCachedChild) that the Database no
+// longer asks for, with a Normal Deleted Event "Deleted <kind> <name>: <why>".
+func deleteUnwanted[T childObject](ctx context.Context, p *pass, kind, name string, cached func(string) (T, error), client deleter, why string) error {
+	deleted, err := deleteCachedChild(ctx, p.db, kind, cached, client, name)
+	if deleted {
+		p.r.event(ctx, p.db, corev1.EventTypeNormal, ReasonDeleted, "Deleted %s %s: %s", kind, name, why)
+	}
+	return err
+}

@@ -360,13 +360,9 @@ func (p *pass) ensureServices(ctx context.Context) (*halt, error) {
 	if p.desired.Recipe.Replicates() && p.desired.Replicas > 1 {
 		services = append(services, specs.ReadService(db, p.desired))
 	} else {
-		client := p.r.kube.CoreV1().Services(db.Namespace)
-		deleted, err := deleteCachedChild(ctx, db, "Service", p.r.listers.Services.Services(db.Namespace).Get, client, specs.ReadServiceName(db))
-		if err != nil {
+		if err := deleteUnwanted(ctx, p, "Service", specs.ReadServiceName(db), p.r.listers.Services.Services(db.Namespace).Get,
+			p.r.kube.CoreV1().Services(db.Namespace), "replicas is 1"); err != nil {
 			return nil, err
-		}
-		if deleted {
-			p.r.event(ctx, db, corev1.EventTypeNormal, ReasonDeleted, "Deleted Service %s: replicas is 1", specs.ReadServiceName(db))
 		}
 	}
 	for _, want := range services {

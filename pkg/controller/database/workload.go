@@ -109,11 +109,7 @@ func (p *pass) ensurePodDisruptionBudget(ctx context.Context) (*halt, error) {
 		})
 		return h, err
 	}
-	deleted, err := deleteCachedChild(ctx, db, "PodDisruptionBudget", cached, client, specs.PodDisruptionBudgetName(db))
-	if deleted {
-		p.r.event(ctx, db, corev1.EventTypeNormal, ReasonDeleted, "Deleted PodDisruptionBudget %s: replicas is 1", specs.PodDisruptionBudgetName(db))
-	}
-	return nil, err
+	return nil, deleteUnwanted(ctx, p, "PodDisruptionBudget", specs.PodDisruptionBudgetName(db), cached, client, "replicas is 1")
 }
 
 // ensureNetworkPolicy keeps the NetworkPolicy of specs.NetworkPolicy while spec.networkPolicy
@@ -134,9 +130,5 @@ func (p *pass) ensureNetworkPolicy(ctx context.Context) (*halt, error) {
 		})
 		return h, err
 	}
-	deleted, err := deleteCachedChild(ctx, db, "NetworkPolicy", cached, client, specs.NetworkPolicyName(db))
-	if deleted {
-		p.r.event(ctx, db, corev1.EventTypeNormal, ReasonDeleted, "Deleted NetworkPolicy %s: spec.networkPolicy is unset", specs.NetworkPolicyName(db))
-	}
-	return nil, err
+	return nil, deleteUnwanted(ctx, p, "NetworkPolicy", specs.NetworkPolicyName(db), cached, client, "spec.networkPolicy is unset")
 }
