@@ -238,6 +238,15 @@ func TestControllerPolicyRefusesWhatTheControllerDoesNotBuild(t *testing.T) {
 		}, "database-controller-networkpolicies", "its policyTypes must be [Ingress]"},
 		{"admitting every source", func(np *networkingv1.NetworkPolicy) { np.Spec.Ingress[0].From = nil },
 			"database-controller-networkpolicies", "an ingress rule without from or ports admits every source or port"},
+		{"selecting another Database's Pods", func(np *networkingv1.NetworkPolicy) {
+			np.Spec.PodSelector.MatchLabels["app.kubernetes.io/instance"] = "someone-else"
+		}, "database-controller-networkpolicies", "app.kubernetes.io/instance=<the name of its controller Database>"},
+		{"without rules", func(np *networkingv1.NetworkPolicy) { np.Spec.Ingress = nil },
+			"database-controller-networkpolicies", "it has no ingress rule, which admits nothing"},
+		{"admitting every TCP port", func(np *networkingv1.NetworkPolicy) { np.Spec.Ingress[0].Ports[0].Port = nil },
+			"database-controller-networkpolicies", "a port without port, or with endPort, admits a range of ports"},
+		{"admitting a port range", func(np *networkingv1.NetworkPolicy) { np.Spec.Ingress[0].Ports[0].EndPort = ptr.To[int32](65535) },
+			"database-controller-networkpolicies", "a port without port, or with endPort, admits a range of ports"},
 		{"admitting an ipBlock", func(np *networkingv1.NetworkPolicy) {
 			np.Spec.Ingress[0].From = append(np.Spec.Ingress[0].From, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0"}})
 		}, "database-controller-networkpolicies", "a peer is an ipBlock"},

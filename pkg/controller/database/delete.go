@@ -24,7 +24,7 @@ import (
 // removes FinalizerName, and reports phase Deleting.
 //
 //   - Delete ("" too): the StatefulSet, the Services, the replication ConfigMap, the
-//     PodDisruptionBudget, the NetworkPolicy, the data PersistentVolumeClaims and the Secret are deleted
+//     PodDisruptionBudget, the data PersistentVolumeClaims and the Secret are deleted
 //     (ourFinalizers removed first).
 //   - Retain: the workload is deleted; the claims and the Secret are kept and released: our
 //     owner reference, managed-by label and ourFinalizers are removed, so the garbage
@@ -33,6 +33,9 @@ import (
 //   - DoNotTerminate: the API server refuses such a DELETE, so this is a Database deleted
 //     before its policy was set, or around the API server; it is treated as Retain (data is
 //     never lost) and a Warning Event says so.
+//
+// Under every policy the NetworkPolicy is left to the garbage collector, which deletes it with
+// the Database once the finalizer is gone, so the Pods stay covered while they terminate.
 //
 // The StatefulSet is read from the API server when the cache misses it. Pods of the
 // Database left without a controller (a StatefulSet deleted with propagationPolicy Orphan
@@ -89,8 +92,6 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, db *examplev1.Database
 	}
 	collect(deleteCachedChild(ctx, db, "PodDisruptionBudget", r.listers.PodDisruptionBudgets.PodDisruptionBudgets(ns).Get,
 		r.kube.PolicyV1().PodDisruptionBudgets(ns), specs.PodDisruptionBudgetName(db)))
-	collect(deleteCachedChild(ctx, db, "NetworkPolicy", r.listers.NetworkPolicies.NetworkPolicies(ns).Get,
-		r.kube.NetworkingV1().NetworkPolicies(ns), specs.NetworkPolicyName(db)))
 	if sts == nil || sts.DeletionTimestamp == nil {
 		orphans, err := r.deleteOrphanPods(ctx, db)
 		if err != nil {

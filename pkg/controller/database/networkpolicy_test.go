@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
@@ -81,4 +82,34 @@ func TestAForeignNetworkPolicyOfTheNameIsAConflict(t *testing.T) {
 	require.Equal(t, "ChildConflict", condition(got, "Ready").Reason)
 	require.Contains(t, condition(got, "Ready").Message, "NetworkPolicy my-database")
 	require.Empty(t, f.networkPolicy().OwnerReferences, "a foreign object is never adopted")
+}
+
+func TestNetworkPolicyComesBeforeEveryOtherChild(t *testing.T) {
+	db := exampleDatabase()
+	db.Spec.NetworkPolicy = &examplev1.DatabaseNetworkPolicy{}
+	// A foreign PodDisruptionBudget of the Database's name halts the pass after the
+	// StatefulSet: the NetworkPolicy is there before it all the same.
+	foreign := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	f := newFixture(t, db, foreign)
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	// The finalizer first, then the NetworkPolicy before any other child.
+	require.Equal(t, []string{"update databases my-database", "create networkpolicies my-database"}, f.actions[:2])
+	require.Contains(t, f.actions, "create statefulsets my-database")
+	require.True(t, f.exists(networkPolicies, name))
+	require.Equal(t, "ChildConflict", condition(f.database(), "Ready").Reason)
+
+	// While that conflict stays, a client removed from the spec is removed from the policy.
+	shop := examplev1.DatabaseNetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "shop"}}}
+	f.updateDatabase(func(db *examplev1.Database) {
+		db.Spec.NetworkPolicy = &examplev1.DatabaseNetworkPolicy{From: []examplev1.DatabaseNetworkPolicyPeer{shop}}
+	})
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Len(t, f.networkPolicy().Spec.Ingress, 2)
+	f.updateDatabase(func(db *examplev1.Database) { db.Spec.NetworkPolicy = &examplev1.DatabaseNetworkPolicy{} })
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Len(t, f.networkPolicy().Spec.Ingress, 1, "only the members' and the controller's rule")
+	require.Equal(t, "ChildConflict", condition(f.database(), "Ready").Reason)
 }

@@ -78,10 +78,15 @@ func (r *Reconciler) sync(ctx context.Context, db *examplev1.Database) (observat
 
 // run takes the steps in order and stops at the first halt or error. A halt before the data
 // claims are done, while a namespace deletion is under way, still releases the claims of a
-// Database whose policy no longer protects them.
+// Database whose policy no longer protects them. The NetworkPolicy comes first: no other
+// child's failure leaves the Pods without the one spec.networkPolicy asks for (or with clients
+// it no longer names), and a new Database's Pods never run before it exists.
 func (p *pass) run(ctx context.Context) (observation, error) {
 	defer p.recordCreated(ctx)
-	h, err := p.ensureSecret(ctx)
+	h, err := p.ensureNetworkPolicy(ctx)
+	if h == nil && err == nil {
+		h, err = p.ensureSecret(ctx)
+	}
 	if h == nil && err == nil {
 		h, err = p.ensureServices(ctx)
 	}
@@ -119,9 +124,6 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 	sts, h, err := p.ensureStatefulSet(ctx, expansion == nil)
 	if h == nil && err == nil {
 		h, err = p.ensurePodDisruptionBudget(ctx)
-	}
-	if h == nil && err == nil {
-		h, err = p.ensureNetworkPolicy(ctx)
 	}
 	if h != nil || err != nil {
 		return p.halted(obs, h), err

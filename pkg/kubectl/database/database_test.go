@@ -355,6 +355,8 @@ func describeFixture(api *fakeAPI) {
 		{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "payments"}},
 			PodSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"api"}}}}},
 		{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "reports"}}},
+		{PodSelector: &metav1.LabelSelector{}},
+		{NamespaceSelector: &metav1.LabelSelector{}, PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "probe"}}},
 	}}
 	db.Status.Restart = &examplev1.DatabaseRestartStatus{RequestedBy: "alice", RequestedAt: metav1.NewMicroTime(testNow.Add(-2 * time.Minute)), Reason: "new kernel parameters"}
 	api.on(http.MethodGet, dbPath, http.StatusOK, db)
@@ -397,7 +399,7 @@ Spec:
   Storage:          10Gi
   Deletion Policy:  <none>
   Primary:          <none>
-  Network Policy:   pods app=shop; pods tier in (api) in namespaces team=payments; every pod in namespaces team=reports
+  Network Policy:   pods app=shop; pods tier in (api) in namespaces team=payments; every pod in namespaces team=reports; every pod of its namespace; pods app=probe in every namespace
 Status:
   Phase:                Ready
   Ready Replicas:       2

@@ -281,8 +281,11 @@ func (w *prefixWriter) Write(level int, format string, a ...any) {
 func (w *prefixWriter) Flush() error { return w.tw.Flush() }
 
 // networkPolicyClients says whom spec.networkPolicy admits: "<none>" when it is unset (no
-// NetworkPolicy), "no clients" for an empty list, else each peer as kubectl describe
-// networkpolicy writes selectors ("pods app=shop in namespaces team=payments"), joined by "; ".
+// NetworkPolicy), "no clients" for an empty list, else each peer with its selectors as
+// metav1.FormatLabelSelector writes them ("pods app=shop in namespaces team=payments"), an
+// empty selector, which selects everything, as "every pod" ("of its namespace" without a
+// namespace selector) or "in every namespace"; peers are
+// joined by "; ".
 func networkPolicyClients(policy *examplev1.DatabaseNetworkPolicy) string {
 	switch {
 	case policy == nil:
@@ -292,16 +295,25 @@ func networkPolicyClients(policy *examplev1.DatabaseNetworkPolicy) string {
 	}
 	peers := make([]string, 0, len(policy.From))
 	for _, p := range policy.From {
-		var peer []string
-		if p.PodSelector != nil {
-			peer = append(peer, "pods "+metav1.FormatLabelSelector(p.PodSelector))
-		} else {
-			peer = append(peer, "every pod")
+		peer := "every pod"
+		if selectsSome(p.PodSelector) {
+			peer = "pods " + metav1.FormatLabelSelector(p.PodSelector)
 		}
-		if p.NamespaceSelector != nil {
-			peer = append(peer, "in namespaces "+metav1.FormatLabelSelector(p.NamespaceSelector))
+		switch {
+		case p.NamespaceSelector == nil && !selectsSome(p.PodSelector):
+			peer += " of its namespace"
+		case p.NamespaceSelector == nil:
+		case selectsSome(p.NamespaceSelector):
+			peer += " in namespaces " + metav1.FormatLabelSelector(p.NamespaceSelector)
+		default:
+			peer += " in every namespace"
 		}
-		peers = append(peers, strings.Join(peer, " "))
+		peers = append(peers, peer)
 	}
 	return strings.Join(peers, "; ")
+}
+
+// selectsSome is whether s is a selector with a requirement; nil and {} select everything.
+func selectsSome(s *metav1.LabelSelector) bool {
+	return s != nil && (len(s.MatchLabels) > 0 || len(s.MatchExpressions) > 0)
 }

@@ -54,6 +54,13 @@ const MaxVersionLength = 128
 // Database's clients need.
 const MaxNetworkPolicyPeers = 16
 
+// MaxNetworkPolicyTerms is the most label terms the selectors of spec.networkPolicy.from may
+// hold in all, a matchLabels entry and each key and value of a matchExpressions requirement
+// counting one: it keeps the Database and the NetworkPolicy the controller writes far below
+// etcd's request limit (a term is at most 317 bytes), so an oversized spec is a 422, not a
+// write etcd refuses.
+const MaxNetworkPolicyTerms = 512
+
 // versionFmt is the container image tag grammar (OCI distribution spec),
 // which spec.version must follow because it becomes the image tag.
 const versionFmt = `[A-Za-z0-9_][A-Za-z0-9_.-]*`
@@ -250,7 +257,8 @@ func ValidateDatabaseSpec(spec *example.DatabaseSpec, fldPath *field.Path) field
 }
 
 // ValidateNetworkPolicy validates spec.networkPolicy at fldPath: from is TooMany over
-// MaxNetworkPolicyPeers; each peer is Required unless it sets podSelector or
+// MaxNetworkPolicyPeers, and Invalid when its selectors hold more than MaxNetworkPolicyTerms
+// terms; each peer is Required unless it sets podSelector or
 // namespaceSelector (as networking.k8s.io/v1 requires of a NetworkPolicyPeer), and each
 // selector is validated as kube-apiserver validates a label selector (label keys and values,
 // operators In, NotIn, Exists and DoesNotExist and their values).
@@ -259,6 +267,10 @@ func ValidateNetworkPolicy(policy *example.DatabaseNetworkPolicy, fldPath *field
 	fromPath := fldPath.Child("from")
 	if len(policy.From) > MaxNetworkPolicyPeers {
 		errs = append(errs, field.TooMany(fromPath, len(policy.From), MaxNetworkPolicyPeers))
+	}
+	if terms := networkPolicyTerms(policy); terms > MaxNetworkPolicyTerms {
+		errs = append(errs, field.Invalid(fromPath, fmt.Sprintf("%d label terms", terms),
+			fmt.Sprintf("the selectors may hold at most %d label terms in all (a matchLabels entry, a matchExpressions key or value: one each)", MaxNetworkPolicyTerms)))
 	}
 	for i, peer := range policy.From {
 		peerPath := fromPath.Index(i)
@@ -275,6 +287,23 @@ func ValidateNetworkPolicy(policy *example.DatabaseNetworkPolicy, fldPath *field
 		}
 	}
 	return errs
+}
+
+// networkPolicyTerms counts the label terms of policy's selectors as MaxNetworkPolicyTerms does.
+func networkPolicyTerms(policy *example.DatabaseNetworkPolicy) int {
+	n := 0
+	for _, peer := range policy.From {
+		for _, sel := range []*metav1.LabelSelector{peer.PodSelector, peer.NamespaceSelector} {
+			if sel == nil {
+				continue
+			}
+			n += len(sel.MatchLabels)
+			for _, req := range sel.MatchExpressions {
+				n += 1 + len(req.Values)
+			}
+		}
+	}
+	return n
 }
 
 // ValidateDeletionPolicy validates a deletion policy at fldPath: NotSupported

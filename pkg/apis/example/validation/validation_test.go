@@ -519,6 +519,9 @@ func TestValidateNetworkPolicyReportsEachBrokenPeerOnItsField(t *testing.T) {
 		{"In without values", []example.DatabaseNetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 			{Key: "tier", Operator: metav1.LabelSelectorOpIn}}}}},
 			[]want{{field.ErrorTypeRequired, "spec.networkPolicy.from[0].podSelector.matchExpressions[0].values", "must be specified when `operator` is 'In' or 'NotIn'"}}},
+		{"too many label terms", []example.DatabaseNetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: manyValues(validation.MaxNetworkPolicyTerms)}}}}},
+			[]want{{field.ErrorTypeInvalid, "spec.networkPolicy.from", "at most 512 label terms in all"}}},
 		{"too many peers", slices.Repeat([]example.DatabaseNetworkPolicyPeer{shop}, validation.MaxNetworkPolicyPeers+1),
 			[]want{{field.ErrorTypeTooMany, "spec.networkPolicy.from", "must have at most 16 items"}}},
 	}
@@ -529,4 +532,20 @@ func TestValidateNetworkPolicyReportsEachBrokenPeerOnItsField(t *testing.T) {
 			requireErrors(t, validation.ValidateDatabaseSpec(&db.Spec, field.NewPath("spec")), tt.wants...)
 		})
 	}
+}
+
+// manyValues is n distinct label values.
+func manyValues(n int) []string {
+	values := make([]string, n)
+	for i := range values {
+		values[i] = "v" + strconv.Itoa(i)
+	}
+	return values
+}
+
+func TestValidateNetworkPolicyAcceptsMaxNetworkPolicyTerms(t *testing.T) {
+	db := exampleDatabase()
+	db.Spec.NetworkPolicy = &example.DatabaseNetworkPolicy{From: []example.DatabaseNetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{
+		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: manyValues(validation.MaxNetworkPolicyTerms - 1)}}}}}}
+	require.Empty(t, validation.ValidateDatabase(db))
 }
