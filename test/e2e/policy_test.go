@@ -250,8 +250,8 @@ func TestControllerPolicyRefusesWhatTheControllerDoesNotBuild(t *testing.T) {
 		{"admitting an ipBlock", func(np *networkingv1.NetworkPolicy) {
 			np.Spec.Ingress[0].From = append(np.Spec.Ingress[0].From, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0"}})
 		}, "database-controller-networkpolicies", "a peer is an ipBlock"},
-		{"without a Database owner", func(np *networkingv1.NetworkPolicy) { np.OwnerReferences = nil },
-			"database-controller-children", "NetworkPolicy " + ns + "/e2e-shape: its controller ownerReference must be an example.com/v1 Database"},
+		{"without the managed-by label", func(np *networkingv1.NetworkPolicy) { delete(np.Labels, specs.ManagedByLabel) },
+			"database-controller-children", "NetworkPolicy " + ns + "/e2e-shape: it must carry the label app.kubernetes.io/managed-by=database-controller"},
 		{"in kube-system", func(np *networkingv1.NetworkPolicy) { np.Namespace = "kube-system" },
 			"database-controller-children", "kube-system is a system namespace"},
 	} {
