@@ -365,6 +365,53 @@ func TestSwitchoverToACaughtUpReplicaSetsSpecPrimary(t *testing.T) {
 	require.ErrorContains(t, err, "a switchover to shop-1 is under way")
 }
 
+// A switchover is refused, and nothing recorded, while the controller would not carry it
+// out, as a restart is: while a restart is under way, on a Failed Database.
+func TestSwitchoverIsRefusedWhileItCouldNotRun(t *testing.T) {
+	client, _ := clientFor(t)
+	ns := namespace(t)
+	ctx := context.Background()
+	dbs := client.ExampleV1().Databases(ns)
+	db := newDatabase(ns, "shop", examplev1.EnginePostgreSQL, "16")
+	db.Spec.Replicas = ptrInt32(2)
+	db = create(t, client, db)
+	db.Status.Primary = "shop-0"
+	db.Status.Members = []examplev1.DatabaseMember{
+		{Name: "shop-0", Role: examplev1.MemberRolePrimary, Ready: true},
+		{Name: "shop-1", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](0)},
+	}
+	db, err := dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	db, err = dbs.Restart(ctx, "shop", &examplev1.DatabaseRestart{Reason: "new kernel"}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = dbs.Switchover(ctx, "shop", &examplev1.DatabaseSwitchover{Target: "shop-1"}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsConflict(err), "got %v", err)
+	require.ErrorContains(t, err, `Operation cannot be fulfilled on databases.example.com "shop": a restart is under way: requested by `+user.APIServerUser)
+
+	done := metav1.NowMicro()
+	db.Status.Restart.CompletedAt = &done
+	db.Status.Phase = examplev1.DatabasePhaseFailed
+	db, err = dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	_, err = dbs.Switchover(ctx, "shop", &examplev1.DatabaseSwitchover{Target: "shop-1"}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsConflict(err), "got %v", err)
+	require.ErrorContains(t, err, "the Database is Failed (see its Ready condition); resolve that first")
+
+	stored, err := dbs.Get(ctx, "shop", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, db.ResourceVersion, stored.ResourceVersion, "nothing recorded")
+	require.Empty(t, stored.Spec.Primary)
+	require.Nil(t, stored.Status.Switchover)
+
+	db.Status.Phase = examplev1.DatabasePhaseReady
+	_, err = dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	got, err := dbs.Switchover(ctx, "shop", &examplev1.DatabaseSwitchover{Target: "shop-1"}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "shop-1", got.Spec.Primary)
+}
+
 // MySQL reports no lag in bytes: a Ready replica that streams is a valid target.
 func TestSwitchoverToAReplicaOfUnknownLagIsAccepted(t *testing.T) {
 	client, _ := clientFor(t)

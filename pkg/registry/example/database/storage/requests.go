@@ -219,9 +219,10 @@ func (r *SwitchoverREST) ProducesObject(verb string) interface{} { return exampl
 // controller does not replicate (engine.Recipe.Replicates);
 // Invalid (422) on target when it is empty or not one of the Database's Pods,
 // listing those; NotFound; Conflict when the target is already the primary,
-// a switchover is under way, the target is not a Ready replica that streams
-// from the primary within SwitchoverMaxLagBytes (status.members), or the
-// Database is being deleted. A refused request changes nothing.
+// a switchover or a restart is under way, the Database is Failed or being
+// deleted, or the target is not a Ready replica that streams from the primary
+// within SwitchoverMaxLagBytes (status.members). A refused request changes
+// nothing.
 func (r *SwitchoverREST) Create(ctx context.Context, name string, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
 	req, ok := obj.(*example.DatabaseSwitchover)
 	if !ok {
@@ -301,6 +302,12 @@ func (r *SwitchoverREST) check(db *example.Database, req *example.DatabaseSwitch
 	primary := db.Status.Primary
 	if db.Spec.Primary != "" && db.Spec.Primary != primary {
 		return errors.NewConflict(resource, db.Name, fmt.Errorf("a switchover to %s is under way (spec.primary); status.primary is %q", db.Spec.Primary, primary))
+	}
+	if err := restartUnderWay(db); err != nil {
+		return err
+	}
+	if err := failed(db); err != nil {
+		return err
 	}
 	if req.Target == primary {
 		return errors.NewConflict(resource, db.Name, fmt.Errorf("%s is already the primary", req.Target))
