@@ -444,6 +444,33 @@ Events:
 	}
 }
 
+// Free text from the server is written with its non-printable characters escaped: a
+// reason cannot fake lines, a message cannot send escape sequences or break the columns.
+func TestDescribeEscapesNonPrintableText(t *testing.T) {
+	api := newFakeAPI(t)
+	describeFixture(api)
+	db := shopDatabase()
+	db.Status.Restart = &examplev1.DatabaseRestartStatus{RequestedBy: "alice", RequestedAt: metav1.NewMicroTime(testNow.Add(-2 * time.Minute)),
+		Reason: "kernel\n  Completed At:  Wed, 04 Mar 2026 11:59:00 +0000"}
+	db.Status.Conditions[0].Message = "\x1b[2J\x1b[31mall\tgood\u202e"
+	api.on(http.MethodGet, dbPath, http.StatusOK, db)
+	api.on(http.MethodGet, "/api/v1/namespaces/production/events", http.StatusOK, &corev1.EventList{Items: []corev1.Event{
+		{Type: "Normal", Reason: "Restarting", Message: "one\r\nNormal  Created  1s  database-controller  forged", Source: corev1.EventSource{Component: "database-controller"},
+			LastTimestamp: metav1.NewTime(testNow.Add(-1 * time.Minute)), Count: 1},
+	}})
+
+	code, out, errOut := api.run("describe", "shop", "-n", "production")
+
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "  Reason:        kernel\\n  Completed At:  Wed, 04 Mar 2026 11:59:00 +0000\n  Completed At:  <under way>\n")
+	assert.Contains(t, out, "  Ready  True    AllReplicasReady  5m   \\x1b[2J\\x1b[31mall\\tgood\\u202e\n")
+	assert.Contains(t, out, "  Normal  Restarting  60s  database-controller  one\\r\\nNormal  Created  1s  database-controller  forged\n")
+	assert.NotContains(t, out, "\x1b")
+	assert.NotContains(t, out, "\r")
+	assert.NotContains(t, out, "\t")
+	assert.Equal(t, 1, strings.Count(out, "\n  Completed At:"), "one line says Completed At: %s", out)
+}
+
 func TestDescribeShowsChildrenItMayNotReadInPlace(t *testing.T) {
 	api := newFakeAPI(t)
 	describeFixture(api)
@@ -486,4 +513,16 @@ func queryValue(t *testing.T, r fakeRequest, key string) string {
 	values, err := url.ParseQuery(r.Query)
 	require.NoError(t, err)
 	return values.Get(key)
+}
+
+func TestEscapeText(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                          "",
+		`printable "text" \ 100%`:   `printable "text" \ 100%`,
+		"Größe 日本語":                 "Größe 日本語",
+		"a\nb\tc\rd\x1be\u009bf":    `a\nb\tc\rd\x1be\u009bf`,
+		"bad \xff\xfe utf-8 \u202e": `bad \xff\xfe utf-8 \u202e`,
+	} {
+		assert.Equal(t, want, escapeText(in), "%q", in)
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -74,6 +76,34 @@ func (r *ConnectionREST) Get(ctx context.Context, name string, options *metav1.G
 // status and Events.
 const MaxRestartReasonLength = 32768
 
+// validateRestart returns the field errors of req: its reason is at most
+// MaxRestartReasonLength bytes of printable UTF-8, each character one unicode.IsPrint
+// accepts (letters, marks, numbers, punctuation, symbols and the ASCII space): no control
+// characters (newlines, tabs, terminal escape sequences) nor other spacing or format
+// characters (bidirectional overrides), so a reason shown in a terminal (kubectl database
+// describe, Events) cannot fake lines or rewrite what is on screen. The error names the
+// first character refused and its byte offset, without echoing the reason.
+func validateRestart(req *example.DatabaseRestart) field.ErrorList {
+	path := field.NewPath("reason")
+	if len(req.Reason) > MaxRestartReasonLength {
+		return field.ErrorList{field.TooLong(path, "", MaxRestartReasonLength)}
+	}
+	for i, r := range req.Reason {
+		var what string
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(req.Reason[i:], string(utf8.RuneError)):
+			what = fmt.Sprintf("invalid UTF-8 (byte 0x%02x)", req.Reason[i])
+		case !unicode.IsPrint(r):
+			what = fmt.Sprintf("%U", r)
+		default:
+			continue
+		}
+		return field.ErrorList{field.Invalid(path, field.OmitValueType{}, fmt.Sprintf(
+			"must be printable UTF-8 without control characters (newlines, tabs, escape sequences): %s at byte %d", what, i))}
+	}
+	return nil
+}
+
 // RestartREST serves POST databases/{name}/restart (the create verb on the
 // subresource, as pods/eviction): the body is a DatabaseRestart, the answer
 // the Database with the request recorded in status.restart, which the
@@ -105,7 +135,7 @@ func (r *RestartREST) ProducesObject(verb string) interface{} { return examplev1
 // Create records a restart of the Database name, asked for by the request's
 // user, and returns the Database. Errors: BadRequest for a body that is not a
 // DatabaseRestart or names another Database; Invalid for a reason longer than
-// MaxRestartReasonLength; NotFound; Conflict while a restart is under way
+// MaxRestartReasonLength or not printable (validateRestart); NotFound; Conflict while a restart is under way
 // (status.restart has no completedAt), while a switchover is (spec.primary is
 // not status.primary), when the Database is Failed or being deleted; what
 // createValidation (validating admission) returns. A refused request changes
@@ -118,9 +148,8 @@ func (r *RestartREST) Create(ctx context.Context, name string, obj runtime.Objec
 	if err := checkRequestName(name, req.Name, "DatabaseRestart"); err != nil {
 		return nil, err
 	}
-	if len(req.Reason) > MaxRestartReasonLength {
-		return nil, errors.NewInvalid(example.Kind("DatabaseRestart"), name, field.ErrorList{
-			field.TooLong(field.NewPath("reason"), "", MaxRestartReasonLength)})
+	if errs := validateRestart(req); len(errs) > 0 {
+		return nil, errors.NewInvalid(example.Kind("DatabaseRestart"), name, errs)
 	}
 	if createValidation != nil {
 		if err := createValidation(ctx, req.DeepCopyObject()); err != nil {
