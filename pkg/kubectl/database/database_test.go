@@ -12,8 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -176,14 +178,52 @@ func TestConnectionUsesTheNamespaceOfContext(t *testing.T) {
 
 func TestConnectionNotFoundIsPrintedAsKubectlDoes(t *testing.T) {
 	api := newFakeAPI(t)
-	api.on(http.MethodGet, dbPath+"/connection", http.StatusNotFound,
-		status(http.StatusNotFound, metav1.StatusReasonNotFound, `databases.example.com "shop" not found`))
+	api.on(http.MethodGet, dbPath+"/connection", http.StatusNotFound, databaseNotFound())
 
 	code, out, errOut := api.run("connection", "shop", "-n", "production")
 
 	assert.Equal(t, 1, code)
 	assert.Empty(t, out)
 	assert.Equal(t, "Error from server (NotFound): databases.example.com \"shop\" not found\n", errOut)
+}
+
+// databaseNotFound is database-apiserver's answer for the missing Database shop: a
+// NotFound whose details name it.
+func databaseNotFound() *metav1.Status {
+	s := apierrors.NewNotFound(schema.GroupResource{Group: "example.com", Resource: "databases"}, "shop").ErrStatus
+	s.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+	return &s
+}
+
+// Against a server that does not serve example.com/v1 (its 404 names no Database, or is no
+// API Status at all), every command says so instead of "the server could not find the
+// requested resource"; a missing Database and a missing namespace are still kubectl's
+// NotFound.
+func TestAServerThatDoesNotServeDatabasesIsSaidSo(t *testing.T) {
+	const notServed = "error: the server does not serve databases.example.com (example.com/v1): is database-apiserver installed and its APIService Available? (check with: kubectl get apiservice v1.example.com)\n"
+	for _, args := range [][]string{
+		{"connection", "shop"}, {"restart", "shop"}, {"switchover", "shop", "--to", "shop-1"}, {"describe", "shop"},
+	} {
+		api := newFakeAPI(t) // answers every request with kube-apiserver's 404 Status, empty details
+		code, out, errOut := api.run(append(args, "-n", "production")...)
+		assert.Equal(t, 1, code, args)
+		assert.Empty(t, out, args)
+		assert.Equal(t, notServed, errOut, args)
+	}
+
+	api := newFakeAPI(t)
+	api.on(http.MethodGet, dbPath+"/connection", http.StatusNotFound, plainText("404 page not found\n"))
+	code, _, errOut := api.run("connection", "shop", "-n", "production")
+	assert.Equal(t, 1, code)
+	assert.Equal(t, notServed, errOut, "a 404 that is no Status")
+
+	api = newFakeAPI(t)
+	noNamespace := status(http.StatusNotFound, metav1.StatusReasonNotFound, `namespaces "nope" not found`)
+	noNamespace.Details = &metav1.StatusDetails{Name: "nope", Kind: "namespaces"}
+	api.on(http.MethodPost, "/apis/example.com/v1/namespaces/nope/databases/shop/restart", http.StatusNotFound, noNamespace)
+	code, _, errOut = api.run("restart", "shop", "-n", "nope")
+	assert.Equal(t, 1, code)
+	assert.Equal(t, "Error from server (NotFound): namespaces \"nope\" not found\n", errOut)
 }
 
 func TestRestartPostsADatabaseRestart(t *testing.T) {
@@ -486,7 +526,7 @@ func TestDescribeShowsChildrenItMayNotReadInPlace(t *testing.T) {
 
 func TestDescribeOfAMissingDatabaseFails(t *testing.T) {
 	api := newFakeAPI(t)
-	api.on(http.MethodGet, dbPath, http.StatusNotFound, status(http.StatusNotFound, metav1.StatusReasonNotFound, `databases.example.com "shop" not found`))
+	api.on(http.MethodGet, dbPath, http.StatusNotFound, databaseNotFound())
 
 	code, out, errOut := api.run("describe", "shop", "-n", "production")
 
