@@ -10,8 +10,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/kube-openapi/pkg/builder3"
+	openapicommon "k8s.io/kube-openapi/pkg/common"
+	openapiutil "k8s.io/kube-openapi/pkg/util"
 
 	"example.com/database-apiserver/pkg/apis/example"
 	"example.com/database-apiserver/pkg/apis/example/install"
@@ -100,8 +104,12 @@ func (c completedConfig) New() (*DatabaseServer, error) {
 	apiGroupInfo := genericapiserver.NewDefaultAPIGroupInfo(example.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	apiGroupInfo.NegotiatedSerializer = NegotiatedSerializer
 
+	typeConverter, err := databaseTypeConverter(c.GenericConfig.OpenAPIV3Config)
+	if err != nil {
+		return nil, err
+	}
 	// An unreachable etcd is a 503 with Retry-After, not a 500 or a hang.
-	databases, err := databasestorage.NewStorage(Scheme, unavailable.RESTOptionsGetter(c.GenericConfig.RESTOptionsGetter))
+	databases, err := databasestorage.NewStorage(Scheme, unavailable.RESTOptionsGetter(c.GenericConfig.RESTOptionsGetter), typeConverter)
 	if err != nil {
 		return nil, fmt.Errorf("building databases storage: %w", err)
 	}
@@ -124,4 +132,19 @@ func (c completedConfig) New() (*DatabaseServer, error) {
 		return nil, err
 	}
 	return &DatabaseServer{GenericAPIServer: genericServer}, nil
+}
+
+// databaseTypeConverter returns the schema of the example.com/v1 Database (and of what
+// it refers to) for field managers, built from the server's OpenAPI v3 definitions as
+// k8s.io/apiserver builds the one of an API group it installs. It fails when config is
+// nil or misses a definition.
+func databaseTypeConverter(config *openapicommon.OpenAPIV3Config) (managedfields.TypeConverter, error) {
+	if config == nil {
+		return nil, fmt.Errorf("the OpenAPI v3 config must be set: server-side field management needs it")
+	}
+	spec, err := builder3.BuildOpenAPIDefinitionsForResources(config, openapiutil.GetCanonicalTypeName(&examplev1.Database{}))
+	if err != nil {
+		return nil, fmt.Errorf("building the OpenAPI models of Database: %w", err)
+	}
+	return managedfields.NewTypeConverter(spec, false)
 }

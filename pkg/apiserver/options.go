@@ -30,6 +30,7 @@ import (
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/authnready"
 	generatedopenapi "example.com/database-apiserver/pkg/generated/openapi"
+	databasestorage "example.com/database-apiserver/pkg/registry/example/database/storage"
 	"example.com/database-apiserver/pkg/requestheader"
 
 	// JSON log format (--logging-format=json).
@@ -182,6 +183,7 @@ func (o *Options) Config() (*Config, error) {
 	cacheRequestHeaderVerification(serverConfig)
 	gateOnRequestHeaderCA(serverConfig)
 	checkPatchFieldTypes(serverConfig)
+	passUserAgent(serverConfig)
 	return &Config{GenericConfig: serverConfig}, nil
 }
 
@@ -193,6 +195,18 @@ func checkPatchFieldTypes(serverConfig *genericapiserver.RecommendedConfig) {
 	build := serverConfig.BuildHandlerChainFunc
 	serverConfig.BuildHandlerChainFunc = func(handler http.Handler, c *genericapiserver.Config) http.Handler {
 		return build(withPatchFieldTypes(handler, c.Serializer, c.MaxRequestBodyBytes), c)
+	}
+}
+
+// passUserAgent puts the User-Agent of each request in its context
+// (databasestorage.WithUserAgent), from which databases/switchover names the field
+// manager of a request without fieldManager, as k8s.io/apiserver's handlers do.
+func passUserAgent(serverConfig *genericapiserver.RecommendedConfig) {
+	build := serverConfig.BuildHandlerChainFunc
+	serverConfig.BuildHandlerChainFunc = func(handler http.Handler, c *genericapiserver.Config) http.Handler {
+		return build(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			handler.ServeHTTP(w, req.WithContext(databasestorage.WithUserAgent(req.Context(), req.UserAgent())))
+		}), c)
 	}
 }
 

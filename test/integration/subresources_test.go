@@ -11,10 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/generated/clientset/versioned"
 )
 
 // A Database's connection is computed from it on read: the client and read
@@ -187,6 +190,26 @@ func TestRestartIsRefusedWhileItCouldNotRun(t *testing.T) {
 	_, err = dbs.Restart(ctx, "shop", &examplev1.DatabaseRestart{Reason: strings.Repeat("x", 32769)}, metav1.CreateOptions{})
 	require.True(t, apierrors.IsInvalid(err), "got %v", err)
 	require.ErrorContains(t, err, "reason: Too long: may not be more than 32768 bytes")
+	// A reason that would fake lines or move the cursor where it is shown is a 422, as is
+	// invalid UTF-8, which only protobuf carries (JSON decoding replaces it).
+	protoCfg := rest.CopyConfig(server.ClientConfig)
+	protoCfg.ContentType = runtime.ContentTypeProtobuf
+	protoClient, err := versioned.NewForConfig(protoCfg)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		client versioned.Interface
+		reason string
+		msg    string
+	}{
+		{client, "kernel\n  Completed At: now", "U+000A at byte 6"},
+		{client, "\x1b[2Jcleared", "U+001B at byte 0"},
+		{client, "ab\u202edc", "U+202E at byte 2"},
+		{protoClient, "bad \xff byte", "invalid UTF-8 (byte 0xff) at byte 4"},
+	} {
+		_, err = tc.client.ExampleV1().Databases(ns).Restart(ctx, "shop", &examplev1.DatabaseRestart{Reason: tc.reason}, metav1.CreateOptions{})
+		require.True(t, apierrors.IsInvalid(err), "%q: got %v", tc.reason, err)
+		require.ErrorContains(t, err, "reason: Invalid value: must be printable UTF-8 without control characters (newlines, tabs, escape sequences): "+tc.msg)
+	}
 
 	stored, err := dbs.Get(ctx, "shop", metav1.GetOptions{})
 	require.NoError(t, err)
@@ -363,6 +386,53 @@ func TestSwitchoverToACaughtUpReplicaSetsSpecPrimary(t *testing.T) {
 	_, err = dbs.Switchover(ctx, "shop", &examplev1.DatabaseSwitchover{Target: "shop-2"}, metav1.CreateOptions{})
 	require.True(t, apierrors.IsConflict(err), "got %v", err)
 	require.ErrorContains(t, err, "a switchover to shop-1 is under way")
+}
+
+// A switchover is refused, and nothing recorded, while the controller would not carry it
+// out, as a restart is: while a restart is under way, on a Failed Database.
+func TestSwitchoverIsRefusedWhileItCouldNotRun(t *testing.T) {
+	client, _ := clientFor(t)
+	ns := namespace(t)
+	ctx := context.Background()
+	dbs := client.ExampleV1().Databases(ns)
+	db := newDatabase(ns, "shop", examplev1.EnginePostgreSQL, "16")
+	db.Spec.Replicas = ptrInt32(2)
+	db = create(t, client, db)
+	db.Status.Primary = "shop-0"
+	db.Status.Members = []examplev1.DatabaseMember{
+		{Name: "shop-0", Role: examplev1.MemberRolePrimary, Ready: true},
+		{Name: "shop-1", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](0)},
+	}
+	db, err := dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	db, err = dbs.Restart(ctx, "shop", &examplev1.DatabaseRestart{Reason: "new kernel"}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = dbs.Switchover(ctx, "shop", &examplev1.DatabaseSwitchover{Target: "shop-1"}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsConflict(err), "got %v", err)
+	require.ErrorContains(t, err, `Operation cannot be fulfilled on databases.example.com "shop": a restart is under way: requested by `+user.APIServerUser)
+
+	done := metav1.NowMicro()
+	db.Status.Restart.CompletedAt = &done
+	db.Status.Phase = examplev1.DatabasePhaseFailed
+	db, err = dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	_, err = dbs.Switchover(ctx, "shop", &examplev1.DatabaseSwitchover{Target: "shop-1"}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsConflict(err), "got %v", err)
+	require.ErrorContains(t, err, "the Database is Failed (see its Ready condition); resolve that first")
+
+	stored, err := dbs.Get(ctx, "shop", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, db.ResourceVersion, stored.ResourceVersion, "nothing recorded")
+	require.Empty(t, stored.Spec.Primary)
+	require.Nil(t, stored.Status.Switchover)
+
+	db.Status.Phase = examplev1.DatabasePhaseReady
+	_, err = dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	got, err := dbs.Switchover(ctx, "shop", &examplev1.DatabaseSwitchover{Target: "shop-1"}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "shop-1", got.Spec.Primary)
 }
 
 // MySQL reports no lag in bytes: a Ready replica that streams is a valid target.

@@ -2,6 +2,7 @@ package database_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,15 +12,47 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/controller/database"
 	"example.com/database-apiserver/pkg/controller/specs"
 )
 
-// requestRestart plays databases/restart: status.restart asked for by alice at requestedAt.
+// requestRestart plays databases/restart: status.restart asked for by alice at requestedAt,
+// with reason "test".
 func (f *fixture) requestRestart(requestedAt time.Time) {
 	f.t.Helper()
+	f.requestRestartBecause(requestedAt, "test")
+}
+
+// requestRestartBecause is requestRestart with reason.
+func (f *fixture) requestRestartBecause(requestedAt time.Time, reason string) {
+	f.t.Helper()
 	f.updateDatabase(func(db *examplev1.Database) {
-		db.Status.Restart = &examplev1.DatabaseRestartStatus{RequestedBy: "alice", RequestedAt: metav1.NewMicroTime(requestedAt), Reason: "test"}
+		db.Status.Restart = &examplev1.DatabaseRestartStatus{RequestedBy: "alice", RequestedAt: metav1.NewMicroTime(requestedAt), Reason: reason}
 	})
+}
+
+// The Event of a restart's stamp says who asked, when and why: the reason Go-quoted, cut to
+// MaxEventRestartReasonBytes on a character boundary; without a reason it says none.
+func TestTheRestartEventCarriesItsReason(t *testing.T) {
+	long := strings.Repeat("x", database.MaxEventRestartReasonBytes-1) + "é and more"
+	for reason, want := range map[string]string{
+		"":                            "rolling restart requested by alice at 2026-03-01T12:00:30Z",
+		`pick up the "new" ConfigMap`: `rolling restart requested by alice at 2026-03-01T12:00:30Z, reason "pick up the \"new\" ConfigMap"`,
+		long:                          `rolling restart requested by alice at 2026-03-01T12:00:30Z, reason "` + strings.Repeat("x", database.MaxEventRestartReasonBytes-1) + `…"`,
+	} {
+		db := exampleDatabase()
+		db.Status.Primary = podName(1)
+		f, fi := replicating(t, 3, db)
+		fi.set(1, primaryState(podName(0), podName(2)))
+		fi.set(0, standbyState(100, 100))
+		_, err := f.reconcile()
+		require.NoError(t, err)
+
+		f.requestRestartBecause(start.Add(30*time.Second), reason)
+		_, err = f.reconcile()
+		require.NoError(t, err)
+		require.Contains(t, f.events(), "Normal Updated Updated StatefulSet my-database: "+want, "reason %q", reason)
+	}
 }
 
 // A restart asked for through databases/restart stamps the Pod template, and the new
@@ -41,7 +74,7 @@ func TestARestartRollsTheReplicasFirstThePrimaryLastAndCompletes(t *testing.T) {
 	require.NoError(t, err)
 	sts := f.statefulSet()
 	require.Equal(t, "2026-03-01T12:00:30.123456Z", sts.Spec.Template.Annotations[specs.RestartedAtAnnotation])
-	require.Contains(t, f.events(), "Normal Updated Updated StatefulSet my-database: rolling restart requested by alice at 2026-03-01T12:00:30Z")
+	require.Contains(t, f.events(), `Normal Updated Updated StatefulSet my-database: rolling restart requested by alice at 2026-03-01T12:00:30Z, reason "test"`)
 	got := f.database()
 	require.Nil(t, got.Status.Restart.CompletedAt)
 	require.Equal(t, "Restarting", condition(got, "Progressing").Reason)

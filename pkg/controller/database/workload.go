@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/specs"
 )
 
@@ -51,7 +53,7 @@ func (p *pass) ensureStatefulSet(ctx context.Context, grow bool) (*appsv1.Statef
 				changes = append(changes, fmt.Sprintf("image %s → %s", o, n))
 			}
 			if r := p.db.Status.Restart; r != nil && old.Spec.Template.Annotations[specs.RestartedAtAnnotation] != updated.Spec.Template.Annotations[specs.RestartedAtAnnotation] {
-				changes = append(changes, fmt.Sprintf("rolling restart requested by %s at %s", r.RequestedBy, r.RequestedAt.UTC().Format(time.RFC3339)))
+				changes = append(changes, restartRequested(r))
 			}
 			if len(changes) == 0 {
 				return "pod template"
@@ -59,6 +61,31 @@ func (p *pass) ensureStatefulSet(ctx context.Context, grow bool) (*appsv1.Statef
 			return strings.Join(changes, ", ")
 		},
 	})
+}
+
+// MaxEventRestartReasonBytes is how much of a restart's reason, in bytes, the Event of the
+// restart quotes: status.restart.reason keeps all of it (up to 32768 bytes), and the Event
+// stays within the 1 KiB events.k8s.io/v1 allows its note.
+const MaxEventRestartReasonBytes = 512
+
+// restartRequested says who asked for the restart r and when, and why when r has a reason:
+// `rolling restart requested by alice at 2026-03-01T12:00:30Z, reason "new kernel"`, the
+// reason Go-quoted (any non-printable character escaped) and cut, on a character boundary,
+// to MaxEventRestartReasonBytes with "…".
+func restartRequested(r *examplev1.DatabaseRestartStatus) string {
+	msg := fmt.Sprintf("rolling restart requested by %s at %s", r.RequestedBy, r.RequestedAt.UTC().Format(time.RFC3339))
+	if r.Reason == "" {
+		return msg
+	}
+	reason := r.Reason
+	if len(reason) > MaxEventRestartReasonBytes {
+		cut := MaxEventRestartReasonBytes
+		for cut > 0 && !utf8.RuneStart(reason[cut]) {
+			cut--
+		}
+		reason = reason[:cut] + "…"
+	}
+	return fmt.Sprintf("%s, reason %q", msg, reason)
 }
 
 // replaceStatefulSet replaces the cached StatefulSet, whose volumeClaimTemplate asks for

@@ -505,7 +505,7 @@ func schema_pkg_apis_example_v1_DatabaseRestart(ref common.ReferenceCallback) co
 					},
 					"reason": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Reason is free text recorded with the request, e.g. \"pick up the new kernel parameters\".",
+							Description: "Reason is free text recorded with the request, e.g. \"pick up the new kernel parameters\": at most 32768 bytes of printable UTF-8, without control characters (newlines, tabs, terminal escape sequences).",
 							Type:        []string{"string"},
 							Format:      "",
 						},

@@ -12,8 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -176,14 +178,52 @@ func TestConnectionUsesTheNamespaceOfContext(t *testing.T) {
 
 func TestConnectionNotFoundIsPrintedAsKubectlDoes(t *testing.T) {
 	api := newFakeAPI(t)
-	api.on(http.MethodGet, dbPath+"/connection", http.StatusNotFound,
-		status(http.StatusNotFound, metav1.StatusReasonNotFound, `databases.example.com "shop" not found`))
+	api.on(http.MethodGet, dbPath+"/connection", http.StatusNotFound, databaseNotFound())
 
 	code, out, errOut := api.run("connection", "shop", "-n", "production")
 
 	assert.Equal(t, 1, code)
 	assert.Empty(t, out)
 	assert.Equal(t, "Error from server (NotFound): databases.example.com \"shop\" not found\n", errOut)
+}
+
+// databaseNotFound is database-apiserver's answer for the missing Database shop: a
+// NotFound whose details name it.
+func databaseNotFound() *metav1.Status {
+	s := apierrors.NewNotFound(schema.GroupResource{Group: "example.com", Resource: "databases"}, "shop").ErrStatus
+	s.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+	return &s
+}
+
+// Against a server that does not serve example.com/v1 (its 404 names no Database, or is no
+// API Status at all), every command says so instead of "the server could not find the
+// requested resource"; a missing Database and a missing namespace are still kubectl's
+// NotFound.
+func TestAServerThatDoesNotServeDatabasesIsSaidSo(t *testing.T) {
+	const notServed = "error: the server does not serve databases.example.com (example.com/v1): is database-apiserver installed and its APIService Available? (check with: kubectl get apiservice v1.example.com)\n"
+	for _, args := range [][]string{
+		{"connection", "shop"}, {"restart", "shop"}, {"switchover", "shop", "--to", "shop-1"}, {"describe", "shop"},
+	} {
+		api := newFakeAPI(t) // answers every request with kube-apiserver's 404 Status, empty details
+		code, out, errOut := api.run(append(args, "-n", "production")...)
+		assert.Equal(t, 1, code, args)
+		assert.Empty(t, out, args)
+		assert.Equal(t, notServed, errOut, args)
+	}
+
+	api := newFakeAPI(t)
+	api.on(http.MethodGet, dbPath+"/connection", http.StatusNotFound, plainText("404 page not found\n"))
+	code, _, errOut := api.run("connection", "shop", "-n", "production")
+	assert.Equal(t, 1, code)
+	assert.Equal(t, notServed, errOut, "a 404 that is no Status")
+
+	api = newFakeAPI(t)
+	noNamespace := status(http.StatusNotFound, metav1.StatusReasonNotFound, `namespaces "nope" not found`)
+	noNamespace.Details = &metav1.StatusDetails{Name: "nope", Kind: "namespaces"}
+	api.on(http.MethodPost, "/apis/example.com/v1/namespaces/nope/databases/shop/restart", http.StatusNotFound, noNamespace)
+	code, _, errOut = api.run("restart", "shop", "-n", "nope")
+	assert.Equal(t, 1, code)
+	assert.Equal(t, "Error from server (NotFound): namespaces \"nope\" not found\n", errOut)
 }
 
 func TestRestartPostsADatabaseRestart(t *testing.T) {
@@ -446,6 +486,33 @@ Events:
 	}
 }
 
+// Free text from the server is written with its non-printable characters escaped: a
+// reason cannot fake lines, a message cannot send escape sequences or break the columns.
+func TestDescribeEscapesNonPrintableText(t *testing.T) {
+	api := newFakeAPI(t)
+	describeFixture(api)
+	db := shopDatabase()
+	db.Status.Restart = &examplev1.DatabaseRestartStatus{RequestedBy: "alice", RequestedAt: metav1.NewMicroTime(testNow.Add(-2 * time.Minute)),
+		Reason: "kernel\n  Completed At:  Wed, 04 Mar 2026 11:59:00 +0000"}
+	db.Status.Conditions[0].Message = "\x1b[2J\x1b[31mall\tgood\u202e"
+	api.on(http.MethodGet, dbPath, http.StatusOK, db)
+	api.on(http.MethodGet, "/api/v1/namespaces/production/events", http.StatusOK, &corev1.EventList{Items: []corev1.Event{
+		{Type: "Normal", Reason: "Restarting", Message: "one\r\nNormal  Created  1s  database-controller  forged", Source: corev1.EventSource{Component: "database-controller"},
+			LastTimestamp: metav1.NewTime(testNow.Add(-1 * time.Minute)), Count: 1},
+	}})
+
+	code, out, errOut := api.run("describe", "shop", "-n", "production")
+
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "  Reason:        kernel\\n  Completed At:  Wed, 04 Mar 2026 11:59:00 +0000\n  Completed At:  <under way>\n")
+	assert.Contains(t, out, "  Ready  True    AllReplicasReady  5m   \\x1b[2J\\x1b[31mall\\tgood\\u202e\n")
+	assert.Contains(t, out, "  Normal  Restarting  60s  database-controller  one\\r\\nNormal  Created  1s  database-controller  forged\n")
+	assert.NotContains(t, out, "\x1b")
+	assert.NotContains(t, out, "\r")
+	assert.NotContains(t, out, "\t")
+	assert.Equal(t, 1, strings.Count(out, "\n  Completed At:"), "one line says Completed At: %s", out)
+}
+
 func TestDescribeShowsChildrenItMayNotReadInPlace(t *testing.T) {
 	api := newFakeAPI(t)
 	describeFixture(api)
@@ -461,7 +528,7 @@ func TestDescribeShowsChildrenItMayNotReadInPlace(t *testing.T) {
 
 func TestDescribeOfAMissingDatabaseFails(t *testing.T) {
 	api := newFakeAPI(t)
-	api.on(http.MethodGet, dbPath, http.StatusNotFound, status(http.StatusNotFound, metav1.StatusReasonNotFound, `databases.example.com "shop" not found`))
+	api.on(http.MethodGet, dbPath, http.StatusNotFound, databaseNotFound())
 
 	code, out, errOut := api.run("describe", "shop", "-n", "production")
 
@@ -488,4 +555,16 @@ func queryValue(t *testing.T, r fakeRequest, key string) string {
 	values, err := url.ParseQuery(r.Query)
 	require.NoError(t, err)
 	return values.Get(key)
+}
+
+func TestEscapeText(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                          "",
+		`printable "text" \ 100%`:   `printable "text" \ 100%`,
+		"Größe 日本語":                 "Größe 日本語",
+		"a\nb\tc\rd\x1be\u009bf":    `a\nb\tc\rd\x1be\u009bf`,
+		"bad \xff\xfe utf-8 \u202e": `bad \xff\xfe utf-8 \u202e`,
+	} {
+		assert.Equal(t, want, escapeText(in), "%q", in)
+	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -272,9 +274,53 @@ func newPrefixWriter(out io.Writer) *prefixWriter {
 	return &prefixWriter{tw: tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)}
 }
 
-// Write writes format at indentation level.
+// Write writes format at indentation level. Every string argument is what the API server
+// returned (names, reasons, messages, Events, errors) and is written through escapeText, so
+// that only format lays out lines and columns.
 func (w *prefixWriter) Write(level int, format string, a ...any) {
-	fmt.Fprintf(w.tw, strings.Repeat("  ", level)+format, a...)
+	args := make([]any, len(a))
+	for i, arg := range a {
+		if s, ok := arg.(string); ok {
+			arg = escapeText(s)
+		}
+		args[i] = arg
+	}
+	fmt.Fprintf(w.tw, strings.Repeat("  ", level)+format, args...)
+}
+
+// escapeText returns s with every character unicode.IsPrint refuses written as a Go escape
+// (a newline as \n, ESC as \x1b, a bidirectional override as \u202e) and each byte of
+// invalid UTF-8 as \xNN: free text from the API server (a restart reason, a condition
+// message, an Event) can then neither fake lines of the description, break its columns, nor
+// send terminal escape sequences. cli-runtime's printers.EscapeTerminal replaces only ESC and
+// carriage returns, which would leave newlines and tabs. Printable text, backslashes and
+// quotes included, is written as it is.
+func escapeText(s string) string {
+	printable := true
+	for _, r := range s {
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
+			printable = false
+			break
+		}
+	}
+	if printable {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unicode.IsPrint(r):
+			b.WriteString(s[i : i+size])
+		default:
+			quoted := strconv.QuoteRune(r)
+			b.WriteString(quoted[1 : len(quoted)-1])
+		}
+		i += size
+	}
+	return b.String()
 }
 
 // Flush writes what the tabwriter holds.

@@ -37,8 +37,12 @@ func onRequest(err error, verb, resource, namespace string) error {
 // logged in to the server (message)", a refused connection naming the host, anything else as
 // "error: message". A 403 is followed by the verb and resource that were refused.
 func printError(w io.Writer, err error) {
-	fmt.Fprintln(w, errorMessage(err))
 	var re *requestError
+	if errors.As(err, &re) && groupOf(re.resource) == "example.com" && notServed(err) {
+		fmt.Fprintf(w, "error: the server does not serve databases.example.com (example.com/v1): is database-apiserver installed and its APIService Available? (check with: kubectl get apiservice v1.example.com)\n")
+		return
+	}
+	fmt.Fprintln(w, errorMessage(err))
 	if errors.As(err, &re) && apierrors.IsForbidden(err) {
 		fmt.Fprintf(w, "error: this needs %q on %q in API group %q in namespace %q (check with: %s)\n",
 			re.verb, re.resource, groupOf(re.resource), re.namespace, canI(re))
@@ -69,6 +73,28 @@ func groupOf(resource string) string {
 		return "apps"
 	}
 	return ""
+}
+
+// notServed reports whether err is a 404 that no example.com API answered: a Status that
+// names no object (kube-apiserver's answer to a path nothing serves, "the server could not
+// find the requested resource", has empty details), or a body that is no Status at all
+// (client-go reports it with a cause of type UnexpectedServerResponse). A missing Database
+// (or namespace) is a 404 whose details name it, and is not one.
+func notServed(err error) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &status) {
+		return false
+	}
+	details := status.Status().Details
+	if details == nil || details.Name == "" {
+		return true
+	}
+	for _, cause := range details.Causes {
+		if cause.Type == metav1.CauseTypeUnexpectedServerResponse {
+			return true
+		}
+	}
+	return false
 }
 
 func errorMessage(err error) string {

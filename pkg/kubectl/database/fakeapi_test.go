@@ -65,10 +65,21 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		resp = fakeResponse{code: http.StatusNotFound, body: status(http.StatusNotFound, metav1.StatusReasonNotFound, "the server could not find the requested resource")}
 	}
+	if text, ok := resp.body.(plainText); ok {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(resp.code)
+		_, err := io.WriteString(w, string(text))
+		require.NoError(f.t, err)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(resp.code)
 	require.NoError(f.t, json.NewEncoder(w).Encode(resp.body))
 }
+
+// plainText is a response body sent as text/plain, as an HTTP server that is no API server
+// (Go's "404 page not found") answers.
+type plainText string
 
 // request is the one recorded request to method path; the test fails when there is not
 // exactly one.

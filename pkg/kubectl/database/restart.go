@@ -46,7 +46,7 @@ func newCmdRestart(f *factory, streams genericiooptions.IOStreams) *cobra.Comman
 	}
 	cmd := databaseCommand("restart NAME [--reason TEXT]", "Restart a Database's Pods one at a time", restartLong, restartExample,
 		func(args []string) error { return o.Complete(f, args) }, o.Run)
-	cmd.Flags().StringVar(&o.Reason, "reason", "", "Why the restart is asked for, recorded in the Database's status.restart.reason and its Event.")
+	cmd.Flags().StringVar(&o.Reason, "reason", "", "Why the restart is asked for, as printable text on one line (the server refuses control characters), recorded in the Database's status.restart.reason and its Event.")
 	o.PrintFlags.AddFlags(cmd)
 	return cmd
 }

@@ -374,7 +374,8 @@ type DatabaseRestart struct {
 	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// Reason is free text recorded with the request, e.g. "pick up the new
-	// kernel parameters".
+	// kernel parameters": at most 32768 bytes of printable UTF-8, without
+	// control characters (newlines, tabs, terminal escape sequences).
 	// +optional
 	Reason string `json:"reason,omitempty" protobuf:"bytes,2,opt,name=reason"`
 }

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
@@ -73,6 +76,34 @@ func (r *ConnectionREST) Get(ctx context.Context, name string, options *metav1.G
 // status and Events.
 const MaxRestartReasonLength = 32768
 
+// validateRestart returns the field errors of req: its reason is at most
+// MaxRestartReasonLength bytes of printable UTF-8, each character one unicode.IsPrint
+// accepts (letters, marks, numbers, punctuation, symbols and the ASCII space): no control
+// characters (newlines, tabs, terminal escape sequences) nor other spacing or format
+// characters (bidirectional overrides), so a reason shown in a terminal (kubectl database
+// describe, Events) cannot fake lines or rewrite what is on screen. The error names the
+// first character refused and its byte offset, without echoing the reason.
+func validateRestart(req *example.DatabaseRestart) field.ErrorList {
+	path := field.NewPath("reason")
+	if len(req.Reason) > MaxRestartReasonLength {
+		return field.ErrorList{field.TooLong(path, "", MaxRestartReasonLength)}
+	}
+	for i, r := range req.Reason {
+		var what string
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(req.Reason[i:], string(utf8.RuneError)):
+			what = fmt.Sprintf("invalid UTF-8 (byte 0x%02x)", req.Reason[i])
+		case !unicode.IsPrint(r):
+			what = fmt.Sprintf("%U", r)
+		default:
+			continue
+		}
+		return field.ErrorList{field.Invalid(path, field.OmitValueType{}, fmt.Sprintf(
+			"must be printable UTF-8 without control characters (newlines, tabs, escape sequences): %s at byte %d", what, i))}
+	}
+	return nil
+}
+
 // RestartREST serves POST databases/{name}/restart (the create verb on the
 // subresource, as pods/eviction): the body is a DatabaseRestart, the answer
 // the Database with the request recorded in status.restart, which the
@@ -104,7 +135,7 @@ func (r *RestartREST) ProducesObject(verb string) interface{} { return examplev1
 // Create records a restart of the Database name, asked for by the request's
 // user, and returns the Database. Errors: BadRequest for a body that is not a
 // DatabaseRestart or names another Database; Invalid for a reason longer than
-// MaxRestartReasonLength; NotFound; Conflict while a restart is under way
+// MaxRestartReasonLength or not printable (validateRestart); NotFound; Conflict while a restart is under way
 // (status.restart has no completedAt), while a switchover is (spec.primary is
 // not status.primary), when the Database is Failed or being deleted; what
 // createValidation (validating admission) returns. A refused request changes
@@ -117,9 +148,8 @@ func (r *RestartREST) Create(ctx context.Context, name string, obj runtime.Objec
 	if err := checkRequestName(name, req.Name, "DatabaseRestart"); err != nil {
 		return nil, err
 	}
-	if len(req.Reason) > MaxRestartReasonLength {
-		return nil, errors.NewInvalid(example.Kind("DatabaseRestart"), name, field.ErrorList{
-			field.TooLong(field.NewPath("reason"), "", MaxRestartReasonLength)})
+	if errs := validateRestart(req); len(errs) > 0 {
+		return nil, errors.NewInvalid(example.Kind("DatabaseRestart"), name, errs)
 	}
 	if createValidation != nil {
 		if err := createValidation(ctx, req.DeepCopyObject()); err != nil {
@@ -132,27 +162,49 @@ func (r *RestartREST) Create(ctx context.Context, name string, obj runtime.Objec
 		Reason:      req.Reason,
 	}
 	resource := example.Resource("databases")
-	return updateRequested(ctx, r.store, name, options, func(db *example.Database) error {
+	return updateRequested(ctx, r.store, name, options, func(_, db *example.Database) (*example.Database, error) {
 		if db.DeletionTimestamp != nil {
-			return errors.NewConflict(resource, name, fmt.Errorf("the Database is being deleted"))
+			return nil, errors.NewConflict(resource, name, fmt.Errorf("the Database is being deleted"))
 		}
-		if cur := db.Status.Restart; cur != nil && cur.CompletedAt == nil {
-			return errors.NewConflict(resource, name, fmt.Errorf("a restart is under way: requested by %s at %s; ask again once status.restart.completedAt is set",
-				cur.RequestedBy, cur.RequestedAt.UTC().Format(time.RFC3339)))
+		if err := restartUnderWay(db); err != nil {
+			return nil, err
 		}
 		if db.Spec.Primary != "" && db.Spec.Primary != db.Status.Primary {
 			// The controller restarts no Pod while a switchover moves the primary.
-			return errors.NewConflict(resource, name, fmt.Errorf("a switchover to %s is under way (spec.primary; status.primary is %q); ask again once it is done",
+			return nil, errors.NewConflict(resource, name, fmt.Errorf("a switchover to %s is under way (spec.primary; status.primary is %q); ask again once it is done",
 				db.Spec.Primary, db.Status.Primary))
 		}
-		if db.Status.Phase == example.DatabasePhaseFailed {
-			// The controller carries out nothing on a Failed Database: the restart would
-			// wait, unseen, and run whenever the failure is resolved.
-			return errors.NewConflict(resource, name, fmt.Errorf("the Database is Failed (see its Ready condition); resolve that first"))
+		if err := failed(db); err != nil {
+			return nil, err
 		}
+		// status.restart is the server's record of the request, no field the requester
+		// sets: a restart takes no field ownership (managedFields are unchanged).
 		db.Status.Restart = record
-		return nil
+		return db, nil
 	})
+}
+
+// restartUnderWay returns a Conflict naming the restart of db under way (status.restart
+// has no completedAt), nil when there is none: neither a second restart nor a switchover
+// is asked for meanwhile (the controller moves no primary while it rolls the Pods, and
+// rolls none while a switchover moves it).
+func restartUnderWay(db *example.Database) error {
+	cur := db.Status.Restart
+	if cur == nil || cur.CompletedAt != nil {
+		return nil
+	}
+	return errors.NewConflict(example.Resource("databases"), db.Name, fmt.Errorf("a restart is under way: requested by %s at %s; ask again once status.restart.completedAt is set",
+		cur.RequestedBy, cur.RequestedAt.UTC().Format(time.RFC3339)))
+}
+
+// failed returns a Conflict when db is Failed, nil otherwise: the controller carries out
+// nothing on a Failed Database, so a request would wait, unseen, and run whenever the
+// failure is resolved.
+func failed(db *example.Database) error {
+	if db.Status.Phase != example.DatabasePhaseFailed {
+		return nil
+	}
+	return errors.NewConflict(example.Resource("databases"), db.Name, fmt.Errorf("the Database is Failed (see its Ready condition); resolve that first"))
 }
 
 // SwitchoverREST serves POST databases/{name}/switchover: the body is a
@@ -163,6 +215,9 @@ func (r *RestartREST) Create(ctx context.Context, name string, obj runtime.Objec
 type SwitchoverREST struct {
 	store *genericregistry.Store
 	now   func() time.Time
+	// fieldManager records the requester as the owner of spec.primary: an Update of
+	// the example.com/v1 Database through the subresource "switchover".
+	fieldManager *managedfields.FieldManager
 }
 
 var (
@@ -185,14 +240,18 @@ func (r *SwitchoverREST) ProducesMIMETypes(verb string) []string { return nil }
 func (r *SwitchoverREST) ProducesObject(verb string) interface{} { return examplev1.Database{} }
 
 // Create asks for a switchover of the Database name to the Pod req.Target and
-// returns the updated Database. Errors: BadRequest for a body that is not a
+// returns the updated Database, in whose managedFields the requester owns
+// spec.primary (manager options.FieldManager, else the User-Agent's prefix as
+// managerOrUserAgent names it; operation Update, subresource "switchover").
+// Errors: BadRequest for a body that is not a
 // DatabaseSwitchover, names another Database, or a Database whose engine the
 // controller does not replicate (engine.Recipe.Replicates);
 // Invalid (422) on target when it is empty or not one of the Database's Pods,
 // listing those; NotFound; Conflict when the target is already the primary,
-// a switchover is under way, the target is not a Ready replica that streams
-// from the primary within SwitchoverMaxLagBytes (status.members), or the
-// Database is being deleted. A refused request changes nothing.
+// a switchover or a restart is under way, the Database is Failed or being
+// deleted, or the target is not a Ready replica that streams from the primary
+// within SwitchoverMaxLagBytes (status.members). A refused request changes
+// nothing.
 func (r *SwitchoverREST) Create(ctx context.Context, name string, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
 	req, ok := obj.(*example.DatabaseSwitchover)
 	if !ok {
@@ -211,13 +270,28 @@ func (r *SwitchoverREST) Create(ctx context.Context, name string, obj runtime.Ob
 		RequestedAt: metav1.NewTime(r.now().Truncate(time.Second)),
 		Target:      req.Target,
 	}
-	return updateRequested(ctx, r.store, name, options, func(db *example.Database) error {
+	var fieldManager string
+	if options != nil {
+		fieldManager = options.FieldManager
+	}
+	manager := managerOrUserAgent(fieldManager, userAgentFrom(ctx))
+	return updateRequested(ctx, r.store, name, options, func(stored, db *example.Database) (*example.Database, error) {
 		if err := r.check(db, req); err != nil {
-			return err
+			return nil, err
 		}
 		db.Spec.Primary = req.Target
-		db.Status.Switchover = record
-		return nil
+		// The requester owns spec.primary from now on, so a server-side apply by its
+		// previous owner conflicts instead of silently moving the primary back. As
+		// k8s.io/apiserver's handlers do, a failure to track ownership keeps the stored
+		// managedFields and fails nothing.
+		updated, ok := r.fieldManager.UpdateNoErrors(stored, db, manager).(*example.Database)
+		if !ok {
+			return nil, errors.NewInternalError(fmt.Errorf("the field manager of databases/switchover returned no Database"))
+		}
+		// status.switchover is the server's record of the request, no field the
+		// requester sets: it is written after the ownership is recorded.
+		updated.Status.Switchover = record
+		return updated, nil
 	})
 }
 
@@ -257,6 +331,12 @@ func (r *SwitchoverREST) check(db *example.Database, req *example.DatabaseSwitch
 	primary := db.Status.Primary
 	if db.Spec.Primary != "" && db.Spec.Primary != primary {
 		return errors.NewConflict(resource, db.Name, fmt.Errorf("a switchover to %s is under way (spec.primary); status.primary is %q", db.Spec.Primary, primary))
+	}
+	if err := restartUnderWay(db); err != nil {
+		return err
+	}
+	if err := failed(db); err != nil {
+		return err
 	}
 	if req.Target == primary {
 		return errors.NewConflict(resource, db.Name, fmt.Errorf("%s is already the primary", req.Target))
@@ -307,25 +387,26 @@ func requestUser(ctx context.Context) string {
 }
 
 // updateRequested updates the Database name through store (a RequestStrategy
-// store): mutate gets a copy of the stored Database and changes what the
-// request sets, or returns why it is refused, in which case nothing is
-// written. The update is conditional on the stored resourceVersion and is a
+// store): mutate gets the stored Database, which it must not change, and a
+// copy of it, and returns the Database with what the request sets, or why it
+// is refused, in which case nothing is written. The update is conditional on the stored resourceVersion and is a
 // dry run when options say so. It never creates a Database.
-func updateRequested(ctx context.Context, store *genericregistry.Store, name string, options *metav1.CreateOptions, mutate func(*example.Database) error) (runtime.Object, error) {
+func updateRequested(ctx context.Context, store *genericregistry.Store, name string, options *metav1.CreateOptions, mutate func(stored, db *example.Database) (*example.Database, error)) (runtime.Object, error) {
 	var updateOptions metav1.UpdateOptions
 	if options != nil {
 		updateOptions.DryRun = options.DryRun
 	}
 	objInfo := rest.DefaultUpdatedObjectInfo(nil, func(ctx context.Context, _, oldObj runtime.Object) (runtime.Object, error) {
-		db, ok := oldObj.DeepCopyObject().(*example.Database)
+		stored, ok := oldObj.(*example.Database)
 		if !ok {
 			return nil, errors.NewInternalError(fmt.Errorf("expected the stored object to be a Database, got %T", oldObj))
 		}
 		// The store hands a zero Database when none is stored.
-		if accessor, err := meta.Accessor(db); err != nil || accessor.GetResourceVersion() == "" {
+		if accessor, err := meta.Accessor(stored); err != nil || accessor.GetResourceVersion() == "" {
 			return nil, errors.NewNotFound(example.Resource("databases"), name)
 		}
-		if err := mutate(db); err != nil {
+		db, err := mutate(stored, stored.DeepCopy())
+		if err != nil {
 			return nil, err
 		}
 		return db, nil

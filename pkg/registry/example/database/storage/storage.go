@@ -43,9 +43,12 @@ type DatabaseStorage struct {
 
 // NewStorage returns the storage of databases. scheme is the server's scheme,
 // with example.com installed (install.Install); optsGetter gives the etcd
-// configuration and storage decorator (watch cache) of the resource. It
-// returns an error if the store cannot be completed, e.g. a bad storage config.
-func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (DatabaseStorage, error) {
+// configuration and storage decorator (watch cache) of the resource;
+// typeConverter knows the example.com/v1 Database's schema (the server's
+// OpenAPI models), for the field manager of databases/switchover, which writes
+// spec.primary. It returns an error if the store cannot be completed, e.g. a
+// bad storage config, or the field manager cannot be built.
+func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, typeConverter managedfields.TypeConverter) (DatabaseStorage, error) {
 	strategy := database.NewStrategy(scheme)
 	statusStrategy := database.NewStatusStrategy(strategy)
 
@@ -76,13 +79,22 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (D
 	requestStore := *store
 	requestStore.UpdateStrategy = database.NewRequestStrategy(strategy)
 
+	// A switchover is an Update of spec.primary through the subresource "switchover", as
+	// k8s.io/apiserver's handlers record a write of the resource itself (the create handler
+	// of databases/switchover records only the DatabaseSwitchover body).
+	switchoverFields, err := managedfields.NewDefaultFieldManager(typeConverter, scheme, scheme, scheme,
+		examplev1.SchemeGroupVersion.WithKind("Database"), example.SchemeGroupVersion, "switchover", nil)
+	if err != nil {
+		return DatabaseStorage{}, fmt.Errorf("building the field manager of databases/switchover: %w", err)
+	}
+
 	return DatabaseStorage{
 		Database:   &REST{Store: store},
 		Status:     &StatusREST{store: &statusStore},
 		Scale:      &ScaleREST{store: store},
 		Connection: &ConnectionREST{store: store, scheme: scheme},
 		Restart:    &RestartREST{store: &requestStore, now: time.Now},
-		Switchover: &SwitchoverREST{store: &requestStore, now: time.Now},
+		Switchover: &SwitchoverREST{store: &requestStore, now: time.Now, fieldManager: switchoverFields},
 	}, nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistrytest "k8s.io/apiserver/pkg/registry/generic/testing"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -64,7 +65,7 @@ func newStorageWithWorkers(t *testing.T, deleteCollectionWorkers int) DatabaseSt
 		ResourcePrefix:          "example.com/databases",
 	}
 
-	s, err := NewStorage(scheme, restOptions)
+	s, err := NewStorage(scheme, restOptions, managedfields.NewDeducedTypeConverter())
 	require.NoError(t, err)
 	t.Cleanup(s.Database.Destroy)
 	return s
