@@ -158,7 +158,7 @@ A real node (%s) runs the PostgreSQL 15 and MySQL 9.7 Pods; demo/shop is a datab
   kubectl wait --for=condition=Ready db/shop -n demo --timeout=5m
   kubectl port-forward -n demo svc/shop 5432:5432 &
   PGPASSWORD=$(kubectl get secret shop-credentials -n demo -o jsonpath='{.data.password}' | base64 -d) \
-    psql -h 127.0.0.1 -U app -d shop -c 'CREATE TABLE t (x int); INSERT INTO t VALUES (1); SELECT * FROM t'
+    psql -h 127.0.0.1 -U app -d shop -c 'CREATE TABLE IF NOT EXISTS t (x int); INSERT INTO t VALUES (1); SELECT * FROM t'
 `, localcluster.RealNodeName)
 }
 

@@ -143,8 +143,25 @@ spec:
 	// A new restart may be asked for once the last one completed.
 	kubectlIn(t, restart, "create", "--raw", base+"/restart", "-f", "-", "--as", subresourceUser("admin"))
 
+	// While it is under way a switchover is refused, as a restart is during a switchover.
+	switchover := `{"apiVersion":"example.com/v1","kind":"DatabaseSwitchover","target":"shop-1"}`
+	errOut = kubectlFails(t, cluster.KubeconfigPath, switchover,
+		"create", "--raw", base+"/switchover", "-f", "-", "--as", subresourceUser("edit"))
+	t.Logf("switchover during a restart: %s", errOut)
+	require.Contains(t, errOut, "a restart is under way: requested by "+subresourceUser("admin"))
+	eventually(t, 3*time.Minute, func() error {
+		db, err := getDatabase(t, ns, "shop")
+		if err != nil {
+			return err
+		}
+		if db.Status.Restart == nil || db.Status.Restart.CompletedAt == nil {
+			return fmt.Errorf("restart not completed: %+v", db.Status.Restart)
+		}
+		return nil
+	})
+
 	// No server answers here: shop-1 is not known to stream, and is no switchover's target.
-	errOut = kubectlFails(t, cluster.KubeconfigPath, `{"apiVersion":"example.com/v1","kind":"DatabaseSwitchover","target":"shop-1"}`,
+	errOut = kubectlFails(t, cluster.KubeconfigPath, switchover,
 		"create", "--raw", base+"/switchover", "-f", "-", "--as", subresourceUser("edit"))
 	t.Logf("switchover of MongoDB: %s", errOut)
 	require.Contains(t, errOut, "shop-1 is not a caught-up replica")
