@@ -18,6 +18,7 @@ import (
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/generated/clientset/versioned"
+	typedexamplev1 "example.com/database-apiserver/pkg/generated/clientset/versioned/typed/example/v1"
 )
 
 // A Database's connection is computed from it on read: the client and read
@@ -342,17 +343,13 @@ func TestSwitchoverToACaughtUpReplicaSetsSpecPrimary(t *testing.T) {
 	dbs := client.ExampleV1().Databases(ns)
 	db := newDatabase(ns, "shop", examplev1.EnginePostgreSQL, "16")
 	db.Spec.Replicas = ptrInt32(4)
-	db = create(t, client, db)
-	db.Status.Primary = "shop-0"
-	db.Status.Members = []examplev1.DatabaseMember{
-		{Name: "shop-0", Role: examplev1.MemberRolePrimary, Ready: true},
+	db = reportMembers(t, dbs, create(t, client, db),
+		examplev1.DatabaseMember{Name: "shop-0", Role: examplev1.MemberRolePrimary, Ready: true},
 		// A little behind under writes: the controller waits for it to catch up.
-		{Name: "shop-1", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](4096)},
-		{Name: "shop-2", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](64 << 20)},
-		{Name: "shop-3", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: false},
-	}
-	db, err := dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{})
-	require.NoError(t, err)
+		examplev1.DatabaseMember{Name: "shop-1", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](4096)},
+		examplev1.DatabaseMember{Name: "shop-2", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](64 << 20)},
+		examplev1.DatabaseMember{Name: "shop-3", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: false},
+	)
 
 	for _, tc := range []struct {
 		target string
@@ -397,16 +394,9 @@ func TestSwitchoverIsRefusedWhileItCouldNotRun(t *testing.T) {
 	dbs := client.ExampleV1().Databases(ns)
 	db := newDatabase(ns, "shop", examplev1.EnginePostgreSQL, "16")
 	db.Spec.Replicas = ptrInt32(2)
-	db = create(t, client, db)
-	db.Status.Primary = "shop-0"
-	db.Status.Members = []examplev1.DatabaseMember{
-		{Name: "shop-0", Role: examplev1.MemberRolePrimary, Ready: true},
-		{Name: "shop-1", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](0)},
-	}
-	db, err := dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	db = reportMembers(t, dbs, create(t, client, db), caughtUp("shop")...)
 
-	db, err = dbs.Restart(ctx, "shop", &examplev1.DatabaseRestart{Reason: "new kernel"}, metav1.CreateOptions{})
+	db, err := dbs.Restart(ctx, "shop", &examplev1.DatabaseRestart{Reason: "new kernel"}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	_, err = dbs.Switchover(ctx, "shop", &examplev1.DatabaseSwitchover{Target: "shop-1"}, metav1.CreateOptions{})
 	require.True(t, apierrors.IsConflict(err), "got %v", err)
@@ -526,5 +516,26 @@ func TestSubresourcesAreInDiscoveryAndOpenAPI(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.code)
 	for _, s := range []string{`"com.example.v1.DatabaseConnection"`, `"com.example.v1.DatabaseRestart"`, `"com.example.v1.DatabaseSwitchover"`} {
 		require.True(t, strings.Contains(string(resp.body), s), "OpenAPI v2 has %s", s)
+	}
+}
+
+// reportMembers writes through databases/status what the controller reports of db's
+// replication: members, the first of them as status.primary. It returns the stored Database.
+func reportMembers(t *testing.T, dbs typedexamplev1.DatabaseInterface, db *examplev1.Database, members ...examplev1.DatabaseMember) *examplev1.Database {
+	t.Helper()
+	db = db.DeepCopy()
+	db.Status.Primary = members[0].Name
+	db.Status.Members = members
+	db, err := dbs.UpdateStatus(context.Background(), db, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	return db
+}
+
+// caughtUp are the members of a Database name of two Pods: name-0 the primary, name-1 a
+// Ready replica streaming with no lag, the target a switchover accepts.
+func caughtUp(name string) []examplev1.DatabaseMember {
+	return []examplev1.DatabaseMember{
+		{Name: name + "-0", Role: examplev1.MemberRolePrimary, Ready: true},
+		{Name: name + "-1", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](0)},
 	}
 }

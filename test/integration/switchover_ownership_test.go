@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	applyv1 "example.com/database-apiserver/pkg/generated/applyconfiguration/example/v1"
@@ -28,14 +27,7 @@ func switchoverReady(t *testing.T, client versioned.Interface, ns, name, manager
 		WithEngine(examplev1.EnginePostgreSQL).WithVersion("16").WithReplicas(2).WithStorage("10Gi").WithPrimary(name + "-0"))
 	db, err := dbs.Apply(ctx, config, metav1.ApplyOptions{FieldManager: manager})
 	require.NoError(t, err)
-	db.Status.Primary = name + "-0"
-	db.Status.Members = []examplev1.DatabaseMember{
-		{Name: name + "-0", Role: examplev1.MemberRolePrimary, Ready: true},
-		{Name: name + "-1", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](0)},
-	}
-	db, err = dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{})
-	require.NoError(t, err)
-	return config, db
+	return config, reportMembers(t, dbs, db, caughtUp(name)...)
 }
 
 // managedFieldsOf returns the managedFields entry of manager in db, nil when it has none.
