@@ -172,16 +172,7 @@ func restartReplicasFirst(t *testing.T, ns, db, primary string, replicas ...stri
 	asked := time.Now()
 	out, errOut, err := kubectlDatabase(t, "restart", db, "-n", ns, "--reason", "e2e")
 	require.NoError(t, err, "%s%s", out, errOut)
-	eventually(t, realPodTimeout, func() error {
-		d, err := getDatabase(t, ns, db)
-		if err != nil {
-			return err
-		}
-		if r := d.Status.Restart; r == nil || r.CompletedAt == nil {
-			return fmt.Errorf("restart not completed: %+v", d.Status.Restart)
-		}
-		return nil
-	})
+	waitRestartCompleted(t, ns, db, realPodTimeout)
 	t.Logf("measured: rolling restart of %d Pods done in %v", len(replicas)+1, time.Since(asked).Round(time.Second))
 	waitReplicating(t, ns, db, primary, len(replicas)+1)
 	p, err := kube(t).CoreV1().Pods(ns).Get(context.Background(), primary, metav1.GetOptions{})

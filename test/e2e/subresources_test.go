@@ -110,18 +110,7 @@ spec:
 
 	// The controller rolls the Pods; the StatefulSet controller recreates them on the
 	// simulated node, and the record is completed once every one is new and Ready.
-	var done *examplev1.Database
-	eventually(t, 3*time.Minute, func() error {
-		db, err := getDatabase(t, ns, "shop")
-		if err != nil {
-			return err
-		}
-		if db.Status.Restart == nil || db.Status.Restart.CompletedAt == nil {
-			return fmt.Errorf("restart not completed: %+v", db.Status.Restart)
-		}
-		done = db
-		return nil
-	})
+	done := waitRestartCompleted(t, ns, "shop", 3*time.Minute)
 	pods, err = kube(t).CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=shop"})
 	require.NoError(t, err)
 	require.Len(t, pods.Items, 2)
@@ -149,16 +138,7 @@ spec:
 		"create", "--raw", base+"/switchover", "-f", "-", "--as", subresourceUser("edit"))
 	t.Logf("switchover during a restart: %s", errOut)
 	require.Contains(t, errOut, "a restart is under way: requested by "+subresourceUser("admin"))
-	eventually(t, 3*time.Minute, func() error {
-		db, err := getDatabase(t, ns, "shop")
-		if err != nil {
-			return err
-		}
-		if db.Status.Restart == nil || db.Status.Restart.CompletedAt == nil {
-			return fmt.Errorf("restart not completed: %+v", db.Status.Restart)
-		}
-		return nil
-	})
+	waitRestartCompleted(t, ns, "shop", 3*time.Minute)
 
 	// No server answers here: shop-1 is not known to stream, and is no switchover's target.
 	errOut = kubectlFails(t, cluster.KubeconfigPath, switchover,
@@ -209,4 +189,23 @@ func podIsReady(pod *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// waitRestartCompleted waits up to timeout until the Database ns/name's status.restart has
+// its completedAt, and returns the Database as then read.
+func waitRestartCompleted(t *testing.T, ns, name string, timeout time.Duration) *examplev1.Database {
+	t.Helper()
+	var done *examplev1.Database
+	eventually(t, timeout, func() error {
+		db, err := getDatabase(t, ns, name)
+		if err != nil {
+			return err
+		}
+		if r := db.Status.Restart; r == nil || r.CompletedAt == nil {
+			return fmt.Errorf("restart not completed: %+v", db.Status.Restart)
+		}
+		done = db
+		return nil
+	})
+	return done
 }
