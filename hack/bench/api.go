@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
@@ -487,6 +488,17 @@ func (b *bench) memoryHolding(ctx context.Context, large int, nsOurs, nsCRD stri
 	}
 	time.Sleep(settle)
 	kubeAfter, oursEnd := b.memSample(ctx, procKube), b.memSample(ctx, procOurs)
+	if b.o.profileDir != "" {
+		for _, p := range []struct {
+			cfg  *rest.Config
+			file string
+		}{{b.adminDirect, "apiserver"}, {b.cluster.AdminConfig, "kube-apiserver"}} {
+			path := filepath.Join(b.o.profileDir, fmt.Sprintf("%s-heap-%d.pprof", p.file, large))
+			if err := profileHeap(ctx, p.cfg, path); err != nil {
+				logf("memory: heap profile of %s: %v", p.file, err)
+			}
+		}
+	}
 	m := &memoryResult{
 		Objects:       large,
 		OursBefore:    oursBefore,

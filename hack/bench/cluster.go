@@ -275,21 +275,32 @@ func httpGet(ctx context.Context, client *http.Client, url string) (string, erro
 func profileCPU(ctx context.Context, cfg *rest.Config, client *http.Client, url, path string, seconds int) func() error {
 	done := make(chan error, 1)
 	go func() {
-		if cfg != nil {
-			rt, err := rest.TransportFor(cfg)
-			if err != nil {
-				done <- err
-				return
-			}
-			client = &http.Client{Transport: rt}
-		}
-		body, err := httpGet(ctx, client, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", url, seconds))
-		if err == nil {
-			err = os.WriteFile(path, []byte(body), 0o644)
-		}
-		done <- err
+		done <- saveProfile(ctx, cfg, client, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", url, seconds), path)
 	}()
 	return func() error { return <-done }
+}
+
+// profileHeap writes a server's heap profile (/debug/pprof/heap: the live objects at its last
+// garbage collection, and what was allocated since it started) into path, with cfg's identity.
+func profileHeap(ctx context.Context, cfg *rest.Config, path string) error {
+	return saveProfile(ctx, cfg, nil, cfg.Host+"/debug/pprof/heap?gc=1", path)
+}
+
+// saveProfile GETs a pprof endpoint with cfg's identity (or, nil, with client) and writes the
+// body into path.
+func saveProfile(ctx context.Context, cfg *rest.Config, client *http.Client, url, path string) error {
+	if cfg != nil {
+		rt, err := rest.TransportFor(cfg)
+		if err != nil {
+			return err
+		}
+		client = &http.Client{Transport: rt}
+	}
+	body, err := httpGet(ctx, client, url)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(body), 0o644)
 }
 
 // gitCommit is the checked-out commit, "-dirty" when the work tree has changes (read-only git).

@@ -147,7 +147,7 @@ func main() {
 	flag.BoolVar(&o.skipList, "skip-list", false, "skip the LIST rows")
 	flag.BoolVar(&o.skipAPI, "skip-api", false, "skip the API benchmark")
 	flag.BoolVar(&o.skipController, "skip-controller", false, "skip the controller benchmark")
-	flag.StringVar(&o.profileDir, "profile", "", "write CPU profiles of our server and kube-apiserver (steady CRUD and LIST loads after the API rows) and of the controller (the first 60 s of its largest run) to this directory")
+	flag.StringVar(&o.profileDir, "profile", "", "write CPU profiles of our server and kube-apiserver (steady CRUD and LIST loads after the API rows) and of the controller (the first 60 s of its largest run), and heap profiles of both servers holding the memory rows' objects, to this directory")
 	flag.StringVar(&o.controllerArgs, "controller-args", "", "extra flags for database-controller, space-separated")
 	flag.StringVar(&o.apiserverArgs, "apiserver-args", "", "extra flags for database-apiserver, space-separated")
 	flag.StringVar(&o.kubeArgs, "kube-apiserver-args", "", "extra flags for kube-apiserver, space-separated")
