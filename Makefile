@@ -15,9 +15,19 @@ BUILD_FLAGS ?= -trimpath
 ## build: the API server, the controller and the kubectl plugin (kubectl-database: put bin/ on
 ## PATH and kubectl runs it as `kubectl database`) binaries into bin/.
 build:
-	$(GO) build $(BUILD_FLAGS) -o $(BIN)/database-apiserver ./cmd/apiserver
-	$(GO) build $(BUILD_FLAGS) -o $(BIN)/database-controller ./cmd/controller
-	$(GO) build $(BUILD_FLAGS) -o $(BIN)/kubectl-database ./cmd/kubectl-database
+	$(call build-cmds,$(CMDS))
+
+# CMDS are our commands as <package>:<binary name> pairs.
+CMDS := ./cmd/apiserver:database-apiserver ./cmd/controller:database-controller ./cmd/kubectl-database:kubectl-database
+
+# build-cmds builds <package>:<name> pairs in one `go build`, so the go command compiles what
+# they share once and links them in parallel. go build names a command after its directory:
+# each goes to $(BIN)/cmd/ and is hard-linked to $(BIN)/<name>. One already up to date is not
+# linked again.
+define build-cmds
+	$(GO) build $(BUILD_FLAGS) -o $(BIN)/cmd/ $(foreach c,$(1),$(word 1,$(subst :, ,$(c))))
+	$(foreach c,$(1),ln -f $(BIN)/cmd/$(notdir $(word 1,$(subst :, ,$(c)))) $(BIN)/$(word 2,$(subst :, ,$(c)));)
+endef
 
 ## generate: regenerate deepcopy, defaulters, conversions, protobuf, OpenAPI, clientset, listers,
 ## informers. Needs protoc (Debian's protobuf-compiler): installed with apt-get when missing if
@@ -73,9 +83,9 @@ node-deps:
 ## CONTROLLER_ARGS to the controller. It waits for the control plane's tools only: as root, what
 ## the real node still lacks (its binaries and images, REAL_NODE_BUILD) is built while the
 ## cluster already serves on its simulated node, and the real node joins when it is ready.
-REAL_NODE_BUILD ?= ./hack/build-tools.sh node && ./hack/build-node-images.sh
-run: tools-control-plane build node-deps
-	$(GO) build $(BUILD_FLAGS) -o $(BIN)/local-up ./hack/local-up
+REAL_NODE_BUILD ?= ./hack/build-real-node.sh
+run: tools-control-plane node-deps
+	$(call build-cmds,$(CMDS) ./hack/local-up:local-up)
 	LOCAL_DIR=$(LOCAL_DIR) CONTROLLER_ARGS="$(CONTROLLER_ARGS)" REAL_NODE_BUILD="$(REAL_NODE_BUILD)" \
 	  ./$(BIN)/local-up $(APISERVER_ARGS)
 
