@@ -58,7 +58,7 @@ LOCAL_DIR ?= .local
 
 ## tools: the pinned kube-apiserver, kube-controller-manager, kube-scheduler (bin/k8s-<version>/)
 ## and kwok (bin/kwok-<version>/), built from hack/tools; skips what is already built. As root
-## also the real node's kubelet, kube-proxy, CNI plugins and crane.
+## also the real node's crane, kubelet, kube-proxy, CNI plugins and CoreDNS.
 tools:
 	./hack/build-tools.sh
 

@@ -9,7 +9,8 @@
 #   bin/coredns-<version>/coredns (cluster DNS, the plugins it needs)            (hack/tools/coredns)
 # Versions come from the tools modules' go.mod files. A binary is rebuilt only when it is missing
 # or was built from another version (read back with `go version -m`). A cold build of
-# kube-apiserver takes about 7.5 minutes on 2 idle cores. The real node's binaries are built as root
+# kube-apiserver, kube-controller-manager and kube-scheduler together takes about 9 minutes on
+# 2 idle cores. The real node's binaries are built as root
 # only (the node needs root); NODE_TOOLS=1 builds them anyway, NODE_TOOLS=0 never.
 #
 # Usage: hack/build-tools.sh [all|control-plane|node|crane]
