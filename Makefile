@@ -22,8 +22,8 @@ CMDS := ./cmd/apiserver:database-apiserver ./cmd/controller:database-controller 
 
 # build-cmds builds <package>:<name> pairs in one `go build`, so the go command compiles what
 # they share once and links them in parallel. go build names a command after its directory:
-# each goes to $(BIN)/cmd/ and is hard-linked to $(BIN)/<name>. One already up to date is not
-# linked again.
+# each goes to $(BIN)/cmd/ and is hard-linked to $(BIN)/<name>. go build leaves one already
+# up to date as it is.
 define build-cmds
 	$(GO) build $(BUILD_FLAGS) -o $(BIN)/cmd/ $(foreach c,$(1),$(word 1,$(subst :, ,$(c))))
 	$(foreach c,$(1),ln -f $(BIN)/cmd/$(notdir $(word 1,$(subst :, ,$(c)))) $(BIN)/$(word 2,$(subst :, ,$(c)));)

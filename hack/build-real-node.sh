@@ -3,19 +3,25 @@
 # (hack/build-tools.sh node) and its images (hack/build-node-images.sh). The images need only
 # crane, so crane is built first; then the images (debootstrap: mostly downloads and dpkg) and
 # the other binaries (the compiler) are built at the same time, their lines interleaved. When
-# the binaries fail the image build is stopped (SIGTERM: it unmounts and removes what it made);
-# either failure is an exit status of 1. local-up runs it as REAL_NODE_BUILD (the Makefile's
+# the binaries fail the image build is stopped (SIGTERM to its process group: it unmounts and
+# removes what it made); either failure is an exit status of 1. local-up runs it as REAL_NODE_BUILD (the Makefile's
 # default) in a process group of its own, which it stops as a whole.
 set -o errexit -o nounset -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 "${ROOT}/hack/build-tools.sh" crane
-"${ROOT}/hack/build-node-images.sh" &
+# The image build in a process group of its own, so that stopping it reaches debootstrap and
+# dpkg too; a SIGTERM or SIGINT to this script (local-up stops its whole group) passes it on.
+setsid "${ROOT}/hack/build-node-images.sh" &
 images=$!
+stop_images() {
+  kill -TERM -- "-${images}" 2>/dev/null || true
+  wait "${images}" || true
+}
+trap 'stop_images; exit 143' TERM INT
 if ! "${ROOT}/hack/build-tools.sh" node; then
   echo "build-real-node: hack/build-tools.sh node failed; stopping the image build" >&2
-  kill -TERM "${images}" 2>/dev/null || true
-  wait "${images}" || true
+  stop_images
   exit 1
 fi
 if ! wait "${images}"; then

@@ -37,19 +37,25 @@ BIN=${BIN:-${ROOT}/bin}
 source "${ROOT}/hack/lib.sh"
 # Lower priority: the machine's cores are shared with editors and tests.
 NICE=${NICE:-nice -n 10}
+# The directory a build_cmds is writing, removed when the script exits (a failed build, or
+# SIGTERM from local-up stopping a real node's build).
+build_tmp=
+trap '[[ -z ${build_tmp} ]] || rm -rf "${build_tmp}"' EXIT
 
 # module_version <module dir> <module path> prints the version the tools module pins.
 module_version() {
   (cd "$1" && ${GO} list -m -f '{{.Version}}' "$2")
 }
 
-# stale <module path> <version> <output> [<ldflags>] prints why <output> must be built, nothing
-# when it records <module path> at <version> and, with <ldflags> (which stamp the version),
-# reports <version> from --version.
+# stale <package> <module path> <version> <output> [<ldflags>] prints why <output> must be
+# built, nothing when it is the command <package> built with <module path> at <version> and,
+# with <ldflags> (which stamp the version), reports <version> from --version.
 stale() {
-  local mod=$1 version=$2 out=$3 ldflags=${4:-}
+  local pkg=$1 mod=$2 version=$3 out=$4 ldflags=${5:-}
   if [[ ! -x ${out} ]]; then
     echo "missing"
+  elif ! ${GO} version -m "${out}" | awk -v p="${pkg}" '$1 == "path" && $2 == p { found = 1 } END { exit !found }'; then
+    echo "not the command ${pkg}"
   elif ! ${GO} version -m "${out}" | awk -v m="${mod}" -v v="${version}" \
       '($1 == "mod" || $1 == "dep") && $2 == m && $3 == v { found = 1 } END { exit !found }'; then
     echo "not built from ${mod} ${version}"
@@ -70,7 +76,7 @@ build_cmds() {
   local pkgs=()
   for pkg in "$@"; do
     out=${outdir}/${pkg##*/}
-    why=$(stale "${mod}" "${version}" "${out}" "${ldflags}")
+    why=$(stale "${pkg}" "${mod}" "${version}" "${out}" "${ldflags}")
     if [[ -z ${why} ]]; then
       echo "up to date: ${out#"${ROOT}/"} (${mod} ${version})"
       continue
@@ -82,13 +88,15 @@ build_cmds() {
   local start=${SECONDS} tmp
   mkdir -p "${outdir}"
   tmp=$(mktemp -d "${outdir}/.build.XXXXXX")
+  build_tmp=${tmp}
   # A directory with a trailing slash: go build writes every command into it, by its name.
   (cd "${dir}" && ${NICE} ${GO} build -trimpath -ldflags="-s -w ${ldflags}" -o "${tmp}/" "${pkgs[@]}") \
-    || { rm -rf "${tmp}"; return 1; }
+    || return 1
   for pkg in "${pkgs[@]}"; do
     mv "${tmp}/${pkg##*/}" "${outdir}/${pkg##*/}"
   done
   rmdir "${tmp}"
+  build_tmp=
   echo "built ${pkgs[*]##*/} in $((SECONDS - start))s"
 }
 
