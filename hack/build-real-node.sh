@@ -4,8 +4,8 @@
 # crane, so crane is built first; then the images (debootstrap: mostly downloads and dpkg) and
 # the other binaries (the compiler) are built at the same time, their lines interleaved. When
 # the binaries fail the image build is stopped (SIGTERM to its process group: it unmounts and
-# removes what it made); either failure is an exit status of 1. local-up runs it as REAL_NODE_BUILD (the Makefile's
-# default) in a process group of its own, which it stops as a whole.
+# removes what it made); either failure is an exit status of 1. local-up runs it as
+# REAL_NODE_BUILD (the Makefile's default) and stops it with SIGTERM to its process group.
 set -o errexit -o nounset -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 

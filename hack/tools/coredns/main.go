@@ -2,7 +2,7 @@
 // (internal/localcluster/dns.go): bind, ready, health, errors, cache and kubernetes. CoreDNS
 // builds a server from the plugins its main package imports, and runs its directives in the
 // order of dnsserver.Directives; an upstream build imports every plugin (core/plugin), with
-// the clients of three clouds, etcd and gRPC, most of a cold build's time. This is CoreDNS's
+// the clients of three clouds and etcd, most of a cold build's time. This is CoreDNS's
 // documented way to build with a subset of its plugins, from a module of our own.
 // hack/build-tools.sh builds it.
 package main
