@@ -51,13 +51,16 @@ module_version() {
 # built, nothing when it is the command <package> built with <module path> at <version> and,
 # with <ldflags> (which stamp the version), reports <version> from --version.
 stale() {
-  local pkg=$1 mod=$2 version=$3 out=$4 ldflags=${5:-}
+  local pkg=$1 mod=$2 version=$3 out=$4 ldflags=${5:-} info
   if [[ ! -x ${out} ]]; then
     echo "missing"
-  elif ! ${GO} version -m "${out}" | awk -v p="${pkg}" '$1 == "path" && $2 == p { found = 1 } END { exit !found }'; then
+    return
+  fi
+  info=$(${GO} version -m "${out}")
+  if ! awk -v p="${pkg}" '$1 == "path" && $2 == p { found = 1 } END { exit !found }' <<<"${info}"; then
     echo "not the command ${pkg}"
-  elif ! ${GO} version -m "${out}" | awk -v m="${mod}" -v v="${version}" \
-      '($1 == "mod" || $1 == "dep") && $2 == m && $3 == v { found = 1 } END { exit !found }'; then
+  elif ! awk -v m="${mod}" -v v="${version}" \
+      '($1 == "mod" || $1 == "dep") && $2 == m && $3 == v { found = 1 } END { exit !found }' <<<"${info}"; then
     echo "not built from ${mod} ${version}"
   elif [[ -n ${ldflags} ]] && ! "${out}" --version 2>/dev/null | grep -qF -- "${version}"; then
     # -trimpath keeps ldflags out of the build info: ask the binary itself.
