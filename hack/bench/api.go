@@ -217,57 +217,66 @@ func (b *bench) profileAPI(ctx context.Context) error {
 				return err
 			}
 		}
-		logf("profiling: %s", p.file)
-		pctx, cancel := context.WithCancel(ctx)
-		waitOurs := profileCPU(ctx, b.adminDirect, nil, b.adminDirect.Host, filepath.Join(b.o.profileDir, "apiserver-"+p.file+".pprof"), seconds)
-		waitKube := profileCPU(ctx, b.cluster.AdminConfig, nil, b.cluster.AdminConfig.Host, filepath.Join(b.o.profileDir, "kube-apiserver-"+p.file+".pprof"), seconds)
-		wait := func() error { return errors.Join(waitOurs(), waitKube()) }
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			ns := "bench-" + p.t.Name
-			var k atomic.Int64
-			run(pctx, 8, math.MaxInt32, time.Hour, func(ctx context.Context, _ int) error {
-				if p.get {
-					_, err := p.t.client.Get(ctx, ns, "p-get")
-					return err
+		ns := "bench-" + p.t.Name
+		var k atomic.Int64
+		if err := b.profileUnder(ctx, p.file, seconds, 8, func(ctx context.Context) error {
+			if p.get {
+				_, err := p.t.client.Get(ctx, ns, "p-get")
+				return err
+			}
+			if p.list {
+				ns := "bench-list-crd"
+				if p.t.ours {
+					ns = "bench-list-ours"
 				}
-				if p.list {
-					ns := "bench-list-crd"
-					if p.t.ours {
-						ns = "bench-list-ours"
-					}
-					_, err := p.t.client.List(ctx, ns, metav1.ListOptions{})
-					return err
-				}
-				name := fmt.Sprintf("p-%07d", k.Add(1))
-				o, err := p.t.client.Create(ctx, ns, newDatabase(name))
-				if err != nil {
-					return err
-				}
-				if _, err := p.t.client.Get(ctx, ns, name); err != nil {
-					return err
-				}
-				o.Spec.Replicas = ptr.To[int32](2)
-				if o, err = p.t.client.Update(ctx, o); err != nil {
-					return err
-				}
-				if o, err = p.t.client.MergePatch(ctx, ns, name, []byte(`{"spec":{"replicas":3}}`)); err != nil {
-					return err
-				}
-				o.Status = examplev1.DatabaseStatus{Phase: examplev1.DatabasePhaseReady, ReadyReplicas: 3}
-				if _, err = p.t.client.UpdateStatus(ctx, o); err != nil {
-					return err
-				}
-				return p.t.client.Delete(ctx, ns, name)
-			})
-		}()
-		err := wait()
-		cancel()
-		<-done
-		if err != nil {
-			return fmt.Errorf("profile %s: %w", p.file, err)
+				_, err := p.t.client.List(ctx, ns, metav1.ListOptions{})
+				return err
+			}
+			name := fmt.Sprintf("p-%07d", k.Add(1))
+			o, err := p.t.client.Create(ctx, ns, newDatabase(name))
+			if err != nil {
+				return err
+			}
+			if _, err := p.t.client.Get(ctx, ns, name); err != nil {
+				return err
+			}
+			o.Spec.Replicas = ptr.To[int32](2)
+			if o, err = p.t.client.Update(ctx, o); err != nil {
+				return err
+			}
+			if o, err = p.t.client.MergePatch(ctx, ns, name, []byte(`{"spec":{"replicas":3}}`)); err != nil {
+				return err
+			}
+			o.Status = examplev1.DatabaseStatus{Phase: examplev1.DatabasePhaseReady, ReadyReplicas: 3}
+			if _, err = p.t.client.UpdateStatus(ctx, o); err != nil {
+				return err
+			}
+			return p.t.client.Delete(ctx, ns, name)
+		}); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// profileUnder records CPU profiles of seconds of our server and of kube-apiserver, as
+// apiserver-<file>.pprof and kube-apiserver-<file>.pprof in the profile directory, while conc
+// clients run op again and again; it returns an error when a profile could not be written.
+func (b *bench) profileUnder(ctx context.Context, file string, seconds, conc int, op func(ctx context.Context) error) error {
+	logf("profiling: %s", file)
+	pctx, cancel := context.WithCancel(ctx)
+	waitOurs := profileCPU(ctx, b.adminDirect, nil, b.adminDirect.Host, filepath.Join(b.o.profileDir, "apiserver-"+file+".pprof"), seconds)
+	waitKube := profileCPU(ctx, b.cluster.AdminConfig, nil, b.cluster.AdminConfig.Host, filepath.Join(b.o.profileDir, "kube-apiserver-"+file+".pprof"), seconds)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		run(pctx, conc, math.MaxInt32, time.Hour, func(ctx context.Context, _ int) error { return op(ctx) })
+	}()
+	err := errors.Join(waitOurs(), waitKube())
+	cancel()
+	<-done
+	if err != nil {
+		return fmt.Errorf("profile %s: %w", file, err)
 	}
 	return nil
 }
@@ -477,6 +486,7 @@ func (b *bench) memoryHolding(ctx context.Context, large int, nsOurs, nsCRD stri
 	}
 	logf("memory: holding %d objects", large)
 	time.Sleep(settle)
+	b.collectGarbage(ctx, "")
 	oursBefore, kubeBefore := b.memSample(ctx, procOurs), b.memSample(ctx, procKube)
 	if err := populate(ctx, b.direct, nsOurs, 0, large); err != nil {
 		return nil, err
@@ -489,16 +499,23 @@ func (b *bench) memoryHolding(ctx context.Context, large int, nsOurs, nsCRD stri
 	time.Sleep(settle)
 	kubeAfter, oursEnd := b.memSample(ctx, procKube), b.memSample(ctx, procOurs)
 	if b.o.profileDir != "" {
-		for _, p := range []struct {
-			cfg  *rest.Config
-			file string
-		}{{b.adminDirect, "apiserver"}, {b.cluster.AdminConfig, "kube-apiserver"}} {
-			path := filepath.Join(b.o.profileDir, fmt.Sprintf("%s-heap-%d.pprof", p.file, large))
-			if err := profileHeap(ctx, p.cfg, path); err != nil {
-				logf("memory: heap profile of %s: %v", p.file, err)
-			}
-		}
+		b.collectGarbage(ctx, fmt.Sprintf("heap-%d", large))
 	}
+
+	// What the creates left behind besides the objects: the watch caches' snapshots of their
+	// history (kept until etcd is compacted past it, which the servers' own compactors do
+	// every 5 minutes) and the garbage the Go heap grew for. Compacting etcd now, and
+	// collecting, leaves what holding the objects costs.
+	rev, err := compactEtcd(ctx, b.cluster.EtcdURL)
+	if err != nil {
+		return nil, err
+	}
+	logf("memory: etcd compacted to revision %d; waiting for the watch caches to drop their snapshots", rev)
+	time.Sleep(cacherCompactorPoll)
+	b.collectGarbage(ctx, fmt.Sprintf("heap-%d-settled", large))
+	time.Sleep(settle)
+	oursSettled, kubeSettled := b.memSample(ctx, procOurs), b.memSample(ctx, procKube)
+
 	m := &memoryResult{
 		Objects:       large,
 		OursBefore:    oursBefore,
@@ -511,13 +528,47 @@ func (b *bench) memoryHolding(ctx context.Context, large int, nsOurs, nsCRD stri
 		KubeDeltaMiB:  round3(kubeAfter.RSSMiB - kubeMid.RSSMiB),
 		OursHeapDelta: round3(oursAfter.HeapInuseMiB - oursBefore.HeapInuseMiB),
 		KubeHeapDelta: round3(kubeAfter.HeapInuseMiB - kubeMid.HeapInuseMiB),
+
+		OursSettled:          oursSettled,
+		KubeSettled:          kubeSettled,
+		OursSettledDeltaMiB:  round3(oursSettled.RSSMiB - oursBefore.RSSMiB),
+		KubeSettledDeltaMiB:  round3(kubeSettled.RSSMiB - kubeMid.RSSMiB),
+		OursSettledHeapDelta: round3(oursSettled.HeapInuseMiB - oursBefore.HeapInuseMiB),
+		KubeSettledHeapDelta: round3(kubeSettled.HeapInuseMiB - kubeMid.HeapInuseMiB),
 	}
 	if m.KubeDeltaMiB > 0 {
 		m.Ratio = round3(m.OursDeltaMiB / m.KubeDeltaMiB)
 	}
+	if m.KubeSettledDeltaMiB > 0 {
+		m.SettledRatio = round3(m.OursSettledDeltaMiB / m.KubeSettledDeltaMiB)
+	}
 	logf("memory: our server %.0f -> %.0f MiB (+%.0f), kube-apiserver %.0f -> %.0f MiB (+%.0f) for %d objects: ratio %.2f",
 		oursBefore.RSSMiB, oursAfter.RSSMiB, m.OursDeltaMiB, kubeMid.RSSMiB, kubeAfter.RSSMiB, m.KubeDeltaMiB, large, m.Ratio)
+	logf("memory: settled, our server +%.0f MiB (heap +%.0f), kube-apiserver +%.0f MiB (heap +%.0f): ratio %.2f",
+		m.OursSettledDeltaMiB, m.OursSettledHeapDelta, m.KubeSettledDeltaMiB, m.KubeSettledHeapDelta, m.SettledRatio)
 	return m, nil
+}
+
+// cacherCompactorPoll is how long a watch cache takes at most to drop the snapshots older
+// than etcd's compaction revision: its compactor's poll period in k8s.io/apiserver (15 s),
+// and a margin.
+const cacherCompactorPoll = 20 * time.Second
+
+// collectGarbage runs a garbage collection in both servers; with -profile, it writes their
+// heap profiles after it as apiserver-<name>.pprof and kube-apiserver-<name>.pprof.
+func (b *bench) collectGarbage(ctx context.Context, name string) {
+	for _, p := range []struct {
+		cfg  *rest.Config
+		file string
+	}{{b.adminDirect, "apiserver"}, {b.cluster.AdminConfig, "kube-apiserver"}} {
+		path := ""
+		if b.o.profileDir != "" && name != "" {
+			path = filepath.Join(b.o.profileDir, p.file+"-"+name+".pprof")
+		}
+		if err := profileHeap(ctx, p.cfg, path); err != nil {
+			logf("memory: garbage collection in %s: %v", p.file, err)
+		}
+	}
 }
 
 // memSample reads a server's resident memory (the median of three readings a second apart)

@@ -12,11 +12,13 @@ import (
 	"strings"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/storage/etcd3"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -280,14 +282,43 @@ func profileCPU(ctx context.Context, cfg *rest.Config, client *http.Client, url,
 	return func() error { return <-done }
 }
 
-// profileHeap writes a server's heap profile (/debug/pprof/heap: the live objects at its last
-// garbage collection, and what was allocated since it started) into path, with cfg's identity.
+// profileHeap runs a garbage collection in a server (/debug/pprof/heap?gc=1, with cfg's
+// identity) and writes its heap profile (the live objects after that collection, and what was
+// allocated since the server started) into path; with path empty, it only collects.
 func profileHeap(ctx context.Context, cfg *rest.Config, path string) error {
 	return saveProfile(ctx, cfg, nil, cfg.Host+"/debug/pprof/heap?gc=1", path)
 }
 
+// compactEtcd compacts the etcd both servers share to its current revision the way their own
+// compactors do (etcd3.Compact: a compare-and-swap of the compaction revision's key, then the
+// compaction), so that both learn of it at once, as they watch that key, and their watch
+// caches drop the snapshots older than it at their compactors' next poll (every 15 s in
+// k8s.io/apiserver). It returns the revision compacted to, or an error when the swap lost to a
+// server's own compactor five times.
+func compactEtcd(ctx context.Context, url string) (int64, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, DialTimeout: 10 * time.Second, Context: ctx})
+	if err != nil {
+		return 0, err
+	}
+	defer cli.Close()
+	var version, rev int64
+	for range 5 {
+		// A swap that succeeds with rev 0 only records the key's first version (etcd3.Compact
+		// compacts nothing on bootstrap); one that fails returns the key's version to swap from.
+		asked := rev
+		var compacted int64
+		if version, rev, compacted, err = etcd3.Compact(ctx, cli, version, rev); err != nil {
+			return 0, err
+		}
+		if asked != 0 && compacted == asked {
+			return compacted, nil
+		}
+	}
+	return 0, errors.New("compacting etcd: the compaction revision's compare-and-swap lost to the servers' compactors five times")
+}
+
 // saveProfile GETs a pprof endpoint with cfg's identity (or, nil, with client) and writes the
-// body into path.
+// body into path (with path empty, drops it).
 func saveProfile(ctx context.Context, cfg *rest.Config, client *http.Client, url, path string) error {
 	if cfg != nil {
 		rt, err := rest.TransportFor(cfg)
@@ -297,7 +328,7 @@ func saveProfile(ctx context.Context, cfg *rest.Config, client *http.Client, url
 		client = &http.Client{Transport: rt}
 	}
 	body, err := httpGet(ctx, client, url)
-	if err != nil {
+	if err != nil || path == "" {
 		return err
 	}
 	return os.WriteFile(path, []byte(body), 0o644)

@@ -67,6 +67,22 @@ func (b *bench) runScaleLarge(ctx context.Context, res *results) error {
 		logf("  %-11s paginated LIST of %d: %.0f objects/s (a pass p50 %.1f s)%s", t.Name, n, r.Throughput, r.Latency.P50/1000, errSuffix(r.FirstError))
 	}
 
+	if b.o.profileDir != "" {
+		// One client listing page after page, as the rows above: what each server spends on it.
+		for _, p := range []struct {
+			file string
+			t    *target
+			ns   string
+		}{{"list-paginated-via-kube", b.targets[1], nsOurs}, {"list-paginated-crd", b.crd, nsCRD}} {
+			if err := b.profileUnder(ctx, p.file, 15, 1, func(ctx context.Context) error {
+				_, err := listAll(ctx, p.t, p.ns)
+				return err
+			}); err != nil {
+				return err
+			}
+		}
+	}
+
 	logf("scale: restarting our server on %d Databases", n)
 	if err := b.cluster.StopComponent(procOurs); err != nil {
 		return err
@@ -89,6 +105,9 @@ func (b *bench) runScaleLarge(ctx context.Context, res *results) error {
 	sr.CacheSeconds = round3(time.Since(start).Seconds())
 	logf("scale: our server ready in %.1f s, its watch cache filled in %.1f s", sr.ReadySeconds, sr.CacheSeconds)
 
+	if b.o.skipAPI && b.o.skipController {
+		return nil // nothing runs on this cluster after this part
+	}
 	logf("scale: deleting the objects")
 	if err := deleteAll(ctx, b.direct, nsOurs); err != nil {
 		return err
