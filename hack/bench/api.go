@@ -469,6 +469,9 @@ func (b *bench) memoryAndPopulate(ctx context.Context, res *results) error {
 		return err
 	}
 	res.Memory = m
+	if err := b.memorySettle(ctx, m); err != nil {
+		return err
+	}
 
 	if err := populate(ctx, b.direct, "bench-list1k-ours", 0, b.sc.ListSmall); err != nil {
 		return err
@@ -480,10 +483,7 @@ func (b *bench) memoryAndPopulate(ctx context.Context, res *results) error {
 // Databases created in nsOurs on its own port (kube-apiserver does not see them), then
 // kube-apiserver's for as many objects of the CRD in nsCRD.
 func (b *bench) memoryHolding(ctx context.Context, large int, nsOurs, nsCRD string) (*memoryResult, error) {
-	settle := 10 * time.Second
-	if b.o.quick {
-		settle = 3 * time.Second
-	}
+	settle := b.settleTime()
 	logf("memory: holding %d objects", large)
 	time.Sleep(settle)
 	b.collectGarbage(ctx, "")
@@ -502,20 +502,6 @@ func (b *bench) memoryHolding(ctx context.Context, large int, nsOurs, nsCRD stri
 		b.collectGarbage(ctx, fmt.Sprintf("heap-%d", large))
 	}
 
-	// What the creates left behind besides the objects: the watch caches' snapshots of their
-	// history (kept until etcd is compacted past it, which the servers' own compactors do
-	// every 5 minutes) and the garbage the Go heap grew for. Compacting etcd now, and
-	// collecting, leaves what holding the objects costs.
-	rev, err := compactEtcd(ctx, b.cluster.EtcdURL)
-	if err != nil {
-		return nil, err
-	}
-	logf("memory: etcd compacted to revision %d; waiting for the watch caches to drop their snapshots", rev)
-	time.Sleep(cacherCompactorPoll)
-	b.collectGarbage(ctx, fmt.Sprintf("heap-%d-settled", large))
-	time.Sleep(settle)
-	oursSettled, kubeSettled := b.memSample(ctx, procOurs), b.memSample(ctx, procKube)
-
 	m := &memoryResult{
 		Objects:       large,
 		OursBefore:    oursBefore,
@@ -528,25 +514,53 @@ func (b *bench) memoryHolding(ctx context.Context, large int, nsOurs, nsCRD stri
 		KubeDeltaMiB:  round3(kubeAfter.RSSMiB - kubeMid.RSSMiB),
 		OursHeapDelta: round3(oursAfter.HeapInuseMiB - oursBefore.HeapInuseMiB),
 		KubeHeapDelta: round3(kubeAfter.HeapInuseMiB - kubeMid.HeapInuseMiB),
-
-		OursSettled:          oursSettled,
-		KubeSettled:          kubeSettled,
-		OursSettledDeltaMiB:  round3(oursSettled.RSSMiB - oursBefore.RSSMiB),
-		KubeSettledDeltaMiB:  round3(kubeSettled.RSSMiB - kubeMid.RSSMiB),
-		OursSettledHeapDelta: round3(oursSettled.HeapInuseMiB - oursBefore.HeapInuseMiB),
-		KubeSettledHeapDelta: round3(kubeSettled.HeapInuseMiB - kubeMid.HeapInuseMiB),
 	}
 	if m.KubeDeltaMiB > 0 {
 		m.Ratio = round3(m.OursDeltaMiB / m.KubeDeltaMiB)
 	}
+	logf("memory: our server %.0f -> %.0f MiB (+%.0f), kube-apiserver %.0f -> %.0f MiB (+%.0f) for %d objects: ratio %.2f",
+		oursBefore.RSSMiB, oursAfter.RSSMiB, m.OursDeltaMiB, kubeMid.RSSMiB, kubeAfter.RSSMiB, m.KubeDeltaMiB, large, m.Ratio)
+	return m, nil
+}
+
+// memorySettle measures both servers again once the creates m measured are history, and fills
+// in m's settled samples, deltas (from the same baselines) and ratio.
+func (b *bench) memorySettle(ctx context.Context, m *memoryResult) error {
+	settle := b.settleTime()
+	// What the creates left behind besides the objects: the watch caches' snapshots of their
+	// history (kept until etcd is compacted past it, which the servers' own compactors do
+	// every 5 minutes) and the garbage the Go heap grew for. Compacting etcd now, and
+	// collecting, leaves what holding the objects costs.
+	rev, err := compactEtcd(ctx, b.cluster.EtcdURL)
+	if err != nil {
+		return err
+	}
+	logf("memory: etcd compacted to revision %d; waiting for the watch caches to drop their snapshots", rev)
+	time.Sleep(cacherCompactorPoll)
+	b.collectGarbage(ctx, fmt.Sprintf("heap-%d-settled", m.Objects))
+	time.Sleep(settle)
+	oursSettled, kubeSettled := b.memSample(ctx, procOurs), b.memSample(ctx, procKube)
+
+	m.OursSettled, m.KubeSettled = oursSettled, kubeSettled
+	m.OursSettledDeltaMiB = round3(oursSettled.RSSMiB - m.OursBefore.RSSMiB)
+	m.KubeSettledDeltaMiB = round3(kubeSettled.RSSMiB - m.KubeMid.RSSMiB)
+	m.OursSettledHeapDelta = round3(oursSettled.HeapInuseMiB - m.OursBefore.HeapInuseMiB)
+	m.KubeSettledHeapDelta = round3(kubeSettled.HeapInuseMiB - m.KubeMid.HeapInuseMiB)
 	if m.KubeSettledDeltaMiB > 0 {
 		m.SettledRatio = round3(m.OursSettledDeltaMiB / m.KubeSettledDeltaMiB)
 	}
-	logf("memory: our server %.0f -> %.0f MiB (+%.0f), kube-apiserver %.0f -> %.0f MiB (+%.0f) for %d objects: ratio %.2f",
-		oursBefore.RSSMiB, oursAfter.RSSMiB, m.OursDeltaMiB, kubeMid.RSSMiB, kubeAfter.RSSMiB, m.KubeDeltaMiB, large, m.Ratio)
 	logf("memory: settled, our server +%.0f MiB (heap +%.0f), kube-apiserver +%.0f MiB (heap +%.0f): ratio %.2f",
 		m.OursSettledDeltaMiB, m.OursSettledHeapDelta, m.KubeSettledDeltaMiB, m.KubeSettledHeapDelta, m.SettledRatio)
-	return m, nil
+	return nil
+}
+
+// settleTime is how long a server is left alone before its memory is read: 10 s (3 s with
+// -quick).
+func (b *bench) settleTime() time.Duration {
+	if b.o.quick {
+		return 3 * time.Second
+	}
+	return 10 * time.Second
 }
 
 // cacherCompactorPoll is how long a watch cache takes at most to drop the snapshots older

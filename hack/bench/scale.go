@@ -25,7 +25,8 @@ const pageLimit = 500
 
 // runScaleLarge fills a namespace with Objects Databases on our server and Objects objects of
 // the CRD, records both servers' memory, lists every object in pages of pageLimit through
-// each target (rotated, Rounds times), and restarts our server on the data set.
+// each target, then records the memory settled and lists again, and restarts our server on the
+// data set.
 func (b *bench) runScaleLarge(ctx context.Context, res *results) error {
 	n := b.sc.ScaleObjects
 	nsOurs, nsCRD := "bench-scale-ours", "bench-scale-crd"
@@ -40,47 +41,18 @@ func (b *bench) runScaleLarge(ctx context.Context, res *results) error {
 	if sr.Memory, err = b.memoryHolding(ctx, n, nsOurs, nsCRD); err != nil {
 		return err
 	}
-
-	logf("scale: paginated LIST of %d objects, %d per page", n, pageLimit)
-	rounds := max(1, b.sc.Rounds/2)
-	parts := map[*target][]part{}
-	for k := range rounds {
-		for _, t := range rotate(b.targets, k) {
-			ns := nsCRD
-			if t.ours {
-				ns = nsOurs
-			}
-			parts[t] = append(parts[t], b.measurePart(ctx, 1, 1, func(ctx context.Context, _ int) error {
-				got, err := listAll(ctx, t, ns)
-				if err == nil && got != n {
-					err = fmt.Errorf("listed %d objects in pages, want %d", got, n)
-				}
-				return err
-			}))
-		}
+	// Right after the creates, every page of a LIST comes from the watch cache: a continued
+	// page from its snapshot at the first page's resourceVersion. Once etcd is compacted past
+	// the last write, that snapshot is gone, and continued pages come from etcd until the
+	// next write makes a new one.
+	if err := b.listPaginated(ctx, res, verbListPaginated, nsOurs, nsCRD); err != nil {
+		return err
 	}
-	for _, t := range b.targets {
-		r := finishRow(t, "list-paginated", n, 1, parts[t])
-		// Throughput in objects listed per second, not LIST passes.
-		r.Throughput = round3(r.Throughput * float64(n))
-		res.Rows = append(res.Rows, r)
-		logf("  %-11s paginated LIST of %d: %.0f objects/s (a pass p50 %.1f s)%s", t.Name, n, r.Throughput, r.Latency.P50/1000, errSuffix(r.FirstError))
+	if err := b.memorySettle(ctx, sr.Memory); err != nil {
+		return err
 	}
-
-	if b.o.profileDir != "" {
-		// One client listing page after page, as the rows above: what each server spends on it.
-		for _, p := range []struct {
-			file string
-			t    *target
-			ns   string
-		}{{"list-paginated-via-kube", b.targets[1], nsOurs}, {"list-paginated-crd", b.crd, nsCRD}} {
-			if err := b.profileUnder(ctx, p.file, 15, 1, func(ctx context.Context) error {
-				_, err := listAll(ctx, p.t, p.ns)
-				return err
-			}); err != nil {
-				return err
-			}
-		}
+	if err := b.listPaginated(ctx, res, verbListPaginatedEtcd, nsOurs, nsCRD); err != nil {
+		return err
 	}
 
 	logf("scale: restarting our server on %d Databases", n)
@@ -113,6 +85,63 @@ func (b *bench) runScaleLarge(ctx context.Context, res *results) error {
 		return err
 	}
 	return deleteAll(ctx, b.crd, nsCRD)
+}
+
+// The paginated LIST rows: from the watch cache, and after a compaction (continued pages
+// from etcd).
+const (
+	verbListPaginated     = "list-paginated"
+	verbListPaginatedEtcd = "list-paginated-etcd"
+)
+
+// listPaginated lists the nsOurs or nsCRD objects in pages of pageLimit through each target,
+// rotated, half the rounds of a row, and adds a row of verb per target with its throughput in
+// objects per second; with -profile, it then records both servers' CPU while one client lists
+// through kube-apiserver, ours and the CRD's (<server>-<verb>-via-kube.pprof, -crd.pprof).
+func (b *bench) listPaginated(ctx context.Context, res *results, verb, nsOurs, nsCRD string) error {
+	n := b.sc.ScaleObjects
+	logf("scale: %s of %d objects, %d per page", verb, n, pageLimit)
+	nsOf := func(t *target) string {
+		if t.ours {
+			return nsOurs
+		}
+		return nsCRD
+	}
+	parts := map[*target][]part{}
+	for k := range max(1, b.sc.Rounds/2) {
+		for _, t := range rotate(b.targets, k) {
+			parts[t] = append(parts[t], b.measurePart(ctx, 1, 1, func(ctx context.Context, _ int) error {
+				got, err := listAll(ctx, t, nsOf(t))
+				if err == nil && got != n {
+					err = fmt.Errorf("listed %d objects in pages, want %d", got, n)
+				}
+				return err
+			}))
+		}
+	}
+	for _, t := range b.targets {
+		r := finishRow(t, verb, n, 1, parts[t])
+		// Throughput in objects listed per second, not LIST passes.
+		r.Throughput = round3(r.Throughput * float64(n))
+		res.Rows = append(res.Rows, r)
+		logf("  %-11s %s of %d: %.0f objects/s (a pass p50 %.1f s)%s", t.Name, verb, n, r.Throughput, r.Latency.P50/1000, errSuffix(r.FirstError))
+	}
+	if b.o.profileDir == "" {
+		return nil
+	}
+	for _, t := range []*target{b.targets[1], b.crd} {
+		file := verb + "-via-kube"
+		if t == b.crd {
+			file = verb + "-crd"
+		}
+		if err := b.profileUnder(ctx, file, 15, 1, func(ctx context.Context) error {
+			_, err := listAll(ctx, t, nsOf(t))
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // deleteAll deletes every Database of ns through t. A DeleteCollection of many objects
