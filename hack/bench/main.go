@@ -144,7 +144,7 @@ func main() {
 	flag.Float64Var(&o.opsScale, "ops-scale", 1, "multiply the CRUD and LIST operations per row by this")
 	flag.IntVar(&o.listLarge, "list-large", 0, "objects in the large LIST namespace (default 10000, -quick 1000)")
 	flag.StringVar(&o.databases, "databases", "", "comma-separated Database counts of the controller runs (default 100,1000; -quick 50)")
-	flag.StringVar(&o.fanout, "fanout", "", "comma-separated watcher counts of the fan-out rows (default 100,300; -quick 30; 0 for none)")
+	flag.StringVar(&o.fanout, "fanout", "", "comma-separated watcher counts of the fan-out rows (default 100,300,1000; -quick 30; 0 for none)")
 	flag.StringVar(&fanoutUser, "fanout-user", fanoutUser, "the user (and group) the fan-out rows impersonate; empty for the admin (system:masters)")
 	flag.BoolVar(&fanoutOwnConns, "fanout-own-connections", false, "give every fan-out watcher its own connection")
 	flag.BoolVar(&fanoutTable, "fanout-table", false, "fan-out watchers ask for server-side tables (as kubectl get -w)")

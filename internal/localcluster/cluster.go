@@ -201,6 +201,9 @@ type Cluster struct {
 	nodePending bool
 	later       *laterJoin
 
+	// podRouteOwned is whether Stop removes the unreachable route for podCIDR (blockPodCIDR).
+	podRouteOwned bool
+
 	mu         sync.Mutex
 	components []*component // in start order
 	backoff    *flowcontrol.Backoff
@@ -297,6 +300,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
+	c.podRouteOwned = blockPodCIDR(c.cfg.Logf)
 	kwok, kwokPort, err := c.startKwok()
 	if err != nil {
 		return nil, err
@@ -415,6 +419,10 @@ func (c *Cluster) Stop() {
 	if c.etcd != nil {
 		c.etcd.Stop()
 		c.etcd = nil
+	}
+	if c.podRouteOwned {
+		unblockPodCIDR()
+		c.podRouteOwned = false
 	}
 }
 

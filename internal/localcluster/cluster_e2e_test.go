@@ -4,6 +4,7 @@ package localcluster
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -64,6 +65,7 @@ func TestControlPlaneWithoutAPIServerRestartsOnSameState(t *testing.T) {
 	require.NoError(t, err)
 
 	requireStatefulSetReady(ctx, t, cs)
+	requirePodsUnreachable(ctx, t, cs)
 	require.Eventually(t, func() bool { // the node's heartbeat, kept by kwok
 		_, err := cs.CoordinationV1().Leases("kube-node-lease").Get(ctx, FakeNodeName, metav1.GetOptions{})
 		return err == nil
@@ -173,6 +175,22 @@ func TestNodeAndPodsReadyAgainAfterAnOutageLongerThanTheNodeLease(t *testing.T) 
 		return err == nil && sts.Status.ReadyReplicas == 2
 	}, 2*time.Minute, time.Second, "the node or its Pods stay NotReady")
 	t.Logf("node and Pods Ready %v after kwok started again", time.Since(start).Round(100*time.Millisecond))
+}
+
+// requirePodsUnreachable checks, as root, that a connection to a simulated Pod's address
+// fails at once with "no route to host" (blockPodCIDR's route) rather than leaving the machine.
+func requirePodsUnreachable(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
+	if os.Geteuid() != 0 {
+		t.Log("not root: the simulated Pods' addresses are left as the machine routes them")
+		return
+	}
+	pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=e2e"})
+	require.NoError(t, err)
+	require.NotEmpty(t, pods.Items)
+	ip := pods.Items[0].Status.PodIP
+	require.NotEmpty(t, ip)
+	_, err = net.DialTimeout("tcp", net.JoinHostPort(ip, "3306"), 10*time.Second)
+	require.ErrorIs(t, err, syscall.EHOSTUNREACH, "a connection to the simulated Pod %s", ip)
 }
 
 func nodeReady(node *corev1.Node) bool {
