@@ -201,8 +201,9 @@ type Cluster struct {
 	nodePending bool
 	later       *laterJoin
 
-	// podRouteOwned is whether Stop removes the unreachable route for podCIDR (blockPodCIDR).
-	podRouteOwned bool
+	// podRouteClaim is this cluster's claim on the unreachable route for podCIDR, which Stop
+	// drops (blockPodCIDR); "" without one.
+	podRouteClaim string
 
 	mu         sync.Mutex
 	components []*component // in start order
@@ -300,7 +301,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c.podRouteOwned = blockPodCIDR(c.cfg.Logf)
+	c.podRouteClaim = blockPodCIDR(c.cfg.Logf)
 	kwok, kwokPort, err := c.startKwok()
 	if err != nil {
 		return nil, err
@@ -420,9 +421,9 @@ func (c *Cluster) Stop() {
 		c.etcd.Stop()
 		c.etcd = nil
 	}
-	if c.podRouteOwned {
-		unblockPodCIDR()
-		c.podRouteOwned = false
+	if c.podRouteClaim != "" {
+		unblockPodCIDR(c.podRouteClaim)
+		c.podRouteClaim = ""
 	}
 }
 
