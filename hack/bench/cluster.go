@@ -95,8 +95,10 @@ func newBench(ctx context.Context, o options, root string, sc scale) (_ *bench, 
 	cfg.KubeAPIServerArgs = strings.Fields(o.kubeArgs)
 	cfg.ControllerManagerArgs = strings.Fields(o.kcmArgs)
 	cfg.SchedulerArgs = strings.Fields(o.schedulerArgs)
+	// kube-apiserver's /debug/pprof (off in the local cluster) also serves the garbage
+	// collections the memory rows ask both servers for (collectGarbage).
+	cfg.KubeAPIServerArgs = append(cfg.KubeAPIServerArgs, "--profiling=true")
 	if o.profileDir != "" {
-		cfg.KubeAPIServerArgs = append(cfg.KubeAPIServerArgs, "--profiling=true")
 		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
 			return nil, err
 		}

@@ -117,10 +117,9 @@ type Options struct {
 // 100 QPS (burst 200) per client, text logs.
 //
 // The client-side limit is a backstop, not the throttle: the workers bound how many requests
-// are in flight, and kube-apiserver's API Priority and Fairness protects it. At 20 QPS
-// (burst 30), the former default, the controller spent most of its time waiting for its own
-// rate limiter when many Databases arrived at once (hack/bench: 300 new Databases Ready in
-// 87 s against 58 s at 200 QPS; docs/benchmarks.md).
+// are in flight, and kube-apiserver's API Priority and Fairness protects it. At 20 QPS (burst
+// 30) the controller spends most of its time waiting for its own rate limiter when many
+// Databases arrive at once (hack/bench measures it).
 func NewOptions() *Options {
 	gates := featuregate.NewFeatureGate()
 	utilruntime.Must(logsapi.AddFeatureGates(gates))
