@@ -485,18 +485,24 @@ func (b *bench) memoryAndPopulate(ctx context.Context, res *results) error {
 func (b *bench) memoryHolding(ctx context.Context, large int, nsOurs, nsCRD string) (*memoryResult, error) {
 	settle := b.settleTime()
 	logf("memory: holding %d objects", large)
-	time.Sleep(settle)
+	if err := sleep(ctx, settle); err != nil {
+		return nil, err
+	}
 	b.collectGarbage(ctx, "")
 	oursBefore, kubeBefore := b.memSample(ctx, procOurs), b.memSample(ctx, procKube)
 	if err := populate(ctx, b.direct, nsOurs, 0, large); err != nil {
 		return nil, err
 	}
-	time.Sleep(settle)
+	if err := sleep(ctx, settle); err != nil {
+		return nil, err
+	}
 	oursAfter, kubeMid := b.memSample(ctx, procOurs), b.memSample(ctx, procKube)
 	if err := populate(ctx, b.crd, nsCRD, 0, large); err != nil {
 		return nil, err
 	}
-	time.Sleep(settle)
+	if err := sleep(ctx, settle); err != nil {
+		return nil, err
+	}
 	kubeAfter, oursEnd := b.memSample(ctx, procKube), b.memSample(ctx, procOurs)
 	if b.o.profileDir != "" {
 		b.collectGarbage(ctx, fmt.Sprintf("heap-%d", large))
@@ -536,9 +542,13 @@ func (b *bench) memorySettle(ctx context.Context, m *memoryResult) error {
 		return err
 	}
 	logf("memory: etcd compacted to revision %d; waiting for the watch caches to drop their snapshots", rev)
-	time.Sleep(cacherCompactorPoll)
+	if err := sleep(ctx, cacherCompactorPoll); err != nil {
+		return err
+	}
 	b.collectGarbage(ctx, fmt.Sprintf("heap-%d-settled", m.Objects))
-	time.Sleep(settle)
+	if err := sleep(ctx, settle); err != nil {
+		return err
+	}
 	oursSettled, kubeSettled := b.memSample(ctx, procOurs), b.memSample(ctx, procKube)
 
 	m.OursSettled, m.KubeSettled = oursSettled, kubeSettled
@@ -561,6 +571,18 @@ func (b *bench) settleTime() time.Duration {
 		return 3 * time.Second
 	}
 	return 10 * time.Second
+}
+
+// sleep waits d, or returns ctx's error when it ends first.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // cacherCompactorPoll is how long a watch cache takes at most to drop the snapshots older

@@ -84,6 +84,13 @@ func newBench(ctx context.Context, o options, root string, sc scale) (_ *bench, 
 		}
 		b.removeState = !o.keepState
 	}
+	// On any error below, what was started is stopped and a temporary state directory goes
+	// (localcluster.Start's error carries the tail of the failing component's log).
+	defer func() {
+		if err != nil {
+			b.stop()
+		}
+	}()
 	cfg, err := localcluster.DefaultConfig(root, b.stateDir)
 	if err != nil {
 		return nil, err
@@ -112,11 +119,6 @@ func newBench(ctx context.Context, o options, root string, sc scale) (_ *bench, 
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			b.stop()
-		}
-	}()
 	b.clusterStart = time.Since(t)
 	// The API benchmark measures the API alone: the controller would reconcile every Database.
 	if err := b.cluster.Kill(procCtl); err != nil {

@@ -219,12 +219,15 @@ func benchmain(ctx context.Context, o options) error {
 		for f := range strings.SplitSeq(o.fanout, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(f))
 			if err != nil || n < 0 {
-				return fmt.Errorf("-fanout: %q is not a number", f)
+				return fmt.Errorf("-fanout: %q is not a number of watchers (0 for none)", f)
 			}
 			if n > 0 {
 				sc.FanoutWatchers = append(sc.FanoutWatchers, n)
 			}
 		}
+	}
+	if o.fanoutCreates < 0 {
+		return fmt.Errorf("-fanout-creates: %d is not a positive number (0 for the default)", o.fanoutCreates)
 	}
 	if o.fanoutCreates > 0 {
 		sc.FanoutCreates = o.fanoutCreates
@@ -240,6 +243,12 @@ func benchmain(ctx context.Context, o options) error {
 		sc.Verbs = verbs
 	}
 	sc.NoList = o.skipList
+	if o.scaleLarge && o.scaleObjects < 1 {
+		return fmt.Errorf("-scale-objects: %d is not a positive number", o.scaleObjects)
+	}
+	if o.scaleDatabases < 0 {
+		return fmt.Errorf("-scale-databases: %d is not a number of Databases (0 for none)", o.scaleDatabases)
+	}
 	if o.scaleLarge {
 		sc.ScaleObjects = o.scaleObjects
 		if o.scaleDatabases > 0 {

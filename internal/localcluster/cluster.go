@@ -202,8 +202,8 @@ type Cluster struct {
 	later       *laterJoin
 
 	// podRouteClaim is this cluster's claim on the unreachable route for podCIDR, which Stop
-	// drops (blockPodCIDR); "" without one.
-	podRouteClaim string
+	// drops (blockPodCIDR); nil without one.
+	podRouteClaim *os.File
 
 	mu         sync.Mutex
 	components []*component // in start order
@@ -421,9 +421,9 @@ func (c *Cluster) Stop() {
 		c.etcd.Stop()
 		c.etcd = nil
 	}
-	if c.podRouteClaim != "" {
+	if c.podRouteClaim != nil {
 		unblockPodCIDR(c.podRouteClaim)
-		c.podRouteClaim = ""
+		c.podRouteClaim = nil
 	}
 }
 

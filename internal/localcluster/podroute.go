@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 )
@@ -17,67 +16,88 @@ import (
 // default route and waits out its timeout, 5 s per pass. As root, a cluster makes podCIDR
 // unreachable from the host while it runs: an `unreachable` route, so such a connection fails
 // at once with EHOSTUNREACH and nothing leaves the machine. The real node's Pods have their own
-// range (realNodePodCIDR) on its bridge and are not affected. Without root, or when another
-// kind of route covers podCIDR exactly, nothing is changed.
+// range (realNodePodCIDR) on its bridge and are not affected. Without root, or when a route for
+// podCIDR that no cluster made is there, nothing is changed.
 //
 // Clusters of several processes (go test runs packages side by side) share the one route: each
-// running cluster holds a claim file in podRouteDir, named after its process, and the last
-// claim to go removes the route. A claim of a process that is gone (a killed run) counts for
-// nothing. The claims and the route change under an exclusive flock of podRouteDir's lock file.
+// running cluster holds a claim, a file in podRouteDir it keeps open under an exclusive flock,
+// and the last claim to go removes the route. The kernel drops the lock of a process that dies,
+// so a claim left by a killed run counts for nothing; its file is removed by the next cluster
+// to start or stop, which then takes the route over or removes it. The claims and the route
+// change under an exclusive flock of podRouteDir's lock file. An `unreachable` route for
+// podCIDR with no claim file beside it is someone else's, and is left alone.
 
 // podRouteDir holds the claims on the route. It is under /run, which a reboot empties, as it
 // does the routes.
 const podRouteDir = "/run/database-apiserver-localcluster"
 
+const podRouteWhat = "simulated Pods' addresses"
+
 // blockPodCIDR adds the unreachable route for podCIDR, or takes over the one another cluster
-// made (running or killed), and returns this cluster's claim on it, the path unblockPodCIDR
-// takes; "" when it changed nothing (not root, no `ip` command, another kind of route for
-// podCIDR, an error: each is logged but the last two).
-func blockPodCIDR(logf func(string, ...any)) string {
+// made (running or killed), and returns this cluster's claim on it, for unblockPodCIDR; nil
+// when it changed nothing: not root (silently), no `ip` command, a route for podCIDR that is
+// not ours, or an error (each logged).
+func blockPodCIDR(logf func(string, ...any)) *os.File {
 	if os.Geteuid() != 0 {
-		return ""
+		return nil
 	}
-	const what = "simulated Pods' addresses"
+	if _, err := exec.LookPath("ip"); err != nil {
+		logf("%-28s not blocked: %v", podRouteWhat, err)
+		return nil
+	}
 	unlock, err := lockPodRoutes()
 	if err != nil {
-		logf("%-28s not blocked: %v", what, err)
-		return ""
+		logf("%-28s not blocked: %v", podRouteWhat, err)
+		return nil
 	}
 	defer unlock()
+	held, stale, err := podRouteClaims(podRouteDir)
+	if err != nil {
+		logf("%-28s not blocked: %v", podRouteWhat, err)
+		return nil
+	}
 	out, err := exec.Command("ip", "-4", "route", "show", "exact", podCIDR).Output()
 	if err != nil {
-		return ""
+		logf("%-28s not blocked: ip route show: %v", podRouteWhat, err)
+		return nil
 	}
 	switch existing := strings.TrimSpace(string(out)); {
-	case strings.HasPrefix(existing, "unreachable "):
+	case strings.HasPrefix(existing, "unreachable ") && held+stale > 0:
+		// A cluster's, running or killed.
 	case existing != "":
-		logf("%-28s left as routed: %s", what, existing)
-		return ""
+		logf("%-28s left as routed: %s", podRouteWhat, existing)
+		return nil
 	default:
 		if err := run("ip", "-4", "route", "add", "unreachable", podCIDR); err != nil {
-			logf("%-28s not blocked: %v", what, err)
-			return ""
+			logf("%-28s not blocked: %v", podRouteWhat, err)
+			return nil
 		}
 	}
-	f, err := os.CreateTemp(podRouteDir, fmt.Sprintf("%d-*.claim", os.Getpid()))
-	if err != nil {
-		logf("%-28s blocked, but its claim was not written (the route stays): %v", what, err)
-		return ""
+	claim, err := os.CreateTemp(podRouteDir, fmt.Sprintf("%d-*.claim", os.Getpid()))
+	if err == nil {
+		if err = syscall.Flock(int(claim.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			_ = os.Remove(claim.Name())
+			_ = claim.Close()
+		}
 	}
-	_ = f.Close()
-	return f.Name()
+	if err != nil {
+		logf("%-28s blocked, but without a claim (the route stays after this cluster): %v", podRouteWhat, err)
+		return nil
+	}
+	return claim
 }
 
-// unblockPodCIDR drops claim (blockPodCIDR's) and removes the route when no claim of a running
-// process is left.
-func unblockPodCIDR(claim string) {
+// unblockPodCIDR drops claim (blockPodCIDR's) and removes the route when no other claim is
+// held.
+func unblockPodCIDR(claim *os.File) {
 	unlock, err := lockPodRoutes()
 	if err != nil {
 		return
 	}
 	defer unlock()
-	_ = os.Remove(claim)
-	if others, err := liveClaims(podRouteDir); err == nil && others == 0 {
+	_ = os.Remove(claim.Name())
+	_ = claim.Close()
+	if held, _, err := podRouteClaims(podRouteDir); err == nil && held == 0 {
 		_ = run("ip", "-4", "route", "del", "unreachable", podCIDR)
 	}
 }
@@ -99,28 +119,26 @@ func lockPodRoutes() (func(), error) {
 	return func() { _ = f.Close() }, nil
 }
 
-// liveClaims counts the claims in dir (files <pid>-*.claim) whose process is running, and
-// removes the others.
-func liveClaims(dir string) (int, error) {
+// podRouteClaims counts the claims in dir (files *.claim) that a running cluster holds locked,
+// and the stale ones, which it removes.
+func podRouteClaims(dir string) (held, stale int, err error) {
 	claims, err := filepath.Glob(filepath.Join(dir, "*.claim"))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	live := 0
-	for _, claim := range claims {
-		pid, err := strconv.Atoi(strings.SplitN(filepath.Base(claim), "-", 2)[0])
-		if err == nil && pid > 0 && processRuns(pid) {
-			live++
-			continue
+	for _, path := range claims {
+		f, err := os.Open(path)
+		if err != nil {
+			continue // removed meanwhile
 		}
-		_ = os.Remove(claim)
+		switch err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); {
+		case errors.Is(err, syscall.EWOULDBLOCK):
+			held++
+		case err == nil:
+			stale++
+			_ = os.Remove(path)
+		}
+		_ = f.Close()
 	}
-	return live, nil
-}
-
-// processRuns reports whether a process of that pid exists (signal 0 reaches it, or it is
-// another user's).
-func processRuns(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	return held, stale, nil
 }
