@@ -195,7 +195,7 @@ func printMemory(w io.Writer, m *memoryResult) {
 func printTable(w io.Writer, res *results) {
 	if len(res.Rows) > 0 {
 		fmt.Fprintf(w, "\n### API: throughput, latency and the ratio ours/CRD (same verb, same concurrency)\n\n")
-		fmt.Fprintln(w, "| verb | conc | target | req/s | p50 ms | p99 ms | ours/CRD req/s | ours/CRD p99 | server CPU s/1k req | errors |")
+		fmt.Fprintln(w, "| verb | conc | target | req/s (lists in pages: objects/s) | p50 ms | p99 ms | ours/CRD req/s | ours/CRD p99 | server CPU s/1k req | errors |")
 		fmt.Fprintln(w, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
 		for _, r := range res.Rows {
 			c := crdRow(res, r)
