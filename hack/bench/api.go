@@ -509,21 +509,17 @@ func (b *bench) memoryHolding(ctx context.Context, large int, nsOurs, nsCRD stri
 	}
 
 	m := &memoryResult{
-		Objects:       large,
-		OursBefore:    oursBefore,
-		OursAfter:     oursAfter,
-		OursEnd:       oursEnd,
-		KubeBefore:    kubeBefore,
-		KubeMid:       kubeMid,
-		KubeAfter:     kubeAfter,
-		OursDeltaMiB:  round3(oursAfter.RSSMiB - oursBefore.RSSMiB),
-		KubeDeltaMiB:  round3(kubeAfter.RSSMiB - kubeMid.RSSMiB),
-		OursHeapDelta: round3(oursAfter.HeapInuseMiB - oursBefore.HeapInuseMiB),
-		KubeHeapDelta: round3(kubeAfter.HeapInuseMiB - kubeMid.HeapInuseMiB),
+		Objects:    large,
+		OursBefore: oursBefore,
+		OursAfter:  oursAfter,
+		OursEnd:    oursEnd,
+		KubeBefore: kubeBefore,
+		KubeMid:    kubeMid,
+		KubeAfter:  kubeAfter,
 	}
-	if m.KubeDeltaMiB > 0 {
-		m.Ratio = round3(m.OursDeltaMiB / m.KubeDeltaMiB)
-	}
+	m.OursDeltaMiB, m.OursHeapDelta = oursAfter.minus(oursBefore)
+	m.KubeDeltaMiB, m.KubeHeapDelta = kubeAfter.minus(kubeMid)
+	m.Ratio = rssRatio(m.OursDeltaMiB, m.KubeDeltaMiB)
 	logf("memory: our server %.0f -> %.0f MiB (+%.0f), kube-apiserver %.0f -> %.0f MiB (+%.0f) for %d objects: ratio %.2f",
 		oursBefore.RSSMiB, oursAfter.RSSMiB, m.OursDeltaMiB, kubeMid.RSSMiB, kubeAfter.RSSMiB, m.KubeDeltaMiB, large, m.Ratio)
 	return m, nil
@@ -552,13 +548,9 @@ func (b *bench) memorySettle(ctx context.Context, m *memoryResult) error {
 	oursSettled, kubeSettled := b.memSample(ctx, procOurs), b.memSample(ctx, procKube)
 
 	m.OursSettled, m.KubeSettled = oursSettled, kubeSettled
-	m.OursSettledDeltaMiB = round3(oursSettled.RSSMiB - m.OursBefore.RSSMiB)
-	m.KubeSettledDeltaMiB = round3(kubeSettled.RSSMiB - m.KubeMid.RSSMiB)
-	m.OursSettledHeapDelta = round3(oursSettled.HeapInuseMiB - m.OursBefore.HeapInuseMiB)
-	m.KubeSettledHeapDelta = round3(kubeSettled.HeapInuseMiB - m.KubeMid.HeapInuseMiB)
-	if m.KubeSettledDeltaMiB > 0 {
-		m.SettledRatio = round3(m.OursSettledDeltaMiB / m.KubeSettledDeltaMiB)
-	}
+	m.OursSettledDeltaMiB, m.OursSettledHeapDelta = oursSettled.minus(m.OursBefore)
+	m.KubeSettledDeltaMiB, m.KubeSettledHeapDelta = kubeSettled.minus(m.KubeMid)
+	m.SettledRatio = rssRatio(m.OursSettledDeltaMiB, m.KubeSettledDeltaMiB)
 	logf("memory: settled, our server +%.0f MiB (heap +%.0f), kube-apiserver +%.0f MiB (heap +%.0f): ratio %.2f",
 		m.OursSettledDeltaMiB, m.OursSettledHeapDelta, m.KubeSettledDeltaMiB, m.KubeSettledHeapDelta, m.SettledRatio)
 	return nil
@@ -605,6 +597,19 @@ func (b *bench) collectGarbage(ctx context.Context, name string) {
 			logf("memory: garbage collection in %s: %v", p.file, err)
 		}
 	}
+}
+
+// minus is what s added to base: resident memory and Go heap in use, in MiB.
+func (s memSample) minus(base memSample) (rssMiB, heapMiB float64) {
+	return round3(s.RSSMiB - base.RSSMiB), round3(s.HeapInuseMiB - base.HeapInuseMiB)
+}
+
+// rssRatio is ours/kube, the memory goals' ratio (0 when kube-apiserver added nothing).
+func rssRatio(ours, kube float64) float64 {
+	if kube <= 0 {
+		return 0
+	}
+	return round3(ours / kube)
 }
 
 // memSample reads a server's resident memory (the median of three readings a second apart)
