@@ -238,10 +238,7 @@ const RequestHeaderCACheckName = "requestheader-client-ca"
 // (authnready.CA). Without a requestheader configuration (no authentication
 // kubeconfig, --authentication-skip-lookup) nothing is gated.
 func gateOnRequestHeaderCA(serverConfig *genericapiserver.RecommendedConfig) {
-	ready := authnready.CA{CheckName: RequestHeaderCACheckName, What: "the front-proxy client CA"}
-	if rh := serverConfig.Authentication.RequestHeaderConfig; rh != nil {
-		ready.Provider = rh.CAContentProvider
-	}
+	ready := authnready.FrontProxyCA(RequestHeaderCACheckName, &serverConfig.Authentication)
 	if ready.Provider == nil {
 		return
 	}

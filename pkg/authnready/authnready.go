@@ -4,27 +4,35 @@
 // (the front-proxy CA, requestheader-client-ca-file, and the client CA, client-ca-file)
 // only once the server serves; until then a client certificate authenticates as
 // system:anonymous, which authorization refuses with a 403 that clients do not retry.
+//
+// The client CA and the front-proxy CA load on their own (each has its own informer), and
+// the server's TLS configuration offers their union (AuthenticationInfo.ApplyClientCert): a
+// handshake made while only one is loaded offers only that one, and a client whose
+// certificate the other signed sends none.
 package authnready
 
 import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
+	"k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/client-go/util/cert"
 )
 
 // RetryAfterSeconds is the Retry-After of the 503 answered while the CA is not loaded: it
 // loads within a second of the start.
 const RetryAfterSeconds = 1
 
-// CA is a CA a server waits for.
+// CA is a CA a server waits for. Use it by pointer: once loaded, it stays loaded.
 type CA struct {
 	// CheckName names the /readyz check (/readyz/<CheckName>) that fails until it is loaded.
 	CheckName string
@@ -32,18 +40,68 @@ type CA struct {
 	What string
 	// Provider is the CA; nil when the server trusts no such CA: then it is always ready.
 	Provider dynamiccertificates.CAContentProvider
+	// Except, when set, is a part of Provider that loads on its own and is not waited for:
+	// Provider is then a union whose bundle holds the certificates of each part loaded so
+	// far, and the CA is loaded once the bundle holds more certificates than Except's.
+	Except dynamiccertificates.CAContentProvider
+
+	loaded atomic.Bool
+}
+
+// ClientCA is the client CA (client-ca-file) of a server whose delegated authentication
+// DelegatingAuthenticationOptions.ApplyTo set up in authn and serving: serving.ClientCA is
+// the client CA, the front-proxy CA, or their union (AuthenticationInfo.ApplyClientCert),
+// and only the client CA is waited for. With no client CA, nothing is.
+func ClientCA(checkName string, serving *server.SecureServingInfo, authn *server.AuthenticationInfo) *CA {
+	ca := &CA{CheckName: checkName, What: "the client CA", Provider: serving.ClientCA}
+	if rh := authn.RequestHeaderConfig; rh != nil {
+		if rh.CAContentProvider == ca.Provider {
+			ca.Provider = nil
+		} else {
+			ca.Except = rh.CAContentProvider
+		}
+	}
+	return ca
+}
+
+// FrontProxyCA is the front-proxy CA (requestheader-client-ca-file) of authn, which
+// kube-apiserver's proxied requests are verified with; with no requestheader configuration
+// (no authentication kubeconfig, --authentication-skip-lookup), nothing is waited for.
+func FrontProxyCA(checkName string, authn *server.AuthenticationInfo) *CA {
+	ca := &CA{CheckName: checkName, What: "the front-proxy client CA"}
+	if rh := authn.RequestHeaderConfig; rh != nil {
+		ca.Provider = rh.CAContentProvider
+	}
+	return ca
 }
 
 // Check returns nil once the CA has content, else an error that names it.
-func (r CA) Check() error {
-	if r.Provider == nil || len(r.Provider.CurrentCABundleContent()) > 0 {
+func (r *CA) Check() error {
+	if r.Provider == nil || r.loaded.Load() {
 		return nil
 	}
-	return fmt.Errorf("%s %s is not loaded yet", r.What, r.Provider.Name())
+	have := certificates(r.Provider)
+	if r.Except != nil {
+		have -= certificates(r.Except)
+	}
+	if have <= 0 {
+		return fmt.Errorf("%s %s is not loaded yet", r.What, r.Provider.Name())
+	}
+	r.loaded.Store(true)
+	return nil
+}
+
+// certificates is the number of certificates in p's bundle: 0 while it is not loaded.
+func certificates(p dynamiccertificates.CAContentProvider) int {
+	certs, err := cert.ParseCertsPEM(p.CurrentCABundleContent())
+	if err != nil {
+		return 0
+	}
+	return len(certs)
 }
 
 // HealthCheck is the /readyz check CheckName.
-func (r CA) HealthCheck() healthz.HealthChecker {
+func (r *CA) HealthCheck() healthz.HealthChecker {
 	return healthz.NamedCheck(r.CheckName, func(*http.Request) error { return r.Check() })
 }
 
@@ -53,7 +111,7 @@ func (r CA) HealthCheck() healthz.HealthChecker {
 // GOAWAY on HTTP/2): a client that made its TLS handshake before the CA was loaded may have
 // been offered no matching CA and sent no client certificate, and must make a new
 // handshake. Once the CA is loaded, requests go straight to handler.
-func (r CA) Gate(handler http.Handler, s runtime.NegotiatedSerializer) http.Handler {
+func (r *CA) Gate(handler http.Handler, s runtime.NegotiatedSerializer) http.Handler {
 	if r.Provider == nil {
 		return handler
 	}

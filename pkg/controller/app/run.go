@@ -218,6 +218,10 @@ func (c *Config) lead(ctx context.Context, t *controllerTerm, health *leaderelec
 	return nil
 }
 
+// ClientCACheckName is the /readyz check (/readyz/client-ca) that fails until the client CA
+// the secure port verifies client certificates with is loaded.
+const ClientCACheckName = "client-ca"
+
 // serveHealth serves, on the secure port (unless --secure-port is 0), /healthz (the process,
 // and the lease renewal while leading), /readyz (synced: every informer cache of the current
 // term synced), /metrics (legacyregistry) and, with --profiling, /debug/pprof, behind the
@@ -225,10 +229,6 @@ func (c *Config) lead(ctx context.Context, t *controllerTerm, health *leaderelec
 // authorization (a 401 for bad credentials, a 403 for a user not allowed the path), request
 // info, no caching, panic recovery. The returned channel closes once the server has shut
 // down after ctx ends.
-// ClientCACheckName is the /readyz check (/readyz/client-ca) that fails until the client CA
-// the secure port verifies client certificates with is loaded.
-const ClientCACheckName = "client-ca"
-
 func (c *Config) serveHealth(ctx context.Context, synced func() bool,
 	leaderHealth *leaderelection.HealthzAdaptor) (<-chan struct{}, error) {
 	if c.SecureServing == nil {
@@ -245,8 +245,10 @@ func (c *Config) serveHealth(ctx context.Context, synced func() bool,
 	// A client certificate is verified with the client CA, which the delegated authentication
 	// reads from kube-system/extension-apiserver-authentication once serving (unless
 	// --client-ca-file is given): until it is loaded, /readyz fails and requests are held
-	// back with a 503, not refused as system:anonymous.
-	clientCA := authnready.CA{CheckName: ClientCACheckName, What: "the client CA", Provider: c.SecureServing.ClientCA}
+	// back with a 503, not refused as system:anonymous. The front-proxy CA, read from the
+	// same ConfigMap by another informer, may load first: it is not waited for, as no proxy
+	// sends requests here.
+	clientCA := authnready.ClientCA(ClientCACheckName, c.SecureServing, &c.Authentication)
 	healthz.InstallReadyzHandler(mux, healthz.NamedCheck("informer-sync", func(*http.Request) error {
 		if !synced() {
 			return errors.New("informer caches not synced")
