@@ -12,6 +12,7 @@
 package authnready
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"strings"
@@ -80,20 +81,31 @@ func (r *CA) Check() error {
 	if r.Provider == nil || r.loaded.Load() {
 		return nil
 	}
-	have := certificates(r.Provider)
-	if r.Except != nil {
-		have -= certificates(r.Except)
-	}
-	if have <= 0 {
+	if !r.hasContent() {
 		return fmt.Errorf("%s %s is not loaded yet", r.What, r.Provider.Name())
 	}
 	r.loaded.Store(true)
 	return nil
 }
 
-// certificates is the number of certificates in p's bundle: 0 while it is not loaded.
-func certificates(p dynamiccertificates.CAContentProvider) int {
-	certs, err := cert.ParseCertsPEM(p.CurrentCABundleContent())
+// hasContent reports whether Provider's bundle holds a certificate, beyond Except's when
+// Except is set. Except is read before and after Provider; if it changed in between (a
+// rotation), the count cannot be trusted and the answer is false: the next check decides.
+func (r *CA) hasContent() bool {
+	if r.Except == nil {
+		return certificates(r.Provider.CurrentCABundleContent()) > 0
+	}
+	except := r.Except.CurrentCABundleContent()
+	have := certificates(r.Provider.CurrentCABundleContent())
+	if !bytes.Equal(except, r.Except.CurrentCABundleContent()) {
+		return false
+	}
+	return have > certificates(except)
+}
+
+// certificates is the number of certificates in a PEM bundle: 0 for an empty one.
+func certificates(bundle []byte) int {
+	certs, err := cert.ParseCertsPEM(bundle)
 	if err != nil {
 		return 0
 	}

@@ -167,3 +167,30 @@ func TestClientCAAlone(t *testing.T) {
 	serving, authn = delegated(t, nil, &fakeCA{key: "requestheader-client-ca-file"})
 	require.NoError(t, ClientCA("client-ca", serving, authn).Check())
 }
+
+// rotatingCA is a front-proxy CA that rotates in a second certificate right after its
+// first read.
+type rotatingCA struct {
+	fakeCA
+	reads      atomic.Int32
+	old, after []byte
+}
+
+func (f *rotatingCA) CurrentCABundleContent() []byte {
+	if f.reads.Add(1) == 1 {
+		return f.old
+	}
+	return f.after
+}
+
+// A front-proxy CA that gains a certificate while the client CA's is counted does not make
+// the client CA look loaded.
+func TestClientCAIsNotFooledByAFrontProxyRotation(t *testing.T) {
+	old := newCAPEM(t, "front-proxy-ca")
+	frontProxy := &rotatingCA{fakeCA: fakeCA{key: "requestheader-client-ca-file"},
+		old: old, after: append(append([]byte{}, old...), newCAPEM(t, "front-proxy-ca-2")...)}
+	serving, authn := delegated(t, &fakeCA{key: "client-ca-file"}, frontProxy)
+	ready := ClientCA("client-ca", serving, authn)
+	require.Error(t, ready.Check())
+	require.Error(t, ready.Check())
+}
