@@ -233,16 +233,21 @@ const RequestHeaderCACheckName = "requestheader-client-ca"
 // 503 and Retry-After, until the front-proxy CA the delegated authentication
 // trusts (kube-apiserver's --requestheader-client-ca-file, read from the
 // ConfigMap kube-system/extension-apiserver-authentication unless
-// --requestheader-client-ca-file is given) is loaded: until then every request
-// kube-apiserver proxies would authenticate as system:anonymous
-// (authnready.CA). Without a requestheader configuration (no authentication
-// kubeconfig, --authentication-skip-lookup) nothing is gated.
+// --requestheader-client-ca-file is given) is loaded and the TLS configuration
+// asks for it: until then every request kube-apiserver proxies would
+// authenticate as system:anonymous (authnready.CA). Requests on a connection
+// made before then get the 503 too, which closes it. Without a requestheader
+// configuration (no authentication kubeconfig, --authentication-skip-lookup)
+// nothing is gated.
 func gateOnRequestHeaderCA(serverConfig *genericapiserver.RecommendedConfig) {
-	ready := authnready.FrontProxyCA(RequestHeaderCACheckName, &serverConfig.Authentication)
+	ready := authnready.FrontProxyCA(RequestHeaderCACheckName, serverConfig.SecureServing, &serverConfig.Authentication)
 	if ready.Provider == nil {
 		return
 	}
 	serverConfig.AddReadyzChecks(ready.HealthCheck())
+	if serverConfig.SecureServing != nil {
+		serverConfig.SecureServing.Listener = ready.Listen(serverConfig.SecureServing.Listener)
+	}
 	build := serverConfig.BuildHandlerChainFunc
 	serverConfig.BuildHandlerChainFunc = func(handler http.Handler, c *genericapiserver.Config) http.Handler {
 		return ready.Gate(build(handler, c), c.Serializer)

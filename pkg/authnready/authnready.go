@@ -8,15 +8,24 @@
 // The client CA and the front-proxy CA load on their own (each has its own informer), and
 // the server's TLS configuration offers their union (AuthenticationInfo.ApplyClientCert): a
 // handshake made while only one is loaded offers only that one, and a client whose
-// certificate the other signed sends none.
+// certificate the other signed sends none. The TLS configuration itself is rebuilt from
+// the loaded content a moment later, by a worker of its own; and a client keeps the
+// connection it shook hands on. So a CA is ready once it is loaded and a handshake asks for
+// it, and a connection accepted before then that sent no certificate is closed.
 package authnready
 
 import (
 	"bytes"
+	"context"
+	"crypto/tls"
 	"fmt"
+	"net"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +35,7 @@ import (
 	"k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/cert"
 )
 
@@ -33,7 +43,7 @@ import (
 // loads within a second of the start.
 const RetryAfterSeconds = 1
 
-// CA is a CA a server waits for. Use it by pointer: once loaded, it stays loaded.
+// CA is a CA a server waits for. Use it by pointer: once ready, it stays ready.
 type CA struct {
 	// CheckName names the /readyz check (/readyz/<CheckName>) that fails until it is loaded.
 	CheckName string
@@ -45,16 +55,31 @@ type CA struct {
 	// Provider is then a union whose bundle holds the certificates of each part loaded so
 	// far, and the CA is loaded once the bundle holds more certificates than Except's.
 	Except dynamiccertificates.CAContentProvider
+	// Published, when set, tells whether the CA is published where the delegated
+	// authentication reads it (PublishedIn); it is asked, at most once a second, while the
+	// CA is not loaded. A CA that is not published never loads, and is not waited for.
+	Published func(context.Context) (bool, error)
+	// Addr, when set, is the server's listener: the CA is ready only once a TLS handshake
+	// with it asks for a client certificate from every CA of Provider's bundle (offered).
+	Addr net.Addr
 
-	loaded atomic.Bool
+	ready atomic.Bool
+	// early holds the remote addresses ("ip:port") of the connections Listen accepted before
+	// the CA was ready, until they close.
+	early sync.Map
+	// asking is held while Published is asked, and asked is when it last was.
+	asking sync.Mutex
+	asked  time.Time
 }
 
 // ClientCA is the client CA (client-ca-file) of a server whose delegated authentication
 // DelegatingAuthenticationOptions.ApplyTo set up in authn and serving: serving.ClientCA is
 // the client CA, the front-proxy CA, or their union (AuthenticationInfo.ApplyClientCert),
-// and only the client CA is waited for. With no client CA, nothing is.
-func ClientCA(checkName string, serving *server.SecureServingInfo, authn *server.AuthenticationInfo) *CA {
-	ca := &CA{CheckName: checkName, What: "the client CA", Provider: serving.ClientCA}
+// and only the client CA is waited for. With no client CA, nothing is. With client (nil for
+// none), a cluster whose kube-apiserver publishes no client CA is not waited for either
+// (PublishedIn).
+func ClientCA(checkName string, serving *server.SecureServingInfo, authn *server.AuthenticationInfo, client kubernetes.Interface) *CA {
+	ca := &CA{CheckName: checkName, What: "the client CA", Provider: serving.ClientCA, Addr: listenerAddr(serving)}
 	if rh := authn.RequestHeaderConfig; rh != nil {
 		if rh.CAContentProvider == ca.Provider {
 			ca.Provider = nil
@@ -62,30 +87,135 @@ func ClientCA(checkName string, serving *server.SecureServingInfo, authn *server
 			ca.Except = rh.CAContentProvider
 		}
 	}
+	if client != nil {
+		ca.Published = PublishedIn(client, "client-ca-file")
+	}
 	return ca
 }
 
+// The ConfigMap kube-apiserver publishes its client CA and front-proxy settings in, for the
+// servers that delegate authentication to it.
+const (
+	AuthenticationConfigMapNamespace = metav1.NamespaceSystem
+	AuthenticationConfigMapName      = "extension-apiserver-authentication"
+)
+
+// PublishedIn is a CA.Published that reads the ConfigMap
+// kube-system/extension-apiserver-authentication with client and tells whether it has key
+// (client-ca-file, requestheader-client-ca-file): kube-apiserver writes each only when it
+// has that CA. It returns the error of the read (NotFound before kube-apiserver has
+// published the ConfigMap, Forbidden without the role extension-apiserver-authentication-reader).
+func PublishedIn(client kubernetes.Interface, key string) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		cm, err := client.CoreV1().ConfigMaps(AuthenticationConfigMapNamespace).Get(ctx, AuthenticationConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return cm.Data[key] != "", nil
+	}
+}
+
 // FrontProxyCA is the front-proxy CA (requestheader-client-ca-file) of authn, which
-// kube-apiserver's proxied requests are verified with; with no requestheader configuration
-// (no authentication kubeconfig, --authentication-skip-lookup), nothing is waited for.
-func FrontProxyCA(checkName string, authn *server.AuthenticationInfo) *CA {
-	ca := &CA{CheckName: checkName, What: "the front-proxy client CA"}
+// kube-apiserver's proxied requests are verified with, served on serving; with no
+// requestheader configuration (no authentication kubeconfig, --authentication-skip-lookup),
+// nothing is waited for.
+func FrontProxyCA(checkName string, serving *server.SecureServingInfo, authn *server.AuthenticationInfo) *CA {
+	ca := &CA{CheckName: checkName, What: "the front-proxy client CA", Addr: listenerAddr(serving)}
 	if rh := authn.RequestHeaderConfig; rh != nil {
 		ca.Provider = rh.CAContentProvider
 	}
 	return ca
 }
 
-// Check returns nil once the CA has content, else an error that names it.
-func (r *CA) Check() error {
-	if r.Provider == nil || r.loaded.Load() {
+// listenerAddr is the address serving listens on, nil when it has no listener.
+func listenerAddr(serving *server.SecureServingInfo) net.Addr {
+	if serving == nil || serving.Listener == nil {
 		return nil
 	}
-	if !r.hasContent() {
+	return serving.Listener.Addr()
+}
+
+// Check returns nil once the CA is ready: loaded (hasContent) or not published, and asked
+// for by a handshake with Addr (offered); or not trusted at all. Else it returns an error
+// that names the CA.
+func (r *CA) Check(ctx context.Context) error {
+	if r.Provider == nil || r.ready.Load() {
+		return nil
+	}
+	if !r.hasContent() && !r.unpublished(ctx) {
+		if r.Except != nil {
+			return fmt.Errorf("%s is not loaded yet", r.What)
+		}
 		return fmt.Errorf("%s %s is not loaded yet", r.What, r.Provider.Name())
 	}
-	r.loaded.Store(true)
+	if r.Addr != nil && !offered(ctx, r.Addr, r.Provider.CurrentCABundleContent()) {
+		return fmt.Errorf("%s is loaded, but the TLS configuration does not ask for it yet", r.What)
+	}
+	r.ready.Store(true)
 	return nil
+}
+
+// offered reports whether a TLS handshake with the server at addr (an unspecified address is
+// dialled on loopback) now asks for a client certificate from every CA in bundle (true for
+// an empty bundle; false when the handshake fails). The
+// server's TLS configuration is rebuilt from the CA's content by a worker of its own
+// (dynamiccertificates.DynamicServingCertificateController) a moment after the content
+// loads, and a client that shakes hands before then sends no certificate, and keeps the
+// connection.
+func offered(ctx context.Context, addr net.Addr, bundle []byte) bool {
+	if len(bytes.TrimSpace(bundle)) == 0 {
+		return true
+	}
+	cas, err := cert.ParseCertsPEM(bundle)
+	if err != nil {
+		return false
+	}
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return false
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "localhost"
+	}
+	var asked [][]byte
+	dialer := &tls.Dialer{Config: &tls.Config{
+		// The handshake only reads which CAs the server asks for, and sends no certificate:
+		// whom it talks to does not matter.
+		InsecureSkipVerify: true,
+		MinVersion:         tls.VersionTLS12,
+		GetClientCertificate: func(req *tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			asked = req.AcceptableCAs
+			return &tls.Certificate{}, nil
+		},
+	}}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	conn, err := dialer.DialContext(ctx, "tcp", net.JoinHostPort(host, port))
+	if err != nil {
+		return false
+	}
+	_ = conn.Close()
+	for _, ca := range cas {
+		if !slices.ContainsFunc(asked, func(subject []byte) bool { return bytes.Equal(subject, ca.RawSubject) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// unpublished reports whether Published says the CA is not published. It asks at most once
+// a second, and one caller at a time: the others get false.
+func (r *CA) unpublished(ctx context.Context) bool {
+	if r.Published == nil || !r.asking.TryLock() {
+		return false
+	}
+	defer r.asking.Unlock()
+	if time.Since(r.asked) < time.Second {
+		return false
+	}
+	r.asked = time.Now()
+	published, err := r.Published(ctx)
+	return err == nil && !published
 }
 
 // hasContent reports whether Provider's bundle holds a certificate, beyond Except's when
@@ -114,21 +244,25 @@ func certificates(bundle []byte) int {
 
 // HealthCheck is the /readyz check CheckName.
 func (r *CA) HealthCheck() healthz.HealthChecker {
-	return healthz.NamedCheck(r.CheckName, func(*http.Request) error { return r.Check() })
+	return healthz.NamedCheck(r.CheckName, func(req *http.Request) error { return r.Check(req.Context()) })
 }
 
 // Gate answers every request but the health endpoints (/healthz, /livez, /readyz and their
 // checks) with a 503 ServiceUnavailable and Retry-After while Check fails, so that clients
 // retry instead of getting a 403 as system:anonymous. The 503 also closes the connection (a
-// GOAWAY on HTTP/2): a client that made its TLS handshake before the CA was loaded may have
-// been offered no matching CA and sent no client certificate, and must make a new
-// handshake. Once the CA is loaded, requests go straight to handler.
+// GOAWAY on HTTP/2): a client that made its TLS handshake before the CA was ready may have
+// been asked for no matching CA and sent no client certificate, and must make a new
+// handshake. Once the CA is ready, requests go straight to handler, but for those on a
+// connection Listen accepted before then, which get the same 503.
 func (r *CA) Gate(handler http.Handler, s runtime.NegotiatedSerializer) http.Handler {
 	if r.Provider == nil {
 		return handler
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		err := r.Check()
+		err := r.Check(req.Context())
+		if err == nil && r.shookHandsEarly(req) {
+			err = fmt.Errorf("the connection was made before %s was ready: connect again", r.What)
+		}
 		if err == nil || isHealthPath(req.URL.Path) {
 			handler.ServeHTTP(w, req)
 			return
@@ -136,6 +270,58 @@ func (r *CA) Gate(handler http.Handler, s runtime.NegotiatedSerializer) http.Han
 		w.Header().Set("Connection", "close")
 		responsewriters.ErrorNegotiated(serviceUnavailable(err), s, schema.GroupVersion{Version: "v1"}, w, req)
 	})
+}
+
+// shookHandsEarly reports whether req came on a connection Listen accepted before the CA was
+// ready and sent no client certificate: its handshake may not have asked for one.
+func (r *CA) shookHandsEarly(req *http.Request) bool {
+	if req.TLS != nil && len(req.TLS.PeerCertificates) > 0 {
+		return false
+	}
+	_, early := r.early.Load(req.RemoteAddr)
+	return early
+}
+
+// Listen returns l for the server to serve on, so that Gate knows the connections accepted
+// before the CA was ready. A CA loaded when Listen is called is ready at once: serving
+// builds its first TLS configuration from the CA's content before it accepts a connection
+// (SecureServingInfo.Serve).
+func (r *CA) Listen(l net.Listener) net.Listener {
+	if r.Provider == nil {
+		return l
+	}
+	if r.hasContent() {
+		r.ready.Store(true)
+	}
+	return &listener{Listener: l, ca: r}
+}
+
+// listener remembers in ca.early the connections it accepts while ca is not ready.
+type listener struct {
+	net.Listener
+	ca *CA
+}
+
+func (l *listener) Accept() (net.Conn, error) {
+	conn, err := l.Listener.Accept()
+	if err != nil || l.ca.ready.Load() {
+		return conn, err
+	}
+	addr := conn.RemoteAddr().String()
+	l.ca.early.Store(addr, struct{}{})
+	return &earlyConn{Conn: conn, forget: func() { l.ca.early.Delete(addr) }}, nil
+}
+
+// earlyConn is a connection accepted before the CA was ready; closing it forgets it.
+type earlyConn struct {
+	net.Conn
+	closing sync.Once
+	forget  func()
+}
+
+func (c *earlyConn) Close() error {
+	c.closing.Do(c.forget)
+	return c.Conn.Close()
 }
 
 // serviceUnavailable is a 503 ServiceUnavailable with Retry-After RetryAfterSeconds whose

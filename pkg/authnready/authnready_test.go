@@ -1,8 +1,11 @@
 package authnready
 
 import (
+	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -12,12 +15,15 @@ import (
 	"example.com/database-apiserver/internal/pki"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
 	"k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // codecs serializes the 503's Status.
@@ -67,12 +73,12 @@ func serve(h http.Handler, path string) *httptest.ResponseRecorder {
 // goes through.
 func TestGateHoldsRequestsUntilTheCAIsLoaded(t *testing.T) {
 	ca := &fakeCA{key: "requestheader-client-ca-file"}
-	ready := FrontProxyCA("requestheader-client-ca", &server.AuthenticationInfo{
+	ready := FrontProxyCA("requestheader-client-ca", nil, &server.AuthenticationInfo{
 		RequestHeaderConfig: &authenticatorfactory.RequestHeaderConfig{CAContentProvider: ca}})
 	served := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	h := ready.Gate(served, codecs)
 
-	require.ErrorContains(t, ready.HealthCheck().Check(nil), "requestheader-client-ca-file is not loaded yet")
+	require.ErrorContains(t, ready.HealthCheck().Check(httptest.NewRequest(http.MethodGet, "/readyz", nil)), "requestheader-client-ca-file is not loaded yet")
 	require.Equal(t, "requestheader-client-ca", ready.HealthCheck().Name())
 
 	w := serve(h, "/apis/example.com/v1/namespaces/ns/databases")
@@ -91,7 +97,7 @@ func TestGateHoldsRequestsUntilTheCAIsLoaded(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, serve(h, "/readyzz").Code)
 
 	ca.load(newCAPEM(t, "front-proxy-ca"))
-	require.NoError(t, ready.HealthCheck().Check(nil))
+	require.NoError(t, ready.HealthCheck().Check(httptest.NewRequest(http.MethodGet, "/readyz", nil)))
 	w = serve(h, "/apis/example.com/v1/namespaces/ns/databases")
 	require.Equal(t, http.StatusOK, w.Code)
 	require.Empty(t, w.Header().Get("Connection"))
@@ -101,10 +107,10 @@ func TestGateHoldsRequestsUntilTheCAIsLoaded(t *testing.T) {
 func TestGateWithoutACA(t *testing.T) {
 	served := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
 	for name, ready := range map[string]*CA{
-		"no front-proxy CA": FrontProxyCA("requestheader-client-ca", &server.AuthenticationInfo{}),
-		"no client CA":      ClientCA("client-ca", &server.SecureServingInfo{}, &server.AuthenticationInfo{}),
+		"no front-proxy CA": FrontProxyCA("requestheader-client-ca", nil, &server.AuthenticationInfo{}),
+		"no client CA":      ClientCA("client-ca", &server.SecureServingInfo{}, &server.AuthenticationInfo{}, nil),
 	} {
-		require.NoError(t, ready.Check(), name)
+		require.NoError(t, ready.Check(context.Background()), name)
 		require.Equal(t, http.StatusTeapot, serve(ready.Gate(served, codecs), "/apis").Code, name)
 	}
 }
@@ -133,39 +139,39 @@ func TestClientCAWaitsForTheClientCANotTheFrontProxyCA(t *testing.T) {
 	client := &fakeCA{key: "client-ca-file"}
 	frontProxy := &fakeCA{key: "requestheader-client-ca-file"}
 	serving, authn := delegated(t, client, frontProxy)
-	ready := ClientCA("client-ca", serving, authn)
+	ready := ClientCA("client-ca", serving, authn, nil)
 
-	require.ErrorContains(t, ready.Check(), "the client CA")
+	require.ErrorContains(t, ready.Check(context.Background()), "the client CA")
 	frontProxy.load(newCAPEM(t, "front-proxy-ca"))
-	require.ErrorContains(t, ready.Check(), "is not loaded yet")
+	require.ErrorContains(t, ready.Check(context.Background()), "is not loaded yet")
 	require.Equal(t, http.StatusServiceUnavailable,
 		serve(ready.Gate(http.NotFoundHandler(), codecs), "/metrics").Code)
 	client.load(newCAPEM(t, "client-ca"))
-	require.NoError(t, ready.Check())
+	require.NoError(t, ready.Check(context.Background()))
 	client.content.Store(nil)
-	require.NoError(t, ready.Check(), "once loaded, a CA stays loaded")
+	require.NoError(t, ready.Check(context.Background()), "once loaded, a CA stays loaded")
 
 	same := newCAPEM(t, "one-ca")
 	client, frontProxy = &fakeCA{key: "client-ca-file"}, &fakeCA{key: "requestheader-client-ca-file"}
 	serving, authn = delegated(t, client, frontProxy)
-	ready = ClientCA("client-ca", serving, authn)
+	ready = ClientCA("client-ca", serving, authn, nil)
 	frontProxy.load(same)
-	require.Error(t, ready.Check())
+	require.Error(t, ready.Check(context.Background()))
 	client.load(same)
-	require.NoError(t, ready.Check())
+	require.NoError(t, ready.Check(context.Background()))
 }
 
 // A client CA alone is waited for; a front-proxy CA alone is not the client CA.
 func TestClientCAAlone(t *testing.T) {
 	client := &fakeCA{key: "client-ca-file"}
 	serving, authn := delegated(t, client, nil)
-	ready := ClientCA("client-ca", serving, authn)
-	require.Error(t, ready.Check())
+	ready := ClientCA("client-ca", serving, authn, nil)
+	require.Error(t, ready.Check(context.Background()))
 	client.load(newCAPEM(t, "client-ca"))
-	require.NoError(t, ready.Check())
+	require.NoError(t, ready.Check(context.Background()))
 
 	serving, authn = delegated(t, nil, &fakeCA{key: "requestheader-client-ca-file"})
-	require.NoError(t, ClientCA("client-ca", serving, authn).Check())
+	require.NoError(t, ClientCA("client-ca", serving, authn, nil).Check(context.Background()))
 }
 
 // rotatingCA is a front-proxy CA that rotates in a second certificate right after its
@@ -190,7 +196,104 @@ func TestClientCAIsNotFooledByAFrontProxyRotation(t *testing.T) {
 	frontProxy := &rotatingCA{fakeCA: fakeCA{key: "requestheader-client-ca-file"},
 		old: old, after: append(append([]byte{}, old...), newCAPEM(t, "front-proxy-ca-2")...)}
 	serving, authn := delegated(t, &fakeCA{key: "client-ca-file"}, frontProxy)
-	ready := ClientCA("client-ca", serving, authn)
-	require.Error(t, ready.Check())
-	require.Error(t, ready.Check())
+	ready := ClientCA("client-ca", serving, authn, nil)
+	require.Error(t, ready.Check(context.Background()))
+	require.Error(t, ready.Check(context.Background()))
+}
+
+// authenticationConfigMap is kube-apiserver's ConfigMap for servers that delegate
+// authentication to it, with data.
+func authenticationConfigMap(data map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: AuthenticationConfigMapNamespace, Name: AuthenticationConfigMapName},
+		Data:       data,
+	}
+}
+
+// A cluster whose kube-apiserver publishes no client CA (no client-ca-file in its ConfigMap)
+// has none to wait for: the client CA would never load. One that publishes it, or whose
+// ConfigMap cannot be read, is waited for; the ConfigMap is read at most once a second.
+func TestClientCANotPublishedIsNotWaitedFor(t *testing.T) {
+	ctx := context.Background()
+	frontProxy := &fakeCA{key: "requestheader-client-ca-file"}
+	frontProxy.load(newCAPEM(t, "front-proxy-ca"))
+
+	for name, tc := range map[string]struct {
+		objects []runtime.Object
+		ready   bool
+	}{
+		"not published": {[]runtime.Object{authenticationConfigMap(map[string]string{
+			"requestheader-client-ca-file": string(frontProxy.CurrentCABundleContent())})}, true},
+		"published": {[]runtime.Object{authenticationConfigMap(map[string]string{
+			"client-ca-file": "-----BEGIN CERTIFICATE-----"})}, false},
+		"no ConfigMap yet": {nil, false},
+	} {
+		client := fake.NewClientset(tc.objects...)
+		reads := 0
+		client.PrependReactor("get", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+			reads++
+			return false, nil, nil
+		})
+		serving, authn := delegated(t, &fakeCA{key: "client-ca-file"}, frontProxy)
+		ready := ClientCA("client-ca", serving, authn, client)
+		err := ready.Check(ctx)
+		require.Equal(t, 1, reads, name)
+		if tc.ready {
+			require.NoError(t, err, name)
+			continue
+		}
+		require.ErrorContains(t, err, "the client CA is not loaded yet", name)
+		require.Error(t, ready.Check(ctx), name)
+		require.Equal(t, 1, reads, "%s: read again within a second", name)
+	}
+}
+
+// A connection accepted before the CA was ready may have shaken hands without asking for a
+// client certificate: once the CA is ready, its requests that carry none still get the 503
+// that closes it, until it closes; those that carry one, and later connections, go through.
+func TestGateClosesConnectionsAcceptedBeforeTheCAWasReady(t *testing.T) {
+	ca := &fakeCA{key: "client-ca-file"}
+	ready := &CA{CheckName: "client-ca", What: "the client CA", Provider: ca}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	listener := ready.Listen(l)
+	defer listener.Close()
+	accept := func() net.Conn {
+		t.Helper()
+		dialed, err := net.Dial("tcp", l.Addr().String())
+		require.NoError(t, err)
+		t.Cleanup(func() { dialed.Close() })
+		conn, err := listener.Accept()
+		require.NoError(t, err)
+		return conn
+	}
+	h := ready.Gate(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }), codecs)
+	on := func(conn net.Conn, peer *tls.ConnectionState) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req.RemoteAddr, req.TLS = conn.RemoteAddr().String(), peer
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w
+	}
+
+	early := accept()
+	ca.load(newCAPEM(t, "client-ca"))
+	require.NoError(t, ready.Check(context.Background()))
+	w := on(early, &tls.ConnectionState{})
+	require.Equal(t, http.StatusServiceUnavailable, w.Code)
+	require.Equal(t, "close", w.Header().Get("Connection"))
+	require.Contains(t, w.Body.String(), "connect again")
+	withCert := &tls.ConnectionState{PeerCertificates: []*x509.Certificate{{}}}
+	require.Equal(t, http.StatusOK, on(early, withCert).Code, "a client certificate was asked for")
+	require.Equal(t, http.StatusOK, on(accept(), &tls.ConnectionState{}).Code, "accepted once ready")
+	require.NoError(t, early.Close())
+	require.Equal(t, http.StatusOK, on(early, &tls.ConnectionState{}).Code, "forgotten once closed")
+
+	loaded := &fakeCA{key: "client-ca-file"}
+	loaded.load(newCAPEM(t, "client-ca"))
+	ready = &CA{CheckName: "client-ca", What: "the client CA", Provider: loaded}
+	l2, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ready.Listen(l2).Close()
+	require.True(t, ready.ready.Load(), "a CA loaded before serving is in the first TLS configuration")
 }

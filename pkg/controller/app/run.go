@@ -247,8 +247,8 @@ func (c *Config) serveHealth(ctx context.Context, synced func() bool,
 	// --client-ca-file is given): until it is loaded, /readyz fails and requests are held
 	// back with a 503, not refused as system:anonymous. The front-proxy CA, read from the
 	// same ConfigMap by another informer, may load first: it is not waited for, as no proxy
-	// sends requests here.
-	clientCA := authnready.ClientCA(ClientCACheckName, c.SecureServing, &c.Authentication)
+	// sends requests here. Nor is a client CA kube-apiserver does not publish.
+	clientCA := authnready.ClientCA(ClientCACheckName, c.SecureServing, &c.Authentication, c.Kube)
 	healthz.InstallReadyzHandler(mux, healthz.NamedCheck("informer-sync", func(*http.Request) error {
 		if !synced() {
 			return errors.New("informer caches not synced")
@@ -275,7 +275,9 @@ func (c *Config) serveHealth(ctx context.Context, synced func() bool,
 
 	log := klog.FromContext(ctx)
 	log.Info("Serving health probes and metrics over HTTPS", "address", c.SecureServing.Listener.Addr().String())
-	stopped, _, err := c.SecureServing.Serve(handler, 5*time.Second, ctx.Done())
+	serving := *c.SecureServing
+	serving.Listener = clientCA.Listen(serving.Listener)
+	stopped, _, err := serving.Serve(handler, 5*time.Second, ctx.Done())
 	if err != nil {
 		return nil, fmt.Errorf("serving health probes and metrics: %w", err)
 	}

@@ -17,15 +17,20 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
+	"k8s.io/apiserver/pkg/authentication/request/headerrequest"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	certutil "k8s.io/client-go/util/cert"
 
 	"example.com/database-apiserver/internal/pki"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/authnready"
 	dbfake "example.com/database-apiserver/pkg/generated/clientset/versioned/fake"
 )
 
@@ -328,4 +333,69 @@ func stopRun(t *testing.T, cancel context.CancelFunc, done <-chan error) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return after its context ended")
 	}
+}
+
+// TestSecurePortWaitsForTheClientCANotTheFrontProxyCA wires the secure port as the delegated
+// authentication does without --client-ca-file: the client CA and the front-proxy CA come
+// from kube-system/extension-apiserver-authentication through an informer each, and the TLS
+// handshake offers what has loaded. While only the front-proxy CA has, a client does not
+// send the certificate the client CA signed, so a request is held back with a 503 (not
+// refused as system:anonymous with a 403); once the client CA loads, it is served.
+func TestSecurePortWaitsForTheClientCANotTheFrontProxyCA(t *testing.T) {
+	ca := newClientCA(t)
+	o, c, _ := serving(t, ca, "--leader-elect=false")
+	frontProxyCA, err := pki.NewCA(pki.Template{CommonName: "test-front-proxy-ca", Validity: time.Hour})
+	require.NoError(t, err)
+	authentication := func(data map[string]string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+			Namespace: authnready.AuthenticationConfigMapNamespace, Name: authnready.AuthenticationConfigMapName}, Data: data}
+	}
+	published := map[string]string{
+		"client-ca-file":               string(ca.ca.CertPEM()),
+		"requestheader-client-ca-file": string(frontProxyCA.CertPEM()),
+	}
+	// What kube-apiserver publishes, and what each informer has seen of it so far.
+	c.Kube = kubefake.NewClientset(authentication(published))
+	clientSeen := kubefake.NewClientset(authentication(nil))
+	frontProxySeen := kubefake.NewClientset(authentication(published))
+	caFrom := func(key string, client *kubefake.Clientset) dynamiccertificates.CAContentProvider {
+		p, err := dynamiccertificates.NewDynamicCAFromConfigMapController("client-ca",
+			authnready.AuthenticationConfigMapNamespace, authnready.AuthenticationConfigMapName, key, client)
+		require.NoError(t, err)
+		return p
+	}
+	clientProvider := caFrom("client-ca-file", clientSeen)
+	frontProxyProvider := caFrom("requestheader-client-ca-file", frontProxySeen)
+	c.SecureServing.ClientCA = nil
+	require.NoError(t, c.Authentication.ApplyClientCert(clientProvider, c.SecureServing))
+	none := headerrequest.StaticStringSlice{}
+	c.Authentication.RequestHeaderConfig = &authenticatorfactory.RequestHeaderConfig{CAContentProvider: frontProxyProvider,
+		UsernameHeaders: none, UIDHeaders: none, GroupHeaders: none, ExtraHeaderPrefixes: none, AllowedClientNames: none}
+	require.NoError(t, c.Authentication.ApplyClientCert(frontProxyProvider, c.SecureServing))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopped, err := c.serveHealth(ctx, func() bool { return true }, nil)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(frontProxyProvider.CurrentCABundleContent()) > 0 },
+		30*time.Second, 50*time.Millisecond, "the front-proxy CA never loads")
+
+	admin := ca.cert(t, "admin", "system:masters")
+	base := baseURL(o)
+	code, body, err := get(httpsClient(t, o, &admin), base+"/metrics")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusServiceUnavailable, code, body)
+	require.Contains(t, body, "the client CA is not loaded yet")
+	code, body, err = get(httpsClient(t, o, nil), base+"/readyz")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusInternalServerError, code, body)
+	require.Contains(t, body, "[-]client-ca failed")
+
+	_, err = clientSeen.CoreV1().ConfigMaps(authnready.AuthenticationConfigMapNamespace).Update(ctx,
+		authentication(published), metav1.UpdateOptions{})
+	require.NoError(t, err)
+	waitOK(t, httpsClient(t, o, &admin), base+"/metrics")
+
+	cancel()
+	<-stopped
 }
