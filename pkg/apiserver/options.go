@@ -236,7 +236,8 @@ const RequestHeaderCACheckName = "requestheader-client-ca"
 // --requestheader-client-ca-file is given) is loaded and the TLS configuration
 // asks for it: until then every request kube-apiserver proxies would
 // authenticate as system:anonymous (authnready.CA). Requests on a connection
-// made before then get the 503 too, which closes it. Without a requestheader
+// made before then that sent no client certificate get the 503 too, which
+// closes it. Without a requestheader
 // configuration (no authentication kubeconfig, --authentication-skip-lookup)
 // nothing is gated.
 func gateOnRequestHeaderCA(serverConfig *genericapiserver.RecommendedConfig) {

@@ -219,7 +219,8 @@ func (c *Config) lead(ctx context.Context, t *controllerTerm, health *leaderelec
 }
 
 // ClientCACheckName is the /readyz check (/readyz/client-ca) that fails until the client CA
-// the secure port verifies client certificates with is loaded.
+// the secure port verifies client certificates with is loaded and its TLS handshake asks
+// for it.
 const ClientCACheckName = "client-ca"
 
 // serveHealth serves, on the secure port (unless --secure-port is 0), /healthz (the process,
