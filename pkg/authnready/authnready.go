@@ -174,8 +174,11 @@ func offered(ctx context.Context, addr net.Addr, bundle []byte) bool {
 	if err != nil {
 		return false
 	}
-	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
-		host = "localhost"
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if ip.To4() == nil {
+			host = "::1"
+		}
 	}
 	var asked [][]byte
 	dialer := &tls.Dialer{Config: &tls.Config{
