@@ -18,6 +18,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
@@ -64,12 +65,13 @@ type CA struct {
 	Addr net.Addr
 
 	ready atomic.Bool
-	// early holds the remote addresses ("ip:port") of the connections Listen accepted before
-	// the CA was ready, until they close.
+	// early holds the connections Listen accepted before the CA was ready (connKey), until
+	// they close.
 	early sync.Map
-	// asking is held while Published is asked, and asked is when it last was.
-	asking sync.Mutex
-	asked  time.Time
+	// checking is held while Check asks Published or shakes hands with Addr, one caller at a
+	// time; asked is when Published was last asked.
+	checking sync.Mutex
+	asked    time.Time
 }
 
 // ClientCA is the client CA (client-ca-file) of a server whose delegated authentication
@@ -137,11 +139,16 @@ func listenerAddr(serving *server.SecureServingInfo) net.Addr {
 
 // Check returns nil once the CA is ready: loaded (hasContent) or not published, and asked
 // for by a handshake with Addr (offered); or not trusted at all. Else it returns an error
-// that names the CA.
+// that names the CA. Only one caller at a time asks Published or shakes hands; the others
+// get an error meanwhile.
 func (r *CA) Check(ctx context.Context) error {
 	if r.Provider == nil || r.ready.Load() {
 		return nil
 	}
+	if !r.checking.TryLock() {
+		return fmt.Errorf("%s is being checked", r.What)
+	}
+	defer r.checking.Unlock()
 	if !r.hasContent() && !r.unpublished(ctx) {
 		if r.Except != nil {
 			return fmt.Errorf("%s is not loaded yet", r.What)
@@ -154,6 +161,9 @@ func (r *CA) Check(ctx context.Context) error {
 	r.ready.Store(true)
 	return nil
 }
+
+// askTimeout bounds a Published call and a handshake of offered.
+const askTimeout = time.Second
 
 // offered reports whether a TLS handshake with the server at addr (an unspecified address is
 // dialled on loopback) now asks for a client certificate from every CA in bundle (true for
@@ -174,12 +184,32 @@ func offered(ctx context.Context, addr net.Addr, bundle []byte) bool {
 	if err != nil {
 		return false
 	}
+	hosts := []string{host}
 	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		host = "127.0.0.1"
-		if ip.To4() == nil {
-			host = "::1"
+		// 0.0.0.0 is reported as [::] by a dual-stack socket, on hosts without ::1 too.
+		hosts = []string{"127.0.0.1", "::1"}
+	}
+	for _, host := range hosts {
+		if asks, ok := asksFor(ctx, net.JoinHostPort(host, port)); ok {
+			return containsAll(asks, cas)
 		}
 	}
+	return false
+}
+
+// containsAll reports whether subjects holds the subject of every certificate in cas.
+func containsAll(subjects [][]byte, cas []*x509.Certificate) bool {
+	for _, ca := range cas {
+		if !slices.ContainsFunc(subjects, func(subject []byte) bool { return bytes.Equal(subject, ca.RawSubject) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// asksFor shakes hands with the server at hostPort, for at most askTimeout, and returns the
+// subjects of the CAs its CertificateRequest names; ok is false when the handshake fails.
+func asksFor(ctx context.Context, hostPort string) (subjects [][]byte, ok bool) {
 	var asked [][]byte
 	dialer := &tls.Dialer{Config: &tls.Config{
 		// The handshake only reads which CAs the server asks for, and sends no certificate:
@@ -191,32 +221,25 @@ func offered(ctx context.Context, addr net.Addr, bundle []byte) bool {
 			return &tls.Certificate{}, nil
 		},
 	}}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	ctx, cancel := context.WithTimeout(ctx, askTimeout)
 	defer cancel()
-	conn, err := dialer.DialContext(ctx, "tcp", net.JoinHostPort(host, port))
+	conn, err := dialer.DialContext(ctx, "tcp", hostPort)
 	if err != nil {
-		return false
+		return nil, false
 	}
 	_ = conn.Close()
-	for _, ca := range cas {
-		if !slices.ContainsFunc(asked, func(subject []byte) bool { return bytes.Equal(subject, ca.RawSubject) }) {
-			return false
-		}
-	}
-	return true
+	return asked, true
 }
 
 // unpublished reports whether Published says the CA is not published. It asks at most once
-// a second, and one caller at a time: the others get false.
+// a second, for at most askTimeout; r.checking is held.
 func (r *CA) unpublished(ctx context.Context) bool {
-	if r.Published == nil || !r.asking.TryLock() {
-		return false
-	}
-	defer r.asking.Unlock()
-	if time.Since(r.asked) < time.Second {
+	if r.Published == nil || time.Since(r.asked) < time.Second {
 		return false
 	}
 	r.asked = time.Now()
+	ctx, cancel := context.WithTimeout(ctx, askTimeout)
+	defer cancel()
 	published, err := r.Published(ctx)
 	return err == nil && !published
 }
@@ -251,22 +274,32 @@ func (r *CA) HealthCheck() healthz.HealthChecker {
 }
 
 // Gate answers every request but the health endpoints (/healthz, /livez, /readyz and their
-// checks) with a 503 ServiceUnavailable and Retry-After while Check fails, so that clients
-// retry instead of getting a 403 as system:anonymous. The 503 also closes the connection (a
-// GOAWAY on HTTP/2): a client that made its TLS handshake before the CA was ready may have
-// been asked for no matching CA and sent no client certificate, and must make a new
-// handshake. Once the CA is ready, requests go straight to handler, but for those on a
-// connection Listen accepted before then, which get the same 503.
+// checks, which go straight to handler) with a 503 ServiceUnavailable and Retry-After while
+// Check fails, so that clients retry instead of getting a 403 as system:anonymous. The 503
+// also closes the connection (a GOAWAY on HTTP/2): a client that made its TLS handshake
+// before the CA was ready may have been asked for no matching CA and sent no client
+// certificate, and must make a new handshake. Once the CA is ready, requests go straight to
+// handler, but for those that carry no client certificate on a connection Listen accepted
+// before then, which get the same 503.
+//
+// A client that resumes a TLS session made before then (one with a session cache, such as
+// curl or a browser; client-go keeps none) is not asked for a certificate again: under
+// RequestClientCert, crypto/tls resumes a session made without one. It authenticates as
+// system:anonymous until it makes a full handshake.
 func (r *CA) Gate(handler http.Handler, s runtime.NegotiatedSerializer) http.Handler {
 	if r.Provider == nil {
 		return handler
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if isHealthPath(req.URL.Path) {
+			handler.ServeHTTP(w, req)
+			return
+		}
 		err := r.Check(req.Context())
 		if err == nil && r.shookHandsEarly(req) {
 			err = fmt.Errorf("the connection was made before %s was ready: connect again", r.What)
 		}
-		if err == nil || isHealthPath(req.URL.Path) {
+		if err == nil {
 			handler.ServeHTTP(w, req)
 			return
 		}
@@ -281,8 +314,17 @@ func (r *CA) shookHandsEarly(req *http.Request) bool {
 	if req.TLS != nil && len(req.TLS.PeerCertificates) > 0 {
 		return false
 	}
-	_, early := r.early.Load(req.RemoteAddr)
+	local, _ := req.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	_, early := r.early.Load(connKey(local, req.RemoteAddr))
 	return early
+}
+
+// connKey names a connection by its two ends: "local remote".
+func connKey(local net.Addr, remote string) string {
+	if local == nil {
+		return remote
+	}
+	return local.String() + " " + remote
 }
 
 // Listen returns l for the server to serve on, so that Gate knows the connections accepted
@@ -310,9 +352,9 @@ func (l *listener) Accept() (net.Conn, error) {
 	if err != nil || l.ca.ready.Load() {
 		return conn, err
 	}
-	addr := conn.RemoteAddr().String()
-	l.ca.early.Store(addr, struct{}{})
-	return &earlyConn{Conn: conn, forget: func() { l.ca.early.Delete(addr) }}, nil
+	key := connKey(conn.LocalAddr(), conn.RemoteAddr().String())
+	l.ca.early.Store(key, struct{}{})
+	return &earlyConn{Conn: conn, forget: func() { l.ca.early.Delete(key) }}, nil
 }
 
 // earlyConn is a connection accepted before the CA was ready; closing it forgets it.

@@ -236,6 +236,10 @@ func TestClientCANotPublishedIsNotWaitedFor(t *testing.T) {
 		})
 		serving, authn := delegated(t, &fakeCA{key: "client-ca-file"}, frontProxy)
 		ready := ClientCA("client-ca", serving, authn, client)
+		for _, path := range []string{"/healthz", "/livez", "/readyz"} {
+			serve(ready.Gate(http.NotFoundHandler(), codecs), path)
+		}
+		require.Zero(t, reads, "%s: the health endpoints do not wait on kube-apiserver", name)
 		err := ready.Check(ctx)
 		require.Equal(t, 1, reads, name)
 		if tc.ready {
@@ -271,6 +275,7 @@ func TestGateClosesConnectionsAcceptedBeforeTheCAWasReady(t *testing.T) {
 	on := func(conn net.Conn, peer *tls.ConnectionState) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 		req.RemoteAddr, req.TLS = conn.RemoteAddr().String(), peer
+		req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey, conn.LocalAddr()))
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
 		return w
