@@ -170,7 +170,7 @@ func composed(t *testing.T, resources, components []string) string {
 	return dir
 }
 
-// namespacedOnlyInstall is the install README.md's "Namespaced mode" describes: artifacts/deploy
+// namespacedOnlyInstall is the install docs/security.md's "Namespaced mode" describes: artifacts/deploy
 // with the component controller-namespaced/only (in a kustomization of its own, as its comment
 // requires), which leaves the cluster-wide controller out, and the namespaced controllers of
 // namespacedControllers.

@@ -160,7 +160,7 @@ func TestControllerPolicyRefusesWhatTheControllerDoesNotBuild(t *testing.T) {
 		})
 	}
 
-	t.Run("kubectl as the controller is refused, as README.md shows", func(t *testing.T) {
+	t.Run("kubectl as the controller is refused, as docs/security.md shows", func(t *testing.T) {
 		as := "--as=" + localcluster.ControllerUser
 		errOut := kubectlFails(t, cluster.KubeconfigPath, "", as, "create", "secret", "generic", "stolen", "-n", "kube-system", "--from-literal=k=v")
 		require.Contains(t, errOut, "database-controller may not write Secret kube-system/stolen: kube-system is a system namespace")

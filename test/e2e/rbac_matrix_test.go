@@ -34,7 +34,7 @@ var matrixResources = []string{"databases", "databases/status", "databases/scale
 var matrixRoles = []string{"admin", "edit", "view", "no binding"}
 
 // authorizationMatrix is what artifacts/rbac grants: for each role and resource, the verbs
-// allowed (in matrixVerbs' order); every other verb is forbidden. The README shows this table.
+// allowed (in matrixVerbs' order); every other verb is forbidden. docs/security.md shows this table.
 var authorizationMatrix = map[string]map[string][]string{
 	"admin": {
 		"databases":            matrixVerbs,
