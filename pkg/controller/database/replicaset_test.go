@@ -34,8 +34,9 @@ type fakeMongoDB struct {
 	calls   []string
 	servers []mongodb.Server
 	configs []mongodb.Config
-	// reconfigErr, when set, is Reconfig's answer (the call is recorded all the same).
-	reconfigErr error
+	// reconfigErr, when set, is Reconfig's answer (the call is recorded all the same), and
+	// initiateErr Initiate's.
+	reconfigErr, initiateErr error
 }
 
 func newFakeMongoDB() *fakeMongoDB {
@@ -78,7 +79,7 @@ func (fm *fakeMongoDB) Initiate(_ context.Context, s mongodb.Server, setName, ho
 	defer fm.mu.Unlock()
 	fm.calls = append(fm.calls, fmt.Sprintf("initiate %s %s %s", s.Host, setName, host))
 	fm.servers = append(fm.servers, s)
-	return nil
+	return fm.initiateErr
 }
 
 func (fm *fakeMongoDB) Reconfig(_ context.Context, s mongodb.Server, cfg mongodb.Config) error {

@@ -23,11 +23,13 @@ import (
 
 // fakeMySQL plays the MySQL servers of a Database: Observe answers the State scripted for the
 // server's host (a Pod IP), or an error for a host with none; the other calls are recorded,
-// in order, and change nothing.
+// in order, and change nothing, or fail as scripted (failOn).
 type fakeMySQL struct {
 	mu      sync.Mutex
 	states  map[string]mysql.State
 	refused map[string]bool
+	// failures are the answers of the calls that fail, by "VERB HOST".
+	failures map[string]error
 	// calls are "set-user HOST USER PASSWORD", "set-source HOST SOURCE PORT USER PASSWORD"
 	// and "promote HOST"; servers their Servers.
 	calls   []string
@@ -35,7 +37,25 @@ type fakeMySQL struct {
 }
 
 func newFakeMySQL() *fakeMySQL {
-	return &fakeMySQL{states: map[string]mysql.State{}, refused: map[string]bool{}}
+	return &fakeMySQL{states: map[string]mysql.State{}, refused: map[string]bool{}, failures: map[string]error{}}
+}
+
+// failOn makes the calls "VERB HOST" fail with err from now on (nil: they succeed again).
+func (fm *fakeMySQL) failOn(verb, host string, err error) {
+	fm.mu.Lock()
+	defer fm.mu.Unlock()
+	if err == nil {
+		delete(fm.failures, verb+" "+host)
+		return
+	}
+	fm.failures[verb+" "+host] = err
+}
+
+// unset makes the Pod of ordinal not answer.
+func (fm *fakeMySQL) unset(ordinal int) {
+	fm.mu.Lock()
+	defer fm.mu.Unlock()
+	delete(fm.states, podIP(ordinal))
 }
 
 func (fm *fakeMySQL) set(ordinal int, st mysql.State) {
@@ -56,11 +76,13 @@ func (fm *fakeMySQL) recorded() []string {
 	return slices.Clone(fm.calls)
 }
 
-func (fm *fakeMySQL) record(s mysql.Server, call string) {
+// record records call, and answers the failure scripted for its first two words.
+func (fm *fakeMySQL) record(s mysql.Server, call string) error {
 	fm.mu.Lock()
 	defer fm.mu.Unlock()
 	fm.calls = append(fm.calls, call)
 	fm.servers = append(fm.servers, s)
+	return fm.failures[verbHost(call)]
 }
 
 func (fm *fakeMySQL) Observe(_ context.Context, s mysql.Server, users []string) (mysql.State, error) {
@@ -82,18 +104,15 @@ func (fm *fakeMySQL) Observe(_ context.Context, s mysql.Server, users []string) 
 }
 
 func (fm *fakeMySQL) SetReplicationUser(_ context.Context, s mysql.Server, user, password string) error {
-	fm.record(s, fmt.Sprintf("set-user %s %s %s", s.Host, user, password))
-	return nil
+	return fm.record(s, fmt.Sprintf("set-user %s %s %s", s.Host, user, password))
 }
 
 func (fm *fakeMySQL) SetSource(_ context.Context, s mysql.Server, host string, port int32, user, password string) error {
-	fm.record(s, fmt.Sprintf("set-source %s %s %d %s %s", s.Host, host, port, user, password))
-	return nil
+	return fm.record(s, fmt.Sprintf("set-source %s %s %d %s %s", s.Host, host, port, user, password))
 }
 
 func (fm *fakeMySQL) Promote(_ context.Context, s mysql.Server) error {
-	fm.record(s, "promote "+s.Host)
-	return nil
+	return fm.record(s, "promote "+s.Host)
 }
 
 const uuid0 = "3e11fa47-71ca-11e1-9e33-c80aa9429562"

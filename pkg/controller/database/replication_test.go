@@ -33,10 +33,18 @@ import (
 
 // fakeInstances plays the PostgreSQL servers of a Database: Observe answers the State
 // scripted for the server's host (a Pod IP), or an error for a host with none (a server that
-// does not answer); the other calls are recorded, in order, and change nothing.
+// does not answer); the other calls are recorded, in order, and change nothing, or fail as
+// scripted (failOn).
 type fakeInstances struct {
 	mu     sync.Mutex
 	states map[string]postgres.State
+	// hung are the hosts whose Observe waits for the caller to give up (its context's end):
+	// a server that accepts the connection and never answers.
+	hung map[string]bool
+	// failures are the answers of the calls other than Observe that fail, by "VERB HOST"
+	// (the first two words of the call as recorded; "application-role HOST" for
+	// SetApplicationRole).
+	failures map[string]error
 	// observed counts the Observe calls by host; calls are the other calls, as
 	// "promote HOST", "create-role HOST ROLE PASSWORD" and
 	// "sync-slots HOST want=A,B drop=C,D".
@@ -54,7 +62,27 @@ type fakeInstances struct {
 }
 
 func newFakeInstances() *fakeInstances {
-	return &fakeInstances{states: map[string]postgres.State{}, observed: map[string]int{}, refused: map[string]bool{}}
+	return &fakeInstances{states: map[string]postgres.State{}, observed: map[string]int{}, refused: map[string]bool{},
+		hung: map[string]bool{}, failures: map[string]error{}}
+}
+
+// failOn makes the calls "VERB HOST" fail with err from now on (nil: they succeed again).
+func (fi *fakeInstances) failOn(verb, host string, err error) {
+	fi.mu.Lock()
+	defer fi.mu.Unlock()
+	if err == nil {
+		delete(fi.failures, verb+" "+host)
+		return
+	}
+	fi.failures[verb+" "+host] = err
+}
+
+// hang makes the Pod of ordinal accept connections and never answer (hung true), or answer
+// again.
+func (fi *fakeInstances) hang(ordinal int, hung bool) {
+	fi.mu.Lock()
+	defer fi.mu.Unlock()
+	fi.hung[podIP(ordinal)] = hung
 }
 
 // set scripts the State of the Pod of ordinal.
@@ -78,11 +106,19 @@ func (fi *fakeInstances) reset() {
 	fi.observed, fi.calls, fi.servers = map[string]int{}, nil, nil
 }
 
-func (fi *fakeInstances) record(s postgres.Server, call string) {
+// record records call, and answers the failure scripted for its first two words.
+func (fi *fakeInstances) record(s postgres.Server, call string) error {
 	fi.mu.Lock()
 	defer fi.mu.Unlock()
 	fi.calls = append(fi.calls, call)
 	fi.servers = append(fi.servers, s)
+	return fi.failures[verbHost(call)]
+}
+
+// verbHost is the first two words of a recorded call: "VERB HOST".
+func verbHost(call string) string {
+	f := strings.Fields(call)
+	return strings.Join(f[:min(2, len(f))], " ")
 }
 
 // recorded are the calls other than Observe since the last reset.
@@ -92,10 +128,16 @@ func (fi *fakeInstances) recorded() []string {
 	return slices.Clone(fi.calls)
 }
 
-func (fi *fakeInstances) Observe(_ context.Context, s postgres.Server, roles []string) (postgres.State, error) {
+func (fi *fakeInstances) Observe(ctx context.Context, s postgres.Server, roles []string) (postgres.State, error) {
 	fi.mu.Lock()
 	defer fi.mu.Unlock()
 	fi.observed[s.Host]++
+	if fi.hung[s.Host] {
+		fi.mu.Unlock()
+		<-ctx.Done()
+		fi.mu.Lock()
+		return postgres.State{}, fmt.Errorf("read from %s: %w", s.Host, ctx.Err())
+	}
 	if fi.refused[s.Host] {
 		return postgres.State{}, fmt.Errorf("connect to %s: %w", s.Host,
 			&pgconn.PgError{Severity: "FATAL", Code: "28P01", Message: `password authentication failed for user "postgres"`})
@@ -114,8 +156,7 @@ func (fi *fakeInstances) Observe(_ context.Context, s postgres.Server, roles []s
 }
 
 func (fi *fakeInstances) SetReplicationRole(_ context.Context, s postgres.Server, role, password string) error {
-	fi.record(s, fmt.Sprintf("create-role %s %s %s", s.Host, role, password))
-	return nil
+	return fi.record(s, fmt.Sprintf("create-role %s %s %s", s.Host, role, password))
 }
 
 func (fi *fakeInstances) SetApplicationRole(_ context.Context, s postgres.Server, role, password string, takeOver bool) error {
@@ -123,22 +164,19 @@ func (fi *fakeInstances) SetApplicationRole(_ context.Context, s postgres.Server
 	defer fi.mu.Unlock()
 	fi.applicationRoles = append(fi.applicationRoles, fmt.Sprintf("%s %s %s takeOver=%t", s.Host, role, password, takeOver))
 	fi.applicationServers = append(fi.applicationServers, s)
-	return nil
+	return fi.failures["application-role "+s.Host]
 }
 
 func (fi *fakeInstances) SyncSlots(_ context.Context, s postgres.Server, _ map[string]bool, want, drop []string) error {
-	fi.record(s, fmt.Sprintf("sync-slots %s want=%s drop=%s", s.Host, strings.Join(want, ","), strings.Join(drop, ",")))
-	return nil
+	return fi.record(s, fmt.Sprintf("sync-slots %s want=%s drop=%s", s.Host, strings.Join(want, ","), strings.Join(drop, ",")))
 }
 
 func (fi *fakeInstances) SetPrimaryConnInfo(_ context.Context, s postgres.Server, conninfo string) error {
-	fi.record(s, fmt.Sprintf("set-conninfo %s %s", s.Host, conninfo))
-	return nil
+	return fi.record(s, fmt.Sprintf("set-conninfo %s %s", s.Host, conninfo))
 }
 
 func (fi *fakeInstances) Promote(_ context.Context, s postgres.Server) error {
-	fi.record(s, "promote "+s.Host)
-	return nil
+	return fi.record(s, "promote "+s.Host)
 }
 
 // podIP is the IP of the example Database's Pod of ordinal: 10.0.0.<ordinal+1>.
