@@ -135,10 +135,13 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 			reconcile = p.reconcileReplicaSet
 		}
 		rep, err := reconcile(ctx, sts, designated, replicas, p.desired.Replicas)
-		obs.replication = &rep
 		if err != nil {
+			// Status keeps what the last pass that completed the step reported (primary,
+			// members, Replicating, and with it a switchover's record: switchoverUnderWay):
+			// this one stopped part-way, before it knew.
 			return obs, err
 		}
+		obs.replication = &rep
 	}
 	return obs, nil
 }

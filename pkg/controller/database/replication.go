@@ -164,12 +164,19 @@ func (p *pass) ensureReplicationConfigMap(ctx context.Context) (string, *halt, e
 }
 
 // switchoverUnderWay reports whether db's status says a switchover from the Pod from to the
-// Pod to is under way: its Progressing condition, which the controller writes at the end of
-// every pass of a switchover, has reason ReasonSwitchover and a message of
-// switchoverMessage(from, to, …).
+// Pod to is under way: its Replicating or Progressing condition, which the controller writes
+// at the end of every pass of a switchover, has reason ReasonSwitchover and a message of
+// switchoverMessage(from, to, …). A pass that fails writes Progressing (ReasonReconcileError),
+// as do a halt and a refusal of the Pods, but not Replicating, which only a pass that
+// completes the replication step writes: the record outlives them.
 func switchoverUnderWay(db *examplev1.Database, from, to string) bool {
-	c := meta.FindStatusCondition(db.Status.Conditions, ConditionProgressing)
-	return c != nil && c.Reason == ReasonSwitchover && strings.HasPrefix(c.Message, switchoverMessage(from, to, ""))
+	for _, typ := range []string{ConditionReplicating, ConditionProgressing} {
+		c := meta.FindStatusCondition(db.Status.Conditions, typ)
+		if c != nil && c.Reason == ReasonSwitchover && strings.HasPrefix(c.Message, switchoverMessage(from, to, "")) {
+			return true
+		}
+	}
+	return false
 }
 
 // switchoverMessage is what status says of a switchover from from to to, waiting for what.

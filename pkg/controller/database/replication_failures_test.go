@@ -1,0 +1,420 @@
+package database_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/controller/database"
+)
+
+// requireFailedPass checks what a pass that failed reports: the error it returns (for the
+// workqueue's backoff) is want, and so are a Warning ReconcileError Event and the message of
+// the Progressing condition, False with reason ReconcileError; the replication part of
+// status (primary, members, Replicating) is still the one the last pass that completed wrote.
+// It returns the pass's Events.
+func requireFailedPass(t *testing.T, f *fixture, before *examplev1.Database, err error, want string) []string {
+	t.Helper()
+	require.EqualError(t, err, want)
+	events := f.events()
+	require.Contains(t, events, "Warning ReconcileError "+want)
+	db := f.database()
+	c := condition(db, "Progressing")
+	require.Equal(t, metav1.ConditionFalse, c.Status)
+	require.Equal(t, database.ReasonReconcileError, c.Reason)
+	require.Equal(t, want, c.Message)
+	require.Equal(t, before.Status.Primary, db.Status.Primary)
+	require.Equal(t, before.Status.Members, db.Status.Members)
+	was, is := condition(before, "Replicating"), condition(db, "Replicating")
+	require.Equal(t, []string{string(was.Status), was.Reason, was.Message}, []string{string(is.Status), is.Reason, is.Message})
+	return events
+}
+
+// recordReplicationPassword plays an earlier pass that gave the replication role the
+// Secret's replication password.
+func (f *fixture) recordReplicationPassword() {
+	f.t.Helper()
+	secret := f.secret().DeepCopy()
+	sum := sha256.Sum256(secret.Data["replication-password"])
+	metav1.SetMetaDataAnnotation(&secret.ObjectMeta, database.ReplicationPasswordAnnotation, hex.EncodeToString(sum[:]))
+	require.NoError(f.t, f.kube.Tracker().Update(secrets, secret, namespace))
+}
+
+// setSecretKey changes key of the credentials Secret as a user would.
+func (f *fixture) setSecretKey(key, value string) {
+	f.t.Helper()
+	secret := f.secret().DeepCopy()
+	secret.Data[key] = []byte(value)
+	require.NoError(f.t, f.kube.Tracker().Update(secrets, secret, namespace))
+}
+
+// A write to the PostgreSQL primary or a standby that fails ends the pass with the error and
+// leaves what it was to record unrecorded (the Secret's annotations), so the next pass asks
+// again, and goes on.
+func TestAFailedPostgreSQLWriteIsAskedAgainByTheNextPass(t *testing.T) {
+	reset := errors.New("connection reset by peer")
+	for _, tc := range []struct {
+		name string
+		// break_ makes the pass need the write, and makes it fail.
+		break_ func(*fixture, *fakeInstances)
+		// want is the error the pass returns.
+		want string
+		// retried are the calls of the next pass that redo the write.
+		retried []string
+	}{
+		{
+			"replication role",
+			func(_ *fixture, fi *fakeInstances) {
+				st := primaryState("my-database-1", "my-database-2")
+				st.Roles = nil
+				fi.set(0, st)
+				fi.failOn("create-role", "10.0.0.1", reset)
+			},
+			"connection reset by peer",
+			[]string{"create-role 10.0.0.1 replicator R", "sync-slots 10.0.0.1 want=my_database_1,my_database_2 drop=" + dropSlots},
+		},
+		{
+			"the replication role's new password given to a standby (connection info)",
+			func(f *fixture, fi *fakeInstances) {
+				f.setSecretKey("replication-password", "R2")
+				fi.failOn("set-conninfo", "10.0.0.2", reset)
+			},
+			"give standby my-database-1 the new replication password: connection reset by peer",
+			[]string{
+				"create-role 10.0.0.1 replicator R2",
+				"set-conninfo 10.0.0.2 host='my-database.production.svc' port='5432' user='replicator' password='R2' application_name='my-database-1' connect_timeout='5'",
+				"set-conninfo 10.0.0.3 host='my-database.production.svc' port='5432' user='replicator' password='R2' application_name='my-database-2' connect_timeout='5'",
+				"sync-slots 10.0.0.1 want=my_database_1,my_database_2 drop=" + dropSlots,
+			},
+		},
+		{
+			"the record of the replication password",
+			func(f *fixture, _ *fakeInstances) {
+				f.setSecretKey("replication-password", "R2")
+				f.inject("patch", "secrets", 1, apierrors.NewInternalError(errors.New("etcd timeout")))
+			},
+			`record the replication password given to the primary on Secret "my-database-credentials": Internal error occurred: etcd timeout`,
+			[]string{
+				"create-role 10.0.0.1 replicator R2",
+				"set-conninfo 10.0.0.2 host='my-database.production.svc' port='5432' user='replicator' password='R2' application_name='my-database-1' connect_timeout='5'",
+				"set-conninfo 10.0.0.3 host='my-database.production.svc' port='5432' user='replicator' password='R2' application_name='my-database-2' connect_timeout='5'",
+				"sync-slots 10.0.0.1 want=my_database_1,my_database_2 drop=" + dropSlots,
+			},
+		},
+		{
+			"slots",
+			func(_ *fixture, fi *fakeInstances) { fi.failOn("sync-slots", "10.0.0.1", reset) },
+			"connection reset by peer",
+			[]string{"sync-slots 10.0.0.1 want=my_database_1,my_database_2 drop=" + dropSlots},
+		},
+		{
+			"the record of the application role's password",
+			func(f *fixture, _ *fakeInstances) {
+				f.setSecretKey("password", "A")
+				f.inject("patch", "secrets", 1, apierrors.NewInternalError(errors.New("etcd timeout")))
+			},
+			`record on Secret "my-database-credentials" what the primary was given: Internal error occurred: etcd timeout`,
+			[]string{"application-role 10.0.0.1 app A takeOver=false", "sync-slots 10.0.0.1 want=my_database_1,my_database_2 drop=" + dropSlots},
+		},
+		{
+			"application role",
+			func(f *fixture, fi *fakeInstances) {
+				f.setSecretKey("password", "A")
+				fi.failOn("application-role", "10.0.0.1", reset)
+			},
+			"connection reset by peer",
+			[]string{"application-role 10.0.0.1 app A takeOver=false", "sync-slots 10.0.0.1 want=my_database_1,my_database_2 drop=" + dropSlots},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, fi := replicating(t, 3, nil)
+			_, err := f.reconcile()
+			require.NoError(t, err)
+			before := f.database()
+			require.Equal(t, examplev1.DatabasePhaseReady, before.Status.Phase)
+			f.setSecretKey("replication-password", "R")
+			f.recordReplicationPassword()
+			tc.break_(f, fi)
+			fi.reset()
+
+			_, err = f.reconcile()
+			requireFailedPass(t, f, before, err, tc.want)
+			require.Equal(t, []string{"primary", "replica", "replica"}, f.roles(3), "no Pod changes role")
+
+			fi.mu.Lock()
+			fi.failures = map[string]error{}
+			fi.applicationRoles = nil
+			fi.mu.Unlock()
+			fi.reset()
+			_, err = f.reconcile()
+			require.NoError(t, err)
+			calls := fi.recorded()
+			fi.mu.Lock()
+			calls = append(calls, prefixed("application-role ", fi.applicationRoles)...)
+			fi.mu.Unlock()
+			for _, call := range tc.retried {
+				require.Contains(t, calls, call)
+			}
+			_, err = f.reconcile()
+			require.NoError(t, err)
+			require.Equal(t, examplev1.DatabasePhaseReady, f.database().Status.Phase)
+			require.Equal(t, database.ReasonComplete, condition(f.database(), "Progressing").Reason)
+		})
+	}
+}
+
+// prefixed is each of calls after prefix.
+func prefixed(prefix string, calls []string) []string {
+	var out []string
+	for _, c := range calls {
+		out = append(out, prefix+c)
+	}
+	return out
+}
+
+// A write of a switchover that fails (naming the target in the ConfigMap, turning clients
+// away from the old primary, deleting its Pod, promoting the target) ends the pass with the
+// error, leaves the switchover as far as it got, never further, and the next pass goes on
+// from there: it neither takes its own ConfigMap for one edited by hand nor undoes the
+// switchover.
+func TestAFailedSwitchoverWriteIsDoneByTheNextPass(t *testing.T) {
+	unavailable := apierrors.NewServiceUnavailable("etcd timeout")
+	for _, tc := range []struct {
+		name string
+		// at brings the switchover to the pass that writes, and makes the write fail.
+		at   func(*testing.T, *fixture, *fakeInstances)
+		want string
+		// then checks the state the failed pass left.
+		then func(*testing.T, *fixture, *fakeInstances)
+		// next checks what the next pass did.
+		next func(*testing.T, *fixture, *fakeInstances)
+	}{
+		{
+			name: "naming the target in the ConfigMap",
+			at: func(t *testing.T, f *fixture, fi *fakeInstances) {
+				startSwitchoverTo1(t, f, fi)
+				f.inject("patch", "configmaps", 1, unavailable)
+			},
+			want: `name my-database-1 the primary in ConfigMap "my-database-replication": etcd timeout`,
+			then: func(t *testing.T, f *fixture, _ *fakeInstances) {
+				require.Equal(t, "my-database-0", f.configMapPrimary())
+				require.Equal(t, "primary", f.pod(0).Labels["database.example.com/role"], "still serving")
+				require.Empty(t, f.podDeletions())
+			},
+			next: func(t *testing.T, f *fixture, _ *fakeInstances) {
+				require.Equal(t, "my-database-1", f.configMapPrimary())
+				require.Equal(t, []string{"my-database-0 uid=my-database-0-uid"}, f.podDeletions())
+			},
+		},
+		{
+			name: "turning clients away from the old primary",
+			at: func(t *testing.T, f *fixture, fi *fakeInstances) {
+				startSwitchoverTo1(t, f, fi)
+				f.inject("patch", "pods", 1, unavailable)
+			},
+			want: `label Pod "my-database-0" database.example.com/role="": etcd timeout`,
+			then: func(t *testing.T, f *fixture, _ *fakeInstances) {
+				require.Equal(t, "my-database-1", f.configMapPrimary())
+				require.Equal(t, "primary", f.pod(0).Labels["database.example.com/role"])
+				require.Empty(t, f.podDeletions(), "not stopped while clients are sent to it")
+			},
+			next: func(t *testing.T, f *fixture, _ *fakeInstances) {
+				require.Equal(t, "", f.pod(0).Labels["database.example.com/role"])
+				require.Equal(t, []string{"my-database-0 uid=my-database-0-uid"}, f.podDeletions())
+			},
+		},
+		{
+			name: "deleting the old primary's Pod",
+			at: func(t *testing.T, f *fixture, fi *fakeInstances) {
+				startSwitchoverTo1(t, f, fi)
+				f.inject("delete", "pods", 1, unavailable)
+			},
+			want: `delete Pod "my-database-0" to stop the old primary: etcd timeout`,
+			then: func(t *testing.T, f *fixture, _ *fakeInstances) {
+				require.Equal(t, "my-database-1", f.configMapPrimary())
+				require.Equal(t, "", f.pod(0).Labels["database.example.com/role"], "clients turned away")
+				require.Nil(t, f.pod(0).DeletionTimestamp)
+			},
+			next: func(t *testing.T, f *fixture, _ *fakeInstances) {
+				require.Equal(t, []string{"my-database-0 uid=my-database-0-uid"}, f.podDeletions())
+			},
+		},
+		{
+			name: "deleting again an old primary that came back as one",
+			at: func(t *testing.T, f *fixture, fi *fakeInstances) {
+				toStep3(t, f, fi, 100)
+				fi.set(0, primaryState("my-database-2"))
+				f.inject("delete", "pods", 1, unavailable)
+			},
+			want: `delete Pod "my-database-0" to stop the old primary: etcd timeout`,
+			then: func(t *testing.T, f *fixture, fi *fakeInstances) {
+				require.Empty(t, fi.recorded(), "nothing promoted")
+				require.Nil(t, f.pod(0).DeletionTimestamp)
+			},
+			next: func(t *testing.T, f *fixture, fi *fakeInstances) {
+				require.Empty(t, fi.recorded(), "nothing promoted")
+				require.Equal(t, []string{"my-database-0 uid=my-database-0-uid-2"}, f.podDeletions())
+			},
+		},
+		{
+			name: "promoting the target",
+			at: func(t *testing.T, f *fixture, fi *fakeInstances) {
+				toStep3(t, f, fi, 90)
+				_, err := f.reconcile()
+				require.NoError(t, err)
+				fi.set(1, standbyState(100, 100))
+				fi.failOn("promote", "10.0.0.2", errors.New("promote 10.0.0.2: connection reset by peer"))
+			},
+			want: "promote 10.0.0.2: connection reset by peer",
+			then: func(t *testing.T, f *fixture, fi *fakeInstances) {
+				require.Equal(t, []string{"promote 10.0.0.2"}, fi.recorded())
+				require.NotContains(t, f.roles(3), "primary")
+				fi.failOn("promote", "10.0.0.2", nil)
+			},
+			next: func(t *testing.T, f *fixture, fi *fakeInstances) {
+				require.Equal(t, "promote 10.0.0.2", fi.recorded()[0], "asked again")
+				require.Equal(t, "my-database-1", f.database().Status.Primary)
+				require.Equal(t, []string{"replica", "primary", "replica"}, f.roles(3))
+			},
+		},
+		{
+			name: "promoting the target, whose answer is lost",
+			at: func(t *testing.T, f *fixture, fi *fakeInstances) {
+				toStep3(t, f, fi, 90)
+				_, err := f.reconcile()
+				require.NoError(t, err)
+				fi.set(1, standbyState(100, 100))
+				fi.failOn("promote", "10.0.0.2", errors.New("promote 10.0.0.2: connection reset by peer"))
+			},
+			want: "promote 10.0.0.2: connection reset by peer",
+			then: func(_ *testing.T, _ *fixture, fi *fakeInstances) {
+				// It was promoted all the same.
+				fi.set(1, primaryState("my-database-0", "my-database-2"))
+				fi.set(0, standbyState(100, 100))
+			},
+			next: func(t *testing.T, f *fixture, fi *fakeInstances) {
+				require.Empty(t, filter(fi.recorded(), "promote"), "not asked again")
+				require.Equal(t, "my-database-1", f.database().Status.Primary)
+				require.Equal(t, []string{"replica", "primary", "replica"}, f.roles(3))
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, fi := replicating(t, 3, nil)
+			_, err := f.reconcile()
+			require.NoError(t, err)
+			tc.at(t, f, fi)
+			before := f.database()
+			fi.reset()
+
+			_, err = f.reconcile()
+			requireFailedPass(t, f, before, err, tc.want)
+			tc.then(t, f, fi)
+
+			fi.reset()
+			_, err = f.reconcile()
+			require.NoError(t, err)
+			require.NotContains(t, strings.Join(f.events(), "\n"), "did not ask for", "its own ConfigMap is not set back")
+			tc.next(t, f, fi)
+		})
+	}
+}
+
+// A promotion of a MySQL switchover's target that fails ends the pass with the error; the
+// next pass promotes it, then points the others at it.
+func TestAFailedMySQLPromotionIsAskedAgainByTheNextPass(t *testing.T) {
+	f, fm := replicatingMySQL(t)
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Primary = "my-database-1" })
+	for range 2 { // status says a switchover is under way, then step 1
+		_, err = f.reconcile()
+		require.NoError(t, err)
+	}
+	require.Equal(t, "my-database-1", f.configMapPrimary())
+	f.restartPod(0, "my-database-0-uid-2")
+	fm.set(0, mysqlReplica(t, uuid0+":1-12", 1))
+	fm.set(1, mysqlReplica(t, uuid0+":1-11", 0))
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	before := f.database()
+	fm.set(1, mysqlReplica(t, uuid0+":1-12", 0))
+	fm.failOn("promote", "10.0.0.2", errors.New("promote 10.0.0.2: STOP REPLICA: connection reset by peer"))
+	fm.reset()
+
+	_, err = f.reconcile()
+	requireFailedPass(t, f, before, err, "promote 10.0.0.2: STOP REPLICA: connection reset by peer")
+	require.Equal(t, []string{"promote 10.0.0.2"}, fm.recorded(), "nothing else written")
+	require.NotContains(t, f.roles(3), "primary")
+
+	fm.failOn("promote", "10.0.0.2", nil)
+	fm.reset()
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, "promote 10.0.0.2", fm.recorded()[0])
+	require.NotContains(t, strings.Join(f.events(), "\n"), "did not ask for")
+	require.Equal(t, "my-database-1", f.database().Status.Primary)
+	require.Equal(t, []string{"replica", "primary", "replica"}, f.roles(3))
+}
+
+// replSetInitiate that fails is reported in a Warning Event and asked again by the next pass,
+// which goes on meanwhile; one whose answer was lost (the set is initiated) is not asked
+// again; and a failure to record the members it initiated is the pass's error, recorded by
+// the next pass from the primary's configuration.
+func TestAFailedReplicaSetInitiationIsAskedAgain(t *testing.T) {
+	t.Run("refused", func(t *testing.T) {
+		f, fm := replicaSet(t, 3)
+		fm.initiateErr = errors.New("replSetInitiate: connection reset by peer")
+		result, err := f.reconcile()
+		require.NoError(t, err)
+		require.Equal(t, database.Result{RequeueAfter: database.RequeueAfterReplication}, result)
+		require.Equal(t, []string{"initiate 10.0.0.1 my-database " + mongoHost(0)}, fm.recorded())
+		require.Contains(t, f.events(), "Warning ReconcileError Initiating replica set my-database on my-database-0 failed: replSetInitiate: connection reset by peer")
+		require.Empty(t, f.replicationAnnotation(database.ReplicaSetMembersAnnotation), "no members recorded")
+
+		fm.initiateErr = nil
+		fm.reset()
+		_, err = f.reconcile()
+		require.NoError(t, err)
+		require.Equal(t, []string{"initiate 10.0.0.1 my-database " + mongoHost(0)}, fm.recorded())
+		require.Equal(t, "my-database-0", f.replicationAnnotation(database.ReplicaSetMembersAnnotation))
+	})
+
+	t.Run("its answer lost", func(t *testing.T) {
+		f, fm := replicaSet(t, 3)
+		fm.initiateErr = errors.New("replSetInitiate: connection reset by peer")
+		_, err := f.reconcile()
+		require.NoError(t, err)
+		fm.initiateErr = nil
+		fm.set(0, rsPrimary(0, 1, rsConfig(1, false, 0), 0))
+		fm.reset()
+		_, err = f.reconcile()
+		require.NoError(t, err)
+		require.Empty(t, filter(fm.recorded(), "initiate"), "initiated once")
+		require.Equal(t, "my-database-0,my-database-1", f.replicationAnnotation(database.ReplicaSetMembersAnnotation))
+	})
+
+	t.Run("recording its members", func(t *testing.T) {
+		f, fm := replicaSet(t, 3)
+		f.inject("patch", "configmaps", 1, apierrors.NewInternalError(errors.New("etcd timeout")))
+		_, err := f.reconcile()
+		const want = `record the replica set's members on ConfigMap "my-database-replication": Internal error occurred: etcd timeout`
+		require.EqualError(t, err, want)
+		require.Contains(t, f.events(), "Warning ReconcileError "+want)
+		require.Equal(t, want, condition(f.database(), "Progressing").Message)
+
+		fm.set(0, rsPrimary(0, 1, rsConfig(1, false, 0), 0))
+		fm.reset()
+		_, err = f.reconcile()
+		require.NoError(t, err)
+		require.Empty(t, filter(fm.recorded(), "initiate"))
+		require.Equal(t, "my-database-0,my-database-1", f.replicationAnnotation(database.ReplicaSetMembersAnnotation))
+	})
+}
