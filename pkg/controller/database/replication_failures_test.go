@@ -13,6 +13,7 @@ import (
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/database"
+	"example.com/database-apiserver/pkg/controller/mysql"
 )
 
 // requireFailedPass checks what a pass that failed reports: the error it returns (for the
@@ -325,6 +326,94 @@ func TestAFailedSwitchoverWriteIsDoneByTheNextPass(t *testing.T) {
 			tc.next(t, f, fi)
 		})
 	}
+}
+
+// A MySQL write that fails ends the pass with the error, claims nothing it did not do (no
+// Event says a replica was pointed at the primary, or given a password, when it was not),
+// and the next pass asks again.
+func TestAFailedMySQLWriteIsAskedAgainByTheNextPass(t *testing.T) {
+	reset := errors.New("connection reset by peer")
+	for _, tc := range []struct {
+		name   string
+		break_ func(*testing.T, *fixture, *fakeMySQL)
+		want   string
+		// events are the Normal Events of the failed pass: the writes it did.
+		events []string
+		// retried are calls of the next pass, by prefix.
+		retried []string
+	}{
+		{
+			"replication user",
+			func(t *testing.T, _ *fixture, fm *fakeMySQL) {
+				fm.set(0, mysqlPrimaryWithoutUser(t))
+				fm.failOn("set-user", "10.0.0.1", reset)
+			},
+			"connection reset by peer",
+			nil,
+			[]string{"set-user 10.0.0.1 replicator"},
+		},
+		{
+			"pointing a replica at the primary (set source)",
+			func(t *testing.T, _ *fixture, fm *fakeMySQL) {
+				fm.set(1, mysqlReplica(t, uuid0+":1-10", -1))
+				fm.failOn("set-source", "10.0.0.2", reset)
+			},
+			"point replica my-database-1 at my-database-0: connection reset by peer",
+			nil,
+			[]string{"set-source 10.0.0.2 " + podHost(0) + " 3306 replicator"},
+		},
+		{
+			"the replication user's new password given to a replica (set source)",
+			func(t *testing.T, f *fixture, fm *fakeMySQL) {
+				f.setSecretKey("replication-password", "R2")
+				fm.failOn("set-source", "10.0.0.3", reset)
+			},
+			"give standby my-database-2 the new replication password: connection reset by peer",
+			[]string{"Normal Updated Gave standby my-database-1 the new replication password"},
+			[]string{"set-user 10.0.0.1 replicator R2", "set-source 10.0.0.2 " + podHost(0) + " 3306 replicator R2", "set-source 10.0.0.3 " + podHost(0) + " 3306 replicator R2"},
+		},
+		{
+			"making a primary restarted read-only take writes again (promote)",
+			func(t *testing.T, _ *fixture, fm *fakeMySQL) {
+				fm.set(0, mysqlReplica(t, uuid0+":1-10", -1))
+				fm.failOn("promote", "10.0.0.1", errors.New("promote 10.0.0.1: SET GLOBAL super_read_only = OFF: connection reset by peer"))
+			},
+			"promote 10.0.0.1: SET GLOBAL super_read_only = OFF: connection reset by peer",
+			nil,
+			[]string{"promote 10.0.0.1"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, fm := replicatingMySQL(t)
+			_, err := f.reconcile()
+			require.NoError(t, err)
+			before := f.database()
+			tc.break_(t, f, fm)
+			fm.reset()
+
+			_, err = f.reconcile()
+			events := requireFailedPass(t, f, before, err, tc.want)
+			require.Equal(t, tc.events, filter(events, "Normal"), "no Event claims a write that failed")
+
+			fm.mu.Lock()
+			fm.failures = map[string]error{}
+			fm.mu.Unlock()
+			fm.reset()
+			_, err = f.reconcile()
+			require.NoError(t, err)
+			calls := fm.recorded()
+			for _, call := range tc.retried {
+				require.NotEmpty(t, filter(calls, call), "%s asked again, in %q", call, calls)
+			}
+		})
+	}
+}
+
+// mysqlPrimaryWithoutUser is a primary whose data has no replication user yet.
+func mysqlPrimaryWithoutUser(t *testing.T) mysql.State {
+	st := mysqlPrimary(t, uuid0+":1-10")
+	st.Users = nil
+	return st
 }
 
 // A promotion of a MySQL switchover's target that fails ends the pass with the error; the

@@ -64,8 +64,11 @@ func (r mysqlReplicator) syncReplica(ctx context.Context, p *pass, e endpoint, r
 	if src != nil && src.Host == specs.PodHost(p.db, primary) && src.Port == p.desired.Recipe.Port && src.User == user {
 		return nil
 	}
+	if err := r.setSource(ctx, p, e, replica.name, primary, user, password); err != nil {
+		return err
+	}
 	p.r.event(ctx, p.db, corev1.EventTypeNormal, ReasonUpdated, "Pointed replica %s at %s", replica.name, primary)
-	return r.setSource(ctx, p, e, replica.name, primary, user, password)
+	return nil
 }
 
 // syncPrimary has nothing to add: the primary keeps its binary log for
