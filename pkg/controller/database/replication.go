@@ -195,9 +195,10 @@ func switchoverMessage(from, to, what string) string {
 //
 // A switchover from the confirmed primary O to the target T takes three passes, each
 // repeatable, so a controller that restarts half-way finishes it:
-//  1. once T streams from O: the ConfigMap names T, O loses its role label (clients are
-//     turned away: the write pause begins) and O's Pod is deleted; its preStop hook shuts
-//     the server down fast, which sends every WAL record to the standbys first;
+//  1. once T answers as a standby and streams from O: the ConfigMap names T, O loses its
+//     role label (clients are turned away: the write pause begins) and O's Pod is deleted;
+//     its preStop hook shuts the server down fast, which sends every WAL record to the
+//     standbys first;
 //  2. O's Pod comes back; the setup script, reading that T is primary, starts it as a
 //     standby (O is fenced: it takes no writes);
 //  3. once O answers as a standby and T has received all of O's WAL (T's received or
@@ -268,7 +269,9 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 		switch {
 		case old == nil || !old.primary():
 			rep.switchover = switchoverMessage(rep.primary, target, fmt.Sprintf("waiting for %s to answer as the primary (there is no automatic failover)", rep.primary))
-		case next == nil || !r.follower(old, next).streaming:
+		case next == nil || !next.standby() || !r.follower(old, next).streaming:
+			// The primary's view of its standbys may list one the controller cannot reach
+			// (step 3 must, to promote it) or that took writes of its own.
 			rep.switchover = switchoverMessage(rep.primary, target, fmt.Sprintf("waiting for %s to stream from %s", target, rep.primary))
 		default:
 			if err := p.designate(ctx, target); err != nil {

@@ -160,6 +160,56 @@ func TestASwitchoverAskedWhileThePrimaryDoesNotAnswerStopsNothing(t *testing.T) 
 	}
 }
 
+// The primary is stopped (step 1) only for a target that answers as a standby and streams
+// from it: the primary's view of its standbys (PostgreSQL's pg_stat_replication) may still
+// list one whose server the controller cannot reach, or that took writes of its own, and
+// step 3 cannot promote a target the controller does not reach, nor may it promote one
+// that is not a standby.
+func TestTheSwitchoverTargetMustAnswerAsAStandbyBeforeThePrimaryIsStopped(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		break_ func(*fixture, *fakeInstances)
+	}{
+		{"not answering", func(_ *fixture, fi *fakeInstances) { fi.unset(1) }},
+		{"its Pod not running", func(f *fixture, _ *fakeInstances) { f.setPodPhase(1, corev1.PodPending) }},
+		{"answering as a primary of its own", func(_ *fixture, fi *fakeInstances) { fi.set(1, primaryState()) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, fi := replicating(t, 3, nil)
+			_, err := f.reconcile()
+			require.NoError(t, err)
+			f.updateDatabase(func(db *examplev1.Database) { db.Spec.Primary = "my-database-1" })
+			tc.break_(f, fi)
+			// The primary still lists my-database-1 streaming.
+			fi.set(0, primaryState("my-database-1", "my-database-2"))
+			fi.reset()
+
+			_, err = f.reconcile()
+			require.NoError(t, err)
+			require.Equal(t, "my-database-0", f.configMapPrimary())
+			require.Empty(t, f.podDeletions(), "the primary keeps serving")
+			require.Equal(t, "primary", f.pod(0).Labels[specs.RoleLabel])
+			require.Empty(t, filter(fi.recorded(), "promote"))
+			requireSwitchover(t, f.database(), "switching over from my-database-0 to my-database-1: waiting for my-database-1 to stream from my-database-0")
+		})
+	}
+
+	t.Run("MySQL, not answering", func(t *testing.T) {
+		f, fm := replicatingMySQL(t)
+		_, err := f.reconcile()
+		require.NoError(t, err)
+		f.updateDatabase(func(db *examplev1.Database) { db.Spec.Primary = "my-database-1" })
+		fm.unset(1)
+		fm.reset()
+		_, err = f.reconcile()
+		require.NoError(t, err)
+		require.Equal(t, "my-database-0", f.configMapPrimary())
+		require.Empty(t, f.podDeletions())
+		require.Empty(t, fm.recorded())
+		requireSwitchover(t, f.database(), "switching over from my-database-0 to my-database-1: waiting for my-database-1 to stream from my-database-0")
+	})
+}
+
 // Once the old primary is stopped (steps 2 and 3), a server that stops answering (refuses
 // connections, hangs past the controller's bound on asking, its Pod restarts) holds the
 // switchover where it is: nothing is promoted, no Pod serves as the primary, status says who
