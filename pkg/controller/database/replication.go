@@ -195,10 +195,11 @@ func switchoverMessage(from, to, what string) string {
 //
 // A switchover from the confirmed primary O to the target T takes three passes, each
 // repeatable, so a controller that restarts half-way finishes it:
-//  1. once T answers as a standby and streams from O: the ConfigMap names T, O loses its
-//     role label (clients are turned away: the write pause begins) and O's Pod is deleted;
-//     its preStop hook shuts the server down fast, which sends every WAL record to the
-//     standbys first;
+//  1. once T answers as a standby and streams from O, and status says the switchover is under
+//     way (switchoverUnderWay: a pass that waited, or found T streaming, wrote it): the
+//     ConfigMap names T, O loses its role label (clients are turned away: the write pause
+//     begins) and O's Pod is deleted; its preStop hook shuts the server down fast, which
+//     sends every WAL record to the standbys first;
 //  2. O's Pod comes back; the setup script, reading that T is primary, starts it as a
 //     standby (O is fenced: it takes no writes);
 //  3. once O answers as a standby and T has received all of O's WAL (T's received or
@@ -273,6 +274,12 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 			// The primary's view of its standbys may list one the controller cannot reach
 			// (step 3 must, to promote it) or that took writes of its own.
 			rep.switchover = switchoverMessage(rep.primary, target, fmt.Sprintf("waiting for %s to stream from %s", target, rep.primary))
+		case !switchoverUnderWay(db, rep.primary, target):
+			// Status says a switchover is under way before the ConfigMap names T: a controller
+			// that stops right after step 1's writes finds its ConfigMap by that record
+			// (ensureReplicationConfigMap) instead of setting it back, which would leave O,
+			// restarted as T's standby, and T without a primary.
+			rep.switchover = switchoverMessage(rep.primary, target, fmt.Sprintf("%s streams from %s; stopping %s next", target, rep.primary, rep.primary))
 		default:
 			if err := p.designate(ctx, target); err != nil {
 				return rep, err

@@ -526,7 +526,18 @@ func TestSwitchoverStopsTheOldPrimaryOnceTheNewOneStreams(t *testing.T) {
 
 	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Primary = "my-database-1" })
 	fi.reset()
+	// Status says a switchover is under way before anything is stopped.
 	result, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, database.Result{RequeueAfter: database.RequeueAfterNotReady}, result)
+	require.Equal(t, "my-database-0", f.configMapPrimary())
+	require.Empty(t, f.podDeletions())
+	require.Equal(t, []string{"primary", "replica", "replica"}, f.roles(3))
+	require.Equal(t, "switching over from my-database-0 to my-database-1: my-database-1 streams from my-database-0; stopping my-database-0 next",
+		condition(f.database(), "Replicating").Message)
+
+	fi.reset()
+	result, err = f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, database.Result{RequeueAfter: database.RequeueAfterSwitchover}, result)
 	require.Equal(t, "my-database-1", f.configMapPrimary(), "a Pod that starts now follows my-database-1")
@@ -703,6 +714,9 @@ func TestScaleDownMovesThePrimaryOffTheRemovedPodsFirst(t *testing.T) {
 	require.Equal(t, []string{"replica", "replica", "primary"}, f.roles(3))
 
 	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Replicas = ptr.To[int32](1) })
+	_, err = f.reconcile() // status says a switchover is under way
+	require.NoError(t, err)
+	require.Empty(t, f.podDeletions())
 	_, err = f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, int32(3), *f.statefulSet().Spec.Replicas, "the primary's Pod is kept")

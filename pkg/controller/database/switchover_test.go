@@ -2,6 +2,7 @@ package database_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -333,6 +334,47 @@ func TestAControllerRestartedBetweenPromotionAndStatusConfirmsThePromotedPrimary
 			require.Empty(t, f.events(), "no warning, nothing promoted")
 		})
 	}
+}
+
+// A controller that stops after step 1's writes (the ConfigMap names the target, the old
+// primary's Pod is deleted) and before the status that says a switchover is under way,
+// finishes the switchover once restarted: its own ConfigMap is not taken for one edited by
+// hand and set back, which would leave the old primary, restarted as a standby of the target,
+// and the target, standbys of each other, with no primary.
+func TestAControllerRestartedAfterStoppingThePrimaryFinishesTheSwitchover(t *testing.T) {
+	f, fi := replicating(t, 3, nil)
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Primary = "my-database-1" })
+	for i := 0; ; i++ {
+		require.Less(t, i, 3, "the switchover does not start")
+		// A pass whose status write fails, by a controller that stops then.
+		f.inject("update", "databases/status", 1, apierrors.NewServiceUnavailable("the API server is shutting down"))
+		_, err = f.reconcile()
+		if len(f.podDeletions()) > 0 {
+			require.Error(t, err)
+			break
+		}
+		require.Error(t, err, "a pass that stops nothing")
+		require.Equal(t, "my-database-0", f.configMapPrimary())
+		f.restartController()
+		_, err = f.reconcile()
+		require.NoError(t, err)
+		require.Empty(t, f.podDeletions())
+	}
+	require.Equal(t, "my-database-1", f.configMapPrimary())
+
+	f.restartController()
+	f.restartPod(0, "my-database-0-uid-2")
+	fi.set(0, standbyState(0, 100))
+	fi.set(1, standbyState(100, 100))
+	fi.reset()
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, "my-database-1", f.configMapPrimary(), "not set back")
+	require.NotContains(t, strings.Join(f.events(), "\n"), "did not ask for")
+	require.Equal(t, []string{"promote 10.0.0.2"}, filter(fi.recorded(), "promote"))
+	require.Equal(t, "my-database-1", f.database().Status.Primary)
 }
 
 // A primary whose Pod is already being deleted when it is fenced (the Pod cache had not seen
