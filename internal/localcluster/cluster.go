@@ -378,7 +378,8 @@ func (c *Cluster) Dir() string { return c.cfg.Dir }
 func (c *Cluster) ServingCAPEM() []byte { return c.pki.ServingCA.CertPEM() }
 
 // Stop ends the real node's background build (and start), stops every child, newest first
-// (SIGTERM to its process group, SIGKILL after 15s), then etcd. It is safe to call more than once.
+// (SIGTERM to its process group, SIGKILL after 15s), waits until none is supervised (none
+// starts again), then stops etcd. It is safe to call more than once.
 func (c *Cluster) Stop() {
 	c.mu.Lock()
 	if !c.stopping {
@@ -395,10 +396,12 @@ func (c *Cluster) Stop() {
 	c.stopRealNode()
 	c.mu.Lock()
 	var procs []*process
+	var supervisors []chan struct{}
 	for _, comp := range c.components {
 		if !comp.held && !comp.proc.hasExited() {
 			procs = append(procs, comp.proc)
 		}
+		supervisors = append(supervisors, comp.supervised)
 	}
 	c.components = nil
 	c.mu.Unlock()
@@ -416,6 +419,10 @@ func (c *Cluster) Stop() {
 		t := time.Now()
 		p.stop(15 * time.Second)
 		c.cfg.Logf("%-28s stopped in %v", p.name, time.Since(t).Round(100*time.Millisecond))
+	}
+	// Every run has exited and no restart starts once stopping is set: the supervisors return.
+	for _, done := range supervisors {
+		<-done
 	}
 	if c.etcd != nil {
 		c.etcd.Stop()

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -60,18 +61,26 @@ func (f *fakeJoin) laterJoin(build, join func(context.Context) error) *laterJoin
 	}
 }
 
+// The build holds until the test has seen it start; the join reports whether the build had
+// returned when the join was called.
 func TestLaterJoinStartsTheNodeOnlyAfterTheBuild(t *testing.T) {
 	f := &fakeJoin{}
 	release := make(chan struct{})
+	var built atomic.Bool
+	var joinedAfterBuild atomic.Bool
 	j := startLaterJoin(f.laterJoin(
-		func(context.Context) error { <-release; return nil },
-		func(context.Context) error { return nil }))
-	require.Eventually(t, func() bool { return len(f.got()) == 1 }, 5*time.Second, 10*time.Millisecond)
-	time.Sleep(50 * time.Millisecond)
+		func(context.Context) error { <-release; built.Store(true); return nil },
+		func(context.Context) error { joinedAfterBuild.Store(built.Load()); return nil }))
+	require.Eventually(t, func() bool { return len(f.got()) == 1 }, time.Minute, 10*time.Millisecond)
 	require.Equal(t, []string{"build started"}, f.got(), "the node started before its build ended")
 
 	close(release)
-	<-j.done
+	select {
+	case <-j.done:
+	case <-time.After(time.Minute):
+		t.Fatal("the join did not end within a minute of the build")
+	}
+	require.True(t, joinedAfterBuild.Load(), "the node started before its build ended")
 	require.Equal(t, []string{"build started", "build returned <nil>", "join"}, f.got())
 	require.Len(t, f.logs, 2)
 	require.Contains(t, f.logs[0], "real node: built in ")

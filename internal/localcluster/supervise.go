@@ -28,6 +28,9 @@ type component struct {
 	proc         *process // the current (or last) run
 	held         bool     // stopped on purpose: not restarted until StartComponent
 	restarts     int
+	// supervised is closed when the supervisor of the current run has returned: it restarts
+	// nothing after that, until StartComponent starts the child and a supervisor again.
+	supervised chan struct{}
 	// probe is the URL that answers 200 once the child is ready, and the client to ask it.
 	probeURL    string
 	probeClient *http.Client
@@ -42,16 +45,18 @@ func (c *Cluster) start(name, binary string, args []string) (*process, error) {
 		return nil, err
 	}
 	c.mu.Lock()
-	comp := &component{name: name, binary: binary, args: args, proc: p}
+	comp := &component{name: name, binary: binary, args: args, proc: p, supervised: make(chan struct{})}
 	c.components = append(c.components, comp)
 	c.mu.Unlock()
-	go c.supervise(comp, p)
+	go c.supervise(comp, p, comp.supervised)
 	return p, nil
 }
 
 // supervise waits for p, the current run of comp, to exit, then starts comp again after the
-// restart backoff, for as long as the cluster runs and nobody stopped comp on purpose.
-func (c *Cluster) supervise(comp *component, p *process) {
+// restart backoff, for as long as the cluster runs and nobody stopped comp on purpose. It
+// closes done when it returns.
+func (c *Cluster) supervise(comp *component, p *process, done chan struct{}) {
+	defer close(done)
 	for {
 		<-p.done
 		c.mu.Lock()
@@ -149,11 +154,11 @@ func (c *Cluster) StartComponent(ctx context.Context, name string) error {
 		c.mu.Unlock()
 		return err
 	}
-	comp.proc, comp.held = p, false
+	comp.proc, comp.held, comp.supervised = p, false, make(chan struct{})
 	c.backoff.Reset(comp.name)
 	url, client := comp.probeURL, comp.probeClient
 	c.mu.Unlock()
-	go c.supervise(comp, p)
+	go c.supervise(comp, p, comp.supervised)
 	if url == "" {
 		return nil
 	}

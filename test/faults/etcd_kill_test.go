@@ -4,6 +4,7 @@ package faults
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -26,13 +27,13 @@ func TestEtcdKilledUnderWritesLosesNoAcknowledgedWrite(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { w.run(ctx) })
-	for range 3 {
-		time.Sleep(4 * time.Second)
+	for i := range 3 {
+		w.requireAcked(t, 40, fmt.Sprintf("before kill %d", i+1))
 		etcd.kill()
 		etcd.start()
 		etcd.waitReady()
 	}
-	w.requireResumes(t, 40)
+	w.requireAcked(t, 40, "after the last restart")
 	stop()
 	wg.Wait()
 

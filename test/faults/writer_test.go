@@ -106,10 +106,11 @@ func (w *writer) create(ctx context.Context, i int) bool {
 	}
 }
 
-// requireResumes waits until the writer has acknowledged n creates more than it had
-// when called, and fails the test if that takes longer than giveUpAfter: after a
-// fault has healed, writes go on.
-func (w *writer) requireResumes(t *testing.T, n int) {
+// requireAcked waits until the writer has acknowledged n creates more than it had
+// when called, and fails the test, saying when, if that takes longer than
+// giveUpAfter: writes are under way (before a fault), go on (during one) or
+// resume (after it healed).
+func (w *writer) requireAcked(t *testing.T, n int, when string) {
 	t.Helper()
 	w.mu.Lock()
 	want := len(w.acked) + n
@@ -118,7 +119,7 @@ func (w *writer) requireResumes(t *testing.T, n int) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		return len(w.acked) >= want
-	}, giveUpAfter, writeInterval, "fewer than %d creates acknowledged after the faults healed", n)
+	}, giveUpAfter, writeInterval, "fewer than %d creates acknowledged %s", n, when)
 }
 
 // checkNoneLost lists the namespace through client and requires every acknowledged

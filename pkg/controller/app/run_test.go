@@ -301,9 +301,45 @@ func TestRunCampaignsAgainAfterLosingTheLease(t *testing.T) {
 	create("before")
 	require.Eventually(t, reconciled("before"), 30*time.Second, 100*time.Millisecond)
 
+	// The term that campaigns after the Lease is lost lists Databases with new informers:
+	// its list waits until "during" exists, so that its queue holds "during" once its
+	// informers have synced (/readyz/informer-sync, failing while the list waits).
+	var holdLists atomic.Bool
+	listing := make(chan struct{}, 1)
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	releaseLists := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(releaseLists)
+	databases.PrependReactor("list", "databases", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if holdLists.Load() {
+			select {
+			case listing <- struct{}{}:
+			default:
+			}
+			<-release
+		}
+		return false, nil, nil
+	})
+	informersSynced := func() bool {
+		code, _, err := get(client, base+"/readyz/informer-sync")
+		return err == nil && code == http.StatusOK
+	}
+
+	holdLists.Store(true)
 	outage.Store(true)
 	require.Eventually(t, masterStatus("0"), 30*time.Second, 100*time.Millisecond, "still leads without renewing")
+	select {
+	case <-listing:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no new term lists Databases after the Lease was lost")
+	}
+	require.Eventually(t, func() bool { return !informersSynced() }, 30*time.Second, 50*time.Millisecond,
+		"the term whose list waits is not the current one")
 	create("during")
+	holdLists.Store(false)
+	releaseLists()
+	require.Eventually(t, informersSynced, 30*time.Second, 50*time.Millisecond, "the new term's informers never sync")
+	// "during" is in the queue of a term that does not lead: no worker takes it.
 	require.Never(t, reconciled("during"), 2*time.Second, 100*time.Millisecond, "a worker runs without the Lease")
 	select {
 	case err := <-done:

@@ -116,7 +116,8 @@ func TestUnhealthyEtcdFailsFast(t *testing.T) {
 
 // A call that started while etcd was healthy is cancelled once the health
 // check fails, with a 504 Timeout and Retry-After (it may have been applied),
-// instead of waiting for the request's own timeout.
+// instead of waiting for the request's own timeout: the request's context has
+// no deadline here, so only the health check can end the call.
 func TestEtcdLostDuringACallTimesOutWithRetryAfter(t *testing.T) {
 	var checks atomic.Int32
 	healthy := func() error {
@@ -126,23 +127,44 @@ func TestEtcdLostDuringACallTimesOutWithRetryAfter(t *testing.T) {
 		return errors.New("etcd: context deadline exceeded")
 	}
 	s := NewStorage(&fakeStorage{block: true}, databases, healthy)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	started := time.Now()
-	err := s.Create(ctx, "k", nil, nil, 0)
-	require.Less(t, time.Since(started), 3*healthCheckInterval)
+	err := createWithin(t, s, context.Background())
+	t.Logf("cancelled %v after the call started (health checked every %v)", time.Since(started), healthCheckInterval)
 	require.True(t, apierrors.IsTimeout(err), "%v", err)
 	seconds, ok := apierrors.SuggestsClientDelay(err)
 	require.True(t, ok)
 	require.Equal(t, RetryAfterSeconds, seconds)
 	require.Contains(t, err.Error(), "may or may not have been applied")
+	require.EqualValues(t, 2, checks.Load(), "one check before the call, one failed check during it")
 }
 
 // A call that ends by itself is not cancelled, and a cancellation that is
-// not the health check's is returned as is.
+// not the health check's is returned as is: the caller cancels the call
+// once the health check has passed during it.
 func TestHealthyCallIsNotCancelled(t *testing.T) {
-	s := NewStorage(&fakeStorage{block: true}, databases, func() error { return nil })
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	require.ErrorIs(t, s.Create(ctx, "k", nil, nil, 0), context.DeadlineExceeded)
+	var checks atomic.Int32
+	s := NewStorage(&fakeStorage{block: true}, databases, func() error {
+		if checks.Add(1) == 2 { // the first check during the call
+			cancel()
+		}
+		return nil
+	})
+	require.ErrorIs(t, createWithin(t, s, ctx), context.Canceled)
+}
+
+// createWithin returns what s.Create returns, and fails the test if it has not returned
+// within a minute (a give-up bound, far beyond the health check's interval).
+func createWithin(t *testing.T, s storage.Interface, ctx context.Context) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- s.Create(ctx, "k", nil, nil, 0) }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(time.Minute):
+		t.Fatal("Create did not return within a minute")
+		return nil
+	}
 }

@@ -11,11 +11,14 @@ import (
 	"golang.org/x/sync/errgroup"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apimachinery/pkg/api/errors"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/watch"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
@@ -116,6 +119,20 @@ var (
 // ShortNames returns the short names of databases: "db" (`kubectl get db`).
 func (r *REST) ShortNames() []string {
 	return []string{"db"}
+}
+
+// Watch is the generic store's Watch, after the check of the watch options that
+// k8s.io/apiserver's handler leaves out: a negative timeoutSeconds is a 422 Invalid
+// ListOptions.meta.k8s.io naming the field, the answer the handler gives the options it
+// validates, before any stream starts. Unchecked, the watch would start with its deadline
+// passed and end at once, at times with an in-stream 500 "context deadline exceeded".
+func (r *REST) Watch(ctx context.Context, options *internalversion.ListOptions) (watch.Interface, error) {
+	if options != nil && options.TimeoutSeconds != nil {
+		if errs := apivalidation.ValidateNonnegativeField(*options.TimeoutSeconds, field.NewPath("timeoutSeconds")); len(errs) > 0 {
+			return nil, errors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs)
+		}
+	}
+	return r.Store.Watch(ctx, options)
 }
 
 // Delete deletes the named Database unless its spec.deletionPolicy is
