@@ -99,6 +99,8 @@ type realNode struct {
 
 	// images are the names Pod specs give the registry's images (podImageNames).
 	images []string
+	// engineImages are the engine images pushed, checked against the catalog.
+	engineImages []NodeImage
 
 	registry, containerd, kubelet, kubeProxy, dns *process
 	// volumeDirs prepares the hostPath volumes' directories for non-root Pods.
@@ -136,6 +138,9 @@ func realNodeUnavailable(cfg *RealNodeConfig) string {
 	}
 	if missing := realNodeNotBuilt(cfg); len(missing) > 0 {
 		return missing[0].why
+	}
+	if _, err := readNodeImages(cfg.ImagesDir); err != nil {
+		return err.Error()
 	}
 	return ""
 }
@@ -227,6 +232,12 @@ func (c *Cluster) prepareRealNode() ([]notBuilt, error) {
 	if len(missing) > 0 && len(c.cfg.RealNodeBuild) == 0 {
 		c.noRealNode = missing[0].why
 		return nil, nil
+	}
+	if len(missing) == 0 {
+		if _, err := readNodeImages(c.cfg.RealNode.ImagesDir); err != nil {
+			c.noRealNode = err.Error()
+			return nil, nil
+		}
 	}
 	if err := os.MkdirAll(filepath.Dir(realNodeLock), 0o755); err != nil {
 		return nil, err
@@ -456,6 +467,9 @@ func (c *Cluster) startRegistry(ctx context.Context) error {
 	n.registry = p
 	client := &http.Client{Timeout: 5 * time.Second}
 	if err := c.wait(ctx, p, client, "http://"+hostPort(port)+"/v2/"); err != nil {
+		return err
+	}
+	if n.engineImages, err = readNodeImages(n.cfg.ImagesDir); err != nil {
 		return err
 	}
 	tags, err := filepath.Glob(filepath.Join(n.cfg.ImagesDir, "*.tags"))

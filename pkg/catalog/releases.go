@@ -147,7 +147,9 @@ var publishedReleases = map[string]map[string][]int{
 	// first GA release is 8.0.11; 8.0.29, 8.0.38, 8.4.1 and 9.0.0 were
 	// withdrawn by Oracle (an on-disk format bug, a crash at restart with many
 	// tables) and replaced by the next release; each innovation series
-	// (9.0 to 9.6) has a single release, the LTS series one each quarter.
+	// (9.0 to 9.6) has a single release, the LTS series one each quarter; 9.7
+	// up to 9.7.4, the release Debian sid's mysql-9.7 ships in December 2026
+	// (the 9.7 manual's "What Is New" names it).
 	string(examplev1.EngineMySQL): {
 		"8.0": span(11, 46, 29, 38),
 		"8.4": span(0, 11, 1),
@@ -158,7 +160,7 @@ var publishedReleases = map[string]map[string][]int{
 		"9.4": {0},
 		"9.5": {0},
 		"9.6": {0},
-		"9.7": span(0, 2),
+		"9.7": span(0, 4),
 	},
 	// MongoDB Server release notes
 	// (https://www.mongodb.com/docs/manual/release-notes/): patch releases

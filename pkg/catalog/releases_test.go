@@ -29,6 +29,7 @@ func TestCheckReleaseAcceptsPublishedReleasesAndLines(t *testing.T) {
 		{examplev1.EngineMySQL, "8.4.2"},
 		{examplev1.EngineMySQL, "9.0.1"},
 		{examplev1.EngineMySQL, "9.5.0"},
+		{examplev1.EngineMySQL, "9.7.4"},
 		{examplev1.EngineMongoDB, "7.0"},
 		{examplev1.EngineMongoDB, "7.0.12"},
 		{examplev1.EngineMongoDB, "6.0.0"},

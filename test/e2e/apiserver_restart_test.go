@@ -48,20 +48,21 @@ func startAPIServer(t *testing.T, argv []string, log io.Writer) *apiServerProces
 	return p
 }
 
-// terminate sends SIGTERM, as the kubelet does, and returns how long the server took to exit;
-// it kills the server after limit.
-func (p *apiServerProcess) terminate(t *testing.T, limit time.Duration) time.Duration {
+// terminate sends SIGTERM, as the kubelet does, and returns how long the server took to exit
+// and whether it exited by itself: it kills the server after limit.
+func (p *apiServerProcess) terminate(t *testing.T, limit time.Duration) (time.Duration, bool) {
 	t.Helper()
 	started := time.Now()
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	select {
 	case err := <-p.done:
 		require.NoError(t, err, "exit status after SIGTERM")
+		return time.Since(started), true
 	case <-time.After(limit):
 		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 		<-p.done
+		return time.Since(started), false
 	}
-	return time.Since(started)
 }
 
 // commandLine is the argv of the running process pid.
@@ -94,6 +95,13 @@ func (s *statusCounts) add(code int, body string) {
 	}
 }
 
+// ok returns how many requests were answered 200.
+func (s *statusCounts) ok() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counts[http.StatusOK]
+}
+
 func (s *statusCounts) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -117,7 +125,9 @@ func (s *statusCounts) String() string {
 //     answers 503 with Retry-After (and kube-apiserver answers 503 while it is down), so every
 //     answer is a 200 or a retryable 503 or 429;
 //   - /readyz is false until then, and then true;
-//   - each instance exits within 5s of SIGTERM, watch or not.
+//   - each instance exits by itself after SIGTERM while the watch is open: it ends the watch
+//     (--shutdown-watch-termination-grace-period, 2s) instead of waiting --request-timeout
+//     (60s) for it. The test gives up after 45s and logs each exit's time.
 //
 // At the end the local cluster is started again, so that later tests find the API server it
 // supervises.
@@ -206,28 +216,36 @@ func TestAPIServerRestartsThroughKubeAPIServer(t *testing.T) {
 			return nil
 		})
 		require.Contains(t, body, "[+]requestheader-client-ca ok")
-		// Let the load reach the new instance, then open a watch through kube-apiserver.
+		// The load reaches the new instance: it answers the load's requests.
 		eventually(t, time.Minute, func() error {
 			_, err := cs.ExampleV1().Databases("production").Get(context.Background(), "my-database", metav1.GetOptions{})
 			return err
 		})
-		watchCtx, cancelWatch := context.WithTimeout(context.Background(), time.Minute)
+		answered := counts.ok()
+		eventually(t, time.Minute, func() error {
+			if n := counts.ok() - answered; n < 20 {
+				return fmt.Errorf("restart %d: %d requests of the load answered 200 since the instance is ready", i, n)
+			}
+			return nil
+		})
+		// Then a watch through kube-apiserver, open for longer than the server may take to
+		// exit: only the server can end it.
+		watchCtx, cancelWatch := context.WithTimeout(context.Background(), 5*time.Minute)
 		w, err := cs.ExampleV1().Databases("production").Watch(watchCtx, metav1.ListOptions{})
 		require.NoError(t, err)
 		select {
 		case _, ok := <-w.ResultChan():
 			require.True(t, ok, "the watch delivers the existing Databases first")
-		case <-watchCtx.Done():
+		case <-time.After(time.Minute):
 			require.FailNow(t, "no event on the watch")
 		}
-		time.Sleep(500 * time.Millisecond)
 
-		took := current.terminate(t, 70*time.Second)
+		took, exited := current.terminate(t, 45*time.Second)
 		current = nil
 		w.Stop()
 		cancelWatch()
 		t.Logf("measured: restart %d: exited %v after SIGTERM with a watch open", i, took.Round(10*time.Millisecond))
-		require.Less(t, took, 5*time.Second, "restart %d: exit after SIGTERM", i)
+		require.True(t, exited, "restart %d: still running %v after SIGTERM, with a watch open", i, took.Round(time.Second))
 	}
 	current = startAPIServer(t, argv, logFile)
 	eventually(t, time.Minute, func() error {

@@ -6,9 +6,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -194,18 +196,57 @@ func controllerMetrics(t *testing.T) string {
 	return string(body)
 }
 
-var reconcileTotalRE = regexp.MustCompile(`(?m)^database_controller_reconcile_total\{result="([a-z]+)"\} (\d+)`)
-
-// reconciles sums database_controller_reconcile_total over its results.
-func reconciles(t *testing.T) int {
+// controllerLogMark is the length of the controller's log (<LogDir>/database-controller.log,
+// which every run of the controller appends to): controllerLogSince reads what comes after it.
+func controllerLogMark(t *testing.T) int64 {
 	t.Helper()
-	total := 0
-	for _, m := range reconcileTotalRE.FindAllStringSubmatch(controllerMetrics(t), -1) {
-		n, err := strconv.Atoi(m[2])
-		require.NoError(t, err)
-		total += n
+	fi, err := os.Stat(filepath.Join(cluster.LogDir(), localcluster.ControllerName+".log"))
+	require.NoError(t, err)
+	return fi.Size()
+}
+
+// controllerLogSince returns the controller's log written after mark.
+func controllerLogSince(t *testing.T, mark int64) string {
+	t.Helper()
+	f, err := os.Open(filepath.Join(cluster.LogDir(), localcluster.ControllerName+".log"))
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = f.Seek(mark, io.SeekStart)
+	require.NoError(t, err)
+	b, err := io.ReadAll(f)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// reconcileLineRE matches the line the controller logs at the end of each reconcile that
+// succeeded (with a requeue or not), at verbosity 4 (TestMain's --vmodule): the Database is
+// its "database" value, namespace/name.
+var reconcileLineRE = regexp.MustCompile(`(?m)"Reconciled(, requeued)?".* database="([^"]+)"`)
+
+// reconcilesOf counts the reconciles of the Database ns/name the controller logged after mark.
+func reconcilesOf(t *testing.T, ns, name string, mark int64) int {
+	t.Helper()
+	n := 0
+	for _, m := range reconcileLineRE.FindAllStringSubmatch(controllerLogSince(t, mark), -1) {
+		if m[2] == ns+"/"+name {
+			n++
+		}
 	}
-	return total
+	return n
+}
+
+// waitReconciles waits until the controller has logged at least n reconciles of the Database
+// ns/name after mark (a resync reconciles every Database every 5s here), and returns how many.
+func waitReconciles(t *testing.T, ns, name string, mark int64, n int) int {
+	t.Helper()
+	var got int
+	eventually(t, time.Minute, func() error {
+		if got = reconcilesOf(t, ns, name, mark); got < n {
+			return fmt.Errorf("%d reconciles of %s/%s logged, want %d", got, ns, name, n)
+		}
+		return nil
+	})
+	return got
 }
 
 // waitLeading waits until the running controller holds the Lease.
@@ -463,18 +504,33 @@ func TestDeletionPolicyDecidesWhatStays(t *testing.T) {
 			}
 			return false
 		}
-		// Stable: still there a few seconds later, after the garbage collector had its chance.
-		time.Sleep(3 * time.Second)
+		// The garbage collector has acted on the Database's disappearance (deleteAndWait saw
+		// it remove the StatefulSet, the Services and the PDB) and on the StatefulSet's: its
+		// Pods are gone too.
+		eventually(t, time.Minute, func() error {
+			pods, err := kube(t).CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			if len(pods.Items) != 0 {
+				return fmt.Errorf("%d Pods still there", len(pods.Items))
+			}
+			return nil
+		})
+		// The volumes and the Secret are there, and stay: without an owner, no later pass of
+		// the garbage collector deletes them.
 		pvcs := childrenOf(t, ns, "").PVCs
 		require.Len(t, pvcs, 2)
 		for _, pvc := range pvcs {
 			require.Nil(t, pvc.DeletionTimestamp, pvc.Name)
 			require.False(t, ownedByDB(pvc.OwnerReferences), "PVC %s still owned by the Database", pvc.Name)
+			require.Empty(t, pvc.OwnerReferences, "PVC %s has an owner the garbage collector may act on", pvc.Name)
 		}
 		secret, err = kube(t).CoreV1().Secrets(ns).Get(ctx, "kept-credentials", metav1.GetOptions{})
 		require.NoError(t, err)
 		require.Nil(t, secret.DeletionTimestamp)
 		require.False(t, ownedByDB(secret.OwnerReferences), "the Secret is still owned by the Database")
+		require.Empty(t, secret.OwnerReferences, "the Secret has an owner the garbage collector may act on")
 		require.Equal(t, password, secret.Data["password"])
 	})
 
@@ -498,7 +554,8 @@ func TestDeletionPolicyDecidesWhatStays(t *testing.T) {
 
 // TestReadyDatabaseLeftAloneCausesNoWrites: reconciles keep happening (resyncs every few
 // seconds in the e2e configuration), and none of them writes the Database or a child. The
-// window is 20 s, or E2E_IDLE_WINDOW (a Go duration: `make test-faults` watches 5m).
+// window is 20 s, or E2E_IDLE_WINDOW (a Go duration: `make test-faults` watches 5m), and
+// counts only with at least two reconciles of the Database in it.
 func TestReadyDatabaseLeftAloneCausesNoWrites(t *testing.T) {
 	window := 20 * time.Second
 	if v := os.Getenv("E2E_IDLE_WINDOW"); v != "" {
@@ -509,7 +566,6 @@ func TestReadyDatabaseLeftAloneCausesNoWrites(t *testing.T) {
 	ns := testNamespace(t, "e2e-quiet")
 	kubectlIn(t, databaseIn(ns, "quiet", 2, ""), "apply", "-f", "-")
 	db := waitReady(t, ns, "quiet", 2)
-	time.Sleep(2 * time.Second) // the Pods' and PVCs' last status updates settle
 
 	versions := func() map[string]string {
 		db, err := getDatabase(t, ns, "quiet")
@@ -540,9 +596,24 @@ func TestReadyDatabaseLeftAloneCausesNoWrites(t *testing.T) {
 		}
 		return v
 	}
-	before, reconcilesBefore := versions(), reconciles(t)
+	// Settled: the PVCs' and the Database's last status writes come right after Ready. The
+	// window starts once a reconcile ran between two equal readings.
+	var before map[string]string
+	settled := time.Now()
+	for attempt := 1; ; attempt++ {
+		mark, first := controllerLogMark(t), versions()
+		waitReconciles(t, ns, "quiet", mark, 1)
+		if before = versions(); maps.Equal(first, before) {
+			break
+		}
+		require.Less(t, attempt, 10, "%s/quiet still written after %d reconciles: %v, then %v", ns, attempt, first, before)
+	}
+	t.Logf("measured: settled %v after Ready", time.Since(settled).Round(100*time.Millisecond))
 	require.Len(t, before, 1+1+3+1+2+1+1, "Database, StatefulSet, 3 Services, Secret, 2 PVCs, PDB, replication ConfigMap: %v", before)
-	time.Sleep(window)
+
+	mark := controllerLogMark(t)
+	time.Sleep(window) // the window observed, not a wait for an event
+	passes := waitReconciles(t, ns, "quiet", mark, 2)
 	after := versions()
 	written := 0
 	for name, version := range before {
@@ -550,9 +621,9 @@ func TestReadyDatabaseLeftAloneCausesNoWrites(t *testing.T) {
 			written++
 		}
 	}
-	t.Logf("measured: idle Ready Database: %d of %d objects (it and its children) written in %v", written, len(before), window)
+	t.Logf("measured: idle Ready Database: %d of %d objects (it and its children) written in %v, over %d reconciles of it",
+		written, len(before), window, passes)
 	require.Equal(t, before, after, "something wrote to %s/%s or its children while it was left alone", ns, db.Name)
-	require.Greater(t, reconciles(t), reconcilesBefore, "no reconcile ran during the window (resync)")
 }
 
 func TestForeignServiceWithTheDatabasesNameIsNotTouched(t *testing.T) {
@@ -622,29 +693,62 @@ func TestDeletingNamespaceRemovesDatabasesAndChildren(t *testing.T) {
 	require.Empty(t, list.Items, "Databases survive in our server's etcd")
 }
 
-// TestControllerKilledWhileCreatingDatabasesConverges SIGKILLs the controller at random points
-// while 20 Databases are created, restarts it each time (the new process waits for the dead
-// one's Lease to expire), and checks that every Database ends Ready with exactly one of each
-// child: no duplicate, no orphan, no second Secret.
+// TestControllerKilledWhileCreatingDatabasesConverges SIGKILLs the controller three times
+// while 21 Databases are created, seven in each of its terms, restarts it each time (the new
+// process waits for the dead one's Lease to expire), and checks that every Database ends
+// Ready with exactly one of each child: no duplicate, no orphan, no second Secret.
+//
+// Each kill comes right after a create picked at random among the term's first six, so that
+// at least one more comes while the controller is dead; and each must land mid-creation: a
+// Database created before it is not Ready, read once the process is gone (nothing else
+// writes a Database's status). The seed of the random choices is logged; E2E_SEED=<seed>
+// replays them.
 func TestControllerKilledWhileCreatingDatabasesConverges(t *testing.T) {
 	const (
-		count = 20
 		kills = 3
+		batch = 7 // Databases created in each term of the controller
+		count = kills * batch
 	)
 	ctx := context.Background()
 	ns := testNamespace(t, "e2e-crash")
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("E2E_SEED"); v != "" {
+		var err error
+		seed, err = strconv.ParseUint(v, 10, 64)
+		require.NoError(t, err, "E2E_SEED")
+	}
+	t.Logf("random seed %d (E2E_SEED=%d replays the create pauses and the kill points)", seed, seed)
+	// One source each: the creates and the kills run in two goroutines.
+	createRNG, killRNG := rand.New(rand.NewPCG(seed, 1)), rand.New(rand.NewPCG(seed, 2))
 
+	// The creates: batch after batch, each once the test says the controller leads; the index
+	// of each Database goes to applied once kubectl apply returned.
+	terms := make([]chan struct{}, kills)
+	for i := range terms {
+		terms[i] = make(chan struct{})
+	}
+	applied := make(chan int, count)
+	abandon := make(chan struct{})
 	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(abandon)
 	created := make(chan error, 1)
 	wg.Go(func() {
 		var errs []string
-		for i := range count {
-			manifest := databaseIn(ns, fmt.Sprintf("db-%02d", i), 1, "")
-			if _, errOut, err := kubectlAs(cluster.KubeconfigPath, manifest, "apply", "-f", "-"); err != nil {
-				errs = append(errs, errOut)
+		for b := range kills {
+			select {
+			case <-terms[b]:
+			case <-abandon:
+				return
 			}
-			time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
+			for i := b * batch; i < (b+1)*batch; i++ {
+				manifest := databaseIn(ns, fmt.Sprintf("db-%02d", i), 1, "")
+				if _, errOut, err := kubectlAs(cluster.KubeconfigPath, manifest, "apply", "-f", "-"); err != nil {
+					errs = append(errs, errOut)
+				}
+				applied <- i
+				time.Sleep(time.Duration(100+createRNG.IntN(400)) * time.Millisecond) // the pace of the creates
+			}
 		}
 		if len(errs) > 0 {
 			created <- fmt.Errorf("creating Databases: %s", strings.Join(errs, "\n"))
@@ -652,15 +756,40 @@ func TestControllerKilledWhileCreatingDatabasesConverges(t *testing.T) {
 		}
 		created <- nil
 	})
+
 	started := time.Now()
-	for i := range kills {
+	for k := range kills {
 		waitLeading(t)
-		time.Sleep(time.Duration(rng.IntN(1500)) * time.Millisecond)
+		close(terms[k])
+		// Right after the create picked (one of the batch's first six, so at least one more
+		// comes while the controller is dead).
+		after := k*batch + killRNG.IntN(batch-1)
+		for i := range applied {
+			if i == after {
+				break
+			}
+		}
+		existing, err := clientset(t).ExampleV1().Databases(ns).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
 		require.NoError(t, cluster.Kill(localcluster.ControllerName))
-		t.Logf("measured: controller SIGKILLed (kill %d) %v into the creates", i+1, time.Since(started).Round(100*time.Millisecond))
+		at := time.Since(started).Round(100 * time.Millisecond)
+		// Read with the controller gone: what was not Ready when it died is not Ready now.
+		var notReady, incomplete []string
+		for _, d := range existing.Items {
+			now, err := getDatabase(t, ns, d.Name)
+			require.NoError(t, err)
+			if !meta.IsStatusConditionTrue(now.Status.Conditions, "Ready") {
+				notReady = append(notReady, d.Name)
+			}
+			if c := childrenOf(t, ns, now.UID); len(c.StatefulSets) != 1 || len(c.Services) != 2 || len(c.Secrets) != 1 {
+				incomplete = append(incomplete, d.Name)
+			}
+		}
+		t.Logf("measured: controller SIGKILLed (kill %d) %v into the creates, right after db-%02d: of %d Databases created, %d not Ready %v, %d without all their children %v",
+			k+1, at, after, len(existing.Items), len(notReady), notReady, len(incomplete), incomplete)
+		require.NotEmpty(t, notReady, "kill %d came after every Database created so far was Ready, not mid-creation", k+1)
 		require.NoError(t, cluster.StartController(ctx))
 	}
-	wg.Wait()
 	require.NoError(t, <-created)
 	waitLeading(t)
 

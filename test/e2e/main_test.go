@@ -55,11 +55,13 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	// Short leases, so a killed controller's successor leads within seconds, and frequent
-	// resyncs, so a Database left alone is still reconciled (and must not be written).
+	// Short leases, so a killed controller's successor leads within seconds; frequent
+	// resyncs, so a Database left alone is still reconciled (and must not be written); and
+	// each reconcile logged with its Database (verbosity 4 in the controller's workqueue loop,
+	// pkg/controller/database/controller.go), so a test can tell that one has run.
 	clusterConfig.ControllerArgs = []string{
 		"--leader-elect-lease-duration=6s", "--leader-elect-renew-deadline=5s",
-		"--leader-elect-retry-period=1s", "--resync-period=5s",
+		"--leader-elect-retry-period=1s", "--resync-period=5s", "--vmodule=controller=4",
 	}
 	clusterConfig.Logf = func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "localcluster: "+format+"\n", args...)

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"example.com/database-apiserver/internal/localcluster"
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/engine"
 )
 
@@ -22,11 +23,30 @@ import (
 const realPodTimeout = 5 * time.Minute
 
 // requireRealNode fails the test when the cluster runs no real node (it runs one as root with
-// `make test-e2e`, which installs and builds what it needs).
+// `make test-e2e`, which installs and builds what it needs; without one when its images do
+// not match the version catalog, and then why says so).
 func requireRealNode(t *testing.T) {
 	t.Helper()
 	ok, why := cluster.RealNode()
 	require.True(t, ok, "the local cluster runs no real node: %s", why)
+}
+
+// realNodeImage requires the real node and returns its image of engine: its line, and the
+// release of the server it holds, which is what the Debian mirror shipped when it was built
+// (hack/build-node-images.sh); the local cluster checked both against the version catalog.
+func realNodeImage(t *testing.T, engine examplev1.Engine) localcluster.NodeImage {
+	t.Helper()
+	requireRealNode(t)
+	img, ok := cluster.RealNodeImage(engine)
+	require.True(t, ok, "the real node has no %s image", engine)
+	return img
+}
+
+// clientImage is the real node's image of engine (postgres:15, mysql:9.7) for client Pods,
+// which hold psql or mysql; tests ask for it after requireRealNode.
+func clientImage(engine examplev1.Engine) string {
+	img, _ := cluster.RealNodeImage(engine)
+	return img.Image
 }
 
 // psqlPod is a Pod on the real node running psql (the PostgreSQL image holds it) against the
@@ -53,7 +73,7 @@ func pod(ns, name, db, script, sql, password string) string {
 	if password == "" {
 		passwordEnv = secretEnv("PGPASSWORD", secret, "password")
 	}
-	return clientPod(ns, name, "postgres:15", script,
+	return clientPod(ns, name, clientImage(examplev1.EnginePostgreSQL), script,
 		fmt.Sprintf("{name: SQL, value: %q}", sql),
 		passwordEnv,
 		secretEnv("URI", secret, "uri"),
@@ -164,7 +184,7 @@ func serverPod(t *testing.T, ns, db string, not string) *corev1.Pod {
 // the "restricted" Pod Security Standard: the server runs for real with the restricted
 // security context (non-root, no capabilities) on a freshly provisioned volume.
 func TestRealPostgreSQLAnswersThroughItsServiceAndKeepsItsData(t *testing.T) {
-	requireRealNode(t)
+	img := realNodeImage(t, examplev1.EnginePostgreSQL)
 	ns := restrictedNamespace(t, "e2e-real-postgres")
 	const db = "orders"
 	kubectlIn(t, `apiVersion: example.com/v1
@@ -174,7 +194,7 @@ metadata:
   namespace: `+ns+`
 spec:
   engine: postgresql
-  version: "15"
+  version: "`+img.Line+`"
   storage: 1Gi
 `, "apply", "-f", "-")
 

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -121,47 +122,152 @@ func waitAnswer(t *testing.T, client sqlAt, ns, prefix, db, host, sql, want stri
 	}
 }
 
-// writeLoop is a shell script that runs insert (which sees the row's number as $i) for
-// seconds, one row after the other, and prints "ok N TIME" for each acknowledged row and
-// "fail N TIME" for each refused one (TIME in Unix seconds).
-func writeLoop(seconds int, insert string) string {
+// writeLoop is a shell script that runs insert (which sees the row's number as $i) one row
+// after the other until insert prints 0, which it does once the test has written the stop
+// row, or for at most limit seconds. insert prints 1 for a row it wrote. The script
+// prints "ok N TIME" for each row acknowledged, "fail N TIME" for each refused one,
+// "stopped N TIME" when it found the stop row and "gave up N TIME" at the limit (TIME in Unix
+// seconds, of this machine's clock, which the real node's Pods read too).
+func writeLoop(limit int, insert string) string {
 	return `
-i=0; end=$(( $(date +%s) + ` + strconv.Itoa(seconds) + ` ))
+i=0; end=$(( $(date +%s) + ` + strconv.Itoa(limit) + ` ))
 while [ "$(date +%s)" -lt "$end" ]; do
   i=$((i+1))
-  if ` + insert + ` >/dev/null 2>&1; then
-    echo "ok $i $(date +%s.%N)"
+  if out=$(` + insert + ` 2>/dev/null); then
+    case "$out" in
+      1) echo "ok $i $(date +%s.%N)" ;;
+      0) echo "stopped $i $(date +%s.%N)"; exit 0 ;;
+      *) echo "fail $i $(date +%s.%N) unexpected output: $out"; sleep 0.1 ;;
+    esac
   else
     echo "fail $i $(date +%s.%N)"; sleep 0.1
   fi
-done`
+done
+echo "gave up $i $(date +%s.%N)"; exit 1`
 }
 
-// acknowledged waits until the writeLoop Pod named name ends and returns the numbers of
-// the rows it saw acknowledged, logging how many and the longest pause between two.
-func acknowledged(t *testing.T, ns, name string, seconds int) []string {
+// writeLimit bounds a writeLoop in seconds: it stops long before, when the test inserts the
+// stop row.
+const writeLimit = 900
+
+// ack is a row a writeLoop saw acknowledged: its number, and when.
+type ack struct {
+	id int
+	at time.Time
+}
+
+// parseAcks returns the rows a writeLoop's log reports acknowledged, in order.
+func parseAcks(t *testing.T, log string) []ack {
 	t.Helper()
-	_, log := waitPodDone(t, ns, name)
-	var acked []string
-	var times []float64
+	var acks []ack
 	for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
 		f := strings.Fields(line)
 		if len(f) != 3 || f[0] != "ok" {
 			continue
 		}
-		_, err := strconv.Atoi(f[1])
+		id, err := strconv.Atoi(f[1])
 		require.NoError(t, err, line)
-		at, err := strconv.ParseFloat(f[2], 64)
+		sec, nsec, _ := strings.Cut(f[2], ".")
+		s, err := strconv.ParseInt(sec, 10, 64)
 		require.NoError(t, err, line)
-		acked, times = append(acked, f[1]), append(times, at)
+		ns, err := strconv.ParseInt(nsec, 10, 64)
+		require.NoError(t, err, line)
+		acks = append(acks, ack{id: id, at: time.Unix(s, ns)})
 	}
-	require.NotEmpty(t, acked, log)
-	pause := 0.0
-	for i := 1; i < len(times); i++ {
-		pause = max(pause, times[i]-times[i-1])
+	return acks
+}
+
+// waitAcks waits until the running writeLoop Pod named name has seen n rows acknowledged at
+// or after since (read from its log), and returns how many it has seen in all.
+func waitAcks(t *testing.T, ns, name string, since time.Time, n int) int {
+	t.Helper()
+	var all int
+	eventually(t, 2*time.Minute, func() error {
+		log, errOut, err := kubectlAs(cluster.KubeconfigPath, "", "logs", "-n", ns, name)
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, errOut)
+		}
+		acks := parseAcks(t, log)
+		all = len(acks)
+		got := len(acks) - sort.Search(len(acks), func(i int) bool { return !acks[i].at.Before(since) })
+		if got < n {
+			return fmt.Errorf("pod %s/%s: %d rows acknowledged since %s, want %d", ns, name, got, since.Format(time.StampMilli), n)
+		}
+		return nil
+	})
+	return all
+}
+
+// switchoverMoments are when a switchover was asked (before the request was sent) and when
+// status.primary was first seen naming the target.
+type switchoverMoments struct{ asked, confirmed time.Time }
+
+// switchOver asks for a switchover of the Database to the member to, as a user does with the
+// plugin, and waits until status.primary names it.
+func switchOver(t *testing.T, ns, db, to string) switchoverMoments {
+	t.Helper()
+	var m switchoverMoments
+	m.asked = time.Now()
+	out, errOut, err := kubectlDatabase(t, "switchover", db, "-n", ns, "--to", to)
+	require.NoError(t, err, "%s%s", out, errOut)
+	eventually(t, realPodTimeout, func() error {
+		d, err := getDatabase(t, ns, db)
+		if err != nil {
+			return err
+		}
+		if d.Status.Primary != to {
+			return fmt.Errorf("status.primary is %q, not %q yet", d.Status.Primary, to)
+		}
+		return nil
+	})
+	m.confirmed = time.Now()
+	t.Logf("measured: switchover to %s confirmed in status.primary %v after it was asked", to, m.confirmed.Sub(m.asked).Round(100*time.Millisecond))
+	return m
+}
+
+// acknowledgedAround waits until the writeLoop Pod named name has ended, requires that it
+// ended on the stop row, and returns the rows it saw acknowledged. It requires some of them
+// acknowledged before the switchover was asked and some after status.primary named the new
+// primary, and logs how many before, during and after it, and the longest pause between two.
+func acknowledgedAround(t *testing.T, ns, name string, m switchoverMoments) []ack {
+	t.Helper()
+	pod, log := waitPodDone(t, ns, name)
+	require.Equal(t, corev1.PodSucceeded, pod.Status.Phase, "the writer ends on the stop row: %s", lastLines(log, 3))
+	require.Contains(t, lastLines(log, 1), "stopped ", log)
+	acks := parseAcks(t, log)
+	var before, during, after int
+	for _, a := range acks {
+		switch {
+		case a.at.Before(m.asked):
+			before++
+		case a.at.Before(m.confirmed):
+			during++
+		default:
+			after++
+		}
 	}
-	t.Logf("measured: %d inserts acknowledged over %ds; longest write pause %.2fs", len(acked), seconds, pause)
-	return acked
+	var pause time.Duration
+	var pauseEnd time.Time
+	for i := 1; i < len(acks); i++ {
+		if d := acks[i].at.Sub(acks[i-1].at); d > pause {
+			pause, pauseEnd = d, acks[i].at
+		}
+	}
+	t.Logf("measured: %d inserts acknowledged: %d before the switchover was asked, %d while it ran (%v), %d after status.primary named the new primary; longest write pause %v, ending %v after the switchover was asked",
+		len(acks), before, during, m.confirmed.Sub(m.asked).Round(100*time.Millisecond), after,
+		pause.Round(10*time.Millisecond), pauseEnd.Sub(m.asked).Round(100*time.Millisecond))
+	require.Positive(t, before, "no insert acknowledged before the switchover was asked")
+	require.Positive(t, after, "no insert acknowledged after the switchover")
+	return acks
+}
+
+// ackIDs returns the acknowledged rows' numbers, as SQL literals.
+func ackIDs(acks []ack) string {
+	ids := make([]string, len(acks))
+	for i, a := range acks {
+		ids[i] = strconv.Itoa(a.id)
+	}
+	return strings.Join(ids, ",")
 }
 
 // restartReplicasFirst restarts the Database through the restart subresource (the plugin's
@@ -186,16 +292,17 @@ func restartReplicasFirst(t *testing.T, ns, db, primary string, replicas ...stri
 	}
 }
 
-// TestRealPostgreSQLReplicates runs a replicated PostgreSQL on the real node: a primary and
-// standbys that follow it, scale-up by cloning, a replica restarted from its volume, a
-// switchover (databases/switchover) under a steady write load that keeps every acknowledged
-// row, and a rolling restart (databases/restart), replica first. It logs the
-// measured lag, catch-up time and write pause.
+// TestRealPostgreSQLReplicates runs a replicated PostgreSQL on the real node, at the release
+// its image holds: a primary and standbys that follow it, scale-up by cloning, a replica
+// restarted from its volume, a switchover (databases/switchover) under a steady write load
+// that keeps every acknowledged row, an update to the release line alone, and a rolling
+// restart (databases/restart), replica first. It logs the measured lag, catch-up time and
+// write pause.
 //
 // The namespace enforces the "restricted" Pod Security Standard: the clone by pg_basebackup
 // and the standbys run as the non-root server user too.
 func TestRealPostgreSQLReplicates(t *testing.T) {
-	requireRealNode(t)
+	img := realNodeImage(t, examplev1.EnginePostgreSQL)
 	ns := restrictedNamespace(t, "e2e-real-replication")
 	const db = "ledger"
 	kubectlIn(t, `apiVersion: example.com/v1
@@ -205,7 +312,7 @@ metadata:
   namespace: `+ns+`
 spec:
   engine: postgresql
-  version: "15.18"
+  version: "`+img.Release+`"
   replicas: 2
   storage: 1Gi
 `, "apply", "-f", "-")
@@ -275,16 +382,17 @@ spec:
 	waitRows(t, ns, "rotated-replica-read-2", db, memberHost(ns, db, 2), "SELECT count(*) FROM items;", "250")
 	waitReplicating(t, ns, db, db+"-0", 3)
 
-	// A switchover under a steady write load: every acknowledged insert is on the new
-	// primary, and the old primary follows it.
-	const writeFor = 90
-	writer := pod(ns, "writer", db, writeLoop(writeFor,
-		`psql -v ON_ERROR_STOP=1 --no-psqlrc --quiet -h "$HOST" -p "$PGPORT" -c "INSERT INTO load VALUES ($i)"`), "", "")
+	// A switchover under a steady write load: inserts are acknowledged before it and after
+	// it, every acknowledged insert is on the new primary, and the old primary follows it.
+	// The writer connects to the client Service for each insert, and stops at the row in
+	// load_stop.
+	writer := pod(ns, "writer", db, writeLoop(writeLimit,
+		`psql -v ON_ERROR_STOP=1 --no-psqlrc --quiet --tuples-only --no-align -h "$HOST" -p "$PGPORT" -c "WITH w AS (INSERT INTO load SELECT $i WHERE NOT EXISTS (SELECT 1 FROM load_stop) RETURNING 1) SELECT count(*) FROM w"`), "", "")
 	writer = strings.Replace(writer, "    env:\n", "    env:\n    - {name: HOST, value: "+primaryHost+"}\n", 1)
-	phase, out = psqlAt(t, ns, "create-load", db, primaryHost, "CREATE TABLE load (id int PRIMARY KEY);")
+	phase, out = psqlAt(t, ns, "create-load", db, primaryHost, "CREATE TABLE load (id int PRIMARY KEY); CREATE TABLE load_stop (at timestamptz DEFAULT now());")
 	require.Equal(t, corev1.PodSucceeded, phase, out)
 	kubectlIn(t, writer, "apply", "-f", "-")
-	time.Sleep(10 * time.Second)
+	waitAcks(t, ns, "writer", time.Time{}, 20)
 	// The lag of each standby under that load, as the primary reports it.
 	phase, out = psqlAtAsSuperuser(t, ns, "lag", db, primaryHost, `SELECT application_name || ' ' || state || ' ' ||
 		COALESCE(EXTRACT(epoch FROM replay_lag)::text, '0') || 's ' || pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn) || 'B'
@@ -294,23 +402,25 @@ spec:
 		t.Logf("measured: replication lag under the write load: %s", line)
 	}
 	// Through the switchover subresource, as a user asks for it with the plugin.
-	switched := time.Now()
-	out, errOut, err := kubectlDatabase(t, "switchover", db, "-n", ns, "--to", db+"-1")
-	require.NoError(t, err, "%s%s", out, errOut)
+	switched := switchOver(t, ns, db, db+"-1")
 	d := waitReplicating(t, ns, db, db+"-1", 3)
-	t.Logf("measured: switchover to %s-1 done in %v", db, time.Since(switched).Round(time.Second))
+	t.Logf("measured: switchover to %s-1 done (every member replicating from it) in %v", db, time.Since(switched.asked).Round(time.Second))
 	require.Equal(t, []string{db + "-1"}, podsWithRole(t, ns, db, "primary"))
 	require.Equal(t, []string{db + "-0", db + "-2"}, podsWithRole(t, ns, db, "replica"))
 	require.Equal(t, db+"-1", d.Status.Primary)
-
-	ids := acknowledged(t, ns, "writer", writeFor)
+	// The writer goes on through the client Service to the new primary, until stopped.
+	waitAcks(t, ns, "writer", switched.confirmed, 20)
+	phase, out = psqlAt(t, ns, "stop-writer", db, primaryHost, "INSERT INTO load_stop DEFAULT VALUES;")
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	acks := acknowledgedAround(t, ns, "writer", switched)
 
 	// Every acknowledged row is on the new primary and, once caught up, on the old one.
-	missing := "SELECT count(*) FROM unnest(ARRAY[" + strings.Join(ids, ",") + "]) AS a(id) WHERE NOT EXISTS (SELECT 1 FROM load WHERE load.id = a.id);"
-	phase, out = psqlAt(t, ns, "check-new-primary", db, primaryHost, missing+" SELECT pg_is_in_recovery();")
+	present := "SELECT count(*) FROM load WHERE id IN (" + ackIDs(acks) + ");"
+	want := strconv.Itoa(len(acks))
+	phase, out = psqlAt(t, ns, "check-new-primary", db, primaryHost, present+" SELECT pg_is_in_recovery();")
 	require.Equal(t, corev1.PodSucceeded, phase, out)
-	require.Equal(t, "0\nf", lastLines(out, 2), "acknowledged rows lost on the new primary: %s", out)
-	waitRows(t, ns, "check-old-primary", db, memberHost(ns, db, 0), missing, "0")
+	require.Equal(t, want+"\nf", lastLines(out, 2), "acknowledged rows lost on the new primary: %s", out)
+	waitRows(t, ns, "check-old-primary", db, memberHost(ns, db, 0), present, want)
 	phase, out = psqlAt(t, ns, "old-primary-write", db, memberHost(ns, db, 0), "INSERT INTO items (id) VALUES (1001);")
 	require.Equal(t, corev1.PodFailed, phase, out)
 	require.Contains(t, out, "read-only transaction")
@@ -319,16 +429,16 @@ spec:
 	kubectl(t, "scale", "db/"+db, "-n", ns, "--replicas=2")
 	waitReplicating(t, ns, db, db+"-1", 2)
 
-	// An update to "15", the newest 15.x (a new image name), restarts the replica first and
-	// the primary last, with the data kept.
-	kubectl(t, "patch", "db/"+db, "-n", ns, "--type=merge", "-p", `{"spec":{"version":"15"}}`)
+	// An update to the line alone ("15", the newest 15.x: a new image name) restarts the
+	// replica first and the primary last, with the data kept.
+	kubectl(t, "patch", "db/"+db, "-n", ns, "--type=merge", "-p", `{"spec":{"version":"`+img.Line+`"}}`)
 	eventually(t, realPodTimeout, func() error {
 		for _, name := range []string{db + "-0", db + "-1"} {
 			p, err := kube(t).CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
-			if image := p.Spec.Containers[0].Image; image != "postgres:15" {
+			if image := p.Spec.Containers[0].Image; image != img.Image {
 				return fmt.Errorf("pod %s runs %s", name, image)
 			}
 		}
@@ -502,7 +612,7 @@ func mysqlPod(ns, name, db, host, script, sql string, superuser bool) string {
 	if superuser {
 		user, password = "superuser-username", "superuser-password"
 	}
-	return clientPod(ns, name, "mysql:9.7", script,
+	return clientPod(ns, name, clientImage(examplev1.EngineMySQL), script,
 		fmt.Sprintf("{name: SQL, value: %q}", sql),
 		secretEnv("MYSQL_PWD", secret, password),
 		secretEnv("DB_USER", secret, user),
@@ -530,16 +640,16 @@ func mysqlAtAsSuperuser(t *testing.T, ns, name, db, host, sql string) (corev1.Po
 	return runPod(t, ns, name, mysqlPod(ns, name, db, host, mysqlRunsSQL, sql, true))
 }
 
-// TestRealMySQLReplicates runs a replicated MySQL 9.7 on the real node: a primary and
-// replicas that follow it by GTID auto-positioning, scale-up by the CLONE plugin, a
-// switchover (databases/switchover) under a steady write load that keeps every acknowledged
-// row, and a rolling restart (databases/restart), replicas first. It logs the measured
-// catch-up time, the replicas' apply delay and the write pause.
+// TestRealMySQLReplicates runs a replicated MySQL on the real node, at the release line of
+// its image (9.7): a primary and replicas that follow it by GTID auto-positioning, scale-up by
+// the CLONE plugin, a switchover (databases/switchover) under a steady write load that keeps
+// every acknowledged row, and a rolling restart (databases/restart), replicas first. It logs
+// the measured catch-up time, the replicas' apply delay and the write pause.
 //
 // The namespace enforces the "restricted" Pod Security Standard: the clone and the servers
 // run as the non-root server user.
 func TestRealMySQLReplicates(t *testing.T) {
-	requireRealNode(t)
+	img := realNodeImage(t, examplev1.EngineMySQL)
 	ns := restrictedNamespace(t, "e2e-real-mysql-replication")
 	const db = "shop"
 	kubectlIn(t, `apiVersion: example.com/v1
@@ -549,7 +659,7 @@ metadata:
   namespace: `+ns+`
 spec:
   engine: mysql
-  version: "9.7"
+  version: "`+img.Line+`"
   replicas: 2
   storage: 1Gi
 `, "apply", "-f", "-")
@@ -600,14 +710,16 @@ spec:
 		require.Equal(t, "1\t100", lastLines(out, 1), out)
 	}
 
-	// A switchover under a steady write load: every acknowledged insert is on the new
-	// primary, and the old primary follows it, read-only.
-	const writeFor = 90
-	writer := mysqlPod(ns, "writer", db, primaryHost, writeLoop(writeFor, `$MYSQL -e "INSERT INTO writes VALUES ($i)"`), "", false)
-	phase, out = mysqlAt(t, ns, "create-load", db, primaryHost, "CREATE TABLE writes (id int PRIMARY KEY);")
+	// A switchover under a steady write load: inserts are acknowledged before it and after
+	// it, every acknowledged insert is on the new primary, and the old primary follows it,
+	// read-only. The writer connects to the client Service for each insert, and stops at the
+	// row in writes_stop.
+	writer := mysqlPod(ns, "writer", db, primaryHost, writeLoop(writeLimit,
+		`$MYSQL -e "INSERT INTO writes SELECT $i FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM writes_stop); SELECT ROW_COUNT();"`), "", false)
+	phase, out = mysqlAt(t, ns, "create-load", db, primaryHost, "CREATE TABLE writes (id int PRIMARY KEY); CREATE TABLE writes_stop (id int PRIMARY KEY);")
 	require.Equal(t, corev1.PodSucceeded, phase, out)
 	kubectlIn(t, writer, "apply", "-f", "-")
-	time.Sleep(10 * time.Second)
+	waitAcks(t, ns, "writer", time.Time{}, 20)
 	// How far behind each replica applies under that load: the original commit time of the
 	// last transaction it applied against the end of its apply.
 	for i := 1; i <= 2; i++ {
@@ -617,18 +729,20 @@ spec:
 		require.Equal(t, corev1.PodSucceeded, phase, out)
 		t.Logf("measured: %s-%d applies %ss after the primary's commit under the write load", db, i, lastLines(out, 1))
 	}
-	switched := time.Now()
-	out, errOut, err := kubectlDatabase(t, "switchover", db, "-n", ns, "--to", db+"-1")
-	require.NoError(t, err, "%s%s", out, errOut)
+	switched := switchOver(t, ns, db, db+"-1")
 	d := waitReplicating(t, ns, db, db+"-1", 3)
-	t.Logf("measured: switchover to %s-1 done in %v", db, time.Since(switched).Round(time.Second))
+	t.Logf("measured: switchover to %s-1 done (every member replicating from it) in %v", db, time.Since(switched.asked).Round(time.Second))
 	require.Equal(t, []string{db + "-1"}, podsWithRole(t, ns, db, "primary"))
 	require.Equal(t, []string{db + "-0", db + "-2"}, podsWithRole(t, ns, db, "replica"))
 	require.Equal(t, db+"-1", d.Status.Primary)
+	// The writer goes on through the client Service to the new primary, until stopped.
+	waitAcks(t, ns, "writer", switched.confirmed, 20)
+	phase, out = mysqlAt(t, ns, "stop-writer", db, primaryHost, "INSERT INTO writes_stop VALUES (1);")
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	acks := acknowledgedAround(t, ns, "writer", switched)
 
-	ids := acknowledged(t, ns, "writer", writeFor)
-	present := "SELECT count(*) FROM writes WHERE id IN (" + strings.Join(ids, ",") + ");"
-	want := strconv.Itoa(len(ids))
+	present := "SELECT count(*) FROM writes WHERE id IN (" + ackIDs(acks) + ");"
+	want := strconv.Itoa(len(acks))
 	phase, out = mysqlAt(t, ns, "check-new-primary", db, primaryHost, present+" SELECT @@global.super_read_only;")
 	require.Equal(t, corev1.PodSucceeded, phase, out)
 	require.Equal(t, want+"\n0", lastLines(out, 2), "acknowledged rows lost on the new primary: %s", out)
