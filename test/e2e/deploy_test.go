@@ -288,6 +288,8 @@ func TestDeployRendersAndEveryObjectPassesServerDryRun(t *testing.T) {
 			{"ValidatingAdmissionPolicyBinding", "database-controller-workloads"},
 			{"ValidatingAdmissionPolicy", "database-controller-pods"},
 			{"ValidatingAdmissionPolicyBinding", "database-controller-pods"},
+			{"ValidatingAdmissionPolicy", "database-controller-poddisruptionbudgets"},
+			{"ValidatingAdmissionPolicyBinding", "database-controller-poddisruptionbudgets"},
 			{"ValidatingAdmissionPolicy", "database-controller-services"},
 			{"ValidatingAdmissionPolicyBinding", "database-controller-services"},
 			{"ValidatingAdmissionPolicy", "database-controller-secrets"},
@@ -298,6 +300,12 @@ func TestDeployRendersAndEveryObjectPassesServerDryRun(t *testing.T) {
 			{"ValidatingAdmissionPolicyBinding", "database-controller-networkpolicies"},
 			{"ValidatingAdmissionPolicy", "database-controller-deletes"},
 			{"ValidatingAdmissionPolicyBinding", "database-controller-deletes"},
+			{"ValidatingAdmissionPolicy", "database-controller-releases"},
+			{"ValidatingAdmissionPolicyBinding", "database-controller-releases"},
+			{"ValidatingAdmissionPolicy", "database-controller-events"},
+			{"ValidatingAdmissionPolicyBinding", "database-controller-events"},
+			{"ValidatingAdmissionPolicy", "database-controller-databases"},
+			{"ValidatingAdmissionPolicyBinding", "database-controller-databases"},
 		} {
 			find(t, objs, want[0], want[1])
 		}

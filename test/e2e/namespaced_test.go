@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"example.com/database-apiserver/internal/localcluster"
+	dbcontroller "example.com/database-apiserver/pkg/controller/database"
 	"example.com/database-apiserver/pkg/controller/specs"
 )
 
@@ -108,6 +109,18 @@ func TestNamespacedControllerRBACReadsOnlyItsNamespace(t *testing.T) {
 		}
 		_, err := k.CoreV1().Secrets("a").Create(ctx, planted, dryRun)
 		requireRefused(t, err, "database-controller-children", "its controller ownerReference must be an example.com/v1 Database")
+
+		// Its release records are those of a only.
+		record := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: dbcontroller.ReleasedRecordName("b", "db"),
+			Labels:      map[string]string{specs.ManagedByLabel: specs.ManagedByValue},
+			Annotations: map[string]string{dbcontroller.RetainedFromAnnotation: "b/db"}},
+			Data: map[string]string{"00000000-0000-4000-8000-000000000006": "Secret db-credentials"}}
+		_, err = k.CoreV1().ConfigMaps(installNamespace).Create(ctx, record, dryRun)
+		requireRefused(t, err, "database-controller-releases",
+			"system:serviceaccount:"+installNamespace+":database-controller-a may write only the release records of its own namespace")
+		record.Name, record.Annotations[dbcontroller.RetainedFromAnnotation] = dbcontroller.ReleasedRecordName("a", "db"), "a/db"
+		_, err = k.CoreV1().ConfigMaps(installNamespace).Create(ctx, record, dryRun)
+		require.NoError(t, err)
 	})
 	t.Run("a controller with --namespace=a and these rights makes a Database of a Ready", runNamespacedController)
 }

@@ -15,13 +15,17 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
+	"example.com/database-apiserver/internal/controllerpolicy"
 	"example.com/database-apiserver/internal/localcluster"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	dbcontroller "example.com/database-apiserver/pkg/controller/database"
@@ -97,66 +101,103 @@ func TestControllerPolicyRefusesWhatTheControllerDoesNotBuild(t *testing.T) {
 		require.NoError(t, err)
 	})
 
+	// Where it may be and who owns it (database-controller-children).
 	for _, tc := range []struct {
 		name   string
 		change func(sts *appsv1.StatefulSet)
-		policy string
 		want   string
 	}{
-		{"in kube-system", func(sts *appsv1.StatefulSet) { sts.Namespace = "kube-system" },
-			"database-controller-children", "kube-system is a system namespace"},
+		{"in kube-system", func(sts *appsv1.StatefulSet) { sts.Namespace = "kube-system" }, "kube-system is a system namespace"},
 		{"in the system namespace", func(sts *appsv1.StatefulSet) { sts.Namespace = localcluster.APIServerNamespace },
-			"database-controller-children", "database-system is a system namespace"},
+			"database-system is a system namespace"},
 		{"without a Database owner", func(sts *appsv1.StatefulSet) { sts.OwnerReferences = nil },
-			"database-controller-children", "its controller ownerReference must be an example.com/v1 Database"},
+			"its controller ownerReference must be an example.com/v1 Database"},
 		{"owned by a Deployment", func(sts *appsv1.StatefulSet) {
 			sts.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "other",
 				UID: "00000000-0000-4000-8000-000000000002", Controller: ptr.To(true)}}
-		}, "database-controller-children", "its controller ownerReference must be an example.com/v1 Database"},
-		{"privileged", func(sts *appsv1.StatefulSet) {
-			sc := securityContext(&sts.Spec.Template.Spec.Containers[0])
-			sc.Privileged = ptr.To(true)
-			sc.AllowPrivilegeEscalation = nil // false with privileged is invalid
-		}, "database-controller-workloads", "container database is privileged"},
-		{"allowing privilege escalation", func(sts *appsv1.StatefulSet) {
-			securityContext(&sts.Spec.Template.Spec.Containers[0]).AllowPrivilegeEscalation = ptr.To(true)
-		}, "database-controller-workloads", "container database sets allowPrivilegeEscalation true"},
-		{"adding capabilities", func(sts *appsv1.StatefulSet) {
-			sc := securityContext(&sts.Spec.Template.Spec.Containers[0])
-			if sc.Capabilities == nil {
-				sc.Capabilities = &corev1.Capabilities{}
-			}
-			sc.Capabilities.Add = []corev1.Capability{"SYS_ADMIN"}
-		}, "database-controller-workloads", "container database adds capabilities"},
-		{"with a hostPath volume", func(sts *appsv1.StatefulSet) {
-			sts.Spec.Template.Spec.Volumes = append(sts.Spec.Template.Spec.Volumes, corev1.Volume{Name: "host",
-				VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
-		}, "database-controller-workloads", "volume host is a hostPath"},
-		{"on the host network", func(sts *appsv1.StatefulSet) { sts.Spec.Template.Spec.HostNetwork = true },
-			"database-controller-workloads", "the Pod template sets hostNetwork"},
-		{"in the host PID namespace", func(sts *appsv1.StatefulSet) { sts.Spec.Template.Spec.HostPID = true },
-			"database-controller-workloads", "the Pod template sets hostPID"},
-		{"with a hostPort", func(sts *appsv1.StatefulSet) { sts.Spec.Template.Spec.Containers[0].Ports[0].HostPort = 5432 },
-			"database-controller-workloads", "container database uses a hostPort"},
-		{"with an image not in the catalog", func(sts *appsv1.StatefulSet) { sts.Spec.Template.Spec.Containers[0].Image = "busybox:1.36" },
-			"database-controller-workloads", "image busybox:1.36 is not from the catalog repositories"},
-		{"with a catalog name on another registry", func(sts *appsv1.StatefulSet) {
-			sts.Spec.Template.Spec.Containers[0].Image = "postgres:5000/evil:16"
-		}, "database-controller-workloads", "image postgres:5000/evil:16 is not from the catalog repositories"},
-		{"with a foreign init container", func(sts *appsv1.StatefulSet) {
-			sts.Spec.Template.Spec.InitContainers = append(sts.Spec.Template.Spec.InitContainers,
-				corev1.Container{Name: "fetch", Image: "quay.io/evil/tool:1"})
-		}, "database-controller-workloads", "image quay.io/evil/tool:1 is not from the catalog repositories"},
-		{"as another ServiceAccount", func(sts *appsv1.StatefulSet) { sts.Spec.Template.Spec.ServiceAccountName = "admin" },
-			"database-controller-workloads", "runs as ServiceAccount admin, not the namespace default"},
-		{"mounting an API token", func(sts *appsv1.StatefulSet) { sts.Spec.Template.Spec.AutomountServiceAccountToken = nil },
-			"database-controller-workloads", "must set automountServiceAccountToken false"},
+		}, "its controller ownerReference must be an example.com/v1 Database"},
 	} {
 		t.Run("a StatefulSet "+tc.name+" is refused", func(t *testing.T) {
 			sts := built.StatefulSet.DeepCopy()
 			tc.change(sts)
-			_, err := k.AppsV1().StatefulSets(sts.Namespace).Create(ctx, sts, metav1.CreateOptions{})
-			requireRefused(t, err, tc.policy, tc.want)
+			_, err := k.AppsV1().StatefulSets(sts.Namespace).Create(ctx, sts, dryRun)
+			requireRefused(t, err, "database-controller-children", tc.want)
+		})
+	}
+	// Its shape (database-controller-workloads): the Pod template the recipe builds, and the
+	// Database's own selector, labels, Service and claims.
+	for _, tc := range controllerpolicy.StatefulSetChanges() {
+		t.Run("a StatefulSet "+tc.Name+" is refused", func(t *testing.T) {
+			sts := built.StatefulSet.DeepCopy()
+			tc.Change(sts)
+			_, err := k.AppsV1().StatefulSets(sts.Namespace).Create(ctx, sts, dryRun)
+			requireRefused(t, err, tc.Policy, tc.Want)
+		})
+	}
+
+	// A PodDisruptionBudget selects exactly its Database's Pods and lets one go at a time.
+	for _, tc := range []struct {
+		name   string
+		change func(b *policyv1.PodDisruptionBudget)
+		want   string
+	}{
+		{"selecting every Pod of the namespace, none to go", func(b *policyv1.PodDisruptionBudget) {
+			b.Spec.Selector, b.Spec.MaxUnavailable = &metav1.LabelSelector{}, ptr.To(intstr.FromInt32(0))
+		}, "its selector must be exactly the matchLabels app.kubernetes.io/name=<postgresql, mysql or mongodb>, app.kubernetes.io/instance=<the name of its controller Database>"},
+		{"selecting another Database's Pods", func(b *policyv1.PodDisruptionBudget) {
+			b.Spec.Selector.MatchLabels["app.kubernetes.io/instance"] = "someone-else"
+		}, "its selector must be exactly the matchLabels"},
+		{"letting none go", func(b *policyv1.PodDisruptionBudget) { b.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(0)) },
+			"it must set maxUnavailable 1 and no minAvailable"},
+	} {
+		t.Run("a PodDisruptionBudget "+tc.name+" is refused", func(t *testing.T) {
+			b := built.PodDisruptionBudget.DeepCopy()
+			tc.change(b)
+			_, err := k.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, b, dryRun)
+			requireRefused(t, err, "database-controller-poddisruptionbudgets", "PodDisruptionBudget "+ns+"/e2e-shape: "+tc.want)
+		})
+	}
+
+	// Events: about a Database in its namespace, or the controller's Lease, as database-controller.
+	onDatabase := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-shape.e2e", Namespace: ns},
+		InvolvedObject: corev1.ObjectReference{APIVersion: "example.com/v1", Kind: "Database", Namespace: ns, Name: db.Name,
+			UID: db.UID},
+		Reason: "Created", Message: "Created Secret e2e-shape-credentials", Type: corev1.EventTypeNormal,
+		Source: corev1.EventSource{Component: dbcontroller.ControllerName}, ReportingController: dbcontroller.ControllerName,
+		FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(), Count: 1,
+	}
+	onLease := onDatabase.DeepCopy()
+	onLease.Namespace, onLease.Name = localcluster.APIServerNamespace, "database-controller.e2e"
+	onLease.InvolvedObject = corev1.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease",
+		Namespace: localcluster.APIServerNamespace, Name: "database-controller"}
+	t.Run("the controller's own Events are admitted", func(t *testing.T) {
+		for _, e := range []*corev1.Event{onDatabase, onLease} {
+			_, err := k.CoreV1().Events(e.Namespace).Create(ctx, e, dryRun)
+			require.NoError(t, err, e.Name)
+		}
+	})
+	const notAbout = "not an example.com/v1 Database of its namespace outside the system namespaces, nor its Lease in database-system"
+	for _, tc := range []struct {
+		name   string
+		change func(e *corev1.Event)
+		want   string
+	}{
+		{"about a Pod", func(e *corev1.Event) { e.InvolvedObject.APIVersion, e.InvolvedObject.Kind = "v1", "Pod" }, notAbout},
+		{"in kube-system", func(e *corev1.Event) { e.Namespace, e.InvolvedObject.Namespace = "kube-system", "kube-system" }, notAbout},
+		{"about the kube-system Lease of the scheduler", func(e *corev1.Event) {
+			e.Namespace = "kube-system"
+			e.InvolvedObject = corev1.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease",
+				Namespace: "kube-system", Name: "kube-scheduler"}
+		}, notAbout},
+		{"as the kubelet", func(e *corev1.Event) { e.Source.Component = "kubelet" },
+			"its source.component and reportingComponent must be database-controller"},
+	} {
+		t.Run("an Event "+tc.name+" is refused", func(t *testing.T) {
+			e := onDatabase.DeepCopy()
+			tc.change(e)
+			_, err := k.CoreV1().Events(e.Namespace).Create(ctx, e, dryRun)
+			requireRefused(t, err, "database-controller-events", tc.want)
 		})
 	}
 
@@ -308,14 +349,57 @@ func TestControllerPolicyRefusesWhatTheControllerDoesNotBuild(t *testing.T) {
 	t.Run("in the system namespace only release records are written", func(t *testing.T) {
 		sys := localcluster.APIServerNamespace
 		record := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: dbcontroller.ReleasedRecordName(ns, db.Name), Namespace: sys,
-			Labels: map[string]string{specs.ManagedByLabel: specs.ManagedByValue}}, Data: map[string]string{string(db.UID): "Secret e2e-shape-credentials"}}
+			Labels:      map[string]string{specs.ManagedByLabel: specs.ManagedByValue},
+			Annotations: map[string]string{dbcontroller.RetainedFromAnnotation: ns + "/" + db.Name}},
+			Data: map[string]string{"00000000-0000-4000-8000-000000000004": "Secret e2e-shape-credentials"}}
 		created, err := k.CoreV1().ConfigMaps(sys).Create(ctx, record, metav1.CreateOptions{})
 		require.NoError(t, err)
 		created.Data["00000000-0000-4000-8000-000000000003"] = "PersistentVolumeClaim data-e2e-shape-0"
-		_, err = k.CoreV1().ConfigMaps(sys).Update(ctx, created, metav1.UpdateOptions{})
+		updated, err := k.CoreV1().ConfigMaps(sys).Update(ctx, created, metav1.UpdateOptions{})
 		require.NoError(t, err)
+
+		// A record holds the Database's own Secret and data claims, by UID, under its name and
+		// annotation: an update of it, or a record of that shape for another Database, is
+		// refused.
+		for _, tc := range []struct {
+			name   string
+			change func(cm *corev1.ConfigMap)
+			want   string
+		}{
+			{"an entry that is no UID", func(cm *corev1.ConfigMap) { cm.Data["anything"] = "Secret e2e-shape-credentials" },
+				"the entries anything are not a UID mapped to Secret e2e-shape-credentials or PersistentVolumeClaim data-e2e-shape-<ordinal>"},
+			{"another Database's Secret", func(cm *corev1.ConfigMap) {
+				cm.Data["00000000-0000-4000-8000-000000000005"] = "Secret someone-elses-credentials"
+			}, "the entries 00000000-0000-4000-8000-000000000005 are not"},
+			{"another label", func(cm *corev1.ConfigMap) { cm.Labels["app"] = "frontend" },
+				"its only label must be app.kubernetes.io/managed-by=database-controller, its only annotation database.example.com/retained-from=" + ns + "/e2e-shape"},
+			{"another Database's annotation", func(cm *corev1.ConfigMap) {
+				cm.Annotations[dbcontroller.RetainedFromAnnotation] = ns + "/someone-else"
+			}, "its only annotation database.example.com/retained-from=" + ns + "/e2e-shape"},
+		} {
+			cm := updated.DeepCopy()
+			tc.change(cm)
+			_, err := k.CoreV1().ConfigMaps(sys).Update(ctx, cm, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+			requireRefused(t, err, "database-controller-releases", "ConfigMap "+sys+"/"+updated.Name+": ")
+			require.Contains(t, err.Error(), tc.want)
+			cm.Name, cm.ResourceVersion = dbcontroller.ReleasedRecordName(ns, "e2e-next"), ""
+			if cm.Annotations[dbcontroller.RetainedFromAnnotation] == ns+"/e2e-shape" {
+				cm.Annotations[dbcontroller.RetainedFromAnnotation] = ns + "/e2e-next"
+			}
+			for uid, entry := range cm.Data {
+				cm.Data[uid] = strings.ReplaceAll(entry, "e2e-shape", "e2e-next")
+			}
+			_, err = k.CoreV1().ConfigMaps(sys).Create(ctx, cm, dryRun)
+			requireRefused(t, err, "database-controller-releases", "ConfigMap "+sys+"/"+cm.Name+": ")
+			require.Contains(t, err.Error(), strings.ReplaceAll(tc.want, "e2e-shape", "e2e-next"))
+			t.Logf("%s: refused", tc.name)
+		}
 		require.NoError(t, k.CoreV1().ConfigMaps(sys).Delete(ctx, created.Name, metav1.DeleteOptions{}))
 
+		misnamed := record.DeepCopy()
+		misnamed.Name = "released." + ns + ".e2e.shape"
+		_, err = k.CoreV1().ConfigMaps(sys).Create(ctx, misnamed, dryRun)
+		requireRefused(t, err, "database-controller-releases", "a release record is named released.<namespace>.<database>")
 		for name, cm := range map[string]*corev1.ConfigMap{
 			"another name": {ObjectMeta: metav1.ObjectMeta{Name: "e2e-not-a-record", Namespace: sys,
 				Labels: map[string]string{specs.ManagedByLabel: specs.ManagedByValue}}},
@@ -378,6 +462,10 @@ func TestControllerPolicyRefusesWhatTheControllerDoesNotBuild(t *testing.T) {
 		_, err = k.CoreV1().Pods(ns).Patch(ctx, unlabelled.Name, types.StrategicMergePatchType, role, metav1.PatchOptions{})
 		requireRefused(t, err, "database-controller-pods",
 			"Pod "+ns+"/e2e-theirs: it is not labelled app.kubernetes.io/managed-by=database-controller")
+		frontend := []byte(`{"metadata":{"labels":{"app":"frontend"}}}`)
+		_, err = k.CoreV1().Pods(ns).Patch(ctx, labelled.Name, types.StrategicMergePatchType, frontend, metav1.PatchOptions{})
+		requireRefused(t, err, "database-controller-pods",
+			"Pod "+ns+"/e2e-ours: it may change only the label database.example.com/role, not app")
 		image := []byte(`{"spec":{"containers":[{"name":"database","image":"busybox:1.36"}]}}`)
 		_, err = k.CoreV1().Pods(ns).Patch(ctx, labelled.Name, types.StrategicMergePatchType, image, metav1.PatchOptions{})
 		requireRefused(t, err, "database-controller-pods", "Pod "+ns+"/e2e-ours: it may change only its metadata, never its spec")
@@ -475,4 +563,118 @@ func TestControllerPolicyExpressionsTypeCheck(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, p.Status.TypeChecking.ExpressionWarnings, "policy %s", name)
 	}
+}
+
+// TestControllerPolicyBoundsUpdatesAsCreates holds the controller's updates of a real
+// Database's children (its StatefulSet, PodDisruptionBudget and Pods) and of the Database itself
+// to the bounds of its creates. Every update is a server-side dry run as the controller's
+// ServiceAccount: what the controller writes is admitted (the objects as they are, a Pod's
+// role label, the Database's finalizer and status), every other shape refused. The Database's
+// policy is enforced by database-apiserver, which runs the ValidatingAdmissionPolicy plugin
+// with the policies it reads from kube-apiserver (kube-apiserver runs no admission on the
+// requests it proxies to it).
+func TestControllerPolicyBoundsUpdatesAsCreates(t *testing.T) {
+	ns := testNamespace(t, "e2e-policy-updates")
+	kubectlIn(t, databaseIn(ns, "updated", 2, ""), "apply", "-f", "-")
+	waitReady(t, ns, "updated", 2)
+	ctx := context.Background()
+	k := kubeAsController(t)
+	dryRun := metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}
+
+	// updateStatefulSet sends the StatefulSet as stored, changed by change, as the controller,
+	// again on a conflict (the controller may write it meanwhile).
+	updateStatefulSet := func(change func(*appsv1.StatefulSet)) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			sts, err := kube(t).AppsV1().StatefulSets(ns).Get(ctx, "updated", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			change(sts)
+			_, err = k.AppsV1().StatefulSets(ns).Update(ctx, sts, dryRun)
+			return err
+		})
+	}
+	t.Run("the StatefulSet as it is is admitted", func(t *testing.T) {
+		require.NoError(t, updateStatefulSet(func(*appsv1.StatefulSet) {}))
+	})
+	for _, tc := range controllerpolicy.StatefulSetChanges() {
+		if tc.CreateOnly {
+			continue // API validation refuses the change of an immutable field first
+		}
+		t.Run("a StatefulSet "+tc.Name+" is refused", func(t *testing.T) {
+			err := updateStatefulSet(tc.Change)
+			requireRefused(t, err, tc.Policy, tc.Want)
+			require.Contains(t, err.Error(), "may not write StatefulSet "+ns+"/updated: ")
+		})
+	}
+
+	t.Run("the PodDisruptionBudget selects only the Database's Pods", func(t *testing.T) {
+		b, err := kube(t).PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "updated", metav1.GetOptions{})
+		require.NoError(t, err)
+		_, err = k.PolicyV1().PodDisruptionBudgets(ns).Update(ctx, b, dryRun)
+		require.NoError(t, err)
+		b.Spec.Selector, b.Spec.MaxUnavailable = &metav1.LabelSelector{}, ptr.To(intstr.FromInt32(0))
+		_, err = k.PolicyV1().PodDisruptionBudgets(ns).Update(ctx, b, dryRun)
+		requireRefused(t, err, "database-controller-poddisruptionbudgets",
+			"PodDisruptionBudget "+ns+"/updated: its selector must be exactly the matchLabels")
+	})
+
+	t.Run("a Pod's role label changes, nothing else of it", func(t *testing.T) {
+		patch := func(body string) error {
+			_, err := k.CoreV1().Pods(ns).Patch(ctx, "updated-0", types.MergePatchType, []byte(body),
+				metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+			return err
+		}
+		for _, role := range []string{`"primary"`, `"replica"`, "null"} {
+			require.NoError(t, patch(`{"metadata":{"labels":{"database.example.com/role":`+role+`}}}`), role)
+		}
+		for body, want := range map[string]string{
+			`{"metadata":{"labels":{"app":"frontend"}}}`:                     "it may change only the label database.example.com/role, not app",
+			`{"metadata":{"labels":{"app.kubernetes.io/instance":null}}}`:    "not app.kubernetes.io/instance",
+			`{"metadata":{"labels":{"database.example.com/role":"leader"}}}`: "the label database.example.com/role may be only primary or replica",
+			`{"metadata":{"ownerReferences":null}}`:                          "it may not change its ownerReferences, annotations or finalizers",
+		} {
+			err := patch(body)
+			requireRefused(t, err, "database-controller-pods", want)
+			require.Contains(t, err.Error(), "may not write Pod "+ns+"/updated-0: ")
+		}
+	})
+
+	t.Run("database-apiserver bounds the controller's updates of the Database", func(t *testing.T) {
+		cfg := rest.CopyConfig(cluster.AdminConfig)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: localcluster.ControllerUser}
+		dbs := clientsetFor(t, cfg).ExampleV1().Databases(ns)
+		// update sends the Database as stored, changed by change, as the controller (through
+		// databases/status when status), again on a conflict.
+		update := func(status bool, change func(*examplev1.Database)) error {
+			return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				db, err := getDatabase(t, ns, "updated")
+				if err != nil {
+					return err
+				}
+				require.Contains(t, db.Finalizers, dbcontroller.FinalizerName)
+				change(db)
+				if status {
+					_, err = dbs.UpdateStatus(ctx, db, dryRun)
+				} else {
+					_, err = dbs.Update(ctx, db, dryRun)
+				}
+				return err
+			})
+		}
+
+		// What the controller writes: its finalizer removed (as its cleanup does), status.
+		require.NoError(t, update(false, func(db *examplev1.Database) { db.Finalizers = nil }))
+		require.NoError(t, update(true, func(db *examplev1.Database) { db.Status.ReadyReplicas = 1 }))
+
+		const policy = "database-controller-databases"
+		requireRefused(t, update(false, func(db *examplev1.Database) { db.Spec.Replicas = ptr.To[int32](5) }), policy,
+			"Database "+ns+"/updated: it may not change its spec, labels, annotations or ownerReferences")
+		requireRefused(t, update(false, func(db *examplev1.Database) { db.Finalizers = append(db.Finalizers, "example.com/keep") }), policy,
+			"Database "+ns+"/updated: it may add or remove only the finalizer database.example.com/finalizer")
+		requireRefused(t, update(true, func(db *examplev1.Database) { db.Annotations = map[string]string{"e2e": "through status"} }), policy,
+			"Database "+ns+"/updated/status: it may not change its spec, labels, annotations or ownerReferences")
+		requireRefused(t, update(true, func(db *examplev1.Database) { db.Finalizers = nil }), policy,
+			"Database "+ns+"/updated/status: it may add or remove only the finalizer database.example.com/finalizer, and that not through status")
+	})
 }
