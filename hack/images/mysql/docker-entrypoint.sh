@@ -5,7 +5,10 @@
 #   MYSQL_ROOT_PASSWORD         root's password; to initialise, it (or MYSQL_ALLOW_EMPTY_PASSWORD
 #                               or MYSQL_RANDOM_ROOT_PASSWORD) must be set
 #   MYSQL_ALLOW_EMPTY_PASSWORD  any non-empty value: root has no password
-#   MYSQL_RANDOM_ROOT_PASSWORD  any non-empty value: root gets a random password, printed once
+#   MYSQL_RANDOM_ROOT_PASSWORD  any non-empty value: root gets a random password, written to
+#                               <datadir>/generated-root-password (mode 0600, the server
+#                               user's), never printed: the container's log is readable by
+#                               whoever may read Pod logs
 #   MYSQL_ROOT_HOST             the host root may connect from besides localhost (default %)
 #   MYSQL_DATABASE              a database created at initialisation
 #   MYSQL_USER, MYSQL_PASSWORD  a user created at initialisation, with every privilege on
@@ -110,7 +113,6 @@ if [[ -n ${MYSQL_USER} && -z ${MYSQL_PASSWORD} ]]; then
 fi
 if [[ -n ${MYSQL_RANDOM_ROOT_PASSWORD} ]]; then
 	MYSQL_ROOT_PASSWORD=$(head -c 24 /dev/urandom | base64 | tr -d '/+=')
-	echo "docker-entrypoint: generated root password: ${MYSQL_ROOT_PASSWORD}"
 fi
 
 echo "docker-entrypoint: initialising ${datadir}"
@@ -165,6 +167,10 @@ mysql_run() {
 } | mysql_run
 if [[ -n ${MYSQL_ROOT_PASSWORD} ]]; then
 	printf 'password=%s\n' "${MYSQL_ROOT_PASSWORD}" >>"${client_cnf}"
+fi
+if [[ -n ${MYSQL_RANDOM_ROOT_PASSWORD} ]]; then
+	(umask 077 && printf '%s\n' "${MYSQL_ROOT_PASSWORD}" >"${datadir}/generated-root-password")
+	echo "docker-entrypoint: root's generated password is in ${datadir}/generated-root-password"
 fi
 
 db_args=()

@@ -155,7 +155,7 @@ func TestAReplicationPasswordNotInTheCacheYetIsAskedAgain(t *testing.T) {
 	_, err = f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, "create-role 10.0.0.1 replicator "+password, fi.recorded()[0])
-	require.Len(t, filter(fi.recorded(), "set-conninfo"), 2)
+	require.Len(t, filter(fi.recorded(), "write-passfile"), 2)
 }
 
 // A restart for a new revision that the API server refuses ends the pass with the error; the

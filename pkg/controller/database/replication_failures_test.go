@@ -82,16 +82,16 @@ func TestAFailedPostgreSQLWriteIsAskedAgainByTheNextPass(t *testing.T) {
 			[]string{"create-role 10.0.0.1 replicator R", "sync-slots 10.0.0.1 want=my_database_1,my_database_2 drop=" + dropSlots},
 		},
 		{
-			"the replication role's new password given to a standby (connection info)",
+			"the replication role's new password given to a standby (password file)",
 			func(f *fixture, fi *fakeInstances) {
 				f.setSecretKey("replication-password", "R2")
-				fi.failOn("set-conninfo", "10.0.0.2", reset)
+				fi.failOn("write-passfile", "10.0.0.2", reset)
 			},
 			"give standby my-database-1 the new replication password: connection reset by peer",
 			[]string{
 				"create-role 10.0.0.1 replicator R2",
-				"set-conninfo 10.0.0.2 host='my-database.production.svc' port='5432' user='replicator' password='R2' application_name='my-database-1' connect_timeout='5'",
-				"set-conninfo 10.0.0.3 host='my-database.production.svc' port='5432' user='replicator' password='R2' application_name='my-database-2' connect_timeout='5'",
+				"write-passfile 10.0.0.2 /var/lib/postgresql/data/replication.pgpass replicator R2",
+				"write-passfile 10.0.0.3 /var/lib/postgresql/data/replication.pgpass replicator R2",
 				"sync-slots 10.0.0.1 want=my_database_1,my_database_2 drop=" + dropSlots,
 			},
 		},
@@ -104,8 +104,8 @@ func TestAFailedPostgreSQLWriteIsAskedAgainByTheNextPass(t *testing.T) {
 			`record the replication password given to the primary on Secret "my-database-credentials": Internal error occurred: etcd timeout`,
 			[]string{
 				"create-role 10.0.0.1 replicator R2",
-				"set-conninfo 10.0.0.2 host='my-database.production.svc' port='5432' user='replicator' password='R2' application_name='my-database-1' connect_timeout='5'",
-				"set-conninfo 10.0.0.3 host='my-database.production.svc' port='5432' user='replicator' password='R2' application_name='my-database-2' connect_timeout='5'",
+				"write-passfile 10.0.0.2 /var/lib/postgresql/data/replication.pgpass replicator R2",
+				"write-passfile 10.0.0.3 /var/lib/postgresql/data/replication.pgpass replicator R2",
 				"sync-slots 10.0.0.1 want=my_database_1,my_database_2 drop=" + dropSlots,
 			},
 		},

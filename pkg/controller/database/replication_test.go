@@ -171,8 +171,8 @@ func (fi *fakeInstances) SyncSlots(_ context.Context, s postgres.Server, _ map[s
 	return fi.record(s, fmt.Sprintf("sync-slots %s want=%s drop=%s", s.Host, strings.Join(want, ","), strings.Join(drop, ",")))
 }
 
-func (fi *fakeInstances) SetPrimaryConnInfo(_ context.Context, s postgres.Server, conninfo string) error {
-	return fi.record(s, fmt.Sprintf("set-conninfo %s %s", s.Host, conninfo))
+func (fi *fakeInstances) WritePassfile(_ context.Context, s postgres.Server, path, user, password string) error {
+	return fi.record(s, fmt.Sprintf("write-passfile %s %s %s %s", s.Host, path, user, password))
 }
 
 func (fi *fakeInstances) Promote(_ context.Context, s postgres.Server) error {
@@ -312,7 +312,7 @@ func replicating(t *testing.T, replicas int, db *examplev1.Database) (*fixture, 
 }
 
 // A replication password that changes (a Secret restored without it gets a new one, a user
-// rotates it) is given to the primary's role, then to every standby's primary_conninfo, once.
+// rotates it) is given to the primary's role, then to every standby's password file, once.
 func TestAChangedReplicationPasswordIsGivenToThePrimarysRoleAndTheStandbys(t *testing.T) {
 	f, fi := replicating(t, 3, nil)
 	_, err := f.reconcile()
@@ -320,19 +320,15 @@ func TestAChangedReplicationPasswordIsGivenToThePrimarysRoleAndTheStandbys(t *te
 	require.NotContains(t, strings.Join(fi.recorded(), " "), "create-role", "the role has the Secret's password")
 
 	secret := f.secret().DeepCopy()
-	// A quote and a backslash: libpq's quoting, then SQL's.
 	secret.Data["replication-password"] = []byte(`NEW'PASS\WORD`)
 	require.NoError(t, f.kube.Tracker().Update(secrets, secret, namespace))
 	fi.reset()
 	_, err = f.reconcile()
 	require.NoError(t, err)
-	conninfo := func(pod string) string {
-		return "host='my-database.production.svc' port='5432' user='replicator' password='NEW\\'PASS\\\\WORD' application_name='" + pod + "' connect_timeout='5'"
-	}
 	require.Equal(t, []string{
 		`create-role 10.0.0.1 replicator NEW'PASS\WORD`,
-		"set-conninfo 10.0.0.2 " + conninfo(podName(1)),
-		"set-conninfo 10.0.0.3 " + conninfo(podName(2)),
+		`write-passfile 10.0.0.2 /var/lib/postgresql/data/replication.pgpass replicator NEW'PASS\WORD`,
+		`write-passfile 10.0.0.3 /var/lib/postgresql/data/replication.pgpass replicator NEW'PASS\WORD`,
 	}, fi.recorded()[:3], "the role first, then the standbys")
 	require.Contains(t, f.events(), "Normal Updated Gave standby my-database-1 the new replication password")
 	fi.reset()

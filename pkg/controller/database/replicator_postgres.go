@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 
 	"example.com/database-apiserver/pkg/controller/postgres"
 	"example.com/database-apiserver/pkg/controller/specs"
@@ -18,7 +17,7 @@ type Instances interface {
 	SetApplicationRole(ctx context.Context, s postgres.Server, role, password string, takeOver bool) error
 	SyncSlots(ctx context.Context, s postgres.Server, have map[string]bool, want, drop []string) error
 	Promote(ctx context.Context, s postgres.Server) error
-	SetPrimaryConnInfo(ctx context.Context, s postgres.Server, conninfo string) error
+	WritePassfile(ctx context.Context, s postgres.Server, path, user, password string) error
 }
 
 // postgresReplicator is PostgreSQL's replicator: streaming replication, a primary not in
@@ -50,19 +49,11 @@ func (r postgresReplicator) setUser(ctx context.Context, e endpoint, user, passw
 	return r.instances.SetReplicationRole(ctx, e.postgres(), user, password)
 }
 
-// setSource gives the standby the primary_conninfo the setup script writes: the primary
-// through specs.PrimaryHost as user with password, the Pod's name as application_name
-// (pg_stat_replication's), and specs.PrimaryConnectTimeoutSeconds.
-func (r postgresReplicator) setSource(ctx context.Context, p *pass, e endpoint, pod, _, user, password string) error {
-	conninfo := postgres.ConnInfo(
-		"host", specs.PrimaryHost(p.db),
-		"port", strconv.Itoa(int(p.desired.Recipe.Port)),
-		"user", user,
-		"password", password,
-		"application_name", pod,
-		"connect_timeout", strconv.Itoa(specs.PrimaryConnectTimeoutSeconds),
-	)
-	return r.instances.SetPrimaryConnInfo(ctx, e.postgres(), conninfo)
+// setSource gives the standby the replication password as user from now on: it writes the
+// password file (specs.ReplicationPassfile) that the primary_conninfo of the setup script
+// names, which the WAL receiver reads at its next connection to the primary.
+func (r postgresReplicator) setSource(ctx context.Context, p *pass, e endpoint, _, _, user, password string) error {
+	return r.instances.WritePassfile(ctx, e.postgres(), specs.ReplicationPassfile(p.desired), user, password)
 }
 
 // syncReplica does nothing: the setup script gives every standby its primary_conninfo when

@@ -201,6 +201,16 @@ const ReplicationPrivileges = "REPLICATION SLAVE, BACKUP_ADMIN"
 // SetReplicationUser makes user@'%', on the primary s, an account with password and
 // ReplicationPrivileges: created, or given the password when it exists. The statements are
 // written to the binary log, so replicas get the same account.
+//
+// The password goes in clear text in IDENTIFIED BY, and reaches no log a Pod writes: the
+// server writes a client's statement only to the general query log, the slow query log and
+// the binary log (none of them the error log, the container's output), and rewrites the
+// password of CREATE USER and ALTER USER ... IDENTIFIED BY in all three, the binary log
+// getting the account's hash (IDENTIFIED WITH ... AS), which replicas apply and quote in
+// their error messages
+// (https://dev.mysql.com/doc/refman/8.4/en/password-logging.html). Neither statement fails
+// on an account that exists, where an error message could quote it: CREATE USER IF NOT
+// EXISTS only warns, and ALTER USER follows it.
 func (Client) SetReplicationUser(ctx context.Context, s Server, user, password string) error {
 	db, err := open(s)
 	if err != nil {
@@ -229,7 +239,10 @@ func (Client) SetReplicationUser(ctx context.Context, s Server, user, password s
 // 86400 times (5 days: a primary restarted for an update or a switchover is waited for, where
 // 8.4's default of 10 tries would stop the receiver after 50 s): STOP REPLICA, CHANGE
 // REPLICATION SOURCE TO, START REPLICA. The channel is kept in the server's
-// replication tables across restarts.
+// replication tables across restarts. CHANGE REPLICATION SOURCE TO, whose SOURCE_PASSWORD
+// is in clear text, is not written to the binary log, and, as for SetReplicationUser, the
+// error log records no client statement; the receiver's connection errors there name the
+// user, not the password.
 func (Client) SetSource(ctx context.Context, s Server, host string, port int32, user, password string) error {
 	db, err := open(s)
 	if err != nil {

@@ -1,8 +1,10 @@
 // Package postgres is how the Database controller talks to the PostgreSQL servers of a
 // replicating Database: it asks each server its part and WAL positions, asks the primary for
-// its standbys and replication slots, creates the replication role and slots, and promotes a
-// standby. Each call opens one connection to one server (by Pod IP, as the Secret's
-// superuser, without TLS: the servers have no certificates) and closes it.
+// its standbys and replication slots, creates the replication role and slots, writes a
+// standby's password file, and promotes a standby. Each call opens one connection to one
+// server (by Pod IP, as the Secret's superuser, without TLS: the servers have no
+// certificates) and closes it. No statement carries a password in clear text but in a
+// session that logs no statement (unlogged).
 package postgres
 
 import (
@@ -127,8 +129,8 @@ func (Client) Observe(ctx context.Context, s Server, roles []string) (State, err
 }
 
 // SetReplicationRole makes role, on the primary s, a LOGIN REPLICATION role with password
-// (stored as SCRAM-SHA-256, the server's default password_encryption): it creates it, or,
-// when it exists, sets its attributes and password.
+// (sent as a SCRAM-SHA-256 verifier, setRole): it creates it, or, when it exists, sets its
+// attributes and password.
 func (Client) SetReplicationRole(ctx context.Context, s Server, role, password string) error {
 	conn, err := connect(ctx, s)
 	if err != nil {
@@ -138,18 +140,60 @@ func (Client) SetReplicationRole(ctx context.Context, s Server, role, password s
 	return setRole(ctx, conn, s, role, "LOGIN REPLICATION", password)
 }
 
-// setRole creates role on s's server through conn WITH attributes and password, or, when it
-// exists, sets them. CREATE and ALTER ROLE take no bind parameters: the name is quoted as an
-// identifier and the password as a string literal.
+// setRole creates role on s's server through conn WITH attributes and password, or, when
+// pg_roles has it, sets them: the catalog decides between CREATE and ALTER ROLE, so neither
+// fails on a role that exists. The password is sent as SCRAMVerifier(password), never in
+// clear text, in a session that logs no statement (unlogged). CREATE and ALTER ROLE take no
+// bind parameters: the name is quoted as an identifier and the verifier as a string literal.
 func setRole(ctx context.Context, conn *pgx.Conn, s Server, role, attributes, password string) error {
-	options := " WITH " + attributes + " PASSWORD " + quoteLiteral(password)
-	name := pgx.Identifier{role}.Sanitize()
-	_, err := conn.Exec(ctx, "CREATE ROLE "+name+options)
-	if isDuplicate(err) {
-		_, err = conn.Exec(ctx, "ALTER ROLE "+name+options)
-	}
+	verifier, err := SCRAMVerifier(password)
 	if err != nil {
 		return fmt.Errorf("set role %q on %s: %w", role, s.Host, err)
+	}
+	if err := unlogged(ctx, conn); err != nil {
+		return fmt.Errorf("set role %q on %s: %w", role, s.Host, err)
+	}
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)`, role).Scan(&exists); err != nil {
+		return fmt.Errorf("query pg_roles of %s: %w", s.Host, err)
+	}
+	verb := "CREATE ROLE "
+	if exists {
+		verb = "ALTER ROLE "
+	}
+	if _, err := conn.Exec(ctx, verb+pgx.Identifier{role}.Sanitize()+" WITH "+attributes+" PASSWORD "+quoteLiteral(verifier)); err != nil {
+		return fmt.Errorf("set role %q on %s: %w", role, s.Host, err)
+	}
+	return nil
+}
+
+// unloggedSettings keep the statements of a session out of the server's log and out of
+// other sessions' sight, whatever postgresql.conf says: no statement logged for its kind
+// (log_statement) or duration (log_min_duration_statement, log_min_duration_sample,
+// log_transaction_sample_rate), none printed with the error it raises
+// (log_min_error_statement: only a PANIC would), no parse tree printed (debug_print_*), no
+// DEBUG message (log_min_messages; "parse <name>: <query>" is one), and the query text not
+// reported to pg_stat_activity (track_activities), which other sessions with
+// pg_read_all_stats and a crashed backend's "Failed process was running" log line read. All
+// are superuser settings (PGC_SUSET), as the controller's connection is
+// (https://www.postgresql.org/docs/current/runtime-config-logging.html,
+// https://www.postgresql.org/docs/current/runtime-config-statistics.html).
+const unloggedSettings = `SET log_statement = 'none';
+SET log_min_duration_statement = -1;
+SET log_min_duration_sample = -1;
+SET log_transaction_sample_rate = 0;
+SET log_min_error_statement = 'panic';
+SET debug_print_parse = off;
+SET debug_print_rewritten = off;
+SET debug_print_plan = off;
+SET log_min_messages = 'warning';
+SET track_activities = off`
+
+// unlogged applies unloggedSettings to conn's session: every statement sent after it on conn
+// reaches no server log.
+func unlogged(ctx context.Context, conn *pgx.Conn) error {
+	if _, err := conn.Exec(ctx, unloggedSettings); err != nil {
+		return fmt.Errorf("turn statement logging off: %w", err)
 	}
 	return nil
 }
@@ -244,46 +288,56 @@ func (Client) SyncSlots(ctx context.Context, s Server, have map[string]bool, wan
 	return nil
 }
 
-// SetPrimaryConnInfo makes the standby s connect to its primary with conninfo (a libpq
-// connection string, ConnInfo) from now on: ALTER SYSTEM SET primary_conninfo, then
-// pg_reload_conf(). Since PostgreSQL 13 a reload restarts the WAL receiver with the new
-// setting (https://www.postgresql.org/docs/current/runtime-config-replication.html#GUC-PRIMARY-CONNINFO);
-// the setting is kept in postgresql.auto.conf across restarts.
-func (Client) SetPrimaryConnInfo(ctx context.Context, s Server, conninfo string) error {
+// WritePassfile makes the standby s's WAL receiver authenticate to its primary as user with
+// password from now on: it writes path, the libpq password file that the standby's
+// primary_conninfo names (passfile) and the setup script made, mode 0600, at the Pod's start.
+// libpq reads the file at each connection attempt, so the new password is used from the WAL
+// receiver's next connection, with no configuration reload
+// (https://www.postgresql.org/docs/current/libpq-pgpass.html).
+//
+// The password is not put in primary_conninfo itself: the postmaster logs every setting a
+// reload changes with its new value ("parameter "primary_conninfo" changed to ..."), at LOG,
+// whatever the session that asked for the reload sets (ProcessConfigFileInternal,
+// src/backend/utils/misc/guc-file.l). The file is written by COPY TO on the
+// server (COPY TO runs on a hot standby,
+// https://www.postgresql.org/docs/current/hot-standby.html), from an unlogged session: the
+// statement holds the password. COPY keeps the mode of a file that exists and gives a new one
+// 0644, which libpq refuses to read; the setup script has made it.
+func (Client) WritePassfile(ctx context.Context, s Server, path, user, password string) error {
+	line, err := passfileLine(user, password)
+	if err != nil {
+		return fmt.Errorf("write the password file of %s: %w", s.Host, err)
+	}
 	conn, err := connect(ctx, s)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	// ALTER SYSTEM takes no bind parameters.
-	if _, err := conn.Exec(ctx, "ALTER SYSTEM SET primary_conninfo = "+quoteLiteral(conninfo)); err != nil {
-		return fmt.Errorf("set primary_conninfo on %s: %w", s.Host, err)
+	if err := unlogged(ctx, conn); err != nil {
+		return fmt.Errorf("write the password file of %s: %w", s.Host, err)
 	}
-	if _, err := conn.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
-		return fmt.Errorf("reload the configuration of %s: %w", s.Host, err)
+	// COPY takes no bind parameters. CSV writes a value as it is unless it holds the
+	// delimiter, the quote character or a line break (passfileLine refuses them), where
+	// COPY's text format would escape every backslash.
+	if _, err := conn.Exec(ctx, "COPY (SELECT "+quoteLiteral(line)+") TO "+quoteLiteral(path)+
+		` WITH (FORMAT csv, DELIMITER E'\x1f', QUOTE E'\x1e')`); err != nil {
+		return fmt.Errorf("write the password file of %s: %w", s.Host, err)
 	}
 	return nil
 }
 
-// ConnInfo is a libpq connection string of keyword = 'value' pairs, in the order given
-// (keyword, value, keyword, value, ...), each value quoted with ' and \ escaped
-// (https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-CONNSTRING-KEYWORD-VALUE).
-// It panics on an odd number of arguments.
-func ConnInfo(pairs ...string) string {
-	if len(pairs)%2 != 0 {
-		panic("ConnInfo: a keyword without a value")
-	}
-	var b strings.Builder
-	for i := 0; i < len(pairs); i += 2 {
-		if i > 0 {
-			b.WriteByte(' ')
+// passfileLine is the password file's line, without its newline, for user and password on
+// every host, port and database: "*:*:*:<user>:<password>", each \ and : in user and password
+// escaped by \. It fails for a value holding a line break, which the file cannot hold, or
+// the control characters U+001E and U+001F, WritePassfile's CSV quote and delimiter.
+func passfileLine(user, password string) (string, error) {
+	escape := strings.NewReplacer(`\`, `\\`, `:`, `\:`)
+	for _, v := range []string{user, password} {
+		if strings.ContainsAny(v, "\n\r\x1e\x1f") {
+			return "", errors.New("the replication user or password holds a line break or a U+001E or U+001F control character, which the password file cannot hold")
 		}
-		b.WriteString(pairs[i])
-		b.WriteString("='")
-		b.WriteString(strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(pairs[i+1]))
-		b.WriteByte('\'')
 	}
-	return b.String()
+	return "*:*:*:" + escape.Replace(user) + ":" + escape.Replace(password), nil
 }
 
 // Promote ends recovery on the standby s and waits up to a minute for it to take writes
@@ -304,8 +358,6 @@ func (Client) Promote(ctx context.Context, s Server) error {
 	return nil
 }
 
-// isDuplicate reports whether err is PostgreSQL's duplicate_object (SQLSTATE 42710): a role or
-// replication slot of that name exists.
 // IsAuthenticationFailure reports whether err is the server refusing the credentials: an
 // error of SQLSTATE class 28, invalid authorization specification (28P01
 // invalid_password, 28000 invalid_authorization_specification;
@@ -315,6 +367,8 @@ func IsAuthenticationFailure(err error) bool {
 	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "28")
 }
 
+// isDuplicate reports whether err is PostgreSQL's duplicate_object (SQLSTATE 42710): a
+// replication slot of that name exists.
 func isDuplicate(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "42710"

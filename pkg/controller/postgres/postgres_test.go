@@ -40,8 +40,17 @@ func TestSyncSlotsConnectsOnlyWhenThereIsWork(t *testing.T) {
 	}
 }
 
-func TestConnInfoQuotesEveryValue(t *testing.T) {
-	require.Equal(t, `host='db.ns.svc' password='it\'s a \\ test' application_name=''`,
-		ConnInfo("host", "db.ns.svc", "password", `it's a \ test`, "application_name", ""))
-	require.Panics(t, func() { ConnInfo("host") })
+// The password file's line matches every host, port and database, with \ and : escaped
+// (https://www.postgresql.org/docs/current/libpq-pgpass.html); a line break, or COPY's CSV
+// delimiter or quote, is refused rather than written wrong.
+func TestPassfileLineEscapesBackslashAndColon(t *testing.T) {
+	line, err := passfileLine("replicator", `a\b:c'd "e`)
+	require.NoError(t, err)
+	require.Equal(t, `*:*:*:replicator:a\\b\:c'd "e`, line)
+	for _, bad := range []string{"a\nb", "a\rb", "a\x1eb", "a\x1fb"} {
+		_, err := passfileLine("replicator", bad)
+		require.Error(t, err, "%q", bad)
+		_, err = passfileLine(bad, "password")
+		require.Error(t, err, "%q", bad)
+	}
 }

@@ -176,6 +176,13 @@ func PrimaryHost(db *examplev1.Database) string {
 // kernel's SYN retries, about two minutes.
 const PrimaryConnectTimeoutSeconds = 5
 
+// ReplicationPassfile is where a PostgreSQL standby's WAL receiver reads the replication
+// password: a libpq password file, named by primary_conninfo's passfile, on the data volume
+// beside PGDATA (not in it: pg_basebackup does not copy it into a clone). The setup script
+// writes it at each start of a standby and the controller when the password changes
+// (postgres.Client.WritePassfile).
+func ReplicationPassfile(d Desired) string { return d.Recipe.DataPath + "/replication.pgpass" }
+
 // replicationPod adds to pod, the Pod template of a replicating Database, what replication
 // needs: the setup init container (postgresql-setup.sh) on the database image with the data
 // volume and the replication role's credentials, the replication ConfigMap mounted in both
@@ -209,6 +216,7 @@ func replicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpec) {
 		corev1.EnvVar{Name: "PGPORT", Value: strconv.Itoa(int(d.Recipe.Port))},
 		corev1.EnvVar{Name: "PRIMARY_HOST", Value: PrimaryHost(db)},
 		corev1.EnvVar{Name: "PRIMARY_CONNECT_TIMEOUT", Value: strconv.Itoa(PrimaryConnectTimeoutSeconds)},
+		corev1.EnvVar{Name: "REPLICATION_PASSFILE", Value: ReplicationPassfile(d)},
 	)
 	pod.InitContainers = []corev1.Container{{
 		Name:    SetupContainerName,

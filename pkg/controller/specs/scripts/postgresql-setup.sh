@@ -13,7 +13,8 @@
 # controller labels primary, so they follow a switchover without being set up again.
 # Environment: PGDATA, PGPORT, PRIMARY_HOST (the client Service's DNS name),
 # PRIMARY_CONNECT_TIMEOUT (seconds), REPLICATION_USER,
-# REPLICATION_PASSWORD_FILE (the credentials Secret's key, mounted), HOSTNAME (the Pod's name).
+# REPLICATION_PASSWORD_FILE (the credentials Secret's key, mounted), REPLICATION_PASSFILE (the
+# password file to write, on the data volume), HOSTNAME (the Pod's name).
 set -o errexit -o nounset -o pipefail
 
 replication_password=$(<"${REPLICATION_PASSWORD_FILE}")
@@ -24,15 +25,33 @@ primary=$(</etc/database/primary)
 # slot names take lower-case letters, digits and underscores). The controller creates them.
 slot=${me//-/_}
 
-# follow makes the data directory a hot standby of the primary: standby.signal, and the
-# connection and slot in postgresql.auto.conf, which replace any earlier ones
+# write_passfile writes REPLICATION_PASSFILE, the libpq password file the WAL receiver reads
+# the replication password from: one line "*:*:*:<user>:<password>" with \ and : escaped by \,
+# mode 0600 (libpq ignores a password file its group or others may read;
+# https://www.postgresql.org/docs/current/libpq-pgpass.html). primary_conninfo names it and
+# holds no password: the server logs a primary_conninfo that a reload changes, value and all.
+write_passfile() {
+	if [[ ${replication_password} == *$'\n'* || ${REPLICATION_USER} == *$'\n'* ]]; then
+		echo "postgresql-setup: the replication user or password holds a line break, which a password file cannot hold" >&2
+		exit 1
+	fi
+	local user=${REPLICATION_USER//\\/\\\\} password=${replication_password//\\/\\\\}
+	user=${user//:/\\:}
+	password=${password//:/\\:}
+	(umask 077 && printf '*:*:*:%s:%s\n' "${user}" "${password}" >"${REPLICATION_PASSFILE}.new")
+	mv "${REPLICATION_PASSFILE}.new" "${REPLICATION_PASSFILE}"
+}
+
+# follow makes the data directory a hot standby of the primary: standby.signal, the password
+# file, and the connection and slot in postgresql.auto.conf, which replace any earlier ones
 # (https://www.postgresql.org/docs/current/runtime-config-replication.html#RUNTIME-CONFIG-REPLICATION-STANDBY).
 follow() {
 	local conf=${PGDATA}/postgresql.auto.conf
 	touch "${conf}"
 	sed -i -e '/^primary_conninfo[[:space:]]*=/d' -e '/^primary_slot_name[[:space:]]*=/d' "${conf}"
+	write_passfile
 	cat >>"${conf}" <<CONF
-primary_conninfo = 'host=${PRIMARY_HOST} port=${PGPORT} user=${REPLICATION_USER} password=${replication_password} application_name=${me} connect_timeout=${PRIMARY_CONNECT_TIMEOUT}'
+primary_conninfo = 'host=${PRIMARY_HOST} port=${PGPORT} user=${REPLICATION_USER} passfile=${REPLICATION_PASSFILE} application_name=${me} connect_timeout=${PRIMARY_CONNECT_TIMEOUT}'
 primary_slot_name = '${slot}'
 CONF
 	touch "${PGDATA}/standby.signal"
