@@ -49,7 +49,8 @@ type pass struct {
 }
 
 // sync brings db's children to its spec in one pass and returns what status needs, with the
-// StatefulSet controller's refusal to create the Pods, if any (podRefusal). The error is
+// StatefulSet controller's refusal to create the Pods, if any (podRefusal), else the
+// scheduler's refusal to place them (unschedulable). The error is
 // transient, for the workqueue's backoff; a spec the controller cannot run, a child it may
 // not write and a child being deleted halt the pass and are in the observation.
 func (r *Reconciler) sync(ctx context.Context, db *examplev1.Database) (observation, error) {
@@ -70,6 +71,9 @@ func (r *Reconciler) sync(ctx context.Context, db *examplev1.Database) (observat
 	obs, err := p.run(ctx)
 	if obs.failure == nil {
 		refusal, rerr := r.podRefusal(obs.statefulSet)
+		if refusal == nil && rerr == nil {
+			refusal, obs.unschedulableIn, rerr = r.unschedulable(db, obs.statefulSet, r.clock.Now())
+		}
 		obs.refusal = refusal
 		err = errors.Join(err, rerr)
 	}

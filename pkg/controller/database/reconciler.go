@@ -212,10 +212,11 @@ func (r *Reconciler) reconcile(ctx context.Context, key cache.ObjectName) (Resul
 // volume expansion or a credentials Secret being deleted is also a Warning Event, once per transition rather than on every
 // resync of an unchanged one; a refusal of the Pods, once when it begins, after the status
 // that reports it is written (a write that fails is retried without repeating the Event; the
-// StatefulSet controller's own Events count its retries).
+// StatefulSet controller's own Events count its retries, the scheduler's FailedScheduling
+// Events on the Pod its attempts).
 func (r *Reconciler) report(ctx context.Context, db *examplev1.Database, obs observation) (Result, error) {
 	status := computeStatus(db, obs, r.clock.Now())
-	refusalBegins := obs.refusal != nil && !refusalReported(db.Status)
+	refusalBegins := obs.refusal != nil && !refusalReported(db.Status, obs.refusal.reason)
 	if !equality.Semantic.DeepEqual(db.Status, status) {
 		switch {
 		case obs.failure != nil:
@@ -238,34 +239,45 @@ func (r *Reconciler) report(ctx context.Context, db *examplev1.Database, obs obs
 	if refusalBegins {
 		r.event(ctx, db, corev1.EventTypeWarning, obs.refusal.reason, "%s", obs.refusal.message)
 	}
+	result := requeue(obs, status)
+	if wait := obs.unschedulableIn; wait > 0 && (result.RequeueAfter == 0 || wait < result.RequeueAfter) {
+		// No event marks the end of UnschedulableAfter.
+		result.RequeueAfter = wait
+	}
+	return result, nil
+}
+
+// requeue says when to look again at a Database whose status is status for obs.
+func requeue(obs observation, status examplev1.DatabaseStatus) Result {
 	switch rep := obs.replication; {
 	case obs.failure != nil && obs.failure.external():
-		return Result{RequeueAfter: RequeueAfterExternal}, nil
+		return Result{RequeueAfter: RequeueAfterExternal}
 	case rep != nil && rep.fenced && rep.observed:
-		return Result{RequeueAfter: RequeueAfterSwitchover}, nil
+		return Result{RequeueAfter: RequeueAfterSwitchover}
 	case rep != nil && rep.switchover != "":
 		// Waiting for the target to stream or the primary to answer: no WAL position to watch.
-		return Result{RequeueAfter: RequeueAfterNotReady}, nil
+		return Result{RequeueAfter: RequeueAfterNotReady}
 	case rep != nil && obs.replicas > 1 && rep.observed && status.Phase == examplev1.DatabasePhaseReady:
-		return Result{RequeueAfter: RequeueAfterReplication}, nil
+		return Result{RequeueAfter: RequeueAfterReplication}
 	case obs.refusal != nil && rep != nil && obs.replicas > 1 && rep.observed:
 		// The servers still running are asked for their state as those of a Ready Database.
-		return Result{RequeueAfter: RequeueAfterReplication}, nil
+		return Result{RequeueAfter: RequeueAfterReplication}
 	case obs.refusal != nil:
 		// Whatever ends the refusal reaches an informer: the StatefulSet controller's next
 		// attempt is an Event (a new one, or its count and lastTimestamp changing), the
-		// Pods it creates change the StatefulSet's status, so nothing is polled.
-		return Result{}, nil
+		// Pods it creates change the StatefulSet's status, and a Pod the scheduler places
+		// (or a new message of its) or that goes away is a Pod event, so nothing is polled.
+		return Result{}
 	case status.Phase == examplev1.DatabasePhaseFailed:
-		return Result{}, nil
+		return Result{}
 	case status.Phase == examplev1.DatabasePhaseProvisioning || status.Phase == examplev1.DatabasePhasePending:
-		return Result{RequeueAfter: RequeueAfterNotReady}, nil
+		return Result{RequeueAfter: RequeueAfterNotReady}
 	case obs.expansion != nil:
-		return Result{RequeueAfter: RequeueAfterExternal}, nil
+		return Result{RequeueAfter: RequeueAfterExternal}
 	case status.Phase == examplev1.DatabasePhaseReady:
-		return Result{}, nil
+		return Result{}
 	default:
-		return Result{RequeueAfter: RequeueAfterNotReady}, nil
+		return Result{RequeueAfter: RequeueAfterNotReady}
 	}
 }
 

@@ -25,7 +25,7 @@ const (
 	ConditionProgressing = "Progressing"
 	// ConditionDegraded is True when a Ready Database lost replicas, a volume expansion was
 	// refused, its credentials Secret is being deleted, the creation of its Pods is refused,
-	// or it failed.
+	// the scheduler cannot place one of its Pods, or it failed.
 	ConditionDegraded = "Degraded"
 	// ConditionReplicating, on a Database of more than one replica whose engine replicates,
 	// is True when every replica streams from the primary, False while one does not or a
@@ -83,6 +83,11 @@ const (
 	// ready, Degraded while some are. The name is the one of the ReplicaFailure condition of
 	// ReplicaSets and Deployments.
 	ReasonFailedCreate = "FailedCreate"
+	// ReasonUnschedulable: the scheduler cannot place a Pod (its PodScheduled condition False
+	// with reason Unschedulable for UnschedulableAfter), with the Pods and the scheduler's
+	// message; Failed while no replica is ready, Degraded while some are, as FailedCreate,
+	// which comes first when both hold. The name is the reason of that Pod condition.
+	ReasonUnschedulable = "Unschedulable"
 	// ReasonReconcileError is a transient error (Progressing False and a Warning Event),
 	// retried with backoff.
 	ReasonReconcileError = "ReconcileError"
@@ -123,8 +128,11 @@ type observation struct {
 	replication *replication
 	// refusal, if set, is the StatefulSet controller's refusal to create the Pods
 	// (podRefusal): they are fewer than the StatefulSet asks for, and its latest attempt
-	// failed.
+	// failed; or, when it has none, the scheduler's refusal to place Pods (unschedulable).
 	refusal *failure
+	// unschedulableIn, when positive, is how long until a Pod the scheduler refuses now has
+	// been refused for UnschedulableAfter, and so is a refusal.
+	unschedulableIn time.Duration
 	// username is the credentials Secret's username key as the pass wrote or found it;
 	// empty when the pass stopped before the Secret.
 	username string
@@ -158,8 +166,9 @@ func readyReplicas(sts *appsv1.StatefulSet) int32 {
 // compares equal to db.Status and is not written.
 //
 // Phases: Failed on a failure; Pending without a StatefulSet; on a refusal of the Pods
-// (podRefusal), Failed while no replica is ready and Degraded while some are (Ready and
-// Progressing False, Degraded True, each with reason FailedCreate and the refusal's message);
+// (podRefusal, else unschedulable), Failed while no replica is ready and Degraded while some
+// are (Ready and Progressing False, Degraded True, each with reason FailedCreate or
+// Unschedulable and the refusal's message);
 // Ready when the StatefulSet is rolled out with every desired replica ready and every
 // mounted claim's capacity at spec.storage (Provisioning, reason StorageExpanding, while a
 // volume expansion runs); Ready too, with Ready True and reason Restarting, during a restart
@@ -213,8 +222,8 @@ func computeStatus(db *examplev1.Database, obs observation, now time.Time) examp
 		degraded = cond{metav1.ConditionFalse, ReasonAsExpected, ""}
 
 	case obs.refusal != nil:
-		// The StatefulSet controller retries with backoff; once the Pods exist, the cases
-		// below apply again.
+		// The StatefulSet controller and the scheduler retry with backoff; once the Pods
+		// exist and are placed, the cases below apply again.
 		status.Phase = examplev1.DatabasePhaseFailed
 		if status.ReadyReplicas > 0 {
 			status.Phase = examplev1.DatabasePhaseDegraded
