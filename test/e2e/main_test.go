@@ -157,7 +157,7 @@ func clientsetFor(t *testing.T, cfg *rest.Config) versioned.Interface {
 }
 
 // applyExamples applies artifacts/examples/ (my-database in production, 3 replicas), as the
-// README.md tells users to.
+// docs/install.md tells users to.
 func applyExamples(t *testing.T) {
 	t.Helper()
 	kubectl(t, "apply", "-f", "artifacts/examples/")

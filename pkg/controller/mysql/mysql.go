@@ -3,7 +3,7 @@
 // whether it is read-only, its executed GTIDs and its replication channel, creates the
 // replication user on the primary, points a replica at its source, and promotes a replica.
 // Each call opens one connection to one server (by Pod IP, as root with the Secret's
-// password) and closes it. Statements are from
+// superuser-password) and closes it. Statements are from
 // https://dev.mysql.com/doc/refman/8.4/en/replication-gtids-howto.html and the CHANGE
 // REPLICATION SOURCE TO, START REPLICA and RESET REPLICA references.
 package mysql

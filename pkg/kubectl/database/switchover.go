@@ -17,7 +17,7 @@ import (
 const switchoverLong = `Move a Database's primary to one of its replicas, named by its Pod. The API server accepts
 only a replica that streams from the primary and has replayed what it sent; the controller
 then stops the old primary, promotes the target and makes the old primary its standby.
-Engines without replication refuse it.
+MongoDB switches over by member priority, without stopping a Pod.
 
 This creates databases/switchover (the "create" verb on the subresource, which the "edit"
 and "admin" roles have). The request is recorded in the Database's status.switchover.`
