@@ -289,7 +289,7 @@ func TestAChangedReplicationPasswordIsGivenToThePrimarysRoleAndTheStandbys(t *te
 	_, err = f.reconcile()
 	require.NoError(t, err)
 	conninfo := func(pod string) string {
-		return "host='my-database.production.svc' port='5432' user='replicator' password='NEW\\'PASS\\\\WORD' application_name='" + pod + "' connect_timeout='5'"
+		return "host='my-database.production.svc.cluster.local' port='5432' user='replicator' password='NEW\\'PASS\\\\WORD' application_name='" + pod + "' connect_timeout='5'"
 	}
 	require.Equal(t, []string{
 		`create-role 10.0.0.1 replicator NEW'PASS\WORD`,
@@ -721,8 +721,8 @@ func TestOneReplicaHasNoReadServiceNorReplicatingCondition(t *testing.T) {
 func TestReplicasHaveAReadHost(t *testing.T) {
 	f, _ := replicating(t, 3, nil)
 	secret := f.secret()
-	require.Equal(t, "my-database-read.production.svc", string(secret.Data["read-host"]))
-	require.Equal(t, "postgresql://app:"+string(secret.Data["password"])+"@my-database-read.production.svc:5432/my_database",
+	require.Equal(t, "my-database-read.production.svc.cluster.local", string(secret.Data["read-host"]))
+	require.Equal(t, "postgresql://app:"+string(secret.Data["password"])+"@my-database-read.production.svc.cluster.local:5432/my_database",
 		string(secret.Data["read-uri"]))
 	require.True(t, f.exists(services, "my-database-read"))
 }

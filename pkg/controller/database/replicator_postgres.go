@@ -55,7 +55,7 @@ func (r postgresReplicator) setUser(ctx context.Context, e endpoint, user, passw
 // (pg_stat_replication's), and specs.PrimaryConnectTimeoutSeconds.
 func (r postgresReplicator) setSource(ctx context.Context, p *pass, e endpoint, pod, _, user, password string) error {
 	conninfo := postgres.ConnInfo(
-		"host", specs.PrimaryHost(p.db),
+		"host", specs.PrimaryHost(p.db, p.desired.ClusterDomain),
 		"port", strconv.Itoa(int(p.desired.Recipe.Port)),
 		"user", user,
 		"password", password,

@@ -123,7 +123,7 @@ func TestObserveOfASilentServerFailsWithinTheConnectTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	start := time.Now()
-	_, err = Client{}.Observe(ctx, Server{Host: "127.0.0.1", Port: int32(addr.Port), User: "root"}, nil)
+	_, err = Client{}.Observe(ctx, Server{Host: "127.0.0.1", Port: int32(addr.Port), User: "root"}, "%", nil)
 	require.Error(t, err)
 	require.Less(t, time.Since(start), 3*time.Second)
 }
