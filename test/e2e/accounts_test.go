@@ -92,6 +92,9 @@ func TestRealPostgreSQLAccountsRefuseOtherPods(t *testing.T) {
 	waitPrimaryAnswers(t, ns, db)
 	c := credentialsOf(t, ns, db)
 	require.Equal(t, db+"."+ns+".svc.cluster.local", c["host"])
+	// The rules are the ConfigMap's, not the data directory's pg_hba.conf, to which the
+	// image's entrypoint adds "host all all all" as the official image does.
+	require.Equal(t, "/etc/database/pg_hba.conf", strings.TrimSpace(psqlAsSuperuserIn(t, ns, db+"-0", "SHOW hba_file")))
 
 	const script = `
 echo "== superuser"; PGPASSWORD="$SUPERUSER_PASSWORD" psql -h "$HOST" -U "$SUPERUSER" -d postgres -tAc 'SELECT 1' 2>&1

@@ -52,8 +52,8 @@ type State struct {
 	Executed GTIDSet
 	// Source is the default replication channel's, nil when none is configured.
 	Source *Source
-	// Users are the users among the ones Observe was asked about that exist as an account
-	// of the host it was given.
+	// Users are the users among the ones Observe was asked about whose accounts are as
+	// SetReplicationUser leaves them for the host it was given (accountsAsSet).
 	Users []string
 	// SuperuserHosts are the hosts of root's accounts but localhost, sorted (slices.Sort).
 	SuperuserHosts []string
@@ -85,8 +85,9 @@ func (s *Source) Streaming() bool { return s != nil && s.Receiving == "ON" && s.
 // Client talks to MySQL servers.
 type Client struct{}
 
-// Observe returns s's State, with the users among users that have an account of host (an
-// account name's host part); it fails when s cannot be reached or a query fails.
+// Observe returns s's State, with the users among users whose accounts are as
+// SetReplicationUser leaves them for host (an account name's host part); it fails when s
+// cannot be reached or a query fails.
 func (Client) Observe(ctx context.Context, s Server, host string, users []string) (State, error) {
 	db, err := open(s)
 	if err != nil {
@@ -119,12 +120,16 @@ func (Client) Observe(ctx context.Context, s Server, host string, users []string
 		st.Source = &src
 	}
 
+	skipNames, err := skipsNameResolution(ctx, db)
+	if err != nil {
+		return State{}, fmt.Errorf("query the state of %s: %w", s.Host, err)
+	}
 	for _, u := range users {
-		var n int
-		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM mysql.user WHERE user = ? AND host = ?`, u, host).Scan(&n); err != nil {
+		hosts, err := hostsOf(ctx, db, u, "")
+		if err != nil {
 			return State{}, fmt.Errorf("query mysql.user of %s: %w", s.Host, err)
 		}
-		if n > 0 {
+		if accountsAsSet(hosts, host, skipNames) {
 			st.Users = append(st.Users, u)
 		}
 	}
@@ -134,6 +139,29 @@ func (Client) Observe(ctx context.Context, s Server, host string, users []string
 	}
 	slices.Sort(st.SuperuserHosts)
 	return st, nil
+}
+
+// skipsNameResolution is the server's skip_name_resolve: ON, it matches accounts by the
+// client's address only, never a host name pattern
+// (https://dev.mysql.com/doc/refman/8.4/en/server-system-variables.html#sysvar_skip_name_resolve).
+func skipsNameResolution(ctx context.Context, db *sql.DB) (bool, error) {
+	var skip bool
+	err := db.QueryRowContext(ctx, `SELECT @@global.skip_name_resolve`).Scan(&skip)
+	return skip, err
+}
+
+// accountsAsSet reports whether a user's accounts of hosts are as SetReplicationUser leaves
+// them for host: host's, and no other but '%' on a server that skips name resolution.
+func accountsAsSet(hosts []string, host string, skipNames bool) bool {
+	if !slices.Contains(hosts, host) {
+		return false
+	}
+	for _, h := range hosts {
+		if h != host && (h != "%" || !skipNames) {
+			return false
+		}
+	}
+	return true
 }
 
 // hostsOf is the hosts of user's accounts on db but except, sorted.
@@ -228,8 +256,10 @@ const ReplicationPrivileges = "REPLICATION SLAVE, BACKUP_ADMIN"
 
 // SetReplicationUser makes user@host, on the primary s, an account with password and
 // ReplicationPrivileges: created, or given the password when it exists; then drops user's
-// accounts of other hosts. The statements are written to the binary log, so replicas get
-// the same accounts.
+// accounts of other hosts, but user@'%' while s skips name resolution (a server started
+// before its settings turned it on, which host's name pattern never matches; the next pass
+// after its restart drops it). The statements are written to the binary log, so replicas
+// get the same accounts.
 func (Client) SetReplicationUser(ctx context.Context, s Server, user, host, password string) error {
 	db, err := open(s)
 	if err != nil {
@@ -249,7 +279,13 @@ func (Client) SetReplicationUser(ctx context.Context, s Server, user, host, pass
 			return fmt.Errorf("set user %q on %s: %w", user, s.Host, err)
 		}
 	}
-	return dropAccounts(ctx, db, s, user, host)
+	keep := []string{host}
+	if skip, err := skipsNameResolution(ctx, db); err != nil {
+		return fmt.Errorf("query the state of %s: %w", s.Host, err)
+	} else if skip {
+		keep = append(keep, "%")
+	}
+	return dropAccounts(ctx, db, s, user, keep...)
 }
 
 // dropAccounts drops user's accounts on db of any host but keep.

@@ -127,3 +127,24 @@ func TestObserveOfASilentServerFailsWithinTheConnectTimeout(t *testing.T) {
 	require.Error(t, err)
 	require.Less(t, time.Since(start), 3*time.Second)
 }
+
+// The replication user's accounts are as set when its account of the host is there and no
+// other, but the one of any host on a server that skips name resolution.
+func TestAccountsAsSet(t *testing.T) {
+	const host = "%.ns.svc.cluster.local"
+	for _, tc := range []struct {
+		hosts     []string
+		skipNames bool
+		want      bool
+	}{
+		{[]string{host}, false, true},
+		{[]string{host}, true, true},
+		{[]string{"%", host}, true, true},
+		{[]string{"%", host}, false, false},
+		{[]string{"%"}, true, false},
+		{[]string{"%.other.svc.cluster.local", host}, true, false},
+		{nil, false, false},
+	} {
+		require.Equal(t, tc.want, accountsAsSet(tc.hosts, host, tc.skipNames), "%q skip_name_resolve %v", tc.hosts, tc.skipNames)
+	}
+}
