@@ -7,7 +7,8 @@
 #   - every Pod: server-id SERVER_ID_BASE + its ordinal (unique in the Database), the binary
 #     log, GTIDs (gtid-mode and enforce-gtid-consistency ON), the CLONE plugin, and the
 #     client's host name looked up at every connection (skip-name-resolve OFF, no host cache):
-#     the replication account's host is a name pattern;
+#     the replication account's host is a name pattern; the warning of an address without a
+#     name (MY-010055: a client Pod that backs no Service, the controller) is not logged;
 #   - every Pod but the primary: super-read-only ON, so it takes no writes (the controller
 #     points it at the primary, and turns it off on the replica it promotes);
 #   - the primary with an empty data directory: nothing more; the image's entrypoint
@@ -41,6 +42,7 @@ write_config() {
 		echo "report-host=${me}.${PODS_DOMAIN}"
 		echo 'skip-name-resolve=OFF'
 		echo 'host-cache-size=0'
+		echo 'log-error-suppression-list=MY-010055'
 		if [[ ${me} != "${primary}" ]]; then
 			echo 'super-read-only=ON'
 		fi
