@@ -40,7 +40,7 @@ func (f *fixture) restartController() {
 		Pods:                   corelisters.NewPodLister(f.indexers[pods]),
 		PersistentVolumeClaims: f.indexers[claims],
 		Events:                 f.indexers[events],
-	}, f.recorder, f.clock, database.Options{Instances: f.instances, MySQL: f.mysql, MongoDB: f.mongodb, ImageRegistry: f.imageRegistry})
+	}, f.recorder, f.clock, f.options)
 }
 
 // setPodPhase plays the kubelet: the Pod of ordinal in phase, Ready only when Running.
