@@ -374,7 +374,25 @@ func isDuplicate(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "42710"
 }
 
-func connect(ctx context.Context, s Server) (*pgx.Conn, error) {
+// sessionSettings are the controller's session's settings, sent at connection start, where
+// they take precedence over the ones the database's owner may set with ALTER DATABASE ... SET
+// (https://www.postgresql.org/docs/current/config-setting.html#CONFIG-SETTING-SQL): the
+// controller connects as the superuser to the application's database, which the application
+// role owns. search_path names pg_catalog first and pg_temp last, so no function or table the
+// owner creates in another schema (a public.pg_is_in_recovery(), say) is called or read in
+// place of the system's (the rule for code that runs with raised privileges,
+// https://www.postgresql.org/docs/current/sql-createfunction.html#SQL-CREATEFUNCTION-SECURITY);
+// standard_conforming_strings on, which quoteLiteral and the password file's COPY rely on;
+// and default_transaction_read_only off, so the controller's writes are not refused.
+var sessionSettings = map[string]string{
+	"application_name":              "database-controller",
+	"search_path":                   "pg_catalog, pg_temp",
+	"standard_conforming_strings":   "on",
+	"default_transaction_read_only": "off",
+}
+
+// connConfig is the connection configuration for s: no TLS, ConnectTimeout, sessionSettings.
+func connConfig(s Server) (*pgx.ConnConfig, error) {
 	cfg, err := pgx.ParseConfig("sslmode=disable")
 	if err != nil {
 		return nil, err
@@ -382,7 +400,17 @@ func connect(ctx context.Context, s Server) (*pgx.Conn, error) {
 	cfg.Host, cfg.Port = s.Host, uint16(s.Port)
 	cfg.User, cfg.Password, cfg.Database = s.User, s.Password, s.Database
 	cfg.ConnectTimeout = ConnectTimeout
-	cfg.RuntimeParams["application_name"] = "database-controller"
+	for k, v := range sessionSettings {
+		cfg.RuntimeParams[k] = v
+	}
+	return cfg, nil
+}
+
+func connect(ctx context.Context, s Server) (*pgx.Conn, error) {
+	cfg, err := connConfig(s)
+	if err != nil {
+		return nil, err
+	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", net.JoinHostPort(s.Host, strconv.Itoa(int(s.Port))), err)
