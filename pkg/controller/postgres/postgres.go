@@ -205,8 +205,12 @@ func unlogged(ctx context.Context, conn *pgx.Conn) error {
 // It creates the role, or, when it exists, sets its attributes and password. With takeOver it
 // also gives role the schemas, tables, views, materialized views, sequences and foreign tables
 // of that database that the connecting superuser owns outside the system schemas (a
-// sequence owned by a table column follows its table), so that the clients that used to
-// connect as the superuser keep their objects.
+// sequence owned by a table column, serial or identity, follows its table; a partition is
+// given on its own, as ALTER TABLE ... OWNER TO does not recurse to partitions), so that the
+// clients that used to connect as the superuser keep their objects. Only sequences are
+// recognised as owned by their pg_depend row (auto or internal on a relation): a partition
+// has an auto one on its parent, and a partitioned table internal ones of its partition key
+// columns on itself.
 func (Client) SetApplicationRole(ctx context.Context, s Server, role, password string, takeOver bool) error {
 	conn, err := connect(ctx, s)
 	if err != nil {
@@ -235,8 +239,8 @@ BEGIN
 		WHERE c.relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user)
 		AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f')
 		AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_%'
-		AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid
-			AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i'))
+		AND NOT (c.relkind = 'S' AND EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid
+			AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')))
 	LOOP
 		EXECUTE format('ALTER TABLE %s OWNER TO %I', r.rel, `+quoteLiteral(role)+`);
 	END LOOP;
