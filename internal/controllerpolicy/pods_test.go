@@ -50,6 +50,7 @@ func TestPodDisruptionBudgetsSelectOnlyTheirDatabasesPods(t *testing.T) {
 		{"of minAvailable 100%", func(b *policyv1.PodDisruptionBudget) {
 			b.Spec.MaxUnavailable, b.Spec.MinAvailable = nil, ptr.To(intstr.FromString("100%"))
 		}, "it must set maxUnavailable 1 and no minAvailable"},
+		{"of another name", func(b *policyv1.PodDisruptionBudget) { b.Name = "my-database-2" }, "its name must be its controller Database's"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := built.PodDisruptionBudget.DeepCopy()

@@ -218,12 +218,18 @@ func StatefulSetChanges() []StatefulSetChange {
 			Policy: workloads, Want: "its serviceName must be", CreateOnly: true},
 		{Name: "claiming an existing volume", Change: func(sts *appsv1.StatefulSet) {
 			sts.Spec.VolumeClaimTemplates[0].Spec.VolumeName = "someone-elses"
-		}, Policy: workloads, Want: "a volumeClaimTemplate is not named data, or sets volumeName, dataSource, dataSourceRef or selector", CreateOnly: true},
+		}, Policy: workloads, Want: "a volumeClaimTemplate is not named data, or sets volumeName, dataSource, dataSourceRef, selector or storageClassName", CreateOnly: true},
 		{Name: "claiming from a data source", Change: func(sts *appsv1.StatefulSet) {
 			sts.Spec.VolumeClaimTemplates[0].Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "theirs"}
-		}, Policy: workloads, Want: "a volumeClaimTemplate is not named data, or sets volumeName, dataSource, dataSourceRef or selector", CreateOnly: true},
+		}, Policy: workloads, Want: "a volumeClaimTemplate is not named data, or sets volumeName, dataSource, dataSourceRef, selector or storageClassName", CreateOnly: true},
+		{Name: "with Pods that never finish terminating", Change: func(sts *appsv1.StatefulSet) {
+			sts.Spec.Template.Finalizers = []string{"example.com/never"}
+		}, Policy: workloads, Want: "the Pod template sets finalizers or ownerReferences"},
+		{Name: "claiming from a storage class of its choosing", Change: func(sts *appsv1.StatefulSet) {
+			sts.Spec.VolumeClaimTemplates[0].Spec.StorageClassName = ptr.To("")
+		}, Policy: workloads, Want: "a volumeClaimTemplate is not named data, or sets volumeName, dataSource, dataSourceRef, selector or storageClassName", CreateOnly: true},
 		{Name: "claiming by a selector", Change: func(sts *appsv1.StatefulSet) {
 			sts.Spec.VolumeClaimTemplates[0].Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"owner": "someone-else"}}
-		}, Policy: workloads, Want: "a volumeClaimTemplate is not named data, or sets volumeName, dataSource, dataSourceRef or selector", CreateOnly: true},
+		}, Policy: workloads, Want: "a volumeClaimTemplate is not named data, or sets volumeName, dataSource, dataSourceRef, selector or storageClassName", CreateOnly: true},
 	}
 }

@@ -15,7 +15,7 @@ import (
 // with a stream that ends at once, at times with an in-stream 500 "context deadline
 // exceeded". Zero (the server's default) and a positive value still watch, and a list,
 // which has no timeout to apply, ignores it as kube-apiserver does.
-func TestWatchWithANegativeTimeoutIsInvalid(t *testing.T) {
+func TestWatchWithANegativeOrOverflowingTimeoutIsInvalid(t *testing.T) {
 	client, _ := clientFor(t)
 	ns := namespace(t)
 	create(t, client, newDatabase(ns, "w", "postgresql", "16"))
@@ -37,6 +37,16 @@ func TestWatchWithANegativeTimeoutIsInvalid(t *testing.T) {
 		require.Contains(t, status.Message, "timeoutSeconds: Invalid value: -", path)
 		require.Contains(t, status.Message, "must be greater than or equal to 0", path)
 	}
+
+	// A timeout whose nanoseconds overflow an int64 would be a negative deadline too.
+	path := databasesPath(ns) + "?watch=1&timeoutSeconds=9223372037"
+	tooLong := do(t, http.MethodGet, path, nil, nil)
+	require.Equal(t, http.StatusUnprocessableEntity, tooLong.code, "%s: %s", path, tooLong.body)
+	status := tooLong.status(t)
+	require.Equal(t, metav1.StatusReasonInvalid, status.Reason)
+	require.Len(t, status.Details.Causes, 1)
+	require.Equal(t, "timeoutSeconds", status.Details.Causes[0].Field)
+	require.Contains(t, status.Message, "must be at most 9223372036")
 
 	// A watch from the cache's revision with a timeout of a second: the Database, then the
 	// end of the stream.

@@ -166,18 +166,7 @@ func newFixtureWithOptions(t *testing.T, options database.Options, db *examplev1
 	}
 	f.indexers[claims] = database.NewClaimInformer(f.kube, 0).GetIndexer()
 	f.indexers[events] = database.NewEventInformer(f.kube, 0).GetIndexer()
-	f.r = database.NewReconciler(f.kube, f.dbs, database.Listers{
-		Databases:              examplelisters.NewDatabaseLister(f.indexers[databases]),
-		StatefulSets:           appslisters.NewStatefulSetLister(f.indexers[statefulSets]),
-		Services:               corelisters.NewServiceLister(f.indexers[services]),
-		Secrets:                corelisters.NewSecretLister(f.indexers[secrets]),
-		PodDisruptionBudgets:   policylisters.NewPodDisruptionBudgetLister(f.indexers[pdbs]),
-		NetworkPolicies:        networkinglisters.NewNetworkPolicyLister(f.indexers[networkPolicies]),
-		ConfigMaps:             corelisters.NewConfigMapLister(f.indexers[configMaps]),
-		Pods:                   corelisters.NewPodLister(f.indexers[pods]),
-		PersistentVolumeClaims: f.indexers[claims],
-		Events:                 f.indexers[events],
-	}, f.recorder, f.clock, options)
+	f.newReconciler()
 	f.sync()
 	return f
 }
@@ -457,4 +446,21 @@ func condition(db *examplev1.Database, typ string) metav1.Condition {
 		return metav1.Condition{}
 	}
 	return *c
+}
+
+// newReconciler makes f.r, a Reconciler over f's clientsets, listers, recorder, clock and
+// fake servers.
+func (f *fixture) newReconciler() {
+	f.r = database.NewReconciler(f.kube, f.dbs, database.Listers{
+		Databases:              examplelisters.NewDatabaseLister(f.indexers[databases]),
+		StatefulSets:           appslisters.NewStatefulSetLister(f.indexers[statefulSets]),
+		Services:               corelisters.NewServiceLister(f.indexers[services]),
+		Secrets:                corelisters.NewSecretLister(f.indexers[secrets]),
+		PodDisruptionBudgets:   policylisters.NewPodDisruptionBudgetLister(f.indexers[pdbs]),
+		NetworkPolicies:        networkinglisters.NewNetworkPolicyLister(f.indexers[networkPolicies]),
+		ConfigMaps:             corelisters.NewConfigMapLister(f.indexers[configMaps]),
+		Pods:                   corelisters.NewPodLister(f.indexers[pods]),
+		PersistentVolumeClaims: f.indexers[claims],
+		Events:                 f.indexers[events],
+	}, f.recorder, f.clock, f.options)
 }

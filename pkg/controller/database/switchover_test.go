@@ -10,17 +10,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	appslisters "k8s.io/client-go/listers/apps/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	networkinglisters "k8s.io/client-go/listers/networking/v1"
-	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/record"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/database"
 	"example.com/database-apiserver/pkg/controller/postgres"
 	"example.com/database-apiserver/pkg/controller/specs"
-	examplelisters "example.com/database-apiserver/pkg/generated/listers/example/v1"
 )
 
 // restartController plays a controller process that restarts: a new Reconciler, with nothing
@@ -29,18 +24,7 @@ import (
 func (f *fixture) restartController() {
 	f.t.Helper()
 	f.recorder = record.NewFakeRecorder(100)
-	f.r = database.NewReconciler(f.kube, f.dbs, database.Listers{
-		Databases:              examplelisters.NewDatabaseLister(f.indexers[databases]),
-		StatefulSets:           appslisters.NewStatefulSetLister(f.indexers[statefulSets]),
-		Services:               corelisters.NewServiceLister(f.indexers[services]),
-		Secrets:                corelisters.NewSecretLister(f.indexers[secrets]),
-		PodDisruptionBudgets:   policylisters.NewPodDisruptionBudgetLister(f.indexers[pdbs]),
-		NetworkPolicies:        networkinglisters.NewNetworkPolicyLister(f.indexers[networkPolicies]),
-		ConfigMaps:             corelisters.NewConfigMapLister(f.indexers[configMaps]),
-		Pods:                   corelisters.NewPodLister(f.indexers[pods]),
-		PersistentVolumeClaims: f.indexers[claims],
-		Events:                 f.indexers[events],
-	}, f.recorder, f.clock, f.options)
+	f.newReconciler()
 }
 
 // setPodPhase plays the kubelet: the Pod of ordinal in phase, Ready only when Running.

@@ -205,8 +205,12 @@ func unlogged(ctx context.Context, conn *pgx.Conn) error {
 // It creates the role, or, when it exists, sets its attributes and password. With takeOver it
 // also gives role the schemas, tables, views, materialized views, sequences and foreign tables
 // of that database that the connecting superuser owns outside the system schemas (a
-// sequence owned by a table column follows its table), so that the clients that used to
-// connect as the superuser keep their objects.
+// sequence owned by a table column, serial or identity, follows its table; a partition is
+// given on its own, as ALTER TABLE ... OWNER TO does not recurse to partitions), so that the
+// clients that used to connect as the superuser keep their objects. Only sequences are
+// recognised as owned by their pg_depend row (auto or internal on a relation): a partition
+// has an auto one on its parent, and a partitioned table internal ones of its partition key
+// columns on itself.
 func (Client) SetApplicationRole(ctx context.Context, s Server, role, password string, takeOver bool) error {
 	conn, err := connect(ctx, s)
 	if err != nil {
@@ -235,8 +239,8 @@ BEGIN
 		WHERE c.relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user)
 		AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f')
 		AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_%'
-		AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid
-			AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i'))
+		AND NOT (c.relkind = 'S' AND EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid
+			AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')))
 	LOOP
 		EXECUTE format('ALTER TABLE %s OWNER TO %I', r.rel, `+quoteLiteral(role)+`);
 	END LOOP;
@@ -374,7 +378,25 @@ func isDuplicate(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "42710"
 }
 
-func connect(ctx context.Context, s Server) (*pgx.Conn, error) {
+// sessionSettings are the controller's session's settings, sent at connection start, where
+// they take precedence over the ones the database's owner may set with ALTER DATABASE ... SET
+// (https://www.postgresql.org/docs/current/config-setting.html#CONFIG-SETTING-SQL): the
+// controller connects as the superuser to the application's database, which the application
+// role owns. search_path names pg_catalog first and pg_temp last, so no function or table the
+// owner creates in another schema (a public.pg_is_in_recovery(), say) is called or read in
+// place of the system's (the rule for code that runs with raised privileges,
+// https://www.postgresql.org/docs/current/sql-createfunction.html#SQL-CREATEFUNCTION-SECURITY);
+// standard_conforming_strings on, which quoteLiteral and the password file's COPY rely on;
+// and default_transaction_read_only off, so the controller's writes are not refused.
+var sessionSettings = map[string]string{
+	"application_name":              "database-controller",
+	"search_path":                   "pg_catalog, pg_temp",
+	"standard_conforming_strings":   "on",
+	"default_transaction_read_only": "off",
+}
+
+// connConfig is the connection configuration for s: no TLS, ConnectTimeout, sessionSettings.
+func connConfig(s Server) (*pgx.ConnConfig, error) {
 	cfg, err := pgx.ParseConfig("sslmode=disable")
 	if err != nil {
 		return nil, err
@@ -382,7 +404,17 @@ func connect(ctx context.Context, s Server) (*pgx.Conn, error) {
 	cfg.Host, cfg.Port = s.Host, uint16(s.Port)
 	cfg.User, cfg.Password, cfg.Database = s.User, s.Password, s.Database
 	cfg.ConnectTimeout = ConnectTimeout
-	cfg.RuntimeParams["application_name"] = "database-controller"
+	for k, v := range sessionSettings {
+		cfg.RuntimeParams[k] = v
+	}
+	return cfg, nil
+}
+
+func connect(ctx context.Context, s Server) (*pgx.Conn, error) {
+	cfg, err := connConfig(s)
+	if err != nil {
+		return nil, err
+	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", net.JoinHostPort(s.Host, strconv.Itoa(int(s.Port))), err)

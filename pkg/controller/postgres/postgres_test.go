@@ -54,3 +54,16 @@ func TestPassfileLineEscapesBackslashAndColon(t *testing.T) {
 		require.Error(t, err, "%q", bad)
 	}
 }
+
+// TestConnectionSettingsOverrideTheDatabaseOwners pins the settings the controller's session
+// starts with, which a database owner's ALTER DATABASE ... SET cannot override: pg_catalog
+// first on the search path, standard-conforming strings, writable transactions.
+func TestConnectionSettingsOverrideTheDatabaseOwners(t *testing.T) {
+	cfg, err := connConfig(Server{Host: "10.0.0.1", Port: 5432, User: "postgres", Password: "p", Database: "app"})
+	require.NoError(t, err)
+	require.Equal(t, "pg_catalog, pg_temp", cfg.RuntimeParams["search_path"])
+	require.Equal(t, "on", cfg.RuntimeParams["standard_conforming_strings"])
+	require.Equal(t, "off", cfg.RuntimeParams["default_transaction_read_only"])
+	require.Equal(t, "database-controller", cfg.RuntimeParams["application_name"])
+	require.Equal(t, "app", cfg.Database)
+}

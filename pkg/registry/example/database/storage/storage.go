@@ -5,6 +5,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -122,14 +123,25 @@ func (r *REST) ShortNames() []string {
 	return []string{"db"}
 }
 
+// maxWatchTimeoutSeconds is the longest timeoutSeconds a watch takes: the handler turns it
+// into a time.Duration (nanoseconds in an int64), which a larger value overflows to a
+// negative duration.
+const maxWatchTimeoutSeconds = math.MaxInt64 / int64(time.Second)
+
 // Watch is the generic store's Watch, after the check of the watch options that
-// k8s.io/apiserver's handler leaves out: a negative timeoutSeconds is a 422 Invalid
-// ListOptions.meta.k8s.io naming the field, the answer the handler gives the options it
-// validates, before any stream starts. Unchecked, the watch would start with its deadline
-// passed and end at once, at times with an in-stream 500 "context deadline exceeded".
+// k8s.io/apiserver's handler leaves out: a timeoutSeconds that is negative, or above
+// maxWatchTimeoutSeconds, is a 422 Invalid ListOptions.meta.k8s.io naming the field, the
+// answer the handler gives the options it validates, before any stream starts. Unchecked,
+// the watch would start with its deadline passed and end at once, at times with an
+// in-stream 500 "context deadline exceeded".
 func (r *REST) Watch(ctx context.Context, options *internalversion.ListOptions) (watch.Interface, error) {
 	if options != nil && options.TimeoutSeconds != nil {
-		if errs := apivalidation.ValidateNonnegativeField(*options.TimeoutSeconds, field.NewPath("timeoutSeconds")); len(errs) > 0 {
+		path := field.NewPath("timeoutSeconds")
+		errs := apivalidation.ValidateNonnegativeField(*options.TimeoutSeconds, path)
+		if *options.TimeoutSeconds > maxWatchTimeoutSeconds {
+			errs = append(errs, field.Invalid(path, *options.TimeoutSeconds, fmt.Sprintf("must be at most %d", maxWatchTimeoutSeconds)))
+		}
+		if len(errs) > 0 {
 			return nil, errors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs)
 		}
 	}
