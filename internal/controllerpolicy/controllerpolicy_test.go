@@ -2,6 +2,7 @@ package controllerpolicy_test
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -91,8 +92,9 @@ func database(engine examplev1.Engine, version string, replicas int32) *examplev
 var engines = []examplev1.Engine{examplev1.EnginePostgreSQL, examplev1.EngineMySQL, examplev1.EngineMongoDB}
 
 // The StatefulSet the controller builds, for every engine and catalog line, one replica or
-// three, restarted or not, created or updated (by SyncStatefulSet from an older version), by
-// the cluster-wide or a namespaced controller, is admitted.
+// three, restarted or not, with the controller's --cluster-domain and --superuser-sources or
+// without, created or updated (by SyncStatefulSet from an older version), by the cluster-wide
+// or a namespaced controller, is admitted.
 func TestTheControllersStatefulSetsAreAdmitted(t *testing.T) {
 	policies := loadPolicies(t)
 	for _, e := range engines {
@@ -112,6 +114,21 @@ func TestTheControllersStatefulSetsAreAdmitted(t *testing.T) {
 				have := built.StatefulSet.DeepCopy()
 				specs.SyncStatefulSet(have, restarted.StatefulSet)
 				require.Empty(t, denials(t, policies, write(controllerUser, statefulSet, statefulSets, have, built.StatefulSet)), name+", restarted")
+
+				// The controller's --cluster-domain and --superuser-sources: PostgreSQL's
+				// template gets the digest of other pg_hba.conf rules, MySQL's database
+				// container MYSQL_ROOT_HOST, and the setup containers other hosts; created,
+				// and rolled out over the StatefulSet built without them.
+				d, err := specs.Resolve(db)
+				require.NoError(t, err, name)
+				d.ClusterDomain = "corp.example.test"
+				d.SuperuserSources = []netip.Prefix{netip.MustParsePrefix("10.245.0.1/32"), netip.MustParsePrefix("10.96.0.0/12")}
+				options := specs.StatefulSet(db, d)
+				require.Empty(t, denials(t, policies, write(controllerUser, statefulSet, statefulSets, options, nil)), name+", with options")
+				have = built.StatefulSet.DeepCopy()
+				specs.SyncStatefulSet(have, options)
+				require.NotEqual(t, built.StatefulSet.Spec.Template, have.Spec.Template, name+", with options")
+				require.Empty(t, denials(t, policies, write(controllerUser, statefulSet, statefulSets, have, built.StatefulSet)), name+", with options, updated")
 			}
 		}
 	}

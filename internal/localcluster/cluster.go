@@ -707,6 +707,8 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 		"--kubeconfig=" + kubeconfig,
 		"--authentication-kubeconfig=" + kubeconfig,
 		"--authorization-kubeconfig=" + kubeconfig,
+		// The real node's CoreDNS domain, which databases/connection's hosts end with.
+		"--cluster-domain=" + clusterDomain,
 	}, c.cfg.APIServerArgs...)
 	proc, err := c.start("database-apiserver", c.cfg.APIServerBinary, args)
 	if err != nil {

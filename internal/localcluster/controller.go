@@ -11,7 +11,8 @@ import (
 const ControllerName = "database-controller"
 
 // StartController starts database-controller (Config.ControllerBinary) and waits until its
-// /readyz answers (its informer caches synced) to an anonymous request over HTTPS. It
+// /readyz answers (its informer caches synced) to an anonymous request over HTTPS, with the
+// real node's IP as its --superuser-sources and CoreDNS's domain as its --cluster-domain. It
 // authenticates as ControllerUser and keeps the secure port of its first start, so
 // ControllerURL stays valid across a Kill and a new StartController. It fails if the
 // controller is already running.
@@ -46,6 +47,11 @@ func (c *Cluster) StartController(ctx context.Context) error {
 		"--secure-port=" + port,
 		"--tls-cert-file=" + c.pki.Controller.CertFile,
 		"--tls-private-key-file=" + c.pki.Controller.KeyFile,
+		// The controller runs on the host and reaches the real node's Pods through the
+		// node's bridge, whose address (the node's IP) its connections come from: the
+		// database superusers log in from there only.
+		"--superuser-sources=" + realNodeIP,
+		"--cluster-domain=" + clusterDomain,
 	}, c.cfg.ControllerArgs...)
 	p, err := c.start(ControllerName, c.cfg.ControllerBinary, args)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"example.com/database-apiserver/pkg/apis/example"
 	"example.com/database-apiserver/pkg/apis/example/install"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/controller/specs"
 	databasestorage "example.com/database-apiserver/pkg/registry/example/database/storage"
 	"example.com/database-apiserver/pkg/registry/unavailable"
 )
@@ -60,7 +61,11 @@ func init() {
 }
 
 // ExtraConfig is the configuration of database-apiserver beyond the generic server's.
-type ExtraConfig struct{}
+type ExtraConfig struct {
+	// ClusterDomain is the cluster's DNS domain, which the hosts databases/connection shows
+	// end with; empty is specs.DefaultClusterDomain.
+	ClusterDomain string
+}
 
 // Config is the whole configuration of database-apiserver.
 type Config struct {
@@ -109,7 +114,11 @@ func (c completedConfig) New() (*DatabaseServer, error) {
 		return nil, err
 	}
 	// An unreachable etcd is a 503 with Retry-After, not a 500 or a hang.
-	databases, err := databasestorage.NewStorage(Scheme, unavailable.RESTOptionsGetter(c.GenericConfig.RESTOptionsGetter), typeConverter)
+	domain := c.ExtraConfig.ClusterDomain
+	if domain == "" {
+		domain = specs.DefaultClusterDomain
+	}
+	databases, err := databasestorage.NewStorage(Scheme, unavailable.RESTOptionsGetter(c.GenericConfig.RESTOptionsGetter), typeConverter, domain)
 	if err != nil {
 		return nil, fmt.Errorf("building databases storage: %w", err)
 	}

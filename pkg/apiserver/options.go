@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
@@ -29,6 +30,7 @@ import (
 	"example.com/database-apiserver/pkg/admission/databasedefaults"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/authnready"
+	"example.com/database-apiserver/pkg/controller/specs"
 	generatedopenapi "example.com/database-apiserver/pkg/generated/openapi"
 	databasestorage "example.com/database-apiserver/pkg/registry/example/database/storage"
 	"example.com/database-apiserver/pkg/requestheader"
@@ -69,6 +71,11 @@ type Options struct {
 	// made when no --tls-cert-file is given.
 	AlternateDNS []string
 
+	// ClusterDomain is the cluster's DNS domain (--cluster-domain), which the hosts
+	// databases/connection shows end with, as the controller's --cluster-domain makes the
+	// credentials Secrets' (specs.ServiceHost).
+	ClusterDomain string
+
 	StdOut io.Writer
 	StdErr io.Writer
 }
@@ -84,9 +91,10 @@ func NewOptions(out, errOut io.Writer) *Options {
 			DefaultEtcdPathPrefix,
 			Codecs.LegacyCodec(examplev1.SchemeGroupVersion),
 		),
-		Logs:   logsapi.NewLoggingConfiguration(),
-		StdOut: out,
-		StdErr: errOut,
+		Logs:          logsapi.NewLoggingConfiguration(),
+		ClusterDomain: specs.DefaultClusterDomain,
+		StdOut:        out,
+		StdErr:        errOut,
 	}
 	o.ServerRun.ShutdownWatchTerminationGracePeriod = DefaultShutdownWatchTerminationGracePeriod
 	o.RecommendedOptions.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(
@@ -115,6 +123,8 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	o.RecommendedOptions.EgressSelector.AddFlags(fss.FlagSet("egress selector"))
 	o.RecommendedOptions.Traces.AddFlags(fss.FlagSet("traces"))
 	logsapi.AddFlags(o.Logs, fss.FlagSet("logs"))
+	fss.FlagSet("databases").StringVar(&o.ClusterDomain, "cluster-domain", o.ClusterDomain,
+		"The cluster's DNS domain (the kubelets' --cluster-domain): databases/connection shows the hosts of a Database as fully qualified names under it (<service>.<namespace>.svc.<domain>). Give database-controller the same --cluster-domain.")
 	return fss
 }
 
@@ -134,6 +144,9 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.ServerRun.Validate()...)
 	errs = append(errs, o.RecommendedOptions.Validate()...)
 	errs = append(errs, o.validateRequiredAdmission()...)
+	for _, msg := range validation.IsDNS1123Subdomain(o.ClusterDomain) {
+		errs = append(errs, fmt.Errorf("--cluster-domain %q: %s", o.ClusterDomain, msg))
+	}
 	return utilerrors.NewAggregate(errs)
 }
 
@@ -184,7 +197,7 @@ func (o *Options) Config() (*Config, error) {
 	gateOnRequestHeaderCA(serverConfig)
 	checkPatchFieldTypes(serverConfig)
 	passUserAgent(serverConfig)
-	return &Config{GenericConfig: serverConfig}, nil
+	return &Config{GenericConfig: serverConfig, ExtraConfig: ExtraConfig{ClusterDomain: o.ClusterDomain}}, nil
 }
 
 // checkPatchFieldTypes refuses patches of databases whose fields have values

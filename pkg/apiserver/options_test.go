@@ -93,6 +93,25 @@ func TestServerRequiresDatabaseDefaults(t *testing.T) {
 	require.NoError(t, validate("--disable-admission-plugins=DatabaseValidation"))
 }
 
+// --cluster-domain is cluster.local by default, a DNS subdomain, and what the server's
+// configuration gives databases/connection.
+func TestClusterDomain(t *testing.T) {
+	parse := func(args ...string) *Options {
+		o := NewOptions(io.Discard, io.Discard)
+		fs := pflag.NewFlagSet("database-apiserver", pflag.ContinueOnError)
+		for _, set := range o.Flags().FlagSets {
+			fs.AddFlagSet(set)
+		}
+		require.NoError(t, fs.Parse(append([]string{"--etcd-servers=http://127.0.0.1:2379"}, args...)))
+		return o
+	}
+	require.Equal(t, "cluster.local", parse().ClusterDomain)
+	o := parse("--cluster-domain=corp.example.test")
+	require.NoError(t, o.Validate())
+	require.Equal(t, "corp.example.test", o.ClusterDomain)
+	require.ErrorContains(t, parse("--cluster-domain=Not_A_Domain").Validate(), `--cluster-domain "Not_A_Domain"`)
+}
+
 // The options end watches on shutdown by default, so a server behind
 // kube-apiserver stops in about a second rather than --request-timeout.
 func TestDefaultShutdownWatchTerminationGracePeriod(t *testing.T) {

@@ -1144,7 +1144,7 @@ spec:
 	require.Equal(t, "orders", string(data["database"]))
 	require.Equal(t, "admin", string(data["superuser-username"]))
 	require.NotEqual(t, string(data["password"]), string(data["superuser-password"]))
-	require.Equal(t, "mongodb://app:"+string(data["password"])+"@orders."+ns+".svc:27017/orders?authSource=orders", string(data["uri"]))
+	require.Equal(t, "mongodb://app:"+string(data["password"])+"@orders."+ns+".svc.cluster.local:27017/orders?authSource=orders", string(data["uri"]))
 
 	cm, err := kube(t).CoreV1().ConfigMaps(ns).Get(context.Background(), "orders-initdb", metav1.GetOptions{})
 	require.NoError(t, err)

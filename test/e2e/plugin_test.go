@@ -62,7 +62,7 @@ func TestKubectlDatabasePlugin(t *testing.T) {
 		})
 		require.Contains(t, out, "Engine:     postgresql\n", errOut)
 		require.Contains(t, out, `Password:   key "password" of Secret my-database-credentials`)
-		require.Contains(t, out, "Host:       my-database.production.svc")
+		require.Contains(t, out, "Host:       my-database.production.svc.cluster.local\n")
 
 		out, errOut, err := kubectlDatabase(t, "connection", "my-database", "-n", "production", "-o", "yaml")
 		require.NoError(t, err, errOut)

@@ -58,10 +58,11 @@ func psqlPod(ns, name, db, password, sql string) string {
 }
 
 // psqlURIPod is psqlPod connecting with the Secret's uri instead, whose host is the client
-// Service's DNS name, after resolving the first replica's name under the headless Service
-// ("<pod>.<headless>.<namespace>.svc"): both through the cluster DNS.
+// Service's fully qualified DNS name, after resolving the first replica's name under the
+// headless Service ("<pod>.<headless>.<namespace>.svc.cluster.local"): both through the
+// cluster DNS.
 func psqlURIPod(ns, name, db, sql string) string {
-	replica := db + "-0." + db + "-headless." + ns + ".svc"
+	replica := db + "-0." + db + "-headless." + ns + ".svc.cluster.local"
 	return pod(ns, name, db, `getent hosts `+replica+` && exec psql "$URI" -v ON_ERROR_STOP=1 --no-psqlrc --quiet --tuples-only --no-align -c "$SQL"`, sql, "")
 }
 
@@ -240,7 +241,7 @@ spec:
 	// The Secret's URI works as given: its host is a cluster DNS name.
 	phase, out = runPod(t, ns, "read-by-uri", psqlURIPod(ns, "read-by-uri", db, "SELECT name FROM items WHERE id = 2;"))
 	require.Equal(t, corev1.PodSucceeded, phase, out)
-	require.Regexp(t, `(?m)^10\.245\.0\.\d+\s+`+db+`-0\.`+db+`-headless\.`+ns+`\.svc`, out)
+	require.Regexp(t, `(?m)^10\.245\.0\.\d+\s+`+db+`-0\.`+db+`-headless\.`+ns+`\.svc\.cluster\.local$`, out)
 	require.Equal(t, "pear", lastLines(out, 1), out)
 }
 

@@ -109,7 +109,7 @@ spec:
 			if tc.applicationRole {
 				// The application user logs in with the new password: the role's verifier
 				// is the password's.
-				phase, out := psqlAt(t, ns, "new-password", db, db+"."+ns+".svc", "SELECT current_user;")
+				phase, out := psqlAt(t, ns, "new-password", db, db+"."+ns+".svc.cluster.local", "SELECT current_user;")
 				require.Equal(t, corev1.PodSucceeded, phase, out)
 				require.Equal(t, string(s.Data["username"]), lastLines(out, 1), out)
 			}

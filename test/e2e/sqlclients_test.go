@@ -313,23 +313,28 @@ func testPostgresClient(t *testing.T, ns, db string) {
 		_, err = pgLogin(ctx, primary, role, first)
 		requirePgRefused(t, err)
 
-		// The Database's replication role, given the Secret's password again, opens a
-		// physical replication connection (pg_hba.conf admits only it to one) with it.
+		// The Database's replication role, given the Secret's password again: pg_hba.conf
+		// admits its replication connections only from the namespace's Pods, so this test,
+		// on the node's address, is refused one, and the standby, its walsender ended,
+		// streams again as it.
 		require.NoError(t, c.SetReplicationRole(ctx, primary, replUser, replPassword))
 		require.Equal(t, "login replication", pgRoleAttributes(t, primary, replUser))
 		cfg, err := pgconn.ParseConfig("sslmode=disable connect_timeout=10 replication=true")
 		require.NoError(t, err)
 		cfg.Host, cfg.Port, cfg.User, cfg.Password = primary.Host, uint16(primary.Port), replUser, replPassword
-		walsender, err := pgconn.ConnectConfig(ctx, cfg)
-		require.NoError(t, err)
-		defer walsender.Close(context.Background())
-		results, err := walsender.Exec(ctx, "IDENTIFY_SYSTEM").ReadAll()
-		require.NoError(t, err)
-		require.Len(t, results, 1)
-		require.Len(t, results[0].Rows, 1)
-		var system int64
-		pgRow(t, primary, `SELECT system_identifier FROM pg_control_system()`, nil, &system)
-		require.Equal(t, strconv.FormatInt(system, 10), string(results[0].Rows[0][0]), "IDENTIFY_SYSTEM's systemid")
+		_, err = pgconn.ConnectConfig(ctx, cfg)
+		require.ErrorContains(t, err, "no pg_hba.conf entry for replication connection")
+		var ended int
+		pgRow(t, primary, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_replication WHERE usename = $1`, []any{replUser}, &ended)
+		require.Equal(t, 1, ended, "the standby's walsender")
+		eventually(t, time.Minute, func() error {
+			var streaming int
+			pgRow(t, primary, `SELECT count(*) FROM pg_stat_replication WHERE usename = $1 AND state = 'streaming'`, []any{replUser}, &streaming)
+			if streaming != 1 {
+				return fmt.Errorf("%d standbys stream as %s", streaming, replUser)
+			}
+			return nil
+		})
 	})
 
 	t.Run("SetApplicationRole", func(t *testing.T) {
@@ -613,7 +618,9 @@ func testMySQLClient(t *testing.T, ns, db string) {
 	replUser, replPassword := secret[engine.SecretKeyReplicationUsername], secret[engine.SecretKeyReplicationPassword]
 	d, err := getDatabase(t, ns, db)
 	require.NoError(t, err)
-	primaryHost := specs.PodHost(d, db+"-0")
+	primaryHost := specs.PodHost(d, specs.DefaultClusterDomain, db+"-0")
+	// replHost is the replication account's host part: the namespace's Service domain.
+	replHost := "%." + specs.NamespaceDomain(d, specs.DefaultClusterDomain)
 	onPrimary, onReplica := myOpen(t, primary, database), myOpen(t, replica, database)
 	var c mysql.Client
 	// gtidExecuted is the server's @@global.gtid_executed, as text and parsed.
@@ -668,7 +675,7 @@ func testMySQLClient(t *testing.T, ns, db string) {
 	t.Run("Observe", func(t *testing.T) {
 		ctx := t.Context()
 		_, before := gtidExecuted(t, onPrimary)
-		st, err := c.Observe(ctx, primary, []string{replUser, "e2e_absent"})
+		st, err := c.Observe(ctx, primary, replHost, []string{replUser, "e2e_absent"})
 		require.NoError(t, err)
 		_, after := gtidExecuted(t, onPrimary)
 		require.False(t, st.ReadOnly)
@@ -692,7 +699,7 @@ func testMySQLClient(t *testing.T, ns, db string) {
 		require.False(t, beforeSet.Contains(written))
 
 		eventually(t, time.Minute, func() error {
-			if st, err = c.Observe(ctx, replica, []string{replUser}); err != nil {
+			if st, err = c.Observe(ctx, replica, replHost, []string{replUser}); err != nil {
 				return err
 			}
 			if !st.Executed.Contains(written) {
@@ -719,14 +726,14 @@ func testMySQLClient(t *testing.T, ns, db string) {
 		ctx := t.Context()
 		wrong := primary
 		wrong.Password += "-wrong"
-		_, err := c.Observe(ctx, wrong, nil)
+		_, err := c.Observe(ctx, wrong, replHost, nil)
 		require.Error(t, err)
 		requireMyRefused(t, err)
 		require.True(t, mysql.IsAuthenticationFailure(err), "%v", err)
 
 		closed := primary
 		closed.Port = 1
-		_, err = c.Observe(ctx, closed, nil)
+		_, err = c.Observe(ctx, closed, replHost, nil)
 		require.Error(t, err)
 		require.False(t, mysql.IsAuthenticationFailure(err), "a refused TCP connection: %v", err)
 
@@ -740,25 +747,27 @@ func testMySQLClient(t *testing.T, ns, db string) {
 		ctx := t.Context()
 		const user = "e2e_replicator"
 		first, second := `e2e'first"\:1`, "e2e-second-2"
-		require.NoError(t, c.SetReplicationUser(ctx, primary, user, first))
+		// An account of any host first, which this test, on the node's address, logs in to.
+		require.NoError(t, c.SetReplicationUser(ctx, primary, user, "%", first))
 		// mysql.user's REPLICATION SLAVE column, the dynamic BACKUP_ADMIN in
-		// mysql.global_grants, and no static privilege besides.
-		privileges := func(on *sql.DB) string {
+		// mysql.global_grants, and no static privilege besides, of user's one account.
+		privileges := func(on *sql.DB, host string) string {
 			t.Helper()
-			var repl, sel, super, backup string
-			require.NoError(t, on.QueryRowContext(ctx, `SELECT Repl_slave_priv, Select_priv, Super_priv,
+			var hosts, repl, sel, super, backup string
+			require.NoError(t, on.QueryRowContext(ctx, `SELECT (SELECT GROUP_CONCAT(Host) FROM mysql.user WHERE User = u.User),
+				Repl_slave_priv, Select_priv, Super_priv,
 				(SELECT GROUP_CONCAT(PRIV ORDER BY PRIV) FROM mysql.global_grants WHERE USER = u.User AND HOST = u.Host)
-				FROM mysql.user u WHERE User = ? AND Host = '%'`, user).Scan(&repl, &sel, &super, &backup))
-			return strings.Join([]string{repl, sel, super, backup}, " ")
+				FROM mysql.user u WHERE User = ? AND Host = ?`, user, host).Scan(&hosts, &repl, &sel, &super, &backup))
+			return strings.Join([]string{hosts, repl, sel, super, backup}, " ")
 		}
-		require.Equal(t, "Y N N BACKUP_ADMIN", privileges(onPrimary))
+		require.Equal(t, "% Y N N BACKUP_ADMIN", privileges(onPrimary, "%"))
 		who, err := myLogin(ctx, t, primary, user, first)
 		require.NoError(t, err)
 		require.Equal(t, user+"@%", who)
 
 		// An account that exists gets the new password, on the replica too (the binary log).
-		require.NoError(t, c.SetReplicationUser(ctx, primary, user, second))
-		require.Equal(t, "Y N N BACKUP_ADMIN", privileges(onPrimary))
+		require.NoError(t, c.SetReplicationUser(ctx, primary, user, "%", second))
+		require.Equal(t, "% Y N N BACKUP_ADMIN", privileges(onPrimary, "%"))
 		_, err = myLogin(ctx, t, primary, user, second)
 		require.NoError(t, err)
 		_, err = myLogin(ctx, t, primary, user, first)
@@ -767,7 +776,49 @@ func testMySQLClient(t *testing.T, ns, db string) {
 			_, err := myLogin(ctx, t, replica, user, second)
 			return err
 		})
-		require.Equal(t, "Y N N BACKUP_ADMIN", privileges(onReplica))
+		require.Equal(t, "% Y N N BACKUP_ADMIN", privileges(onReplica, "%"))
+
+		// Another host: the account of that host is made and the other dropped, on the
+		// replica too, and the node's address, no name of the namespace, is refused.
+		require.NoError(t, c.SetReplicationUser(ctx, primary, user, replHost, second))
+		require.Equal(t, replHost+" Y N N BACKUP_ADMIN", privileges(onPrimary, replHost))
+		_, err = myLogin(ctx, t, primary, user, second)
+		requireMyRefused(t, err)
+		eventually(t, time.Minute, func() error {
+			var hosts string
+			if err := onReplica.QueryRowContext(ctx, `SELECT GROUP_CONCAT(Host) FROM mysql.user WHERE User = ?`, user).Scan(&hosts); err != nil {
+				return err
+			}
+			if hosts != replHost {
+				return fmt.Errorf("the replica has %s@%s", user, hosts)
+			}
+			return nil
+		})
+	})
+
+	t.Run("SetSuperuserHosts", func(t *testing.T) {
+		ctx := t.Context()
+		// The address this test connects from, as the server sees it.
+		var from string
+		require.NoError(t, onPrimary.QueryRowContext(ctx, `SELECT SUBSTRING_INDEX(USER(), '@', -1)`).Scan(&from))
+		rootHosts := func() string {
+			t.Helper()
+			var hosts string
+			require.NoError(t, onPrimary.QueryRowContext(ctx, `SELECT GROUP_CONCAT(Host ORDER BY Host) FROM mysql.user WHERE User = ?`, mysql.RootUser).Scan(&hosts))
+			return hosts
+		}
+		// Hosts the connection does not come from: refused, and root keeps the account it
+		// logs in through.
+		const elsewhere = "192.0.2.1"
+		err := c.SetSuperuserHosts(ctx, primary, []string{elsewhere})
+		require.ErrorContains(t, err, "authenticates as root@"+from)
+		require.Contains(t, rootHosts(), from)
+		who, err := myLogin(ctx, t, primary, mysql.RootUser, primary.Password)
+		require.NoError(t, err)
+		require.Equal(t, mysql.RootUser+"@"+from, who)
+		// Its own address: root's accounts are that one and localhost's.
+		require.NoError(t, c.SetSuperuserHosts(ctx, primary, []string{from}))
+		require.Equal(t, strings.Join(slices.Sorted(slices.Values([]string{from, "localhost"})), ","), rootHosts())
 	})
 
 	t.Run("SetSource", func(t *testing.T) {
@@ -794,7 +845,7 @@ func testMySQLClient(t *testing.T, ns, db string) {
 			}
 			return nil
 		})
-		st, err := c.Observe(ctx, replica, nil)
+		st, err := c.Observe(ctx, replica, replHost, nil)
 		require.NoError(t, err)
 		require.False(t, st.Source.Streaming(), "%+v", st.Source)
 		require.Contains(t, st.Source.LastError, "Access denied")
@@ -831,7 +882,7 @@ func testMySQLClient(t *testing.T, ns, db string) {
 		require.NoError(t, onReplica.QueryRowContext(ctx, `SELECT @@global.read_only, @@global.super_read_only,
 			(SELECT count(*) FROM performance_schema.replication_connection_configuration WHERE CHANNEL_NAME = '')`).Scan(&readOnly, &superReadOnly, &channels))
 		require.Equal(t, [3]int{0, 0, 0}, [3]int{readOnly, superReadOnly, channels}, "read_only, super_read_only, channels")
-		st, err := c.Observe(ctx, replica, nil)
+		st, err := c.Observe(ctx, replica, replHost, nil)
 		require.NoError(t, err)
 		require.False(t, st.ReadOnly)
 		require.Nil(t, st.Source)

@@ -76,7 +76,7 @@ spec:
 	var conn examplev1.DatabaseConnection
 	require.NoError(t, json.Unmarshal([]byte(out), &conn))
 	require.Equal(t, "DatabaseConnection", conn.Kind)
-	require.Equal(t, "shop."+ns+".svc", conn.Host)
+	require.Equal(t, "shop."+ns+".svc.cluster.local", conn.Host)
 	require.Equal(t, int32(27017), conn.Port)
 	require.Equal(t, "shop-credentials", conn.SecretName)
 	require.True(t, conn.Ready)

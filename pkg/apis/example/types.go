@@ -238,12 +238,14 @@ type DatabaseConnection struct {
 
 	// Engine is the Database's spec.engine.
 	Engine Engine
-	// Host is the client Service's DNS name, "<name>.<namespace>.svc".
+	// Host is the client Service's fully qualified DNS name,
+	// "<name>.<namespace>.svc.<cluster domain>".
 	Host string
 	// Port is the engine's TCP port.
 	Port int32
-	// ReadHost is the read Service's DNS name, "<name>-read.<namespace>.svc",
-	// while the engine replicates and spec.replicas is above 1; else empty.
+	// ReadHost is the read Service's fully qualified DNS name,
+	// "<name>-read.<namespace>.svc.<cluster domain>", while the engine
+	// replicates and spec.replicas is above 1; else empty.
 	ReadHost string
 	// Database is the database created at initialisation; empty for MongoDB.
 	Database string

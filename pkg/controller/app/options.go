@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"regexp"
 	"strconv"
@@ -37,6 +38,7 @@ import (
 	"k8s.io/component-base/term"
 
 	"example.com/database-apiserver/pkg/controller/database"
+	"example.com/database-apiserver/pkg/controller/specs"
 	"example.com/database-apiserver/pkg/generated/clientset/versioned"
 
 	// JSON log format (--logging-format=json).
@@ -104,6 +106,14 @@ type Options struct {
 	// from instead of the catalog's: "registry.example:5000/mirror" runs
 	// "registry.example:5000/mirror/postgres:15" for "postgres:15".
 	ImageRegistry string
+	// ClusterDomain is the cluster's DNS domain (the kubelets' --cluster-domain): the hosts
+	// of the credentials Secrets, the standbys' primary and the replica set members are
+	// fully qualified names under it.
+	ClusterDomain string
+	// SuperuserSources are the address ranges (CIDR; an address alone is a range of one)
+	// the controller's connections to the database servers come from: the engines'
+	// superusers log in over the network from these only. Empty: from any address.
+	SuperuserSources []string
 	// Logs is the logging configuration (format, verbosity, ...).
 	Logs *logsapi.LoggingConfiguration
 	// FeatureGates holds the logging feature gates (--feature-gates).
@@ -149,6 +159,7 @@ func NewOptions() *Options {
 			ResourceNamespace: DefaultLeaseNamespace,
 		},
 		Workers:        DefaultWorkers,
+		ClusterDomain:  specs.DefaultClusterDomain,
 		ResyncPeriod:   10 * time.Minute,
 		SecureServing:  secureServing,
 		Authentication: authentication,
@@ -169,6 +180,13 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 			"The default Lease name becomes "+DefaultLeaseName+"-<namespace>, so one controller per namespace can run side by side.")
 	fs.StringVar(&o.ImageRegistry, "image-registry", o.ImageRegistry,
 		"Registry and path to pull the database images from instead of the catalog's (e.g. registry.example:5000/mirror: postgres:15 becomes registry.example:5000/mirror/postgres:15), for a mirrored or air-gapped cluster.")
+	fs.StringVar(&o.ClusterDomain, "cluster-domain", o.ClusterDomain,
+		"The cluster's DNS domain (the kubelets' --cluster-domain). The hosts of the credentials Secrets, the standbys' primary and the replica set members are fully qualified names under it (<service>.<namespace>.svc.<domain>), which no Service of another namespace can answer for.")
+	fs.StringSliceVar(&o.SuperuserSources, "superuser-sources", o.SuperuserSources,
+		"Address ranges (CIDR, or single addresses) the controller's connections to the database servers come from, comma-separated. "+
+			"The engines' superusers (PostgreSQL's postgres, MySQL's root) log in over the network from these only; empty: from any address. "+
+			"IPv6 is taken as single addresses only (MySQL's accounts take no IPv6 netmask). "+
+			"A change rolls the PostgreSQL Pods out (their client authentication rules) and changes MySQL's root accounts on the primary.")
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod,
 		"How often every Database is reconciled again without a change (0 turns resyncs off).")
 
@@ -235,6 +253,12 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--namespace %q: %s", ns, msg))
 		}
 	}
+	for _, msg := range validation.IsDNS1123Subdomain(o.ClusterDomain) {
+		errs = append(errs, fmt.Errorf("--cluster-domain %q: %s", o.ClusterDomain, msg))
+	}
+	if _, err := o.SuperuserPrefixes(); err != nil {
+		errs = append(errs, err)
+	}
 	if r := o.ImageRegistry; r != "" && !registryPattern.MatchString(r) {
 		errs = append(errs, fmt.Errorf("--image-registry must be a registry host, optionally with a port and a path (registry.example:5000/mirror), without a scheme, tag or digest, got %q", r))
 	}
@@ -270,6 +294,28 @@ func (o *Options) Validate() error {
 		}
 	}
 	return utilerrors.NewAggregate(errs)
+}
+
+// SuperuserPrefixes is SuperuserSources as address ranges, an address alone as the range of
+// that address only, each with its address masked. It fails on anything but an address or
+// a CIDR range, and on an IPv6 range of more than one address.
+func (o *Options) SuperuserPrefixes() ([]netip.Prefix, error) {
+	var prefixes []netip.Prefix
+	for _, v := range o.SuperuserSources {
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			addr, aerr := netip.ParseAddr(v)
+			if aerr != nil || addr.Zone() != "" {
+				return nil, fmt.Errorf("--superuser-sources: %q is neither an IP address nor a CIDR range (10.0.0.1, 10.0.0.0/24)", v)
+			}
+			p = netip.PrefixFrom(addr, addr.BitLen())
+		}
+		if p.Addr().Is6() && p.Bits() != 128 {
+			return nil, fmt.Errorf("--superuser-sources: %q: an IPv6 range must be a single address (/128): MySQL's accounts take no IPv6 netmask", v)
+		}
+		prefixes = append(prefixes, p.Masked())
+	}
+	return prefixes, nil
 }
 
 // Config is what Run needs, built from Options: the clients and the options themselves.

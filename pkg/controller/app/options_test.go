@@ -2,6 +2,7 @@ package app
 
 import (
 	"io"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -39,6 +40,10 @@ func TestDefaultsElectOnTheLeaseInDatabaseSystem(t *testing.T) {
 	require.True(t, o.Authorization.RemoteKubeConfigFileOptional)
 	require.Equal(t, "application/vnd.kubernetes.protobuf", o.ClientConnection.ContentType)
 	require.False(t, o.EnableProfiling)
+	require.Equal(t, "cluster.local", o.ClusterDomain)
+	sources, err := o.SuperuserPrefixes()
+	require.NoError(t, err)
+	require.Empty(t, sources, "the superusers from any address")
 }
 
 func TestFlagsSetOptions(t *testing.T) {
@@ -88,6 +93,12 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{[]string{"--image-registry=https://registry.example"}, "--image-registry must be a registry host"},
 		{[]string{"--image-registry=registry.example/mirror/postgres:15"}, "--image-registry must be a registry host"},
 		{[]string{"--image-registry=Registry.Example"}, "--image-registry must be a registry host"},
+		{[]string{"--cluster-domain=Cluster_Local"}, `--cluster-domain "Cluster_Local"`},
+		{[]string{"--cluster-domain="}, `--cluster-domain ""`},
+		{[]string{"--superuser-sources=10.0.0.0/33"}, `--superuser-sources: "10.0.0.0/33" is neither an IP address nor a CIDR range`},
+		{[]string{"--superuser-sources=controller.example"}, `--superuser-sources: "controller.example" is neither`},
+		{[]string{"--superuser-sources=fe80::1%eth0"}, `--superuser-sources: "fe80::1%eth0" is neither`},
+		{[]string{"--superuser-sources=fd00::/64"}, `--superuser-sources: "fd00::/64": an IPv6 range must be a single address (/128)`},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			err := parse(t, tc.args...).Validate()
@@ -125,4 +136,18 @@ func TestImageRegistryTakesHostsPortsAndPaths(t *testing.T) {
 	for _, r := range []string{"", "registry.example", "10.0.0.1:5000", "registry.example:5000/mirror/", "r.example/a/b-c.d_e"} {
 		require.NoError(t, parse(t, "--image-registry="+r).Validate(), r)
 	}
+}
+
+// --superuser-sources takes CIDR ranges and single addresses (a range of one), masked;
+// --cluster-domain a DNS subdomain.
+func TestSuperuserSourcesAndClusterDomain(t *testing.T) {
+	o := parse(t, "--superuser-sources=10.245.0.1,10.244.7.9/16,fd00::7", "--superuser-sources=192.168.0.0/24", "--cluster-domain=corp.example.test")
+	require.NoError(t, o.Validate())
+	require.Equal(t, "corp.example.test", o.ClusterDomain)
+	sources, err := o.SuperuserPrefixes()
+	require.NoError(t, err)
+	require.Equal(t, []netip.Prefix{
+		netip.MustParsePrefix("10.245.0.1/32"), netip.MustParsePrefix("10.244.0.0/16"),
+		netip.MustParsePrefix("fd00::7/128"), netip.MustParsePrefix("192.168.0.0/24"),
+	}, sources)
 }

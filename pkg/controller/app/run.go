@@ -113,10 +113,12 @@ func (c *Config) newTerm(ctx context.Context) (*controllerTerm, error) {
 	// With --namespace every informer is scoped to it; unset, Namespace is metav1.NamespaceAll.
 	kubeInformers := database.NewKubeInformerFactory(c.Kube, o.ResyncPeriod, o.Namespace)
 	databaseInformers := database.NewDatabaseInformerFactory(c.Databases, o.ResyncPeriod, o.Namespace)
+	// Validate refused what SuperuserPrefixes fails on.
+	sources, _ := o.SuperuserPrefixes()
 	controller, err := database.NewController(eventsCtx, c.Kube, c.Databases, kubeInformers, databaseInformers,
 		// The release records live in the controller's own namespace, the Lease's.
 		database.Options{Instances: postgres.Client{}, MySQL: mysql.Client{}, MongoDB: mongodb.Client{}, ImageRegistry: o.ImageRegistry,
-			ControllerNamespace: o.LeaderElection.ResourceNamespace})
+			ClusterDomain: o.ClusterDomain, SuperuserSources: sources, ControllerNamespace: o.LeaderElection.ResourceNamespace})
 	if err != nil {
 		stopEvents()
 		return nil, err

@@ -66,7 +66,7 @@ func TestAnOldPostgreSQLSecretGetsAnApplicationRole(t *testing.T) {
 	password := string(migrated.Data["password"])
 	require.GreaterOrEqual(t, len(password), 24)
 	require.NotEqual(t, superuserPassword, password)
-	require.Equal(t, "postgresql://app:"+password+"@my-database.production.svc:5432/my_database", string(migrated.Data["uri"]))
+	require.Equal(t, "postgresql://app:"+password+"@my-database.production.svc.cluster.local:5432/my_database", string(migrated.Data["uri"]))
 	require.Contains(t, f.events(), "Normal Updated Secret my-database-credentials: the superuser's credentials moved to superuser-username and superuser-password; username is the application user app")
 	for _, s := range fi.servers {
 		require.Equal(t, "postgres", s.User, "the servers are asked as the superuser meanwhile")
@@ -88,8 +88,8 @@ func TestOldMySQLAndMongoDBSecretsKeepTheirUser(t *testing.T) {
 		version, user, uri string
 		superuser          string
 	}{
-		{examplev1.EngineMySQL, "8.4", "admin", "mysql://admin:old@my-database.production.svc:3306/my_database", "root"},
-		{examplev1.EngineMongoDB, "7.0", "admin", "mongodb://admin:old@my-database.production.svc:27017/?authSource=admin", "admin"},
+		{examplev1.EngineMySQL, "8.4", "admin", "mysql://admin:old@my-database.production.svc.cluster.local:3306/my_database", "root"},
+		{examplev1.EngineMongoDB, "7.0", "admin", "mongodb://admin:old@my-database.production.svc.cluster.local:27017/?authSource=admin", "admin"},
 	} {
 		t.Run(string(tc.engine), func(t *testing.T) {
 			db := exampleDatabase()

@@ -82,15 +82,9 @@ type fixture struct {
 	recorder *record.FakeRecorder
 	clock    *clocktesting.FakePassiveClock
 	r        *database.Reconciler
-	// instances is the Reconciler's Instances: nil for newFixture, the test's for
-	// newFixtureWith.
-	instances database.Instances
-	// imageRegistry is the Reconciler's ImageRegistry option, set like instances.
-	imageRegistry string
-	// mysql is the Reconciler's MySQL option, set like instances.
-	mysql   database.MySQLInstances
-	mongodb database.MongoDBInstances
-
+	// options are the Reconciler's Options, for a Reconciler that replaces it
+	// (restartController).
+	options  database.Options
 	indexers map[schema.GroupVersionResource]cache.Indexer
 	// pinned overrides what sync puts in the listers for these objects (by resource and
 	// name): a stale copy, or nil for an object the informer has not delivered yet.
@@ -116,17 +110,14 @@ func newFixtureWith(t *testing.T, instances database.Instances, db *examplev1.Da
 func newFixtureWithOptions(t *testing.T, options database.Options, db *examplev1.Database, kubeObjects ...runtime.Object) *fixture {
 	t.Helper()
 	f := &fixture{
-		t:             t,
-		instances:     options.Instances,
-		imageRegistry: options.ImageRegistry,
-		mysql:         options.MySQL,
-		mongodb:       options.MongoDB,
-		kube:          kubefake.NewClientset(kubeObjects...),
-		recorder:      record.NewFakeRecorder(100),
-		clock:         clocktesting.NewFakePassiveClock(start),
-		indexers:      map[schema.GroupVersionResource]cache.Indexer{},
-		pinned:        map[schema.GroupVersionResource]map[string]runtime.Object{},
-		recording:     true,
+		t:         t,
+		options:   options,
+		kube:      kubefake.NewClientset(kubeObjects...),
+		recorder:  record.NewFakeRecorder(100),
+		clock:     clocktesting.NewFakePassiveClock(start),
+		indexers:  map[schema.GroupVersionResource]cache.Indexer{},
+		pinned:    map[schema.GroupVersionResource]map[string]runtime.Object{},
+		recording: true,
 	}
 	if db != nil {
 		f.dbs = dbfake.NewClientset(db)
@@ -471,5 +462,5 @@ func (f *fixture) newReconciler() {
 		Pods:                   corelisters.NewPodLister(f.indexers[pods]),
 		PersistentVolumeClaims: f.indexers[claims],
 		Events:                 f.indexers[events],
-	}, f.recorder, f.clock, database.Options{Instances: f.instances, MySQL: f.mysql, MongoDB: f.mongodb, ImageRegistry: f.imageRegistry})
+	}, f.recorder, f.clock, f.options)
 }

@@ -67,6 +67,7 @@ func (r *Reconciler) sync(ctx context.Context, db *examplev1.Database) (observat
 		return p.halted(observation{}, specFailure(err)), nil
 	}
 	desired.Image = specs.ImageFrom(r.options.ImageRegistry, desired.Image)
+	desired.ClusterDomain, desired.SuperuserSources = r.clusterDomain(), r.options.SuperuserSources
 	p.desired, p.wantStatefulSet = desired, specs.StatefulSet(db, desired)
 	obs, err := p.run(ctx)
 	if obs.failure == nil {

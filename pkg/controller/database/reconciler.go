@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -128,6 +129,14 @@ type Options struct {
 	// catalog's ("registry.example:5000/mirror": specs.ImageFrom), for a mirrored or
 	// air-gapped cluster.
 	ImageRegistry string
+	// ClusterDomain is the cluster's DNS domain, which the names of the Secret's hosts, the
+	// standbys' primary and the replica set members end with (specs.ServiceHost). Empty is
+	// specs.DefaultClusterDomain.
+	ClusterDomain string
+	// SuperuserSources are the address ranges the Reconciler's connections to the servers
+	// come from: the engines' superusers log in over the network from these only
+	// (specs.PostgreSQLHBA, MySQL's root accounts). None: from any address.
+	SuperuserSources []netip.Prefix
 	// ControllerNamespace is the controller's own namespace, which tenants cannot write:
 	// it holds the release records (ReleasedRecordName), and a Database's NetworkPolicy
 	// admits the Pods labelled specs.ControllerPodLabels there. Empty is

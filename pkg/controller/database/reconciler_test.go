@@ -136,13 +136,13 @@ func TestChildrenFollowTheEngineRecipes(t *testing.T) {
 		volume    []string
 	}{
 		{examplev1.EnginePostgreSQL, "14.5", "postgres:14.5", 5432, "/var/lib/postgresql/data",
-			regexp.MustCompile(`^postgresql://app:([A-Za-z0-9_-]+)@my-database\.production\.svc:5432/my_database$`), true, "postgres", nil},
+			regexp.MustCompile(`^postgresql://app:([A-Za-z0-9_-]+)@my-database\.production\.svc\.cluster\.local:5432/my_database$`), true, "postgres", nil},
 		{examplev1.EnginePostgreSQL, "18", "postgres:18", 5432, "/var/lib/postgresql/data",
-			regexp.MustCompile(`^postgresql://app:([A-Za-z0-9_-]+)@my-database\.production\.svc:5432/my_database$`), true, "postgres", nil},
+			regexp.MustCompile(`^postgresql://app:([A-Za-z0-9_-]+)@my-database\.production\.svc\.cluster\.local:5432/my_database$`), true, "postgres", nil},
 		{examplev1.EngineMySQL, "8.4", "mysql:8.4", 3306, "/var/lib/mysql",
-			regexp.MustCompile(`^mysql://admin:([A-Za-z0-9_-]+)@my-database\.production\.svc:3306/my_database$`), true, "root", []string{"superuser-password", "password"}},
+			regexp.MustCompile(`^mysql://admin:([A-Za-z0-9_-]+)@my-database\.production\.svc\.cluster\.local:3306/my_database$`), true, "root", []string{"superuser-password", "password"}},
 		{examplev1.EngineMongoDB, "7.0", "mongo:7.0", 27017, "/data/db",
-			regexp.MustCompile(`^mongodb://app:([A-Za-z0-9_-]+)@my-database\.production\.svc:27017/my_database\?authSource=my_database$`), true, "admin", []string{"superuser-password", "password"}},
+			regexp.MustCompile(`^mongodb://app:([A-Za-z0-9_-]+)@my-database\.production\.svc\.cluster\.local:27017/my_database\?authSource=my_database$`), true, "admin", []string{"superuser-password", "password"}},
 	} {
 		t.Run(tc.image, func(t *testing.T) {
 			db := exampleDatabase()
@@ -287,7 +287,7 @@ func TestChildrenFollowTheEngineRecipes(t *testing.T) {
 			require.NotEqual(t, password, string(secret.Data["superuser-password"]), "the superuser has a password of its own")
 			require.NotContains(t, string(secret.Data["uri"]), string(secret.Data["superuser-password"]), "no URI is the superuser's")
 			require.Equal(t, "my_database", string(secret.Data["database"]))
-			require.Equal(t, "my-database.production.svc", string(secret.Data["host"]))
+			require.Equal(t, "my-database.production.svc.cluster.local", string(secret.Data["host"]))
 			require.Equal(t, strconv.Itoa(int(tc.port)), string(secret.Data["port"]))
 
 			pdb, err := f.kube.Tracker().Get(pdbs, namespace, name)
@@ -327,7 +327,7 @@ func serverDefaults(f *fixture) {
 		c.TerminationMessagePath = corev1.TerminationMessagePathDefault
 		c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
 	}
-	sts.Spec.Template.Annotations = map[string]string{"kubectl.kubernetes.io/restartedAt": "2026-03-01T12:00:00Z"}
+	metav1.SetMetaDataAnnotation(&sts.Spec.Template.ObjectMeta, "kubectl.kubernetes.io/restartedAt", "2026-03-01T12:00:00Z")
 	require.NoError(f.t, f.kube.Tracker().Update(statefulSets, sts, namespace))
 
 	for _, n := range []string{"my-database", "my-database-headless", "my-database-read"} {
@@ -728,11 +728,11 @@ func TestExistingSecretIsNeverRegenerated(t *testing.T) {
 	// current is the Secret of the example Database (PostgreSQL, three replicas) as the
 	// Reconciler keeps it, with the application user's password "kept", the superuser's
 	// "su-kept" and the replication password "repl-kept".
-	current := map[string]string{"username": "app", "password": "kept", "host": "my-database.production.svc", "port": "5432",
+	current := map[string]string{"username": "app", "password": "kept", "host": "my-database.production.svc.cluster.local", "port": "5432",
 		"superuser-username": "postgres", "superuser-password": "su-kept",
-		"database": "my_database", "uri": "postgresql://app:kept@my-database.production.svc:5432/my_database",
-		"replication-username": "replicator", "replication-password": "repl-kept", "read-host": "my-database-read.production.svc",
-		"read-uri": "postgresql://app:kept@my-database-read.production.svc:5432/my_database"}
+		"database": "my_database", "uri": "postgresql://app:kept@my-database.production.svc.cluster.local:5432/my_database",
+		"replication-username": "replicator", "replication-password": "repl-kept", "read-host": "my-database-read.production.svc.cluster.local",
+		"read-uri": "postgresql://app:kept@my-database-read.production.svc.cluster.local:5432/my_database"}
 	with := func(change map[string]string, remove ...string) map[string]string {
 		m := maps.Clone(current)
 		maps.Copy(m, change)
@@ -770,16 +770,25 @@ func TestExistingSecretIsNeverRegenerated(t *testing.T) {
 		secret: ours(with(map[string]string{"password": "edited", "host": "h", "port": "1", "database": "d", "uri": "postgresql://app:old@h:1/d",
 			"read-host": "r", "read-uri": "postgresql://app:old@r:1/d"})),
 		actions: append([]string{"update databases my-database", "update secrets my-database-credentials"}, rest...),
-		data: with(map[string]string{"password": "edited", "uri": "postgresql://app:edited@my-database.production.svc:5432/my_database",
-			"read-uri": "postgresql://app:edited@my-database-read.production.svc:5432/my_database"}),
+		data: with(map[string]string{"password": "edited", "uri": "postgresql://app:edited@my-database.production.svc.cluster.local:5432/my_database",
+			"read-uri": "postgresql://app:edited@my-database-read.production.svc.cluster.local:5432/my_database"}),
 		phase: examplev1.DatabasePhaseProvisioning,
+	}, {
+		// A Secret written when the hosts were partial names, which a resolver tries through
+		// its search list first: the hosts and URIs become the fully qualified names.
+		name: "hosts of partial names: fully qualified",
+		secret: ours(with(map[string]string{"host": "my-database.production.svc", "uri": "postgresql://app:kept@my-database.production.svc:5432/my_database",
+			"read-host": "my-database-read.production.svc", "read-uri": "postgresql://app:kept@my-database-read.production.svc:5432/my_database"})),
+		actions: append([]string{"update databases my-database", "update secrets my-database-credentials"}, rest...),
+		data:    current,
+		phase:   examplev1.DatabasePhaseProvisioning,
 	}, {
 		name: "missing keys that follow from the credentials: filled",
 		secret: ours(map[string]string{"username": "someone", "password": "kept", "replication-password": "repl-kept",
 			"superuser-username": "postgres", "superuser-password": "su-kept"}),
 		actions: append([]string{"update databases my-database", "update secrets my-database-credentials"}, rest...),
-		data: with(map[string]string{"username": "someone", "uri": "postgresql://someone:kept@my-database.production.svc:5432/my_database",
-			"read-uri": "postgresql://someone:kept@my-database-read.production.svc:5432/my_database"}),
+		data: with(map[string]string{"username": "someone", "uri": "postgresql://someone:kept@my-database.production.svc.cluster.local:5432/my_database",
+			"read-uri": "postgresql://someone:kept@my-database-read.production.svc.cluster.local:5432/my_database"}),
 		phase: examplev1.DatabasePhaseProvisioning,
 	}, {
 		// A Secret from before replication was set up: the primary's role is created with
@@ -1127,6 +1136,25 @@ func TestDatabaseDeletedWhileReconciledIsRoutine(t *testing.T) {
 }
 
 // With an image registry, the Pods pull the catalog's image from it, the setup container too.
+// The hosts the Secret gives clients and the primary the standbys follow are fully qualified
+// names under the Reconciler's cluster domain, specs.DefaultClusterDomain without one.
+func TestHostsAreFullyQualifiedInTheClusterDomain(t *testing.T) {
+	for domain, want := range map[string]string{"": "cluster.local", "corp.example.test": "corp.example.test"} {
+		f := newFixtureWithOptions(t, database.Options{ClusterDomain: domain}, exampleDatabase())
+		_, err := f.reconcile()
+		require.NoError(t, err)
+		secret := f.secret()
+		require.Equal(t, "my-database.production.svc."+want, string(secret.Data["host"]), domain)
+		require.Equal(t, "my-database-read.production.svc."+want, string(secret.Data["read-host"]), domain)
+		require.Contains(t, string(secret.Data["uri"]), "@my-database.production.svc."+want+":5432/", domain)
+		env := map[string]string{}
+		for _, e := range f.statefulSet().Spec.Template.Spec.InitContainers[0].Env {
+			env[e.Name] = e.Value
+		}
+		require.Equal(t, "my-database.production.svc."+want, env["PRIMARY_HOST"], domain)
+	}
+}
+
 func TestImageRegistryPrefixesTheCatalogsImage(t *testing.T) {
 	f := newFixtureWithOptions(t, database.Options{ImageRegistry: "registry.example:5000/mirror"}, exampleDatabase())
 	_, err := f.reconcile()

@@ -45,6 +45,15 @@ func (r *Reconciler) controllerNamespace() string {
 	return DefaultControllerNamespace
 }
 
+// clusterDomain is the cluster's DNS domain, Options.ClusterDomain or
+// specs.DefaultClusterDomain.
+func (r *Reconciler) clusterDomain() string {
+	if r.options.ClusterDomain != "" {
+		return r.options.ClusterDomain
+	}
+	return specs.DefaultClusterDomain
+}
+
 // recordEntry is the value a release record holds for an object of kind named name.
 func recordEntry(kind, name string) string { return kind + " " + name }
 

@@ -230,7 +230,7 @@ func (p *pass) initiate(ctx context.Context, set *mongoReplicaSet, members []*me
 		return nil
 	}
 	db, m := p.db, members[i]
-	host := mongodb.Host(specs.PodHost(db, m.name), p.desired.Recipe.Port)
+	host := mongodb.Host(specs.PodHost(db, p.desired.ClusterDomain, m.name), p.desired.Recipe.Port)
 	if err := set.instances.Initiate(ctx, server(m).mongodb(), specs.ReplicaSetName(db), host); err != nil {
 		p.r.event(ctx, db, corev1.EventTypeWarning, ReasonReconcileError, "Initiating replica set %s on %s failed: %v", specs.ReplicaSetName(db), m.name, err)
 		return nil
@@ -242,7 +242,9 @@ func (p *pass) initiate(ctx context.Context, set *mongoReplicaSet, members []*me
 // syncMembers makes the configuration of the primary (reached at e) one step closer
 // (mongodb.NextConfig) to the members it should have: the Pods of ordinals below replicas
 // that answered or are members already, and the primary, with preferred of the highest
-// priority. It records the members of the configuration it leaves in place
+// priority. A configuration that names a Pod by another name of its headless Service (one
+// not fully qualified, or of another cluster domain) is first renamed, in a step of its own
+// (mongodb.RenameMembers). It records the members of the configuration it leaves in place
 // (ReplicaSetMembersAnnotation).
 func (p *pass) syncMembers(ctx context.Context, set *mongoReplicaSet, e endpoint, primary *member, members []*member, replicas int32, preferred string) error {
 	db, port := p.db, p.desired.Recipe.Port
@@ -250,7 +252,26 @@ func (p *pass) syncMembers(ctx context.Context, set *mongoReplicaSet, e endpoint
 	if cfg == nil {
 		return nil
 	}
-	host := func(pod string) string { return mongodb.Host(specs.PodHost(db, pod), port) }
+	host := func(pod string) string { return mongodb.Host(specs.PodHost(db, p.desired.ClusterDomain, pod), port) }
+	if renamed, changed := mongodb.RenameMembers(*cfg, func(h string) string {
+		// A member of another name for one of the Pods (a name not fully qualified, or of
+		// another cluster domain) gets the Pod's name.
+		if pod, _, _ := strings.Cut(h, "."); strings.HasPrefix(h, pod+"."+specs.HeadlessServiceName(db)+"."+db.Namespace+".svc") {
+			if _, ok := specs.PodOrdinal(db, pod); ok {
+				return host(pod)
+			}
+		}
+		return h
+	}); changed {
+		if err := set.instances.Reconfig(ctx, e.mongodb(), renamed); err != nil {
+			p.r.event(ctx, db, corev1.EventTypeWarning, ReasonReconcileError, "Renaming the members of replica set %s on %s (version %d: %s) failed: %v",
+				specs.ReplicaSetName(db), primary.name, renamed.Version, describeMembers(renamed), err)
+			return p.recordMembers(ctx, podsOf(*cfg))
+		}
+		p.r.event(ctx, db, corev1.EventTypeNormal, ReasonUpdated, "Renamed the members of replica set %s to their fully qualified names (version %d): %s",
+			specs.ReplicaSetName(db), renamed.Version, describeMembers(renamed))
+		return p.recordMembers(ctx, podsOf(renamed))
+	}
 	configured := map[string]bool{}
 	for _, m := range cfg.Members {
 		configured[m.Host] = true

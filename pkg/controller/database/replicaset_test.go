@@ -215,6 +215,37 @@ func TestMongoDBInitiatesOnTheFirstPodThenAddsTheOthersOneAtATime(t *testing.T) 
 	require.Equal(t, "every replica streams from my-database-0", condition(db, "Replicating").Message)
 }
 
+// A set whose configuration names its members by partial names (before the names were fully
+// qualified) is renamed in one reconfiguration, each member keeping its _id, priority and
+// votes, and then left alone.
+func TestMongoDBRenamesMembersToTheirFullyQualifiedNames(t *testing.T) {
+	f, fm := replicaSet(t, 3)
+	old := rsConfig(3, true, 0, 1, 2)
+	for i := range old.Members {
+		old.Members[i].Host = strings.Replace(old.Members[i].Host, ".svc.cluster.local:", ".svc:", 1)
+	}
+	fm.set(0, rsPrimary(0, 1, old, 0))
+	fm.set(1, rsSecondary(1, 1, old))
+	fm.set(2, rsSecondary(2, 1, old))
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, []string{"reconfig 10.0.0.1 v4 0:my-database-0:2:1,1:my-database-1:1:1,2:my-database-2:1:1"}, fm.recorded())
+	require.Equal(t, []string{mongoHost(0), mongoHost(1), mongoHost(2)},
+		[]string{fm.configs[0].Members[0].Host, fm.configs[0].Members[1].Host, fm.configs[0].Members[2].Host})
+	require.Equal(t, "my-database-1.my-database-headless.production.svc.cluster.local:27017", mongoHost(1))
+	require.Contains(t, f.events(), "Normal Updated Renamed the members of replica set my-database to their fully qualified names (version 4): "+
+		mongoHost(0)+" (priority 2), "+mongoHost(1)+" (priority 1), "+mongoHost(2)+" (priority 1)")
+
+	renamed := rsConfig(4, true, 0, 1, 2)
+	fm.set(0, rsPrimary(0, 1, renamed, 0))
+	fm.set(1, rsSecondary(1, 1, renamed))
+	fm.set(2, rsSecondary(2, 1, renamed))
+	fm.reset()
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Empty(t, fm.recorded())
+}
+
 // A member still in initial sync is reported not streaming with its state; a Pod whose server
 // has no configuration while the set has one is never initiated again: it is added instead.
 func TestMongoDBReportsMembersThatDoNotStreamAndNeverInitiatesTwice(t *testing.T) {

@@ -130,7 +130,7 @@ func heldReplicas(db *examplev1.Database, replicas, running int32, designated st
 // elected, which nothing acts on: it is taken as it is.
 func (p *pass) ensureReplicationConfigMap(ctx context.Context) (string, *halt, error) {
 	db := p.db
-	want := specs.ReplicationConfigMap(db, confirmedPrimary(db))
+	want := specs.ReplicationConfigMap(db, p.desired, confirmedPrimary(db))
 	cm, h, err := ensureChild(ctx, p, childOps[*corev1.ConfigMap]{
 		kind:   "ConfigMap",
 		name:   want.Name,
@@ -212,7 +212,7 @@ func switchoverMessage(from, to, what string) string {
 func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.StatefulSet, designated string, replicas, sts int32) (replication, error) {
 	db := p.db
 	rep := replication{primary: confirmedPrimary(db)}
-	r := p.r.replicatorFor(p.desired.Recipe.Engine)
+	r := p.replicator()
 	members, server, asked, err := p.members(ctx, sts, r)
 	if err != nil {
 		return rep, err

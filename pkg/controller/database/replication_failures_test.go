@@ -350,7 +350,19 @@ func TestAFailedMySQLWriteIsAskedAgainByTheNextPass(t *testing.T) {
 			},
 			"connection reset by peer",
 			nil,
-			[]string{"set-user 10.0.0.1 replicator"},
+			[]string{"set-user 10.0.0.1 " + replicationAccount},
+		},
+		{
+			"root's accounts on the primary (set superuser hosts)",
+			func(t *testing.T, _ *fixture, fm *fakeMySQL) {
+				st := mysqlPrimary(t, uuid0+":1-10")
+				st.SuperuserHosts = []string{"10.245.0.1"}
+				fm.set(0, st)
+				fm.failOn("set-superuser-hosts", "10.0.0.1", reset)
+			},
+			`give root the accounts of ["%"] on my-database-0: connection reset by peer`,
+			nil,
+			[]string{"set-superuser-hosts 10.0.0.1 %"},
 		},
 		{
 			"pointing a replica at the primary (set source)",
@@ -370,7 +382,7 @@ func TestAFailedMySQLWriteIsAskedAgainByTheNextPass(t *testing.T) {
 			},
 			"give standby my-database-2 the new replication password: connection reset by peer",
 			[]string{"Normal Updated Gave standby my-database-1 the new replication password"},
-			[]string{"set-user 10.0.0.1 replicator R2", "set-source 10.0.0.2 " + podHost(0) + " 3306 replicator R2", "set-source 10.0.0.3 " + podHost(0) + " 3306 replicator R2"},
+			[]string{"set-user 10.0.0.1 " + replicationAccount + " R2", "set-source 10.0.0.2 " + podHost(0) + " 3306 replicator R2", "set-source 10.0.0.3 " + podHost(0) + " 3306 replicator R2"},
 		},
 		{
 			"making a primary restarted read-only take writes again (promote)",

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -22,16 +23,18 @@ import (
 )
 
 // fakeMySQL plays the MySQL servers of a Database: Observe answers the State scripted for the
-// server's host (a Pod IP), or an error for a host with none; the other calls are recorded,
-// in order, and change nothing, or fail as scripted (failOn).
+// server's host (a Pod IP), or an error for a host with none, its Users the users of the
+// scripted "user@host" accounts of the host asked about; the other calls are recorded, in
+// order, and change nothing, or fail as scripted (failOn).
 type fakeMySQL struct {
 	mu      sync.Mutex
 	states  map[string]mysql.State
 	refused map[string]bool
 	// failures are the answers of the calls that fail, by "VERB HOST".
 	failures map[string]error
-	// calls are "set-user HOST USER PASSWORD", "set-source HOST SOURCE PORT USER PASSWORD"
-	// and "promote HOST"; servers their Servers.
+	// calls are "set-user HOST USER@ACCOUNTHOST PASSWORD", "set-superuser-hosts HOST
+	// ACCOUNTHOST...", "set-source HOST SOURCE PORT USER PASSWORD" and "promote HOST";
+	// servers their Servers.
 	calls   []string
 	servers []mysql.Server
 }
@@ -85,7 +88,7 @@ func (fm *fakeMySQL) record(s mysql.Server, call string) error {
 	return fm.failures[verbHost(call)]
 }
 
-func (fm *fakeMySQL) Observe(_ context.Context, s mysql.Server, users []string) (mysql.State, error) {
+func (fm *fakeMySQL) Observe(_ context.Context, s mysql.Server, host string, users []string) (mysql.State, error) {
 	fm.mu.Lock()
 	defer fm.mu.Unlock()
 	if fm.refused[s.Host] {
@@ -95,7 +98,13 @@ func (fm *fakeMySQL) Observe(_ context.Context, s mysql.Server, users []string) 
 	if !ok {
 		return mysql.State{}, fmt.Errorf("connect to %s: connection refused", s.Host)
 	}
-	st.Users = slices.DeleteFunc(slices.Clone(st.Users), func(u string) bool { return !slices.Contains(users, u) })
+	var have []string
+	for _, u := range users {
+		if slices.Contains(st.Users, u+"@"+host) {
+			have = append(have, u)
+		}
+	}
+	st.Users = have
 	if st.Source != nil {
 		src := *st.Source
 		st.Source = &src
@@ -103,8 +112,12 @@ func (fm *fakeMySQL) Observe(_ context.Context, s mysql.Server, users []string) 
 	return st, nil
 }
 
-func (fm *fakeMySQL) SetReplicationUser(_ context.Context, s mysql.Server, user, password string) error {
-	return fm.record(s, fmt.Sprintf("set-user %s %s %s", s.Host, user, password))
+func (fm *fakeMySQL) SetReplicationUser(_ context.Context, s mysql.Server, user, host, password string) error {
+	return fm.record(s, fmt.Sprintf("set-user %s %s@%s %s", s.Host, user, host, password))
+}
+
+func (fm *fakeMySQL) SetSuperuserHosts(_ context.Context, s mysql.Server, hosts []string) error {
+	return fm.record(s, "set-superuser-hosts "+s.Host+" "+strings.Join(hosts, " "))
 }
 
 func (fm *fakeMySQL) SetSource(_ context.Context, s mysql.Server, host string, port int32, user, password string) error {
@@ -126,10 +139,17 @@ func gtids(t *testing.T, s string) mysql.GTIDSet {
 }
 
 // podHost is the stable name of the example Database's Pod of ordinal.
-func podHost(ordinal int) string { return podName(ordinal) + ".my-database-headless.production.svc" }
+func podHost(ordinal int) string {
+	return podName(ordinal) + ".my-database-headless.production.svc.cluster.local"
+}
 
+// replicationAccount is the example Database's replication account, as the fake scripts it.
+const replicationAccount = "replicator@%.production.svc.cluster.local"
+
+// mysqlPrimary is a writable server with the replication account, and root's account of any
+// host, as the image makes it without MYSQL_ROOT_HOST.
 func mysqlPrimary(t *testing.T, executed string) mysql.State {
-	return mysql.State{Executed: gtids(t, executed), Users: []string{"replicator"}}
+	return mysql.State{Executed: gtids(t, executed), Users: []string{replicationAccount}, SuperuserHosts: []string{"%"}}
 }
 
 // mysqlReplica is a read-only server whose channel streams from the Pod of ordinal source
@@ -147,10 +167,17 @@ func mysqlReplica(t *testing.T, executed string, source int) mysql.State {
 // replication user given the Secret's password by an earlier pass.
 func replicatingMySQL(t *testing.T) (*fixture, *fakeMySQL) {
 	t.Helper()
+	return replicatingMySQLWith(t, database.Options{})
+}
+
+// replicatingMySQLWith is replicatingMySQL with the Reconciler's options but MySQL.
+func replicatingMySQLWith(t *testing.T, options database.Options) (*fixture, *fakeMySQL) {
+	t.Helper()
 	fm := newFakeMySQL()
 	db := exampleDatabase()
 	db.Spec.Engine, db.Spec.Version, db.Spec.Replicas = examplev1.EngineMySQL, "8.4", ptr.To[int32](3)
-	f := newFixtureWithOptions(t, database.Options{MySQL: fm}, db)
+	options.MySQL = fm
+	f := newFixtureWithOptions(t, options, db)
 	f.gracefulPodDeletion()
 	_, err := f.reconcile()
 	require.NoError(t, err)
@@ -170,7 +197,7 @@ func replicatingMySQL(t *testing.T) (*fixture, *fakeMySQL) {
 func TestMySQLBootstrapCreatesTheUserAndPointsANewReplicaAtThePrimary(t *testing.T) {
 	f, fm := replicatingMySQL(t)
 	// A primary without the replication user yet, a fresh clone without a channel.
-	fm.set(0, mysql.State{Executed: gtids(t, uuid0+":1-10")})
+	fm.set(0, mysql.State{Executed: gtids(t, uuid0+":1-10"), SuperuserHosts: []string{"%"}})
 	fm.set(1, mysqlReplica(t, uuid0+":1-10", -1))
 
 	_, err := f.reconcile()
@@ -178,7 +205,7 @@ func TestMySQLBootstrapCreatesTheUserAndPointsANewReplicaAtThePrimary(t *testing
 	secret := f.secret()
 	password := string(secret.Data["replication-password"])
 	require.Equal(t, []string{
-		"set-user 10.0.0.1 replicator " + password,
+		"set-user 10.0.0.1 replicator@%.production.svc.cluster.local " + password,
 		"set-source 10.0.0.2 " + podHost(0) + " 3306 replicator " + password,
 	}, fm.recorded(), "the user on the primary, then the replica without a channel; the one streaming is left alone")
 	require.Equal(t, mysql.Server{Host: "10.0.0.1", Port: 3306, User: "root", Password: string(secret.Data["superuser-password"])}, fm.servers[0],
@@ -212,6 +239,50 @@ func TestMySQLBootstrapCreatesTheUserAndPointsANewReplicaAtThePrimary(t *testing
 	require.NoError(t, err)
 	require.Equal(t, "not streaming from my-database-0: my-database-2 (receiver CONNECTING, applier ON: error connecting to source)",
 		condition(f.database(), "Replicating").Message)
+}
+
+// A primary whose replication user is of any host (an account made before the host was
+// narrowed) gets the account of the namespace's Service domain, whatever the password
+// annotation says; SetReplicationUser drops the other.
+func TestMySQLNarrowsTheReplicationAccountToTheNamespace(t *testing.T) {
+	f, fm := replicatingMySQL(t)
+	st := mysqlPrimary(t, uuid0+":1-10")
+	st.Users = []string{"replicator@%"}
+	fm.set(0, st)
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	password := string(f.secret().Data["replication-password"])
+	require.Equal(t, []string{"set-user 10.0.0.1 " + replicationAccount + " " + password}, fm.recorded())
+}
+
+// With superuser sources, root's accounts on the primary become those of the sources (the
+// replicas follow through the binary log), and stay so; without, root keeps its account of
+// any host.
+func TestMySQLGivesRootTheSuperuserSourcesOnThePrimary(t *testing.T) {
+	f, fm := replicatingMySQL(t)
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.Empty(t, fm.recorded(), "no sources: root@%% is what the options ask for")
+
+	f, fm = replicatingMySQLWith(t, database.Options{SuperuserSources: []netip.Prefix{
+		netip.MustParsePrefix("10.245.0.1/32"), netip.MustParsePrefix("10.96.0.0/12")}})
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, []string{"set-superuser-hosts 10.0.0.1 10.245.0.1 10.96.0.0/255.240.0.0"}, fm.recorded())
+	require.Contains(t, f.events(), "Normal Updated Gave root the accounts of 10.245.0.1, 10.96.0.0/255.240.0.0 (it had %) on my-database-0")
+	env := map[string]string{}
+	for _, e := range f.statefulSet().Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	require.Equal(t, "10.245.0.1", env["MYSQL_ROOT_HOST"], "a new data directory's root account")
+
+	st := mysqlPrimary(t, uuid0+":1-10")
+	st.SuperuserHosts = []string{"10.245.0.1", "10.96.0.0/255.240.0.0"}
+	fm.set(0, st)
+	fm.reset()
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Empty(t, fm.recorded())
 }
 
 func TestMySQLSwitchoverPromotesOnlyOnceTheNewPrimaryHasEveryTransaction(t *testing.T) {

@@ -769,8 +769,8 @@ func TestOneReplicaHasNoReadServiceNorReplicatingCondition(t *testing.T) {
 func TestReplicasHaveAReadHost(t *testing.T) {
 	f, _ := replicating(t, 3, nil)
 	secret := f.secret()
-	require.Equal(t, "my-database-read.production.svc", string(secret.Data["read-host"]))
-	require.Equal(t, "postgresql://app:"+string(secret.Data["password"])+"@my-database-read.production.svc:5432/my_database",
+	require.Equal(t, "my-database-read.production.svc.cluster.local", string(secret.Data["read-host"]))
+	require.Equal(t, "postgresql://app:"+string(secret.Data["password"])+"@my-database-read.production.svc.cluster.local:5432/my_database",
 		string(secret.Data["read-uri"]))
 	require.True(t, f.exists(services, "my-database-read"))
 }

@@ -83,14 +83,19 @@ type endpoint struct {
 // without an observer.
 func refusedBy(o observer, err error) bool { return o != nil && err != nil && o.refused(err) }
 
-// replicatorFor is the replicator of engine, nil when the Reconciler has no client for it
-// (its servers are never asked).
-func (r *Reconciler) replicatorFor(e examplev1.Engine) replicator {
-	switch {
+// replicator is the replicator of the pass's engine, nil when the Reconciler has no client
+// for it (its servers are never asked).
+func (p *pass) replicator() replicator {
+	r := p.r
+	switch e := p.desired.Recipe.Engine; {
 	case e == examplev1.EnginePostgreSQL && r.options.Instances != nil:
 		return postgresReplicator{r.options.Instances}
 	case e == examplev1.EngineMySQL && r.options.MySQL != nil:
-		return mysqlReplicator{r.options.MySQL}
+		return mysqlReplicator{
+			instances:       r.options.MySQL,
+			replicationHost: specs.MySQLReplicationHost(p.db, p.desired),
+			superuserHosts:  specs.MySQLSuperuserHosts(p.desired),
+		}
 	}
 	return nil
 }

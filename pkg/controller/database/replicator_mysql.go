@@ -15,16 +15,23 @@ import (
 // MySQLInstances is how the Reconciler talks to the MySQL servers of a replicating Database
 // (mysql.Client); each call reaches one server.
 type MySQLInstances interface {
-	Observe(ctx context.Context, s mysql.Server, users []string) (mysql.State, error)
-	SetReplicationUser(ctx context.Context, s mysql.Server, user, password string) error
+	Observe(ctx context.Context, s mysql.Server, host string, users []string) (mysql.State, error)
+	SetReplicationUser(ctx context.Context, s mysql.Server, user, host, password string) error
+	SetSuperuserHosts(ctx context.Context, s mysql.Server, hosts []string) error
 	SetSource(ctx context.Context, s mysql.Server, host string, port int32, user, password string) error
 	Promote(ctx context.Context, s mysql.Server) error
 }
 
 // mysqlReplicator is MySQL's replicator: GTID replication, a primary that is not read-only,
 // replicas (super_read_only, which their setup sets) whose default channel reads the
-// primary's binary log through its stable name (specs.PodHost) by auto-positioning.
-type mysqlReplicator struct{ instances MySQLInstances }
+// primary's binary log through its stable name (specs.PodHost) by auto-positioning. The
+// replication user's account is of replicationHost (specs.MySQLReplicationHost), root's
+// accounts but root@localhost those of superuserHosts (specs.MySQLSuperuserHosts).
+type mysqlReplicator struct {
+	instances       MySQLInstances
+	replicationHost string
+	superuserHosts  []string
+}
 
 // mysql is the endpoint as root, whose password is the Secret's (MYSQL_ROOT_PASSWORD_FILE).
 func (e endpoint) mysql() mysql.Server {
@@ -35,7 +42,7 @@ func (e endpoint) mysql() mysql.Server {
 func myState(m *member) *mysql.State { return m.state.(*mysql.State) }
 
 func (r mysqlReplicator) observe(ctx context.Context, e endpoint, users []string) (bool, any, error) {
-	st, err := r.instances.Observe(ctx, e.mysql(), users)
+	st, err := r.instances.Observe(ctx, e.mysql(), r.replicationHost, users)
 	if err != nil {
 		return false, nil, err
 	}
@@ -49,19 +56,19 @@ func (mysqlReplicator) hasUser(primary *member, user string) bool {
 }
 
 func (r mysqlReplicator) setUser(ctx context.Context, e endpoint, user, password string) error {
-	return r.instances.SetReplicationUser(ctx, e.mysql(), user, password)
+	return r.instances.SetReplicationUser(ctx, e.mysql(), user, r.replicationHost, password)
 }
 
 // setSource points the replica's default channel at the primary's stable name.
 func (r mysqlReplicator) setSource(ctx context.Context, p *pass, e endpoint, _, primary, user, password string) error {
-	return r.instances.SetSource(ctx, e.mysql(), specs.PodHost(p.db, primary), p.desired.Recipe.Port, user, password)
+	return r.instances.SetSource(ctx, e.mysql(), specs.PodHost(p.db, p.desired.ClusterDomain, primary), p.desired.Recipe.Port, user, password)
 }
 
 // syncReplica points the replica at the primary when its channel is missing (a new clone, a
 // former primary) or reads another server, as another user, or from another port.
 func (r mysqlReplicator) syncReplica(ctx context.Context, p *pass, e endpoint, replica *member, primary, user, password string) error {
 	src := myState(replica).Source
-	if src != nil && src.Host == specs.PodHost(p.db, primary) && src.Port == p.desired.Recipe.Port && src.User == user {
+	if src != nil && src.Host == specs.PodHost(p.db, p.desired.ClusterDomain, primary) && src.Port == p.desired.Recipe.Port && src.User == user {
 		return nil
 	}
 	if err := r.setSource(ctx, p, e, replica.name, primary, user, password); err != nil {
@@ -71,10 +78,21 @@ func (r mysqlReplicator) syncReplica(ctx context.Context, p *pass, e endpoint, r
 	return nil
 }
 
-// syncPrimary has nothing to add: the primary keeps its binary log for
-// binlog_expire_logs_seconds (30 days by default), and a new replica clones it rather than
-// reading it from the start.
-func (mysqlReplicator) syncPrimary(context.Context, *pass, endpoint, *member, int32) error {
+// syncPrimary gives root the accounts of superuserHosts, and no others but root@localhost,
+// when the primary has others (SetSuperuserHosts); the replicas get them through the binary
+// log. The primary keeps its binary log for binlog_expire_logs_seconds (30 days by default),
+// and a new replica clones it rather than reading it from the start: nothing else to do.
+func (r mysqlReplicator) syncPrimary(ctx context.Context, p *pass, e endpoint, primary *member, _ int32) error {
+	have := myState(primary).SuperuserHosts
+	want := slices.Sorted(slices.Values(r.superuserHosts))
+	if slices.Equal(have, want) {
+		return nil
+	}
+	if err := r.instances.SetSuperuserHosts(ctx, e.mysql(), want); err != nil {
+		return fmt.Errorf("give root the accounts of %q on %s: %w", want, primary.name, err)
+	}
+	p.r.event(ctx, p.db, corev1.EventTypeNormal, ReasonUpdated, "Gave root the accounts of %s (it had %s) on %s",
+		strings.Join(want, ", "), strings.Join(have, ", "), primary.name)
 	return nil
 }
 

@@ -227,6 +227,27 @@ func integer(n int64) any {
 	return n
 }
 
+// RenameMembers returns current with each member's host replaced by rename(host), with
+// Version current.Version+1, and true; or current and false when no host changes. Members
+// keep their _id, votes and priority: replSetReconfig's one-voter-at-a-time rule counts
+// voting members by _id, so a configuration that only renames members is one step
+// (https://www.mongodb.com/docs/manual/tutorial/change-hostnames-in-a-replica-set/).
+func RenameMembers(current Config, rename func(host string) string) (Config, bool) {
+	next := current
+	next.Members = slices.Clone(current.Members)
+	changed := false
+	for i := range next.Members {
+		if h := rename(next.Members[i].Host); h != next.Members[i].Host {
+			next.Members[i].Host, changed = h, true
+		}
+	}
+	if !changed {
+		return current, false
+	}
+	next.Version = current.Version + 1
+	return next, true
+}
+
 // MaxVotingMembers is 7: a replica set has at most 7 voting members. It is the API's
 // validation.MongoDBMaxVotingMembers, whose warnings say what the members past it get.
 const MaxVotingMembers = validation.MongoDBMaxVotingMembers

@@ -3,6 +3,7 @@ package mongodb
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -661,4 +662,25 @@ func TestHost(t *testing.T) {
 	require.Equal(t, "db-0.db-headless.ns.svc:27017", Host("db-0.db-headless.ns.svc", 27017))
 	require.Equal(t, "10.244.0.7:27018", Host("10.244.0.7", 27018))
 	require.Equal(t, "[fd00::7]:27017", Host("fd00::7", 27017))
+}
+
+// RenameMembers changes hosts only, one version up; without a change it answers the
+// configuration as it is.
+func TestRenameMembersKeepsIDsVotesAndPriorities(t *testing.T) {
+	current := Config{Name: "db", Version: 7, Members: []ConfigMember{
+		{ID: 0, Host: "db-0.db-headless.ns.svc:27017", Priority: 2, Votes: 1},
+		{ID: 3, Host: "db-1.db-headless.ns.svc:27017", Priority: 0, Votes: 0},
+	}}
+	fqdn := func(h string) string { return strings.Replace(h, ".svc:", ".svc.cluster.local:", 1) }
+	next, changed := RenameMembers(current, fqdn)
+	require.True(t, changed)
+	require.Equal(t, Config{Name: "db", Version: 8, Members: []ConfigMember{
+		{ID: 0, Host: "db-0.db-headless.ns.svc.cluster.local:27017", Priority: 2, Votes: 1},
+		{ID: 3, Host: "db-1.db-headless.ns.svc.cluster.local:27017", Priority: 0, Votes: 0},
+	}}, next)
+	require.Equal(t, "db-0.db-headless.ns.svc:27017", current.Members[0].Host, "current is left as it is")
+
+	same, changed := RenameMembers(next, fqdn)
+	require.False(t, changed)
+	require.Equal(t, next, same)
 }

@@ -1,7 +1,8 @@
 // Package mysql is how the Database controller talks to the MySQL servers (8.0.23 and later)
 // of a replicating Database, which replicate by GTID auto-positioning: it asks each server
-// whether it is read-only, its executed GTIDs and its replication channel, creates the
-// replication user on the primary, points a replica at its source, and promotes a replica.
+// whether it is read-only, its executed GTIDs, its replication channel and root's accounts,
+// creates the replication user on the primary and sets the hosts root may connect from,
+// points a replica at its source, and promotes a replica.
 // Each call opens one connection to one server (by Pod IP, as root with the Secret's
 // superuser-password) and closes it. Statements are from
 // https://dev.mysql.com/doc/refman/8.4/en/replication-gtids-howto.html and the CHANGE
@@ -14,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"regexp"
 	"slices"
 	"strconv"
 	"time"
@@ -50,8 +52,11 @@ type State struct {
 	Executed GTIDSet
 	// Source is the default replication channel's, nil when none is configured.
 	Source *Source
-	// Users are the users among the ones Observe was asked about that exist (as user@'%').
+	// Users are the users among the ones Observe was asked about whose accounts are as
+	// SetReplicationUser leaves them for the host it was given (accountsAsSet).
 	Users []string
+	// SuperuserHosts are the hosts of root's accounts but localhost, sorted (slices.Sort).
+	SuperuserHosts []string
 }
 
 // Source is a replica's default channel, from performance_schema's
@@ -80,8 +85,10 @@ func (s *Source) Streaming() bool { return s != nil && s.Receiving == "ON" && s.
 // Client talks to MySQL servers.
 type Client struct{}
 
-// Observe returns s's State; it fails when s cannot be reached or a query fails.
-func (Client) Observe(ctx context.Context, s Server, users []string) (State, error) {
+// Observe returns s's State, with the users among users whose accounts are as
+// SetReplicationUser leaves them for host (an account name's host part); it fails when s
+// cannot be reached or a query fails.
+func (Client) Observe(ctx context.Context, s Server, host string, users []string) (State, error) {
 	db, err := open(s)
 	if err != nil {
 		return State{}, err
@@ -113,17 +120,66 @@ func (Client) Observe(ctx context.Context, s Server, users []string) (State, err
 		st.Source = &src
 	}
 
+	skipNames, err := skipsNameResolution(ctx, db)
+	if err != nil {
+		return State{}, fmt.Errorf("query the state of %s: %w", s.Host, err)
+	}
 	for _, u := range users {
-		var n int
-		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM mysql.user WHERE user = ? AND host = '%'`, u).Scan(&n); err != nil {
+		hosts, err := hostsOf(ctx, db, u, "")
+		if err != nil {
 			return State{}, fmt.Errorf("query mysql.user of %s: %w", s.Host, err)
 		}
-		if n > 0 {
+		if accountsAsSet(hosts, host, skipNames) {
 			st.Users = append(st.Users, u)
 		}
 	}
 	slices.Sort(st.Users)
+	if st.SuperuserHosts, err = hostsOf(ctx, db, RootUser, "localhost"); err != nil {
+		return State{}, fmt.Errorf("query mysql.user of %s: %w", s.Host, err)
+	}
+	slices.Sort(st.SuperuserHosts)
 	return st, nil
+}
+
+// skipsNameResolution is the server's skip_name_resolve: ON, it matches accounts by the
+// client's address only, never a host name pattern
+// (https://dev.mysql.com/doc/refman/8.4/en/server-system-variables.html#sysvar_skip_name_resolve).
+func skipsNameResolution(ctx context.Context, db *sql.DB) (bool, error) {
+	var skip bool
+	err := db.QueryRowContext(ctx, `SELECT @@global.skip_name_resolve`).Scan(&skip)
+	return skip, err
+}
+
+// accountsAsSet reports whether a user's accounts of hosts are as SetReplicationUser leaves
+// them for host: host's, and no other but '%' on a server that skips name resolution.
+func accountsAsSet(hosts []string, host string, skipNames bool) bool {
+	if !slices.Contains(hosts, host) {
+		return false
+	}
+	for _, h := range hosts {
+		if h != host && (h != "%" || !skipNames) {
+			return false
+		}
+	}
+	return true
+}
+
+// hostsOf is the hosts of user's accounts on db but except, sorted.
+func hostsOf(ctx context.Context, db *sql.DB, user, except string) ([]string, error) {
+	rows, err := db.QueryContext(ctx, `SELECT host FROM mysql.user WHERE user = ? AND host <> ? ORDER BY host`, user, except)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var hosts []string
+	for rows.Next() {
+		var h string
+		if err := rows.Scan(&h); err != nil {
+			return nil, err
+		}
+		hosts = append(hosts, h)
+	}
+	return hosts, rows.Err()
 }
 
 // channelQuery reads the default channel: its source, the receiver's and the applier's
@@ -198,9 +254,12 @@ func lagSeconds(src *Source, applying, applied sql.NullInt64, caughtUp bool) *in
 // privilege).
 const ReplicationPrivileges = "REPLICATION SLAVE, BACKUP_ADMIN"
 
-// SetReplicationUser makes user@'%', on the primary s, an account with password and
-// ReplicationPrivileges: created, or given the password when it exists. The statements are
-// written to the binary log, so replicas get the same account.
+// SetReplicationUser makes user@host, on the primary s, an account with password and
+// ReplicationPrivileges: created, or given the password when it exists; then drops user's
+// accounts of other hosts, but user@'%' while s skips name resolution (a server started
+// before its settings turned it on, which host's name pattern never matches; the next pass
+// after its restart drops it). The statements are written to the binary log, so replicas
+// get the same accounts.
 //
 // The password goes in clear text in IDENTIFIED BY, and reaches no log a Pod writes: the
 // server writes a client's statement only to the general query log, the slow query log and
@@ -211,27 +270,115 @@ const ReplicationPrivileges = "REPLICATION SLAVE, BACKUP_ADMIN"
 // (https://dev.mysql.com/doc/refman/8.4/en/password-logging.html). Neither statement fails
 // on an account that exists, where an error message could quote it: CREATE USER IF NOT
 // EXISTS only warns, and ALTER USER follows it.
-func (Client) SetReplicationUser(ctx context.Context, s Server, user, password string) error {
+func (Client) SetReplicationUser(ctx context.Context, s Server, user, host, password string) error {
 	db, err := open(s)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
 	for _, stmt := range []string{
-		`CREATE USER IF NOT EXISTS ?@'%' IDENTIFIED BY ?`,
-		`ALTER USER ?@'%' IDENTIFIED BY ?`,
-		`GRANT ` + ReplicationPrivileges + ` ON *.* TO ?@'%'`,
+		`CREATE USER IF NOT EXISTS ?@? IDENTIFIED BY ?`,
+		`ALTER USER ?@? IDENTIFIED BY ?`,
+		`GRANT ` + ReplicationPrivileges + ` ON *.* TO ?@?`,
 	} {
-		args := []any{user, password}
+		args := []any{user, host, password}
 		if stmt[0] == 'G' {
-			args = args[:1]
+			args = args[:2]
 		}
 		if _, err := db.ExecContext(ctx, stmt, args...); err != nil {
 			return fmt.Errorf("set user %q on %s: %w", user, s.Host, err)
 		}
 	}
+	keep := []string{host}
+	if skip, err := skipsNameResolution(ctx, db); err != nil {
+		return fmt.Errorf("query the state of %s: %w", s.Host, err)
+	} else if skip {
+		keep = append(keep, "%")
+	}
+	return dropAccounts(ctx, db, s, user, keep...)
+}
+
+// dropAccounts drops user's accounts on db of any host but keep.
+func dropAccounts(ctx context.Context, db *sql.DB, s Server, user string, keep ...string) error {
+	hosts, err := hostsOf(ctx, db, user, "")
+	if err != nil {
+		return fmt.Errorf("query mysql.user of %s: %w", s.Host, err)
+	}
+	for _, h := range hosts {
+		if slices.Contains(keep, h) {
+			continue
+		}
+		if _, err := db.ExecContext(ctx, `DROP USER ?@?`, user, h); err != nil {
+			return fmt.Errorf("drop %s@%s on %s: %w", user, h, s.Host, err)
+		}
+	}
 	return nil
 }
+
+// SetSuperuserHosts makes root's accounts on the primary s, but root@localhost, exactly
+// root@<each of hosts>, with the credentials of the account s authenticates as
+// (CURRENT_USER(), a root account): each missing one is created with that account's
+// authentication plugin and string (no password is sent) and every privilege with the grant
+// option, as the image's entrypoint makes root@MYSQL_ROOT_HOST; then, once a new connection
+// to s authenticates as one of them, the others are dropped. A new connection that does not
+// (s is reached from outside hosts) fails with an error and drops nothing, so the controller
+// never locks itself out. The statements are written to the binary log, so replicas get
+// the same accounts.
+func (Client) SetSuperuserHosts(ctx context.Context, s Server, hosts []string) error {
+	db, err := open(s)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var plugin, auth string
+	if err := db.QueryRowContext(ctx, `SELECT plugin, authentication_string FROM mysql.user
+		WHERE user = ? AND host = SUBSTRING_INDEX(CURRENT_USER(), '@', -1)`, RootUser).Scan(&plugin, &auth); err != nil {
+		return fmt.Errorf("read root's credentials on %s: %w", s.Host, err)
+	}
+	if !pluginName.MatchString(plugin) {
+		return fmt.Errorf("root's authentication plugin on %s is %q, not a plugin name", s.Host, plugin)
+	}
+	have, err := hostsOf(ctx, db, RootUser, "localhost")
+	if err != nil {
+		return fmt.Errorf("query mysql.user of %s: %w", s.Host, err)
+	}
+	for _, h := range hosts {
+		if slices.Contains(have, h) {
+			continue
+		}
+		for _, stmt := range []string{
+			`CREATE USER ?@? IDENTIFIED WITH ` + plugin + ` AS ?`,
+			`GRANT ALL ON *.* TO ?@? WITH GRANT OPTION`,
+			`GRANT PROXY ON ''@'' TO ?@? WITH GRANT OPTION`,
+		} {
+			args := []any{RootUser, h, auth}
+			if stmt[0] == 'G' {
+				args = args[:2]
+			}
+			if _, err := db.ExecContext(ctx, stmt, args...); err != nil {
+				return fmt.Errorf("make root@%s on %s: %w", h, s.Host, err)
+			}
+		}
+	}
+	check, err := open(s)
+	if err != nil {
+		return err
+	}
+	defer check.Close()
+	var current string
+	if err := check.QueryRowContext(ctx, `SELECT SUBSTRING_INDEX(CURRENT_USER(), '@', -1)`).Scan(&current); err != nil {
+		return fmt.Errorf("connect to %s again: %w", s.Host, err)
+	}
+	if !slices.Contains(hosts, current) {
+		return fmt.Errorf("a new connection to %s authenticates as root@%s, not as root of %q: the controller connects from outside those; root's other accounts are kept", s.Host, current, hosts)
+	}
+	// Dropped through the account that stays.
+	return dropAccounts(ctx, check, s, RootUser, slices.Concat(hosts, []string{"localhost"})...)
+}
+
+// pluginName is what an authentication plugin's name in mysql.user looks like
+// (caching_sha2_password, sha256_password, ...): it is written into CREATE USER as is.
+var pluginName = regexp.MustCompile(`^[a-z0-9_]+$`)
 
 // SetSource makes the replica s replicate from host:port as user with password, by GTID
 // auto-positioning over TLS (the servers' self-signed certificates, which MySQL generates at

@@ -128,7 +128,7 @@ func TestObserveOfASilentServerEndsWithTheCallersContext(t *testing.T) {
 	addr := l.Addr().(*net.TCPAddr)
 	done := make(chan error, 1)
 	go func() {
-		_, err := Client{}.Observe(ctx, Server{Host: "127.0.0.1", Port: int32(addr.Port), User: "root"}, nil)
+		_, err := Client{}.Observe(ctx, Server{Host: "127.0.0.1", Port: int32(addr.Port), User: "root"}, "%", nil)
 		done <- err
 	}()
 	require.Eventually(t, func() bool {
@@ -143,5 +143,26 @@ func TestObserveOfASilentServerEndsWithTheCallersContext(t *testing.T) {
 		t.Logf("Observe returned %v after the cancellation: %v", time.Since(cancelled), err)
 	case <-time.After(6 * IOTimeout):
 		t.Fatalf("Observe did not return within %v of the cancellation", 6*IOTimeout)
+	}
+}
+
+// The replication user's accounts are as set when its account of the host is there and no
+// other, but the one of any host on a server that skips name resolution.
+func TestAccountsAsSet(t *testing.T) {
+	const host = "%.ns.svc.cluster.local"
+	for _, tc := range []struct {
+		hosts     []string
+		skipNames bool
+		want      bool
+	}{
+		{[]string{host}, false, true},
+		{[]string{host}, true, true},
+		{[]string{"%", host}, true, true},
+		{[]string{"%", host}, false, false},
+		{[]string{"%"}, true, false},
+		{[]string{"%.other.svc.cluster.local", host}, true, false},
+		{nil, false, false},
+	} {
+		require.Equal(t, tc.want, accountsAsSet(tc.hosts, host, tc.skipNames), "%q skip_name_resolve %v", tc.hosts, tc.skipNames)
 	}
 }

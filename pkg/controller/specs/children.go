@@ -46,7 +46,7 @@ func NewChildren(db *examplev1.Database, password string) (Children, error) {
 		InitConfigMap:   InitConfigMap(db, d),
 	}
 	if d.Recipe.Replicates() {
-		c.ReplicationConfigMap = ReplicationConfigMap(db, PodName(db, 0))
+		c.ReplicationConfigMap = ReplicationConfigMap(db, d, PodName(db, 0))
 		if d.Replicas > 1 {
 			c.ReadService = ReadService(db, d)
 		}
@@ -88,7 +88,7 @@ func Secret(db *examplev1.Database, d Desired, passwords Passwords) *corev1.Secr
 // replicas > 1 on an engine that replicates, removed otherwise), so a password edited by hand
 // is reflected in the URIs; it never changes the usernames or the passwords.
 func FillCredentials(db *examplev1.Database, d Desired, data map[string][]byte) {
-	host := serviceHost(db, ClientServiceName(db))
+	host := ServiceHost(db, d.ClusterDomain, ClientServiceName(db))
 	database := d.Recipe.DatabaseName(db.Name)
 	user, password := string(data[engine.SecretKeyUsername]), string(data[engine.SecretKeyPassword])
 	uriDatabase := database
@@ -108,7 +108,7 @@ func FillCredentials(db *examplev1.Database, d Desired, data map[string][]byte) 
 	delete(data, engine.SecretKeyReadHost)
 	delete(data, engine.SecretKeyReadURI)
 	if d.Recipe.Replicates() && d.Replicas > 1 {
-		readHost := serviceHost(db, ReadServiceName(db))
+		readHost := ServiceHost(db, d.ClusterDomain, ReadServiceName(db))
 		derived[engine.SecretKeyReadHost] = readHost
 		derived[engine.SecretKeyReadURI] = d.Recipe.ReadURI(user, password, readHost, uriDatabase)
 	}
@@ -162,11 +162,6 @@ func SetReplicationCredentials(d Desired, data map[string][]byte, password strin
 			data[engine.SecretKeyKeyFile] = []byte(password)
 		}
 	}
-}
-
-// serviceHost is the DNS name of db's Service named service: "<service>.<namespace>.svc".
-func serviceHost(db *examplev1.Database, service string) string {
-	return service + "." + db.Namespace + ".svc"
 }
 
 func servicePorts(d Desired) []corev1.ServicePort {

@@ -17,13 +17,13 @@ const readyCondition = "Ready"
 // Service's host and the read URI's key while d replicates and has more than one replica,
 // the database, and from db's status the user (status.username, the Secret's as the
 // controller wrote it; Recipe.Username until then), the primary and whether its Ready
-// condition is True. Only d.Recipe and d.Replicas are read.
+// condition is True. Only d.Recipe, d.Replicas and d.ClusterDomain are read.
 func Connection(db *examplev1.Database, d Desired) *examplev1.DatabaseConnection {
 	c := &examplev1.DatabaseConnection{
 		TypeMeta:    metav1.TypeMeta{APIVersion: examplev1.SchemeGroupVersion.String(), Kind: "DatabaseConnection"},
 		ObjectMeta:  metav1.ObjectMeta{Name: db.Name, Namespace: db.Namespace},
 		Engine:      db.Spec.Engine,
-		Host:        serviceHost(db, ClientServiceName(db)),
+		Host:        ServiceHost(db, d.ClusterDomain, ClientServiceName(db)),
 		Port:        d.Recipe.Port,
 		Database:    d.Recipe.DatabaseName(db.Name),
 		Username:    d.Recipe.Username,
@@ -37,7 +37,7 @@ func Connection(db *examplev1.Database, d Desired) *examplev1.DatabaseConnection
 		c.Username = db.Status.Username
 	}
 	if d.Recipe.Replicates() && d.Replicas > 1 {
-		c.ReadHost = serviceHost(db, ReadServiceName(db))
+		c.ReadHost = ServiceHost(db, d.ClusterDomain, ReadServiceName(db))
 		c.ReadURIKey = engine.SecretKeyReadURI
 	}
 	return c

@@ -3,6 +3,7 @@ package specs
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -45,7 +46,20 @@ type Desired struct {
 	Replicas int32
 	// Storage is spec.storage as a quantity of bytes.
 	Storage resource.Quantity
+	// ClusterDomain is the cluster's DNS domain, which the names clients, standbys and
+	// replica set members reach Services and Pods by end with (ServiceHost, PodHost):
+	// DefaultClusterDomain from Resolve, the controller's --cluster-domain in a pass.
+	ClusterDomain string
+	// SuperuserSources are the address ranges the controller connects to the servers from,
+	// its --superuser-sources: the engine's superuser logs in over the network from these
+	// only. None: from any address.
+	SuperuserSources []netip.Prefix
 }
+
+// DefaultClusterDomain is the cluster's DNS domain unless the controller is told another:
+// kubeadm's default (ClusterConfiguration networking.dnsDomain), the domain kubelets are
+// given (--cluster-domain) and CoreDNS serves in most clusters.
+const DefaultClusterDomain = "cluster.local"
 
 // Resolve checks db's spec against the catalog and the engine recipes. A spec the
 // controller cannot run (the API server's validation should have refused it, but the
@@ -77,10 +91,11 @@ func Resolve(db *examplev1.Database) (Desired, error) {
 		return Desired{}, &fieldError{"spec.storage", ErrInvalidSpec, err}
 	}
 	return Desired{
-		Recipe:   recipe,
-		Image:    release.Image,
-		Replicas: *db.Spec.Replicas,
-		Storage:  *resource.NewQuantity(gi<<30, resource.BinarySI),
+		Recipe:        recipe,
+		Image:         release.Image,
+		Replicas:      *db.Spec.Replicas,
+		Storage:       *resource.NewQuantity(gi<<30, resource.BinarySI),
+		ClusterDomain: DefaultClusterDomain,
 	}, nil
 }
 

@@ -31,9 +31,9 @@ func TestMongoDBSecretNamesTheApplicationUser(t *testing.T) {
 		"superuser-username": "admin",
 		"superuser-password": "rootpw",
 		"database":           "my_database",
-		"host":               "my-database.production.svc",
+		"host":               "my-database.production.svc.cluster.local",
 		"port":               "27017",
-		"uri":                "mongodb://app:apppw@my-database.production.svc:27017/my_database?authSource=my_database",
+		"uri":                "mongodb://app:apppw@my-database.production.svc.cluster.local:27017/my_database?authSource=my_database",
 	}, stringData(s.Data))
 }
 
@@ -49,7 +49,7 @@ func TestOldMongoDBSecretKeepsRootsURI(t *testing.T) {
 	require.Equal(t, "old", string(data["password"]))
 	require.Equal(t, "admin", string(data["superuser-username"]))
 	require.Equal(t, "old", string(data["superuser-password"]))
-	require.Equal(t, "mongodb://admin:old@my-database.production.svc:27017/?authSource=admin", string(data["uri"]))
+	require.Equal(t, "mongodb://admin:old@my-database.production.svc.cluster.local:27017/?authSource=admin", string(data["uri"]))
 }
 
 func TestMongoDBInitConfigMap(t *testing.T) {

@@ -97,7 +97,7 @@ func (r *mysqlSetupRun) run() string {
 		"MYSQL_CONFIG_DIR=" + r.conf,
 		"MYSQL_PORT=3306",
 		"SERVER_ID_BASE=100",
-		"PODS_DOMAIN=my-database-headless.production.svc",
+		"PODS_DOMAIN=my-database-headless.production.svc.cluster.local",
 		"REPLICATION_USER=replicator",
 		"REPLICATION_PASSWORD_FILE=" + passwordFile,
 		"HOSTNAME=" + r.hostname,
@@ -125,7 +125,8 @@ func (r *mysqlSetupRun) config() string { return r.file(filepath.Join(r.conf, "r
 
 func mysqlConfig(serverID, pod string, readOnly bool) string {
 	s := "[mysqld]\nserver-id=" + serverID + "\nlog-bin=binlog\ngtid-mode=ON\nenforce-gtid-consistency=ON\n" +
-		"plugin-load-add=mysql_clone.so\nreport-host=" + pod + ".my-database-headless.production.svc\n"
+		"plugin-load-add=mysql_clone.so\nreport-host=" + pod + ".my-database-headless.production.svc.cluster.local\n" +
+		"skip-name-resolve=OFF\nhost-cache-size=0\nlog-error-suppression-list=MY-010055\n"
 	if readOnly {
 		s += "super-read-only=ON\n"
 	}
@@ -156,8 +157,8 @@ func TestMySQLSetupScript(t *testing.T) {
 		for _, gone := range []string{"leftover", ".clone", "setup-server"} {
 			require.False(t, r.exists(filepath.Join(r.datadir, gone)), gone)
 		}
-		clone := "SET GLOBAL clone_valid_donor_list = 'my-database-0.my-database-headless.production.svc:3306';\n" +
-			"CLONE INSTANCE FROM 'replicator'@'my-database-0.my-database-headless.production.svc':3306 IDENTIFIED BY 's3''cr\\\\et' " +
+		clone := "SET GLOBAL clone_valid_donor_list = 'my-database-0.my-database-headless.production.svc.cluster.local:3306';\n" +
+			"CLONE INSTANCE FROM 'replicator'@'my-database-0.my-database-headless.production.svc.cluster.local':3306 IDENTIFIED BY 's3''cr\\\\et' " +
 			"DATA DIRECTORY = '" + filepath.Join(r.datadir, ".clone") + "' REQUIRE SSL;\n"
 		require.Equal(t, clone+clone, r.file(filepath.Join(r.fake, "sql")), "retried once refused, the password a quoted literal")
 		calls := r.file(filepath.Join(r.fake, "calls"))

@@ -176,9 +176,36 @@ func objectMeta(db *examplev1.Database, name string, labels map[string]string) m
 	}
 }
 
+// NamespaceDomain is the DNS domain of the Services of db's namespace in a cluster whose DNS
+// domain is domain: "<namespace>.svc.<domain>", which every Service name of the namespace,
+// and every name a Pod's address resolves back to as an endpoint of one, ends with
+// (https://github.com/kubernetes/dns/blob/master/docs/specification.md).
+func NamespaceDomain(db *examplev1.Database, domain string) string {
+	return db.Namespace + ".svc." + domain
+}
+
+// ServiceHost is the fully qualified DNS name of db's Service named service in a cluster
+// whose DNS domain is domain: "<service>.<namespace>.svc.<domain>". A resolver tries a name
+// with fewer dots than its ndots option (5 in a Pod) with each search domain appended
+// first (resolv.conf(5)): "<service>.<namespace>.svc" would be asked as
+// "<service>.<namespace>.svc.svc.<domain>", the Service "<namespace>" of a namespace named
+// "svc", which whoever may create that namespace could answer. The fully qualified name's
+// expansions have more labels under the domain than any name the cluster DNS gives a Service
+// or an endpoint (https://github.com/kubernetes/dns/blob/master/docs/specification.md), so no
+// object answers them.
+func ServiceHost(db *examplev1.Database, domain, service string) string {
+	return service + "." + NamespaceDomain(db, domain)
+}
+
+// PodsDomain is the domain of the stable names of db's Pods through the headless Service:
+// "<name>-headless.<namespace>.svc.<domain>".
+func PodsDomain(db *examplev1.Database, domain string) string {
+	return ServiceHost(db, domain, HeadlessServiceName(db))
+}
+
 // PodHost is the stable DNS name of db's Pod named pod through the headless Service:
-// "<pod>.<name>-headless.<namespace>.svc", which resolves whether or not the Pod is Ready
-// (the Service publishes not-ready addresses).
-func PodHost(db *examplev1.Database, pod string) string {
-	return pod + "." + HeadlessServiceName(db) + "." + db.Namespace + ".svc"
+// "<pod>.<name>-headless.<namespace>.svc.<domain>", which resolves whether or not the Pod is
+// Ready (the Service publishes not-ready addresses).
+func PodHost(db *examplev1.Database, domain, pod string) string {
+	return pod + "." + PodsDomain(db, domain)
 }

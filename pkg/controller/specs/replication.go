@@ -2,8 +2,11 @@ package specs
 
 import (
 	_ "embed"
+	"net"
+	"net/netip"
 	"strconv"
 	"strings"
+	"text/template"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
@@ -83,7 +86,8 @@ var (
 	//go:embed scripts/postgresql-setup.sh
 	postgresqlSetup string
 	//go:embed scripts/pg_hba.conf
-	postgresqlHBA string
+	postgresqlHBA         string
+	postgresqlHBATemplate = template.Must(template.New(postgresqlHBAKey).Parse(postgresqlHBA))
 	//go:embed scripts/mysql-setup.sh
 	mysqlSetup string
 	//go:embed scripts/mongodb-setup.sh
@@ -95,8 +99,9 @@ var (
 const MySQLServerIDBase = 100
 
 // ReplicationConfigMap is "<name>-replication" naming primary (a Pod name) the primary, with
-// the engine's files: the init container's setup script, and PostgreSQL's pg_hba.conf.
-func ReplicationConfigMap(db *examplev1.Database, primary string) *corev1.ConfigMap {
+// the engine's files: the init container's setup script, and PostgreSQL's pg_hba.conf
+// (PostgreSQLHBA).
+func ReplicationConfigMap(db *examplev1.Database, d Desired, primary string) *corev1.ConfigMap {
 	data := map[string]string{ConfigMapKeyPrimary: primary}
 	switch db.Spec.Engine {
 	case examplev1.EngineMySQL:
@@ -105,12 +110,74 @@ func ReplicationConfigMap(db *examplev1.Database, primary string) *corev1.Config
 		data[mongodbSetupKey] = mongodbSetup
 	default:
 		data[postgresqlSetupKey] = postgresqlSetup
-		data[postgresqlHBAKey] = postgresqlHBA
+		data[postgresqlHBAKey] = PostgreSQLHBA(db, d)
 	}
 	return &corev1.ConfigMap{
 		ObjectMeta: objectMeta(db, ReplicationConfigMapName(db), ChildLabels(db)),
 		Data:       data,
 	}
+}
+
+// PostgreSQLHBA is the pg_hba.conf of db's PostgreSQL Pods (scripts/pg_hba.conf): the Unix
+// socket trusted; the replication role (d.Recipe.ReplicationUsername) refused ordinary
+// sessions; the superuser (d.Recipe.SuperuserUsername) refused but from d.SuperuserSources
+// when there are any; everyone else by password (SCRAM-SHA-256) from anywhere; and
+// replication connections for the replication role only, from addresses whose DNS name
+// (reverse lookup, then forward confirmation) ends with the namespace's Service domain
+// (NamespaceDomain).
+//
+// The namespace, not the Database's own Services, bounds the standbys: the cluster DNS
+// answers a Pod address's reverse lookup with one name per Service the Pod backs, in no set
+// order (CoreDNS's kubernetes plugin), and the server reads one, so a suffix of the headless
+// Service alone would refuse a standby at random once another Service selects the Pods.
+// Whoever may run a Pod in the namespace may mount the credentials Secret anyway.
+func PostgreSQLHBA(db *examplev1.Database, d Desired) string {
+	var b strings.Builder
+	err := postgresqlHBATemplate.Execute(&b, struct {
+		ReplicationUser, Superuser, NamespaceDomain string
+		SuperuserSources                            []netip.Prefix
+	}{d.Recipe.ReplicationUsername, d.Recipe.SuperuserUsername, NamespaceDomain(db, d.ClusterDomain), d.SuperuserSources})
+	if err != nil {
+		// The template is ours and its data plain strings and prefixes.
+		panic("pg_hba.conf: " + err.Error())
+	}
+	return b.String()
+}
+
+// PostgreSQLHBAAnnotation is on the Pod template of a PostgreSQL Database: the SHA-256 (hex)
+// of its PostgreSQLHBA. The server reads its hba_file when it starts, so rules that change
+// (another --superuser-sources) make a new revision, which the controller rolls out.
+const PostgreSQLHBAAnnotation = "database.example.com/pg-hba-sha256"
+
+// MySQLReplicationHost is the host part of the MySQL replication account, by the rule of
+// PostgreSQLHBA's replication line: "%.<namespace>.svc.<domain>", a host name pattern the
+// server matches against the client's name (reverse lookup, then forward confirmation:
+// https://dev.mysql.com/doc/refman/8.4/en/host-cache.html), which the setup script's
+// settings keep on (skip-name-resolve OFF) and never cache (host_cache_size 0: an address
+// a Pod of the namespace had may be another's later).
+func MySQLReplicationHost(db *examplev1.Database, d Desired) string {
+	return "%." + NamespaceDomain(db, d.ClusterDomain)
+}
+
+// MySQLSuperuserHosts are the host parts of root's accounts besides root@localhost: one per
+// range of d.SuperuserSources, an IPv4 address for a single one ("10.245.0.1"), else the
+// address and netmask ("10.244.0.0/255.255.0.0"), an IPv6 address as it is (MySQL takes no
+// netmask for IPv6; the controller's flag accepts no wider IPv6 range); "%" (any host)
+// without sources. See https://dev.mysql.com/doc/refman/8.4/en/account-names.html.
+func MySQLSuperuserHosts(d Desired) []string {
+	if len(d.SuperuserSources) == 0 {
+		return []string{"%"}
+	}
+	var hosts []string
+	for _, p := range d.SuperuserSources {
+		addr := p.Masked().Addr()
+		if !addr.Is4() || p.Bits() == 32 {
+			hosts = append(hosts, addr.String())
+			continue
+		}
+		hosts = append(hosts, addr.String()+"/"+net.IP(net.CIDRMask(p.Bits(), 32)).String())
+	}
+	return hosts
 }
 
 // ReplicationPrimary is the Pod cm names primary, "" when it names none.
@@ -163,10 +230,10 @@ var postgresqlServerArgs = []string{
 }
 
 // PrimaryHost is the name standbys reach the primary by: the client Service's DNS name
-// ("<name>.<namespace>.svc"), which routes to the Pod labelled primary, so a standby follows
-// a switchover without being set up again.
-func PrimaryHost(db *examplev1.Database) string {
-	return ClientServiceName(db) + "." + db.Namespace + ".svc"
+// (ServiceHost in domain), which routes to the Pod labelled primary, so a standby follows a
+// switchover without being set up again.
+func PrimaryHost(db *examplev1.Database, domain string) string {
+	return ServiceHost(db, domain, ClientServiceName(db))
 }
 
 // PrimaryConnectTimeoutSeconds is the connect_timeout of a standby's primary_conninfo, in
@@ -214,7 +281,7 @@ func replicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpec) {
 		secretEnv("REPLICATION_USER", secret, engine.SecretKeyReplicationUsername),
 		corev1.EnvVar{Name: "REPLICATION_PASSWORD_FILE", Value: engine.CredentialsFile(engine.SecretKeyReplicationPassword)},
 		corev1.EnvVar{Name: "PGPORT", Value: strconv.Itoa(int(d.Recipe.Port))},
-		corev1.EnvVar{Name: "PRIMARY_HOST", Value: PrimaryHost(db)},
+		corev1.EnvVar{Name: "PRIMARY_HOST", Value: PrimaryHost(db, d.ClusterDomain)},
 		corev1.EnvVar{Name: "PRIMARY_CONNECT_TIMEOUT", Value: strconv.Itoa(PrimaryConnectTimeoutSeconds)},
 		corev1.EnvVar{Name: "REPLICATION_PASSFILE", Value: ReplicationPassfile(d)},
 	)
@@ -258,15 +325,22 @@ func secretEnv(name, secret, key string) corev1.EnvVar {
 // replication needs: the setup init container (mysql-setup.sh) on the database image with
 // the data volume, the replication user's credentials and the mysqlConfigVolume it writes
 // the server's settings to (server-id from the ordinal, GTIDs, the binary log, the CLONE
-// plugin, super-read-only on every Pod but the primary), mounted at mysqlConfigPath in the
-// server container, and the replication ConfigMap. The server is the image's entrypoint
-// with its default command; SIGTERM is mysqld's normal shutdown.
+// plugin, super-read-only on every Pod but the primary, host name resolution for the
+// replication account's host, MySQLReplicationHost), mounted at mysqlConfigPath in the
+// server container, and the replication ConfigMap; with SuperuserSources, MYSQL_ROOT_HOST.
+// The server is the image's entrypoint with its default command; SIGTERM is mysqld's normal
+// shutdown.
 func mysqlReplicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpec) {
 	c := &pod.Containers[0]
 	secret := SecretName(db)
 	mount := corev1.VolumeMount{Name: replicationVolume, MountPath: replicationMountPath, ReadOnly: true}
 	config := corev1.VolumeMount{Name: mysqlConfigVolume, MountPath: mysqlConfigPath}
 	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: mysqlConfigVolume, MountPath: mysqlConfigPath, ReadOnly: true})
+	if len(d.SuperuserSources) > 0 {
+		// The image's entrypoint makes root@<MYSQL_ROOT_HOST> when it initialises the data
+		// directory ('%' without); the controller makes root's other accounts.
+		c.Env = append(c.Env, corev1.EnvVar{Name: "MYSQL_ROOT_HOST", Value: MySQLSuperuserHosts(d)[0]})
+	}
 	pod.InitContainers = []corev1.Container{{
 		Name:    SetupContainerName,
 		Image:   c.Image,
@@ -276,7 +350,7 @@ func mysqlReplicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpec)
 			{Name: "MYSQL_CONFIG_DIR", Value: mysqlConfigPath},
 			{Name: "MYSQL_PORT", Value: strconv.Itoa(int(d.Recipe.Port))},
 			{Name: "SERVER_ID_BASE", Value: strconv.Itoa(MySQLServerIDBase)},
-			{Name: "PODS_DOMAIN", Value: HeadlessServiceName(db) + "." + db.Namespace + ".svc"},
+			{Name: "PODS_DOMAIN", Value: PodsDomain(db, d.ClusterDomain)},
 			secretEnv("REPLICATION_USER", secret, engine.SecretKeyReplicationUsername),
 			{Name: "REPLICATION_PASSWORD_FILE", Value: engine.CredentialsFile(engine.SecretKeyReplicationPassword)},
 		},

@@ -2,6 +2,7 @@ package specs_test
 
 import (
 	"bufio"
+	"net/netip"
 	"path"
 	"strings"
 	"testing"
@@ -54,7 +55,7 @@ func TestPostgreSQLPodsRunTheSetupScriptBeforeTheServer(t *testing.T) {
 	}
 	require.Equal(t, secretRef(engine.SecretKeyReplicationUsername), env["REPLICATION_USER"].ValueFrom)
 	require.Equal(t, "/etc/database-credentials/replication-password", env["REPLICATION_PASSWORD_FILE"].Value)
-	require.Equal(t, "my-database.production.svc", env["PRIMARY_HOST"].Value, "the client Service, which routes to the primary")
+	require.Equal(t, "my-database.production.svc.cluster.local", env["PRIMARY_HOST"].Value, "the client Service, which routes to the primary")
 	require.Equal(t, "5432", env["PGPORT"].Value)
 	for _, e := range server.Env {
 		require.Equal(t, e, env[e.Name], "the server's %s: the same PGDATA", e.Name)
@@ -97,7 +98,7 @@ func apiServerDefaults(sts *appsv1.StatefulSet) {
 			c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
 		}
 	}
-	sts.Spec.Template.Annotations = map[string]string{"kubectl.kubernetes.io/restartedAt": "2026-03-01T12:00:00Z"}
+	metav1.SetMetaDataAnnotation(&sts.Spec.Template.ObjectMeta, "kubectl.kubernetes.io/restartedAt", "2026-03-01T12:00:00Z")
 }
 
 func TestSyncStatefulSetOfOneReadBackChangesNothing(t *testing.T) {
@@ -181,7 +182,7 @@ func TestMongoDBPodsRunAReplicaSet(t *testing.T) {
 		{Key: "keyfile", Path: "keyfile"}}, pod.Volumes[0].Secret.Items)
 	require.Equal(t, corev1.StorageMediumMemory, pod.Volumes[3].EmptyDir.Medium, "the key never reaches a disk")
 
-	cm := specs.ReplicationConfigMap(db, "my-database-0")
+	cm := specs.ReplicationConfigMap(db, resolve(t, db), "my-database-0")
 	require.Equal(t, "my-database-0", cm.Data[specs.ConfigMapKeyPrimary])
 	require.Contains(t, cm.Data, "mongodb-setup.sh")
 	require.NotContains(t, cm.Data, "mysql-setup.sh")
@@ -193,10 +194,10 @@ func TestMongoDBPodsRunAReplicaSet(t *testing.T) {
 	require.Equal(t, "secret", string(c.Secret.Data[engine.SecretKeyKeyFile]))
 	require.NotContains(t, c.Secret.Data, engine.SecretKeyReplicationUsername, "members authenticate with the keyfile")
 	require.NotContains(t, c.Secret.Data, engine.SecretKeyReplicationPassword)
-	require.Equal(t, "my-database-read.production.svc", string(c.Secret.Data[engine.SecretKeyReadHost]))
-	require.Equal(t, "mongodb://app:secret@my-database-read.production.svc:27017/my_database?authSource=my_database&readPreference=secondaryPreferred",
+	require.Equal(t, "my-database-read.production.svc.cluster.local", string(c.Secret.Data[engine.SecretKeyReadHost]))
+	require.Equal(t, "mongodb://app:secret@my-database-read.production.svc.cluster.local:27017/my_database?authSource=my_database&readPreference=secondaryPreferred",
 		string(c.Secret.Data[engine.SecretKeyReadURI]))
-	require.Equal(t, "mongodb://app:secret@my-database.production.svc:27017/my_database?authSource=my_database",
+	require.Equal(t, "mongodb://app:secret@my-database.production.svc.cluster.local:27017/my_database?authSource=my_database",
 		string(c.Secret.Data[engine.SecretKeyURI]))
 	require.Equal(t, specs.RolePrimary, specs.ClientService(db, d).Spec.Selector[specs.RoleLabel])
 }
@@ -218,8 +219,8 @@ func TestNewChildrenOfAReplicatingDatabase(t *testing.T) {
 		require.Equal(t, specs.ChildLabels(db), obj.GetLabels(), obj.GetName())
 	}
 	require.Equal(t, "replicator", string(c.Secret.Data[engine.SecretKeyReplicationUsername]))
-	require.Equal(t, "my-database-read.production.svc", string(c.Secret.Data[engine.SecretKeyReadHost]))
-	require.Equal(t, "postgresql://app:secret@my-database-read.production.svc:5432/my_database", string(c.Secret.Data[engine.SecretKeyReadURI]))
+	require.Equal(t, "my-database-read.production.svc.cluster.local", string(c.Secret.Data[engine.SecretKeyReadHost]))
+	require.Equal(t, "postgresql://app:secret@my-database-read.production.svc.cluster.local:5432/my_database", string(c.Secret.Data[engine.SecretKeyReadURI]))
 
 	one, err := specs.NewChildren(database(1), "secret")
 	require.NoError(t, err)
@@ -232,7 +233,7 @@ func TestNewChildrenOfAReplicatingDatabase(t *testing.T) {
 
 func TestSyncReplicationConfigMapKeepsThePrimaryAndRestoresTheScripts(t *testing.T) {
 	db := database(3)
-	want := specs.ReplicationConfigMap(db, "my-database-0")
+	want := specs.ReplicationConfigMap(db, resolve(t, db), "my-database-0")
 	have := want.DeepCopy()
 	have.Data["primary"] = "my-database-2"
 	have.Data["pg_hba.conf"] = "host all all all trust\n"
@@ -251,20 +252,95 @@ func TestSyncReplicationConfigMapKeepsThePrimaryAndRestoresTheScripts(t *testing
 	require.Equal(t, "my-database-0", specs.ReplicationPrimary(have), "a ConfigMap naming none names the desired one")
 }
 
-func TestPgHBAAdmitsTheRecipesReplicationRole(t *testing.T) {
-	recipe, ok := engine.For(examplev1.EnginePostgreSQL)
-	require.True(t, ok)
-	hba := specs.ReplicationConfigMap(database(3), "my-database-0").Data["pg_hba.conf"]
-	var replication [][]string
+// hbaLines is the lines of a pg_hba.conf that are not comments, split into fields.
+func hbaLines(hba string) [][]string {
+	var lines [][]string
 	s := bufio.NewScanner(strings.NewReader(hba))
 	for s.Scan() {
-		fields := strings.Fields(s.Text())
-		if len(fields) > 0 && !strings.HasPrefix(fields[0], "#") && fields[0] == "host" && fields[1] == "replication" {
-			replication = append(replication, fields)
+		if fields := strings.Fields(s.Text()); len(fields) > 0 && !strings.HasPrefix(fields[0], "#") {
+			lines = append(lines, fields)
 		}
 	}
-	require.Equal(t, [][]string{{"host", "replication", recipe.ReplicationUsername, "all", "scram-sha-256"}}, replication,
-		"standbys connect as the Secret's replication-username, by password")
+	return lines
+}
+
+// pg_hba.conf, read top to bottom as PostgreSQL does: the socket trusted; the replication
+// role refused ordinary sessions; the superuser from the controller's sources only when
+// there are some; everyone else by password; replication connections for the recipe's
+// replication role only, from names under the namespace's Service domain of the cluster
+// domain, the last line, which no ordinary session reaches.
+func TestPgHBANarrowsTheReplicationRoleAndTheSuperuser(t *testing.T) {
+	recipe, ok := engine.For(examplev1.EnginePostgreSQL)
+	require.True(t, ok)
+	require.Equal(t, "replicator", recipe.ReplicationUsername)
+	require.Equal(t, "postgres", recipe.SuperuserUsername)
+	db := database(3)
+	d := resolve(t, db)
+	require.Equal(t, [][]string{
+		{"local", "all", "all", "trust"},
+		{"host", "all", "replicator", "all", "reject"},
+		{"host", "all", "all", "all", "scram-sha-256"},
+		{"host", "replication", "replicator", ".production.svc.cluster.local", "scram-sha-256"},
+	}, hbaLines(specs.ReplicationConfigMap(db, d, "my-database-0").Data["pg_hba.conf"]), "no superuser sources: the superuser from anywhere")
+
+	d.ClusterDomain = "corp.example.test"
+	d.SuperuserSources = []netip.Prefix{netip.MustParsePrefix("10.245.0.1/32"), netip.MustParsePrefix("fd00::7/128")}
+	require.Equal(t, [][]string{
+		{"local", "all", "all", "trust"},
+		{"host", "all", "replicator", "all", "reject"},
+		{"host", "all", "postgres", "10.245.0.1/32", "scram-sha-256"},
+		{"host", "all", "postgres", "fd00::7/128", "scram-sha-256"},
+		{"host", "all", "postgres", "all", "reject"},
+		{"host", "all", "all", "all", "scram-sha-256"},
+		{"host", "replication", "replicator", ".production.svc.corp.example.test", "scram-sha-256"},
+	}, hbaLines(specs.PostgreSQLHBA(db, d)))
+}
+
+// The Pod template carries the digest of the rules, so other rules make a new revision.
+func TestPgHBARulesAreThePodTemplatesRevision(t *testing.T) {
+	db := database(3)
+	d := resolve(t, db)
+	before := specs.StatefulSet(db, d).Spec.Template.Annotations[specs.PostgreSQLHBAAnnotation]
+	require.Len(t, before, 64)
+	d.SuperuserSources = []netip.Prefix{netip.MustParsePrefix("10.245.0.1/32")}
+	after := specs.StatefulSet(db, d)
+	require.NotEqual(t, before, after.Spec.Template.Annotations[specs.PostgreSQLHBAAnnotation])
+
+	have := specs.StatefulSet(db, resolve(t, db))
+	specs.SyncStatefulSet(have, after)
+	require.Equal(t, after.Spec.Template.Annotations[specs.PostgreSQLHBAAnnotation], have.Spec.Template.Annotations[specs.PostgreSQLHBAAnnotation])
+
+	db.Spec.Engine, db.Spec.Version = examplev1.EngineMySQL, "8.4"
+	require.NotContains(t, specs.StatefulSet(db, resolve(t, db)).Spec.Template.Annotations, specs.PostgreSQLHBAAnnotation)
+}
+
+// MySQL's replication account is of any host under the namespace's Service domain; root's
+// are one per source, IPv4 ranges with a netmask, or of any host without sources, the first
+// one the entrypoint's MYSQL_ROOT_HOST.
+func TestMySQLAccountHosts(t *testing.T) {
+	db := database(3)
+	db.Spec.Engine, db.Spec.Version = examplev1.EngineMySQL, "8.4"
+	d := resolve(t, db)
+	require.Equal(t, "%.production.svc.cluster.local", specs.MySQLReplicationHost(db, d))
+	require.Equal(t, []string{"%"}, specs.MySQLSuperuserHosts(d))
+	for _, c := range specs.StatefulSet(db, d).Spec.Template.Spec.Containers {
+		for _, e := range c.Env {
+			require.NotEqual(t, "MYSQL_ROOT_HOST", e.Name, "the entrypoint's default, %%")
+		}
+	}
+
+	d.ClusterDomain = "corp.example.test"
+	d.SuperuserSources = []netip.Prefix{
+		netip.MustParsePrefix("10.245.0.1/32"), netip.MustParsePrefix("10.244.0.0/16"),
+		netip.MustParsePrefix("192.168.7.128/25"), netip.MustParsePrefix("fd00::7/128"),
+	}
+	require.Equal(t, "%.production.svc.corp.example.test", specs.MySQLReplicationHost(db, d))
+	require.Equal(t, []string{"10.245.0.1", "10.244.0.0/255.255.0.0", "192.168.7.128/255.255.255.128", "fd00::7"}, specs.MySQLSuperuserHosts(d))
+	env := map[string]string{}
+	for _, e := range specs.StatefulSet(db, d).Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	require.Equal(t, "10.245.0.1", env["MYSQL_ROOT_HOST"])
 }
 
 func TestPodOrdinalSlotNameAndDatabaseOfPod(t *testing.T) {
@@ -347,7 +423,7 @@ func TestMySQLPodsRunTheSetupScriptBeforeTheServer(t *testing.T) {
 	}
 	require.Equal(t, "/var/lib/mysql", env["DATADIR"].Value)
 	require.Equal(t, "100", env["SERVER_ID_BASE"].Value, "server-id 100 + ordinal")
-	require.Equal(t, "my-database-headless.production.svc", env["PODS_DOMAIN"].Value)
+	require.Equal(t, "my-database-headless.production.svc.cluster.local", env["PODS_DOMAIN"].Value)
 	require.Equal(t, "3306", env["MYSQL_PORT"].Value)
 	require.Equal(t, secretRef(engine.SecretKeyReplicationUsername), env["REPLICATION_USER"].ValueFrom)
 	require.Equal(t, "/etc/database-credentials/replication-password", env["REPLICATION_PASSWORD_FILE"].Value)
@@ -365,7 +441,7 @@ func TestMySQLPodsRunTheSetupScriptBeforeTheServer(t *testing.T) {
 		}
 	}
 
-	cm := specs.ReplicationConfigMap(db, "my-database-0")
+	cm := specs.ReplicationConfigMap(db, resolve(t, db), "my-database-0")
 	require.Equal(t, "my-database-0", cm.Data[specs.ConfigMapKeyPrimary])
 	require.Contains(t, cm.Data, "mysql-setup.sh")
 	require.NotContains(t, cm.Data, "postgresql-setup.sh")
@@ -375,7 +451,7 @@ func TestMySQLPodsRunTheSetupScriptBeforeTheServer(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, c.ReadService)
 	require.Equal(t, "replicator", string(c.Secret.Data[engine.SecretKeyReplicationUsername]))
-	require.Equal(t, "my-database-read.production.svc", string(c.Secret.Data[engine.SecretKeyReadHost]))
+	require.Equal(t, "my-database-read.production.svc.cluster.local", string(c.Secret.Data[engine.SecretKeyReadHost]))
 	require.Equal(t, specs.RolePrimary, specs.ClientService(db, d).Spec.Selector[specs.RoleLabel])
-	require.Equal(t, "my-database-1.my-database-headless.production.svc", specs.PodHost(db, "my-database-1"))
+	require.Equal(t, "my-database-1.my-database-headless.production.svc.cluster.local", specs.PodHost(db, specs.DefaultClusterDomain, "my-database-1"))
 }

@@ -17,7 +17,8 @@ func TestARestartStampsThePodTemplate(t *testing.T) {
 	db := database(3)
 	d, err := specs.Resolve(db)
 	require.NoError(t, err)
-	require.Empty(t, specs.StatefulSet(db, d).Spec.Template.Annotations, "no restart asked for")
+	require.NotContains(t, specs.StatefulSet(db, d).Spec.Template.Annotations, specs.RestartedAtAnnotation, "no restart asked for")
+	hba := specs.StatefulSet(db, d).Spec.Template.Annotations[specs.PostgreSQLHBAAnnotation]
 
 	have := specs.StatefulSet(db, d)
 	have.Spec.Template.Annotations = map[string]string{"kubectl.kubernetes.io/restartedAt": "2026-03-01T12:00:00Z"}
@@ -26,11 +27,13 @@ func TestARestartStampsThePodTemplate(t *testing.T) {
 		RequestedAt: metav1.NewMicroTime(time.Date(2026, time.March, 2, 8, 30, 0, 5000, time.UTC).Truncate(time.Microsecond)),
 	}
 	want := specs.StatefulSet(db, d)
-	require.Equal(t, map[string]string{specs.RestartedAtAnnotation: "2026-03-02T08:30:00.000005Z"}, want.Spec.Template.Annotations)
+	require.Equal(t, map[string]string{specs.RestartedAtAnnotation: "2026-03-02T08:30:00.000005Z", specs.PostgreSQLHBAAnnotation: hba},
+		want.Spec.Template.Annotations)
 
 	specs.SyncStatefulSet(have, want)
 	require.Equal(t, map[string]string{
 		"kubectl.kubernetes.io/restartedAt": "2026-03-01T12:00:00Z",
 		specs.RestartedAtAnnotation:         "2026-03-02T08:30:00.000005Z",
+		specs.PostgreSQLHBAAnnotation:       hba,
 	}, have.Spec.Template.Annotations)
 }

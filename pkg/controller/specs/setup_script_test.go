@@ -87,7 +87,7 @@ func (r *setupRun) start() (string, error) {
 		"PATH=" + filepath.Join(r.dir, "bin") + ":" + os.Getenv("PATH"),
 		"PGDATA=" + r.pgdata,
 		"PGPORT=5432",
-		"PRIMARY_HOST=my-database.production.svc",
+		"PRIMARY_HOST=my-database.production.svc.cluster.local",
 		"PRIMARY_CONNECT_TIMEOUT=5",
 		"REPLICATION_USER=replicator",
 		"REPLICATION_PASSWORD_FILE=" + passwordFile,
@@ -125,7 +125,7 @@ func (r *setupRun) cloned() bool {
 // standbyConf is a standby's postgresql.auto.conf lines for a run in dir: the password is in
 // the password file, not in primary_conninfo.
 func standbyConf(r *setupRun) string {
-	return `primary_conninfo = 'host=my-database.production.svc port=5432 user=replicator passfile=` + r.passfile() + ` application_name=my-database-1 connect_timeout=5'
+	return `primary_conninfo = 'host=my-database.production.svc.cluster.local port=5432 user=replicator passfile=` + r.passfile() + ` application_name=my-database-1 connect_timeout=5'
 primary_slot_name = 'my_database_1'
 `
 }
@@ -153,7 +153,7 @@ func TestSetupScript(t *testing.T) {
 		require.Subset(t, strings.Split(strings.TrimSpace(string(args)), "\n"), []string{
 			"PGPASSWORD=s3cret",
 			"--pgdata=" + r.pgdata + ".clone",
-			"--host=my-database.production.svc",
+			"--host=my-database.production.svc.cluster.local",
 			"--port=5432",
 			"--username=replicator",
 			"--slot=my_database_1",

@@ -1,6 +1,8 @@
 package specs
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -34,7 +36,8 @@ import (
 // OnDelete: the controller picks the order in which Pods restart for a new revision.
 //
 // A restart asked for through databases/restart (status.restart) is the Pod template's
-// RestartedAtAnnotation: a new revision, rolled out as an image update is.
+// RestartedAtAnnotation: a new revision, rolled out as an image update is. So is a change of
+// a PostgreSQL Database's client authentication rules (PostgreSQLHBAAnnotation).
 func StatefulSet(db *examplev1.Database, d Desired) *appsv1.StatefulSet {
 	sts := &appsv1.StatefulSet{
 		ObjectMeta: objectMeta(db, StatefulSetName(db), workloadLabels(db)),
@@ -78,6 +81,10 @@ func StatefulSet(db *examplev1.Database, d Desired) *appsv1.StatefulSet {
 	}
 	if d.Recipe.Replicates() {
 		replicationPod(db, d, &sts.Spec.Template.Spec)
+		if d.Recipe.Engine == examplev1.EnginePostgreSQL {
+			sum := sha256.Sum256([]byte(PostgreSQLHBA(db, d)))
+			metav1.SetMetaDataAnnotation(&sts.Spec.Template.ObjectMeta, PostgreSQLHBAAnnotation, hex.EncodeToString(sum[:]))
+		}
 		// The controller restarts the Pods for a new revision itself, the replicas first
 		// and the primary last, wherever the primary is (a RollingUpdate goes by ordinal).
 		sts.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}
@@ -109,8 +116,8 @@ func DataClaim(sts *appsv1.StatefulSet, ordinal int32) *corev1.PersistentVolumeC
 }
 
 // SyncStatefulSet copies the fields the controller owns from want into have: labels,
-// replicas, the update strategy's type, the Pod template's labels and RestartedAtAnnotation
-// (when want has it), its security context's
+// replicas, the update strategy's type, the Pod template's labels, RestartedAtAnnotation and
+// PostgreSQLHBAAnnotation (when want has them), its security context's
 // user, group, fsGroup and seccomp fields, token and service-link settings, the volumes of
 // want's names, the database container's image, arguments, ports, environment, mounts,
 // resources, probes, lifecycle and security context, and the same of want's init
@@ -128,8 +135,10 @@ func SyncStatefulSet(have, want *appsv1.StatefulSet) {
 
 	tmpl, wantTmpl := &have.Spec.Template, &want.Spec.Template
 	tmpl.Labels = MergeLabels(tmpl.Labels, wantTmpl.Labels)
-	if stamp, ok := wantTmpl.Annotations[RestartedAtAnnotation]; ok {
-		metav1.SetMetaDataAnnotation(&tmpl.ObjectMeta, RestartedAtAnnotation, stamp)
+	for _, key := range []string{RestartedAtAnnotation, PostgreSQLHBAAnnotation} {
+		if value, ok := wantTmpl.Annotations[key]; ok {
+			metav1.SetMetaDataAnnotation(&tmpl.ObjectMeta, key, value)
+		}
 	}
 	pod, wantPod := &tmpl.Spec, &wantTmpl.Spec
 	if pod.SecurityContext == nil {

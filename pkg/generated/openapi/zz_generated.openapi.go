@@ -215,7 +215,7 @@ func schema_pkg_apis_example_v1_DatabaseConnection(ref common.ReferenceCallback)
 					},
 					"host": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Host is the client Service's DNS name, \"<name>.<namespace>.svc\": it reaches the primary.",
+							Description: "Host is the client Service's fully qualified DNS name, \"<name>.<namespace>.svc.<cluster domain>\": it reaches the primary.",
 							Default:     "",
 							Type:        []string{"string"},
 							Format:      "",
@@ -231,7 +231,7 @@ func schema_pkg_apis_example_v1_DatabaseConnection(ref common.ReferenceCallback)
 					},
 					"readHost": {
 						SchemaProps: spec.SchemaProps{
-							Description: "ReadHost is the read Service's DNS name, \"<name>-read.<namespace>.svc\", which spreads connections over the replicas: set while the engine replicates and spec.replicas is above 1.",
+							Description: "ReadHost is the read Service's fully qualified DNS name, \"<name>-read.<namespace>.svc.<cluster domain>\", which spreads connections over the replicas: set while the engine replicates and spec.replicas is above 1.",
 							Type:        []string{"string"},
 							Format:      "",
 						},

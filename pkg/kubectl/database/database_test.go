@@ -34,9 +34,9 @@ func shopConnection() *examplev1.DatabaseConnection {
 		TypeMeta:    metav1.TypeMeta{APIVersion: "example.com/v1", Kind: "DatabaseConnection"},
 		ObjectMeta:  metav1.ObjectMeta{Name: "shop", Namespace: "production"},
 		Engine:      examplev1.EnginePostgreSQL,
-		Host:        "shop.production.svc",
+		Host:        "shop.production.svc.cluster.local",
 		Port:        5432,
-		ReadHost:    "shop-read.production.svc",
+		ReadHost:    "shop-read.production.svc.cluster.local",
 		Database:    "app",
 		Username:    "postgres",
 		SecretName:  "shop-credentials",
@@ -94,9 +94,9 @@ func TestConnectionPrintsWhereToConnect(t *testing.T) {
 	assert.Equal(t, `Name:       shop
 Namespace:  production
 Engine:     postgresql
-Host:       shop.production.svc
+Host:       shop.production.svc.cluster.local
 Port:       5432
-Read Host:  shop-read.production.svc
+Read Host:  shop-read.production.svc.cluster.local
 Database:   app
 Username:   postgres
 Password:   key "password" of Secret shop-credentials
@@ -138,7 +138,7 @@ func TestConnectionOutputYAMLIsTheDatabaseConnection(t *testing.T) {
 	require.NoError(t, yaml.Unmarshal([]byte(out), &got), out)
 	assert.Equal(t, "example.com/v1", got["apiVersion"])
 	assert.Equal(t, "DatabaseConnection", got["kind"])
-	assert.Equal(t, "shop.production.svc", got["host"])
+	assert.Equal(t, "shop.production.svc.cluster.local", got["host"])
 	assert.EqualValues(t, 5432, got["port"])
 	assert.Equal(t, "shop-credentials", got["secretName"])
 	assert.NotContains(t, out, "Password:", "not the human output")

@@ -316,16 +316,17 @@ type DatabaseConnection struct {
 	// Engine is the Database's spec.engine.
 	// +required
 	Engine Engine `json:"engine" protobuf:"bytes,2,opt,name=engine,casttype=Engine"`
-	// Host is the client Service's DNS name, "<name>.<namespace>.svc": it
-	// reaches the primary.
+	// Host is the client Service's fully qualified DNS name,
+	// "<name>.<namespace>.svc.<cluster domain>": it reaches the primary.
 	// +required
 	Host string `json:"host" protobuf:"bytes,3,opt,name=host"`
 	// Port is the engine's TCP port, e.g. 5432.
 	// +required
 	Port int32 `json:"port" protobuf:"varint,4,opt,name=port"`
-	// ReadHost is the read Service's DNS name, "<name>-read.<namespace>.svc",
-	// which spreads connections over the replicas: set while the engine
-	// replicates and spec.replicas is above 1.
+	// ReadHost is the read Service's fully qualified DNS name,
+	// "<name>-read.<namespace>.svc.<cluster domain>", which spreads connections
+	// over the replicas: set while the engine replicates and spec.replicas is
+	// above 1.
 	// +optional
 	ReadHost string `json:"readHost,omitempty" protobuf:"bytes,5,opt,name=readHost"`
 	// Database is the database the engine created at initialisation; empty

@@ -5,7 +5,10 @@
 # includes), and decides the Pod's part from the primary the controller names in
 # /etc/database/primary:
 #   - every Pod: server-id SERVER_ID_BASE + its ordinal (unique in the Database), the binary
-#     log, GTIDs (gtid-mode and enforce-gtid-consistency ON) and the CLONE plugin;
+#     log, GTIDs (gtid-mode and enforce-gtid-consistency ON), the CLONE plugin, and the
+#     client's host name looked up at every connection (skip-name-resolve OFF, no host cache):
+#     the replication account's host is a name pattern; the warning of an address without a
+#     name (MY-010055: a client Pod that backs no Service, the controller) is not logged;
 #   - every Pod but the primary: super-read-only ON, so it takes no writes (the controller
 #     points it at the primary, and turns it off on the replica it promotes);
 #   - the primary with an empty data directory: nothing more; the image's entrypoint
@@ -17,7 +20,7 @@
 #     where the copy ends (SOURCE_AUTO_POSITION) however old the primary is.
 # The CLONE statements are from https://dev.mysql.com/doc/refman/8.4/en/clone-plugin-remote.html.
 # Environment: DATADIR, MYSQL_CONFIG_DIR, MYSQL_PORT, SERVER_ID_BASE, PODS_DOMAIN (the
-# headless Service's "<name>-headless.<namespace>.svc": a Pod's stable name is
+# headless Service's "<name>-headless.<namespace>.svc.<cluster domain>": a Pod's stable name is
 # "<pod>.${PODS_DOMAIN}"), REPLICATION_USER, REPLICATION_PASSWORD_FILE (the credentials
 # Secret's key, mounted), HOSTNAME (the Pod's name).
 set -o errexit -o nounset -o pipefail
@@ -37,6 +40,9 @@ write_config() {
 		echo 'enforce-gtid-consistency=ON'
 		echo 'plugin-load-add=mysql_clone.so'
 		echo "report-host=${me}.${PODS_DOMAIN}"
+		echo 'skip-name-resolve=OFF'
+		echo 'host-cache-size=0'
+		echo 'log-error-suppression-list=MY-010055'
 		if [[ ${me} != "${primary}" ]]; then
 			echo 'super-read-only=ON'
 		fi

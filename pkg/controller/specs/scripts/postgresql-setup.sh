@@ -11,7 +11,7 @@
 #     the controller switched away from (shut down cleanly first) a standby of the new one.
 # Standbys reach the primary through the client Service, which routes to the Pod the
 # controller labels primary, so they follow a switchover without being set up again.
-# Environment: PGDATA, PGPORT, PRIMARY_HOST (the client Service's DNS name),
+# Environment: PGDATA, PGPORT, PRIMARY_HOST (the client Service's fully qualified DNS name),
 # PRIMARY_CONNECT_TIMEOUT (seconds), REPLICATION_USER,
 # REPLICATION_PASSWORD_FILE (the credentials Secret's key, mounted), REPLICATION_PASSFILE (the
 # password file to write, on the data volume), HOSTNAME (the Pod's name).

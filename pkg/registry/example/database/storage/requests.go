@@ -26,10 +26,12 @@ import (
 
 // ConnectionREST serves GET databases/{name}/connection: the
 // DatabaseConnection of the Database, computed on each read (specs.Connection,
-// the facts the controller writes into the credentials Secret) and never stored.
+// the facts the controller writes into the credentials Secret, its hosts under
+// clusterDomain) and never stored.
 type ConnectionREST struct {
-	store  *genericregistry.Store
-	scheme *runtime.Scheme
+	store         *genericregistry.Store
+	scheme        *runtime.Scheme
+	clusterDomain string
 }
 
 var _ rest.Getter = &ConnectionREST{}
@@ -63,7 +65,7 @@ func (r *ConnectionREST) Get(ctx context.Context, name string, options *metav1.G
 	if v1db.Spec.Replicas != nil {
 		replicas = *v1db.Spec.Replicas
 	}
-	v1conn := specs.Connection(&v1db, specs.Desired{Recipe: recipe, Replicas: replicas})
+	v1conn := specs.Connection(&v1db, specs.Desired{Recipe: recipe, Replicas: replicas, ClusterDomain: r.clusterDomain})
 	conn := &example.DatabaseConnection{}
 	if err := r.scheme.Convert(v1conn, conn, nil); err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"example.com/database-apiserver/pkg/apis/example"
 )
@@ -31,4 +32,26 @@ func TestValidateRestartReason(t *testing.T) {
 	errs := validateRestart(&example.DatabaseRestart{Reason: strings.Repeat("x", MaxRestartReasonLength+1)})
 	require.Len(t, errs, 1)
 	require.Equal(t, "reason: Too long: may not be more than 32768 bytes", errs[0].Error())
+}
+
+// TestConnectionNamesHostsUnderTheClusterDomain: databases/connection shows the client and
+// read Services by their fully qualified names under the server's cluster domain, as the
+// controller writes them into the credentials Secret.
+func TestConnectionNamesHostsUnderTheClusterDomain(t *testing.T) {
+	s := newStorage(t)
+	create(t, s, validDatabase("shop"))
+	for domain, want := range map[string]string{
+		"cluster.local":     "shop.test.svc.cluster.local",
+		"corp.example.test": "shop.test.svc.corp.example.test",
+	} {
+		connection := &ConnectionREST{store: s.Connection.store, scheme: s.Connection.scheme, clusterDomain: domain}
+		obj, err := connection.Get(testContext(s, "connection"), "shop", &metav1.GetOptions{})
+		require.NoError(t, err)
+		conn := obj.(*example.DatabaseConnection)
+		require.Equal(t, want, conn.Host, domain)
+		require.Equal(t, strings.Replace(want, "shop.", "shop-read.", 1), conn.ReadHost, domain)
+	}
+	obj, err := s.Connection.Get(testContext(s, "connection"), "shop", &metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "shop.test.svc.cluster.local", obj.(*example.DatabaseConnection).Host, "NewStorage's domain")
 }

@@ -50,9 +50,10 @@ type DatabaseStorage struct {
 // configuration and storage decorator (watch cache) of the resource;
 // typeConverter knows the example.com/v1 Database's schema (the server's
 // OpenAPI models), for the field manager of databases/switchover, which writes
-// spec.primary. It returns an error if the store cannot be completed, e.g. a
-// bad storage config, or the field manager cannot be built.
-func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, typeConverter managedfields.TypeConverter) (DatabaseStorage, error) {
+// spec.primary; clusterDomain is the cluster's DNS domain, which the hosts
+// databases/connection shows end with. It returns an error if the store cannot
+// be completed, e.g. a bad storage config, or the field manager cannot be built.
+func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, typeConverter managedfields.TypeConverter, clusterDomain string) (DatabaseStorage, error) {
 	strategy := database.NewStrategy(scheme)
 	statusStrategy := database.NewStatusStrategy(strategy)
 
@@ -96,7 +97,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, ty
 		Database:   &REST{Store: store},
 		Status:     &StatusREST{store: &statusStore},
 		Scale:      &ScaleREST{store: store},
-		Connection: &ConnectionREST{store: store, scheme: scheme},
+		Connection: &ConnectionREST{store: store, scheme: scheme, clusterDomain: clusterDomain},
 		Restart:    &RestartREST{store: &requestStore, now: time.Now},
 		Switchover: &SwitchoverREST{store: &requestStore, now: time.Now, fieldManager: switchoverFields},
 	}, nil

@@ -65,7 +65,7 @@ func newStorageWithWorkers(t *testing.T, deleteCollectionWorkers int) DatabaseSt
 		ResourcePrefix:          "example.com/databases",
 	}
 
-	s, err := NewStorage(scheme, restOptions, managedfields.NewDeducedTypeConverter())
+	s, err := NewStorage(scheme, restOptions, managedfields.NewDeducedTypeConverter(), "cluster.local")
 	require.NoError(t, err)
 	t.Cleanup(s.Database.Destroy)
 	return s
