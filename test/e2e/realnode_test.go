@@ -15,7 +15,7 @@ import (
 
 	"example.com/database-apiserver/internal/localcluster"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/engine"
+	"example.com/database-apiserver/pkg/engine"
 )
 
 // realPodTimeout bounds a real Pod's way to Ready: the first pull of the PostgreSQL image

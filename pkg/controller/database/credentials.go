@@ -11,9 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"example.com/database-apiserver/pkg/controller/engine"
 	"example.com/database-apiserver/pkg/controller/postgres"
 	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/engine"
 )
 
 // ApplicationPasswordAnnotation is on the credentials Secret: the SHA-256 (hex) of the

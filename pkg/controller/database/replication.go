@@ -19,8 +19,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/engine"
 	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/engine"
 )
 
 // observeTimeout bounds the asking of every member of a Database, which runs in parallel:

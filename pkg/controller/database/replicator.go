@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/engine"
 	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/engine"
 )
 
 // observer is how a pass reads the members of every engine that replicates. Each call

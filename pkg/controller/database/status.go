@@ -11,8 +11,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/engine"
 	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/engine"
 )
 
 // Condition types of a Database's status. `kubectl wait

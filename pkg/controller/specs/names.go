@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/engine"
+	"example.com/database-apiserver/pkg/engine"
 )
 
 // ManagedByLabel and ManagedByValue mark every child of a Database (the Kubernetes

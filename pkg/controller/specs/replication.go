@@ -13,7 +13,7 @@ import (
 
 	"example.com/database-apiserver/pkg/apis/example"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/engine"
+	"example.com/database-apiserver/pkg/engine"
 )
 
 // RoleLabel is on every Pod of a replicating Database once the controller knows its part:

@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/engine"
+	"example.com/database-apiserver/pkg/engine"
 )
 
 // StatefulSet is "<name>", from the engine's recipe (engine.Recipe): the catalog's image,

@@ -5,7 +5,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/engine"
+	"example.com/database-apiserver/pkg/engine"
 )
 
 // readyCondition is the status condition that says a Database takes connections.

@@ -1,7 +1,7 @@
-// Package engine holds what the database controller knows about each engine: its port, data
-// directory, credentials environment, probes, file-system group and resource requests. The
-// facts come from the official images' entrypoints (docker-library postgres, mysql
-// and mongo); the image itself comes from pkg/catalog.
+// Package engine holds what the database controller and the API server know about each
+// engine: its port, data directory, credentials environment, probes, file-system group and
+// resource requests. The facts come from the official images' entrypoints (docker-library
+// postgres, mysql and mongo); the image itself comes from pkg/catalog.
 package engine
 
 import (
