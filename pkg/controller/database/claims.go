@@ -18,6 +18,7 @@ import (
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // ClaimsByDatabaseIndex names the index of the claim cache (NewClaimInformer,
@@ -188,12 +189,12 @@ func (p *pass) statefulSetNameFree(ctx context.Context) (*halt, error) {
 	sts := p.statefulSet
 	if sts == nil {
 		var err error
-		sts, err = p.r.kube.AppsV1().StatefulSets(p.db.Namespace).Get(ctx, specs.StatefulSetName(p.db), metav1.GetOptions{})
+		sts, err = p.r.kube.AppsV1().StatefulSets(p.db.Namespace).Get(ctx, names.StatefulSetName(p.db), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("get StatefulSet %q: %w", specs.StatefulSetName(p.db), err)
+			return nil, fmt.Errorf("get StatefulSet %q: %w", names.StatefulSetName(p.db), err)
 		}
 	}
 	if !isControlledBy(sts, p.db) {
@@ -361,7 +362,7 @@ func (p *pass) expandClaim(ctx context.Context, claim *corev1.PersistentVolumeCl
 // clean up. Nothing is LISTed: a LIST per reconcile of every claim of the namespace made N
 // Databases cost N² in claims read.
 func (r *Reconciler) listDataClaims(ctx context.Context, db *examplev1.Database, liveFrom, liveTo int32, fresh bool) ([]*corev1.PersistentVolumeClaim, error) {
-	objs, err := r.listers.PersistentVolumeClaims.ByIndex(ClaimsByDatabaseIndex, claimIndexKey(db.Namespace, specs.StatefulSetName(db)))
+	objs, err := r.listers.PersistentVolumeClaims.ByIndex(ClaimsByDatabaseIndex, claimIndexKey(db.Namespace, names.StatefulSetName(db)))
 	if err != nil {
 		return nil, fmt.Errorf("list PersistentVolumeClaims from the cache: %w", err)
 	}

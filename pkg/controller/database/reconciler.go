@@ -41,16 +41,16 @@ import (
 	"k8s.io/utils/clock"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/specs"
 	"example.com/database-apiserver/pkg/generated/clientset/versioned"
 	examplelisters "example.com/database-apiserver/pkg/generated/listers/example/v1"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // ManagedBySelector selects the objects the Reconciler manages:
-// specs.ManagedByLabel=specs.ManagedByValue. The controller's informers for owned kinds see
+// names.ManagedByLabel=names.ManagedByValue. The controller's informers for owned kinds see
 // only objects it selects.
 func ManagedBySelector() labels.Selector {
-	return labels.SelectorFromSet(labels.Set{specs.ManagedByLabel: specs.ManagedByValue})
+	return labels.SelectorFromSet(labels.Set{names.ManagedByLabel: names.ManagedByValue})
 }
 
 // RequeueAfterNotReady is how long the Reconciler waits before looking again at a Database
@@ -130,8 +130,8 @@ type Options struct {
 	// air-gapped cluster.
 	ImageRegistry string
 	// ClusterDomain is the cluster's DNS domain, which the names of the Secret's hosts, the
-	// standbys' primary and the replica set members end with (specs.ServiceHost). Empty is
-	// specs.DefaultClusterDomain.
+	// standbys' primary and the replica set members end with (names.ServiceHost). Empty is
+	// names.DefaultClusterDomain.
 	ClusterDomain string
 	// SuperuserSources are the address ranges the Reconciler's connections to the servers
 	// come from: the engines' superusers log in over the network from these only

@@ -20,7 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // The StatefulSet controller (kube-controller-manager) reports each Pod or claim it fails to
@@ -195,7 +195,7 @@ func (r *Reconciler) unschedulable(db *examplev1.Database, sts *appsv1.StatefulS
 	if sts == nil {
 		return nil, 0, nil
 	}
-	pods, err := r.listers.Pods.Pods(db.Namespace).List(labels.SelectorFromSet(specs.SelectorLabels(db)))
+	pods, err := r.listers.Pods.Pods(db.Namespace).List(labels.SelectorFromSet(names.SelectorLabels(db)))
 	if err != nil {
 		return nil, 0, fmt.Errorf("list the Pods of StatefulSet %q from the cache: %w", sts.Name, err)
 	}

@@ -20,7 +20,7 @@ import (
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/specs"
-	"example.com/database-apiserver/pkg/engine"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // observeTimeout bounds the asking of every member of a Database, which runs in parallel:
@@ -378,9 +378,9 @@ func (p *pass) members(ctx context.Context, sts int32, o observer) (members []*m
 	db := p.db
 	// The Secret the pass made sure of; a new one the cache has not delivered yet means the
 	// servers are not asked this pass (they cannot run before it exists anyway).
-	secret, err := p.r.listers.Secrets.Secrets(db.Namespace).Get(specs.SecretName(db))
+	secret, err := p.r.listers.Secrets.Secrets(db.Namespace).Get(names.SecretName(db))
 	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, nil, false, fmt.Errorf("get Secret %q from the cache: %w", specs.SecretName(db), err)
+		return nil, nil, false, fmt.Errorf("get Secret %q from the cache: %w", names.SecretName(db), err)
 	}
 	asked = o != nil && secret != nil
 	if secret == nil {
@@ -391,10 +391,10 @@ func (p *pass) members(ctx context.Context, sts int32, o observer) (members []*m
 		return endpoint{
 			host: m.pod.Status.PodIP, port: p.desired.Recipe.Port,
 			user: user, password: password,
-			database: string(secret.Data[engine.SecretKeyDatabase]),
+			database: string(secret.Data[names.SecretKeyDatabase]),
 		}
 	}
-	pods, err := p.r.listers.Pods.Pods(db.Namespace).List(labels.SelectorFromSet(specs.SelectorLabels(db)))
+	pods, err := p.r.listers.Pods.Pods(db.Namespace).List(labels.SelectorFromSet(names.SelectorLabels(db)))
 	if err != nil {
 		return nil, nil, false, err
 	}
@@ -435,7 +435,7 @@ func (p *pass) members(ctx context.Context, sts int32, o observer) (members []*m
 // db's name): a Pod that only carries db's labels is not asked anything.
 func isPodOf(pod *corev1.Pod, db *examplev1.Database) bool {
 	ref := metav1.GetControllerOf(pod)
-	return ref != nil && ref.Kind == "StatefulSet" && ref.Name == specs.StatefulSetName(db)
+	return ref != nil && ref.Kind == "StatefulSet" && ref.Name == names.StatefulSetName(db)
 }
 
 // designate makes the replication ConfigMap name pod the primary, with the confirmed primary

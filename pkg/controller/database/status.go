@@ -13,6 +13,7 @@ import (
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/specs"
 	"example.com/database-apiserver/pkg/engine"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // Condition types of a Database's status. `kubectl wait
@@ -180,7 +181,7 @@ func computeStatus(db *examplev1.Database, obs observation, now time.Time) examp
 	transition := metav1.NewTime(now).Rfc3339Copy()
 	status := *db.Status.DeepCopy()
 	status.ObservedGeneration = db.Generation
-	status.Selector = specs.PodSelector(db)
+	status.Selector = names.PodSelector(db)
 	status.ReadyReplicas = readyReplicas(obs.statefulSet)
 	if obs.username != "" {
 		status.Username = obs.username
@@ -325,7 +326,7 @@ func computeStatus(db *examplev1.Database, obs observation, now time.Time) examp
 		if len(rep.refused) > 0 && !stopped {
 			msg := fmt.Sprintf("%s refuse the username and password of Secret %s, which clients are given: "+
 				"the database keeps the password its data was initialised with; set the Secret's back to it",
-				strings.Join(rep.refused, ", "), specs.SecretName(db))
+				strings.Join(rep.refused, ", "), names.SecretName(db))
 			c := cond{metav1.ConditionFalse, ReasonCredentialsRefused, msg}
 			conditions[0].cond, conditions[2].cond = c, cond{metav1.ConditionTrue, ReasonCredentialsRefused, msg}
 			if status.Phase == examplev1.DatabasePhaseReady {
