@@ -146,7 +146,7 @@ func (p *pass) judgeClaim(ctx context.Context, claim *corev1.PersistentVolumeCla
 	case claim.DeletionTimestamp != nil:
 		return nil, waitFor("PersistentVolumeClaim %s is being deleted", claim.Name), nil
 	case judged == unrecorded:
-		p.r.event(ctx, p.db, corev1.EventTypeWarning, ReasonChildConflict, "Not adopting PersistentVolumeClaim %s: its uid %s is not one this controller released", claim.Name, claim.UID)
+		p.r.event(ctx, p.db, corev1.EventTypeWarning, examplev1.ReasonChildConflict, "Not adopting PersistentVolumeClaim %s: its uid %s is not one this controller released", claim.Name, claim.UID)
 		return nil, p.unrecordedFailure("PersistentVolumeClaim", claim), nil
 	default:
 		return nil, conflictFailure("PersistentVolumeClaim", claim), nil
@@ -339,7 +339,7 @@ func (p *pass) expandClaim(ctx context.Context, claim *corev1.PersistentVolumeCl
 	case isUIDMismatch(err):
 		return nil, replacedError(claimsResource, claim, err)
 	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err):
-		return &failure{reason: ReasonStorageExpansionFailed, message: fmt.Sprintf(
+		return &failure{reason: examplev1.ReasonStorageExpansionFailed, message: fmt.Sprintf(
 			"cannot grow PersistentVolumeClaim %s from %s to %s (its StorageClass must allow volume expansion; retried every minute), the volumes keep their size: %v",
 			claim.Name, size.String(), want.String(), err)}, nil
 	case err != nil:

@@ -421,7 +421,7 @@ func (c *Controller) enqueueEvent(obj any) {
 		obj = tombstone.Obj
 	}
 	event, ok := obj.(*corev1.Event)
-	if !ok || (event.Reason != ReasonFailedCreate && event.Reason != eventReasonSuccessfulCreate) {
+	if !ok || (event.Reason != examplev1.ReasonFailedCreate && event.Reason != eventReasonSuccessfulCreate) {
 		return
 	}
 	sts, err := c.statefulSets.StatefulSets(event.InvolvedObject.Namespace).Get(event.InvolvedObject.Name)

@@ -113,7 +113,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, db *examplev1.Database
 	err = errors.Join(errs...)
 	if err != nil {
 		err = fmt.Errorf("cleanup with deletionPolicy %s: %w", policy, err)
-		r.event(ctx, db, corev1.EventTypeWarning, ReasonReconcileError, "%v", err)
+		r.event(ctx, db, corev1.EventTypeWarning, examplev1.ReasonReconcileError, "%v", err)
 	}
 	db, werr := r.writeStatus(ctx, db, deletingStatus(db, policy, readyReplicas(sts), strings.Join(pending, "; "), err, r.now()))
 	if werr != nil {

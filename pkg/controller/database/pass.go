@@ -185,7 +185,7 @@ func (p *pass) ensureSecret(ctx context.Context) (*halt, error) {
 	}
 	if have, err := r.listers.Secrets.Secrets(db.Namespace).Get(names.SecretName(db)); err == nil && isControlledBy(have, db) &&
 		have.DeletionTimestamp != nil && slices.Contains(have.Finalizers, CredentialsFinalizer) {
-		p.credentials = &failure{reason: ReasonCredentialsDeleting, message: fmt.Sprintf(
+		p.credentials = &failure{reason: examplev1.ReasonCredentialsDeleting, message: fmt.Sprintf(
 			"Secret %s is being deleted; it is kept (finalizer %s) while the Database exists, since its password is the one the data directory holds; deleting the Database releases it",
 			have.Name, CredentialsFinalizer)}
 		p.username = string(have.Data[names.SecretKeyUsername])
@@ -213,7 +213,7 @@ func (p *pass) ensureSecret(ctx context.Context) (*halt, error) {
 		sync: func(have *corev1.Secret) *halt {
 			for _, key := range []string{names.SecretKeyUsername, names.SecretKeyPassword} {
 				if len(have.Data[key]) == 0 {
-					return fail(ReasonInvalidCredentials,
+					return fail(examplev1.ReasonInvalidCredentials,
 						"Secret %s has no %q; restore it with the credentials the data directory holds (checked again every minute)",
 						have.Name, key)
 				}
@@ -226,7 +226,7 @@ func (p *pass) ensureSecret(ctx context.Context) (*halt, error) {
 				if len(have.Data[su]) == 0 {
 					present, missing = sp, su
 				}
-				return fail(ReasonInvalidCredentials,
+				return fail(examplev1.ReasonInvalidCredentials,
 					"Secret %s has %q but no %q; restore it with the superuser's credentials the data directory holds (checked again every minute)",
 					have.Name, present, missing)
 			}
@@ -312,7 +312,7 @@ func (p *pass) lostCredentials(ctx context.Context) (*corev1.Secret, *halt, erro
 			// The running members authenticate to each other with the old keyfile.
 			keys = "username, password, superuser-username, superuser-password and keyfile"
 		}
-		return nil, fail(ReasonCredentialsLost,
+		return nil, fail(examplev1.ReasonCredentialsLost,
 			"Secret %s is gone while the data directory keeps its credentials: no new password is generated, the database would not accept it. Restore it: create Secret %s with the old %s and the annotation %s=%s, this Database's uid (checked again every minute)",
 			name, name, keys, RestoreForAnnotation, db.UID), nil
 	case err != nil:
@@ -405,11 +405,11 @@ func (p *pass) checkKeyFile(secret *corev1.Secret) *halt {
 	key := secret.Data[names.SecretKeyKeyFile]
 	switch {
 	case len(key) > 0 && !engine.ValidKeyFile(key):
-		return fail(ReasonInvalidCredentials,
+		return fail(examplev1.ReasonInvalidCredentials,
 			"Secret %s's %q is not a key mongod takes: 6 to 1024 base64 characters; restore the key the replica set's members run with (checked again every minute)",
 			secret.Name, names.SecretKeyKeyFile)
 	case len(key) == 0 && p.statefulSet != nil && isControlledBy(p.statefulSet, p.db) && readsKeyFile(p.statefulSet):
-		return fail(ReasonInvalidCredentials,
+		return fail(examplev1.ReasonInvalidCredentials,
 			"Secret %s has no %q while the replica set's members run with one: a new key would keep every Pod that starts from joining them; restore it (checked again every minute)",
 			secret.Name, names.SecretKeyKeyFile)
 	}

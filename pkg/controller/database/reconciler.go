@@ -232,9 +232,9 @@ func (r *Reconciler) report(ctx context.Context, db *examplev1.Database, obs obs
 			r.event(ctx, db, corev1.EventTypeWarning, obs.failure.reason, "%s", obs.failure.message)
 		case obs.refusal != nil:
 			// What the conditions report, recorded below.
-		case obs.expansion != nil && !sameCondition(db.Status, status, ConditionProgressing):
+		case obs.expansion != nil && !sameCondition(db.Status, status, examplev1.ConditionProgressing):
 			r.event(ctx, db, corev1.EventTypeWarning, obs.expansion.reason, "%s", obs.expansion.message)
-		case obs.credentials != nil && !sameCondition(db.Status, status, ConditionDegraded):
+		case obs.credentials != nil && !sameCondition(db.Status, status, examplev1.ConditionDegraded):
 			r.event(ctx, db, corev1.EventTypeWarning, obs.credentials.reason, "%s", obs.credentials.message)
 		}
 	}
@@ -309,9 +309,9 @@ func (r *Reconciler) reportError(ctx context.Context, db *examplev1.Database, st
 	if apierrors.IsConflict(err) {
 		return err
 	}
-	r.event(ctx, db, corev1.EventTypeWarning, ReasonReconcileError, "%v", err)
+	r.event(ctx, db, corev1.EventTypeWarning, examplev1.ReasonReconcileError, "%v", err)
 	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
-		Type: ConditionProgressing, Status: metav1.ConditionFalse, Reason: ReasonReconcileError, Message: err.Error(),
+		Type: examplev1.ConditionProgressing, Status: metav1.ConditionFalse, Reason: examplev1.ReasonReconcileError, Message: err.Error(),
 		ObservedGeneration: db.Generation, LastTransitionTime: r.now(),
 	})
 	if _, werr := r.writeStatus(ctx, db, status); werr != nil {

@@ -143,7 +143,7 @@ func (r *Reconciler) podRefusal(sts *appsv1.StatefulSet) (*failure, error) {
 		}
 		at := lastOccurrence(event)
 		switch event.Reason {
-		case ReasonFailedCreate:
+		case examplev1.ReasonFailedCreate:
 			if refused == nil || at.After(refusedAt) {
 				refused, refusedAt = event, at
 			}
@@ -156,13 +156,13 @@ func (r *Reconciler) podRefusal(sts *appsv1.StatefulSet) (*failure, error) {
 	if refused == nil || !refusedAt.After(creation) {
 		return nil, nil
 	}
-	return &failure{reason: ReasonFailedCreate, message: conditionMessage(refused.Message)}, nil
+	return &failure{reason: examplev1.ReasonFailedCreate, message: conditionMessage(refused.Message)}, nil
 }
 
 // refusalReported reports whether status already reports a refusal of the Pods of reason
 // (FailedCreate or Unschedulable): its Degraded condition has that reason.
 func refusalReported(status examplev1.DatabaseStatus, reason string) bool {
-	c := meta.FindStatusCondition(status.Conditions, ConditionDegraded)
+	c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionDegraded)
 	return c != nil && c.Reason == reason
 }
 
@@ -222,7 +222,7 @@ func (r *Reconciler) unschedulable(db *examplev1.Database, sts *appsv1.StatefulS
 	if len(refused) == 0 {
 		return nil, wait, nil
 	}
-	return &failure{reason: ReasonUnschedulable, message: unschedulableMessage(refused)}, wait, nil
+	return &failure{reason: examplev1.ReasonUnschedulable, message: unschedulableMessage(refused)}, wait, nil
 }
 
 // podScheduled is pod's PodScheduled condition, or nil.

@@ -212,7 +212,7 @@ func (p *pass) judgeAdoption(ctx context.Context, kind string, obj metav1.Object
 // unrecordedFailure is the ChildConflict halt for obj, of kind, marked RetainedFromAnnotation
 // for the pass's Database although this controller did not release it.
 func (p *pass) unrecordedFailure(kind string, obj metav1.Object) *halt {
-	return fail(ReasonChildConflict,
+	return fail(examplev1.ReasonChildConflict,
 		"%s %s carries %s=%s but is not adopted: this controller did not release it (its uid %s is not in the release record ConfigMap %s/%s), so it may have been planted; it is left untouched: delete or rename it, or give the Database another name (checked again every minute)",
 		kind, obj.GetName(), RetainedFromAnnotation, retainedKey(p.db), obj.GetUID(), p.r.controllerNamespace(), ReleasedRecordName(p.db.Namespace, p.db.Name))
 }

@@ -233,7 +233,7 @@ func (p *pass) initiate(ctx context.Context, set *mongoReplicaSet, members []*me
 	db, m := p.db, members[i]
 	host := mongodb.Host(names.PodHost(db, p.desired.ClusterDomain, m.name), p.desired.Recipe.Port)
 	if err := set.instances.Initiate(ctx, server(m).mongodb(), specs.ReplicaSetName(db), host); err != nil {
-		p.r.event(ctx, db, corev1.EventTypeWarning, ReasonReconcileError, "Initiating replica set %s on %s failed: %v", specs.ReplicaSetName(db), m.name, err)
+		p.r.event(ctx, db, corev1.EventTypeWarning, examplev1.ReasonReconcileError, "Initiating replica set %s on %s failed: %v", specs.ReplicaSetName(db), m.name, err)
 		return nil
 	}
 	p.r.event(ctx, db, corev1.EventTypeNormal, ReasonCreated, "Initiated replica set %s with %s", specs.ReplicaSetName(db), host)
@@ -265,7 +265,7 @@ func (p *pass) syncMembers(ctx context.Context, set *mongoReplicaSet, e endpoint
 		return h
 	}); changed {
 		if err := set.instances.Reconfig(ctx, e.mongodb(), renamed); err != nil {
-			p.r.event(ctx, db, corev1.EventTypeWarning, ReasonReconcileError, "Renaming the members of replica set %s on %s (version %d: %s) failed: %v",
+			p.r.event(ctx, db, corev1.EventTypeWarning, examplev1.ReasonReconcileError, "Renaming the members of replica set %s on %s (version %d: %s) failed: %v",
 				specs.ReplicaSetName(db), primary.name, renamed.Version, describeMembers(renamed), err)
 			return p.recordMembers(ctx, podsOf(*cfg))
 		}
@@ -289,7 +289,7 @@ func (p *pass) syncMembers(ctx context.Context, set *mongoReplicaSet, e endpoint
 		if err := set.instances.Reconfig(ctx, e.mongodb(), next); err != nil {
 			// Refused while the last reconfiguration is not committed to a majority, or
 			// a new member is not reachable yet: asked again next pass.
-			p.r.event(ctx, db, corev1.EventTypeWarning, ReasonReconcileError, "Reconfiguring replica set %s on %s (version %d: %s) failed: %v",
+			p.r.event(ctx, db, corev1.EventTypeWarning, examplev1.ReasonReconcileError, "Reconfiguring replica set %s on %s (version %d: %s) failed: %v",
 				specs.ReplicaSetName(db), primary.name, next.Version, describeMembers(next), err)
 			return p.recordMembers(ctx, podsOf(*cfg))
 		}
@@ -365,6 +365,6 @@ func (p *pass) restartFirst(ctx context.Context, sts *appsv1.StatefulSet, member
 	if err := p.deletePod(ctx, pod, "to restart it as the replica set's first member"); err != nil {
 		return true, err
 	}
-	p.r.event(ctx, p.db, corev1.EventTypeNormal, ReasonRollingUpdate, "Restarting %s first, to initiate replica set %s on it (revision %s)", pod.Name, specs.ReplicaSetName(p.db), sts.Status.UpdateRevision)
+	p.r.event(ctx, p.db, corev1.EventTypeNormal, examplev1.ReasonRollingUpdate, "Restarting %s first, to initiate replica set %s on it (revision %s)", pod.Name, specs.ReplicaSetName(p.db), sts.Status.UpdateRevision)
 	return true, nil
 }

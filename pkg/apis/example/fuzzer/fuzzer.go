@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/randfill"
 
 	"example.com/database-apiserver/pkg/apis/example"
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 )
 
 // Funcs returns the fuzzer functions of the example.com group (and of the
@@ -115,7 +116,7 @@ func fuzzDatabaseStatus(s *example.DatabaseStatus, c randfill.Continue) {
 	// At most one condition per type, as status.conditions is a map keyed by type.
 	s.Conditions = nil
 	statuses := []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown}
-	for _, typ := range []string{example.ConditionReady, example.ConditionProgressing, example.ConditionDegraded} {
+	for _, typ := range []string{examplev1.ConditionReady, examplev1.ConditionProgressing, examplev1.ConditionDegraded} {
 		if !c.Bool() {
 			continue
 		}

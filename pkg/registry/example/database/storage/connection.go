@@ -9,9 +9,6 @@ import (
 	"example.com/database-apiserver/pkg/names"
 )
 
-// readyCondition is the status condition that says a Database takes connections.
-const readyCondition = "Ready"
-
 // Connection is what databases/{name}/connection serves for db: the facts of the
 // credentials Secret (the controller's specs.Secret, specs.FillCredentials) a client needs,
 // but for the password and the URIs, which it names the keys of: the client Service's host
@@ -32,7 +29,7 @@ func Connection(db *examplev1.Database, recipe engine.Recipe, replicas int32, cl
 		PasswordKey: names.SecretKeyPassword,
 		URIKey:      names.SecretKeyURI,
 		Primary:     db.Status.Primary,
-		Ready:       meta.IsStatusConditionTrue(db.Status.Conditions, readyCondition),
+		Ready:       meta.IsStatusConditionTrue(db.Status.Conditions, examplev1.ConditionReady),
 	}
 	if db.Status.Username != "" {
 		c.Username = db.Status.Username
