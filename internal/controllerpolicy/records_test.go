@@ -12,7 +12,7 @@ import (
 
 	"example.com/database-apiserver/internal/controllerpolicy"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // update is an update of db, or of its subresource, by user.
@@ -78,7 +78,7 @@ func releaseRecord(db *examplev1.Database, entries map[string]string) *corev1.Co
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "released." + db.Namespace + "." + db.Name, Namespace: "database-system",
-			Labels:      map[string]string{specs.ManagedByLabel: specs.ManagedByValue},
+			Labels:      map[string]string{names.ManagedByLabel: names.ManagedByValue},
 			Annotations: map[string]string{"database.example.com/retained-from": db.Namespace + "/" + db.Name},
 		},
 		Data: entries,

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // A real node that joins a running cluster. When this machine can run the real node but its
@@ -223,7 +223,7 @@ func (c *Cluster) MoveToRealNode(ctx context.Context, paths ...string) ([]string
 		}
 		for i := range pods.Items {
 			pod := &pods.Items[i]
-			if name, ok := specs.DatabaseOfPod(pod); !ok || name != db.GetName() || !belongsOnRealNode(pod, images) {
+			if name, ok := names.DatabaseOfPod(pod); !ok || name != db.GetName() || !belongsOnRealNode(pod, images) {
 				continue
 			}
 			err := cs.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{

@@ -20,7 +20,7 @@ import (
 	"example.com/database-apiserver/pkg/apis/example"
 	"example.com/database-apiserver/pkg/apis/example/install"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/names"
 	databasestorage "example.com/database-apiserver/pkg/registry/example/database/storage"
 	"example.com/database-apiserver/pkg/registry/unavailable"
 )
@@ -63,7 +63,7 @@ func init() {
 // ExtraConfig is the configuration of database-apiserver beyond the generic server's.
 type ExtraConfig struct {
 	// ClusterDomain is the cluster's DNS domain, which the hosts databases/connection shows
-	// end with; empty is specs.DefaultClusterDomain.
+	// end with; empty is names.DefaultClusterDomain.
 	ClusterDomain string
 }
 
@@ -116,7 +116,7 @@ func (c completedConfig) New() (*DatabaseServer, error) {
 	// An unreachable etcd is a 503 with Retry-After, not a 500 or a hang.
 	domain := c.ExtraConfig.ClusterDomain
 	if domain == "" {
-		domain = specs.DefaultClusterDomain
+		domain = names.DefaultClusterDomain
 	}
 	databases, err := databasestorage.NewStorage(Scheme, unavailable.RESTOptionsGetter(c.GenericConfig.RESTOptionsGetter), typeConverter, domain)
 	if err != nil {

@@ -30,8 +30,8 @@ import (
 	"example.com/database-apiserver/pkg/admission/databasedefaults"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/authnready"
-	"example.com/database-apiserver/pkg/controller/specs"
 	generatedopenapi "example.com/database-apiserver/pkg/generated/openapi"
+	"example.com/database-apiserver/pkg/names"
 	databasestorage "example.com/database-apiserver/pkg/registry/example/database/storage"
 	"example.com/database-apiserver/pkg/requestheader"
 
@@ -73,7 +73,7 @@ type Options struct {
 
 	// ClusterDomain is the cluster's DNS domain (--cluster-domain), which the hosts
 	// databases/connection shows end with, as the controller's --cluster-domain makes the
-	// credentials Secrets' (specs.ServiceHost).
+	// credentials Secrets' (names.ServiceHost).
 	ClusterDomain string
 
 	StdOut io.Writer
@@ -92,7 +92,7 @@ func NewOptions(out, errOut io.Writer) *Options {
 			Codecs.LegacyCodec(examplev1.SchemeGroupVersion),
 		),
 		Logs:          logsapi.NewLoggingConfiguration(),
-		ClusterDomain: specs.DefaultClusterDomain,
+		ClusterDomain: names.DefaultClusterDomain,
 		StdOut:        out,
 		StdErr:        errOut,
 	}

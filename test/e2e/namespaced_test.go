@@ -21,6 +21,7 @@ import (
 	"example.com/database-apiserver/internal/localcluster"
 	dbcontroller "example.com/database-apiserver/pkg/controller/database"
 	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // TestNamespacedControllerRBACReadsOnlyItsNamespace applies the shipped overlay
@@ -112,7 +113,7 @@ func TestNamespacedControllerRBACReadsOnlyItsNamespace(t *testing.T) {
 
 		// Its release records are those of a only.
 		record := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: dbcontroller.ReleasedRecordName("b", "db"),
-			Labels:      map[string]string{specs.ManagedByLabel: specs.ManagedByValue},
+			Labels:      map[string]string{names.ManagedByLabel: names.ManagedByValue},
 			Annotations: map[string]string{dbcontroller.RetainedFromAnnotation: "b/db"}},
 			Data: map[string]string{"00000000-0000-4000-8000-000000000006": "Secret db-credentials"}}
 		_, err = k.CoreV1().ConfigMaps(installNamespace).Create(ctx, record, dryRun)

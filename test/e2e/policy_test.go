@@ -30,6 +30,7 @@ import (
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	dbcontroller "example.com/database-apiserver/pkg/controller/database"
 	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // These tests pin the admission policies of artifacts/policy, which the local control plane
@@ -211,7 +212,7 @@ func TestControllerPolicyRefusesWhatTheControllerDoesNotBuild(t *testing.T) {
 
 	t.Run("a Secret without the managed-by label is refused", func(t *testing.T) {
 		secret := built.Secret.DeepCopy()
-		delete(secret.Labels, specs.ManagedByLabel)
+		delete(secret.Labels, names.ManagedByLabel)
 		_, err := k.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{})
 		requireRefused(t, err, "database-controller-children",
 			"Secret "+ns+"/e2e-shape-credentials: it must carry the label app.kubernetes.io/managed-by=database-controller")
@@ -291,7 +292,7 @@ func TestControllerPolicyRefusesWhatTheControllerDoesNotBuild(t *testing.T) {
 		{"admitting an ipBlock", func(np *networkingv1.NetworkPolicy) {
 			np.Spec.Ingress[0].From = append(np.Spec.Ingress[0].From, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0"}})
 		}, "database-controller-networkpolicies", "a peer is an ipBlock"},
-		{"without the managed-by label", func(np *networkingv1.NetworkPolicy) { delete(np.Labels, specs.ManagedByLabel) },
+		{"without the managed-by label", func(np *networkingv1.NetworkPolicy) { delete(np.Labels, names.ManagedByLabel) },
 			"database-controller-children", "NetworkPolicy " + ns + "/e2e-shape: it must carry the label app.kubernetes.io/managed-by=database-controller"},
 		{"in kube-system", func(np *networkingv1.NetworkPolicy) { np.Namespace = "kube-system" },
 			"database-controller-children", "kube-system is a system namespace"},
@@ -311,7 +312,7 @@ func TestControllerPolicyRefusesWhatTheControllerDoesNotBuild(t *testing.T) {
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)
 		foreign.OwnerReferences = []metav1.OwnerReference{specs.OwnerReference(db)}
-		foreign.Labels = map[string]string{specs.ManagedByLabel: specs.ManagedByValue}
+		foreign.Labels = map[string]string{names.ManagedByLabel: names.ManagedByValue}
 		foreign.Data = map[string][]byte{"token": []byte("ours")}
 		_, err = k.CoreV1().Secrets(ns).Update(ctx, foreign, metav1.UpdateOptions{})
 		requireRefused(t, err, "database-controller-children", "may not take over Secret "+ns+"/e2e-foreign")
@@ -324,7 +325,7 @@ func TestControllerPolicyRefusesWhatTheControllerDoesNotBuild(t *testing.T) {
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)
 		marked.OwnerReferences = []metav1.OwnerReference{specs.OwnerReference(db)}
-		marked.Labels = map[string]string{specs.ManagedByLabel: specs.ManagedByValue}
+		marked.Labels = map[string]string{names.ManagedByLabel: names.ManagedByValue}
 		_, err = k.CoreV1().Secrets(ns).Update(ctx, marked, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
 		requireRefused(t, err, "database-controller-children", "may not take over Secret "+ns+"/e2e-marked")
 
@@ -340,7 +341,7 @@ func TestControllerPolicyRefusesWhatTheControllerDoesNotBuild(t *testing.T) {
 			fresh, err = kube(t).CoreV1().Secrets(ns).Update(ctx, fresh, metav1.UpdateOptions{})
 			require.NoError(t, err)
 			fresh.OwnerReferences = []metav1.OwnerReference{specs.OwnerReference(db)}
-			fresh.Labels = map[string]string{specs.ManagedByLabel: specs.ManagedByValue}
+			fresh.Labels = map[string]string{names.ManagedByLabel: names.ManagedByValue}
 			_, err = k.CoreV1().Secrets(ns).Update(ctx, fresh, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
 			require.NoError(t, err, "%v", annotations)
 		}
@@ -349,7 +350,7 @@ func TestControllerPolicyRefusesWhatTheControllerDoesNotBuild(t *testing.T) {
 	t.Run("in the system namespace only release records are written", func(t *testing.T) {
 		sys := localcluster.APIServerNamespace
 		record := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: dbcontroller.ReleasedRecordName(ns, db.Name), Namespace: sys,
-			Labels:      map[string]string{specs.ManagedByLabel: specs.ManagedByValue},
+			Labels:      map[string]string{names.ManagedByLabel: names.ManagedByValue},
 			Annotations: map[string]string{dbcontroller.RetainedFromAnnotation: ns + "/" + db.Name}},
 			Data: map[string]string{"00000000-0000-4000-8000-000000000004": "Secret e2e-shape-credentials"}}
 		created, err := k.CoreV1().ConfigMaps(sys).Create(ctx, record, metav1.CreateOptions{})
@@ -402,7 +403,7 @@ func TestControllerPolicyRefusesWhatTheControllerDoesNotBuild(t *testing.T) {
 		requireRefused(t, err, "database-controller-releases", "a release record is named released.<namespace>.<database>")
 		for name, cm := range map[string]*corev1.ConfigMap{
 			"another name": {ObjectMeta: metav1.ObjectMeta{Name: "e2e-not-a-record", Namespace: sys,
-				Labels: map[string]string{specs.ManagedByLabel: specs.ManagedByValue}}},
+				Labels: map[string]string{names.ManagedByLabel: names.ManagedByValue}}},
 			"unlabelled": {ObjectMeta: metav1.ObjectMeta{Name: dbcontroller.ReleasedRecordName(ns, "unlabelled"), Namespace: sys}},
 		} {
 			_, err := k.CoreV1().ConfigMaps(sys).Create(ctx, cm, dryRun)
@@ -432,7 +433,7 @@ func TestControllerPolicyRefusesWhatTheControllerDoesNotBuild(t *testing.T) {
 		// fails to refuse.
 		dryRun := metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}
 		for name, labels := range map[string]map[string]string{
-			"e2e-managed":   {specs.ManagedByLabel: specs.ManagedByValue},
+			"e2e-managed":   {names.ManagedByLabel: names.ManagedByValue},
 			"e2e-unmanaged": nil,
 		} {
 			_, err := kube(t).CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
@@ -480,7 +481,7 @@ func policyPod(ns, name string, managed bool) *corev1.Pod {
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "database", Image: "postgres:16"}}},
 	}
 	if managed {
-		pod.Labels = map[string]string{specs.ManagedByLabel: specs.ManagedByValue}
+		pod.Labels = map[string]string{names.ManagedByLabel: names.ManagedByValue}
 	}
 	return pod
 }

@@ -15,7 +15,8 @@ import (
 
 	"example.com/database-apiserver/internal/localcluster"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/engine"
+	"example.com/database-apiserver/pkg/engine"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // realPodTimeout bounds a real Pod's way to Ready: the first pull of the PostgreSQL image
@@ -213,7 +214,7 @@ spec:
 	})
 	secret, err := kube(t).CoreV1().Secrets(ns).Get(context.Background(), db+"-credentials", metav1.GetOptions{})
 	require.NoError(t, err)
-	password := string(secret.Data[engine.SecretKeyPassword])
+	password := string(secret.Data[names.SecretKeyPassword])
 	require.NotEmpty(t, password)
 
 	phase, out := runPsql(t, ns, "write", db, password,

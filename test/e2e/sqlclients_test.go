@@ -22,10 +22,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/engine"
 	"example.com/database-apiserver/pkg/controller/mysql"
 	"example.com/database-apiserver/pkg/controller/postgres"
 	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/engine"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // TestRealSQLClients calls every exported call of the controller's SQL clients
@@ -186,19 +187,19 @@ func pgVerifier(t *testing.T, s postgres.Server, role string) {
 // (db-0) and standby (db-1).
 func testPostgresClient(t *testing.T, ns, db string) {
 	secret := credentials(t, ns, db)
-	port, err := strconv.Atoi(secret[engine.SecretKeyPort])
+	port, err := strconv.Atoi(secret[names.SecretKeyPort])
 	require.NoError(t, err)
 	superuser := postgres.Server{
 		Port:     int32(port),
-		User:     secret[engine.SecretKeySuperuserUsername],
-		Password: secret[engine.SecretKeySuperuserPassword],
-		Database: secret[engine.SecretKeyDatabase],
+		User:     secret[names.SecretKeySuperuserUsername],
+		Password: secret[names.SecretKeySuperuserPassword],
+		Database: secret[names.SecretKeyDatabase],
 	}
 	primary, standby := superuser, superuser
 	primary.Host, standby.Host = podIP(t, ns, db+"-0"), podIP(t, ns, db+"-1")
 	standbyName := db + "-1"
-	appUser := secret[engine.SecretKeyUsername]
-	replUser, replPassword := secret[engine.SecretKeyReplicationUsername], secret[engine.SecretKeyReplicationPassword]
+	appUser := secret[names.SecretKeyUsername]
+	replUser, replPassword := secret[names.SecretKeyReplicationUsername], secret[names.SecretKeyReplicationPassword]
 	var c postgres.Client
 
 	t.Run("Observe", func(t *testing.T) {
@@ -608,19 +609,19 @@ func requireMyRefused(t *testing.T, err error) {
 // replica (db-1).
 func testMySQLClient(t *testing.T, ns, db string) {
 	secret := credentials(t, ns, db)
-	port, err := strconv.Atoi(secret[engine.SecretKeyPort])
+	port, err := strconv.Atoi(secret[names.SecretKeyPort])
 	require.NoError(t, err)
-	root := mysql.Server{Port: int32(port), User: secret[engine.SecretKeySuperuserUsername], Password: secret[engine.SecretKeySuperuserPassword]}
+	root := mysql.Server{Port: int32(port), User: secret[names.SecretKeySuperuserUsername], Password: secret[names.SecretKeySuperuserPassword]}
 	require.Equal(t, mysql.RootUser, root.User)
 	primary, replica := root, root
 	primary.Host, replica.Host = podIP(t, ns, db+"-0"), podIP(t, ns, db+"-1")
-	database := secret[engine.SecretKeyDatabase]
-	replUser, replPassword := secret[engine.SecretKeyReplicationUsername], secret[engine.SecretKeyReplicationPassword]
+	database := secret[names.SecretKeyDatabase]
+	replUser, replPassword := secret[names.SecretKeyReplicationUsername], secret[names.SecretKeyReplicationPassword]
 	d, err := getDatabase(t, ns, db)
 	require.NoError(t, err)
-	primaryHost := specs.PodHost(d, specs.DefaultClusterDomain, db+"-0")
+	primaryHost := names.PodHost(d, names.DefaultClusterDomain, db+"-0")
 	// replHost is the replication account's host part: the namespace's Service domain.
-	replHost := "%." + specs.NamespaceDomain(d, specs.DefaultClusterDomain)
+	replHost := "%." + names.NamespaceDomain(d, names.DefaultClusterDomain)
 	onPrimary, onReplica := myOpen(t, primary, database), myOpen(t, replica, database)
 	var c mysql.Client
 	// gtidExecuted is the server's @@global.gtid_executed, as text and parsed.
@@ -888,7 +889,7 @@ func testMySQLClient(t *testing.T, ns, db string) {
 		require.Nil(t, st.Source)
 		// The application user, without SUPER, writes.
 		app := replica
-		app.User, app.Password = secret[engine.SecretKeyUsername], secret[engine.SecretKeyPassword]
+		app.User, app.Password = secret[names.SecretKeyUsername], secret[names.SecretKeyPassword]
 		_, err = myOpen(t, app, database).ExecContext(ctx, `INSERT INTO e2e_observe VALUES (3)`)
 		require.NoError(t, err, "the promoted replica takes the application user's write")
 	})

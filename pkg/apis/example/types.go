@@ -54,13 +54,6 @@ const (
 // SupportedDeletionPolicies lists every DeletionPolicy.
 var SupportedDeletionPolicies = []DeletionPolicy{DeletionPolicyDelete, DeletionPolicyRetain, DeletionPolicyDoNotTerminate}
 
-// Condition types reported in status.conditions.
-const (
-	ConditionReady       = "Ready"
-	ConditionProgressing = "Progressing"
-	ConditionDegraded    = "Degraded"
-)
-
 // MemberRole is a database Pod's part in replication.
 type MemberRole string
 

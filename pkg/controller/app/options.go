@@ -38,8 +38,8 @@ import (
 	"k8s.io/component-base/term"
 
 	"example.com/database-apiserver/pkg/controller/database"
-	"example.com/database-apiserver/pkg/controller/specs"
 	"example.com/database-apiserver/pkg/generated/clientset/versioned"
+	"example.com/database-apiserver/pkg/names"
 
 	// JSON log format (--logging-format=json).
 	_ "k8s.io/component-base/logs/json/register"
@@ -159,7 +159,7 @@ func NewOptions() *Options {
 			ResourceNamespace: DefaultLeaseNamespace,
 		},
 		Workers:        DefaultWorkers,
-		ClusterDomain:  specs.DefaultClusterDomain,
+		ClusterDomain:  names.DefaultClusterDomain,
 		ResyncPeriod:   10 * time.Minute,
 		SecureServing:  secureServing,
 		Authentication: authentication,

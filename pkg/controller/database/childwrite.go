@@ -91,7 +91,7 @@ func ensureChild[T childObject](ctx context.Context, p *pass, c childOps[T]) (T,
 		case err != nil:
 			return zero, nil, err
 		case judged == unrecorded:
-			p.r.event(ctx, p.db, corev1.EventTypeWarning, ReasonChildConflict, "Not adopting %s %s: its uid %s is not one this controller released", c.kind, c.name, have.GetUID())
+			p.r.event(ctx, p.db, corev1.EventTypeWarning, examplev1.ReasonChildConflict, "Not adopting %s %s: its uid %s is not one this controller released", c.kind, c.name, have.GetUID())
 			return zero, p.unrecordedFailure(c.kind, have), nil
 		case judged != adoptable:
 			return zero, conflictFailure(c.kind, have), nil

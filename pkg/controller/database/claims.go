@@ -18,6 +18,7 @@ import (
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // ClaimsByDatabaseIndex names the index of the claim cache (NewClaimInformer,
@@ -145,7 +146,7 @@ func (p *pass) judgeClaim(ctx context.Context, claim *corev1.PersistentVolumeCla
 	case claim.DeletionTimestamp != nil:
 		return nil, waitFor("PersistentVolumeClaim %s is being deleted", claim.Name), nil
 	case judged == unrecorded:
-		p.r.event(ctx, p.db, corev1.EventTypeWarning, ReasonChildConflict, "Not adopting PersistentVolumeClaim %s: its uid %s is not one this controller released", claim.Name, claim.UID)
+		p.r.event(ctx, p.db, corev1.EventTypeWarning, examplev1.ReasonChildConflict, "Not adopting PersistentVolumeClaim %s: its uid %s is not one this controller released", claim.Name, claim.UID)
 		return nil, p.unrecordedFailure("PersistentVolumeClaim", claim), nil
 	default:
 		return nil, conflictFailure("PersistentVolumeClaim", claim), nil
@@ -188,12 +189,12 @@ func (p *pass) statefulSetNameFree(ctx context.Context) (*halt, error) {
 	sts := p.statefulSet
 	if sts == nil {
 		var err error
-		sts, err = p.r.kube.AppsV1().StatefulSets(p.db.Namespace).Get(ctx, specs.StatefulSetName(p.db), metav1.GetOptions{})
+		sts, err = p.r.kube.AppsV1().StatefulSets(p.db.Namespace).Get(ctx, names.StatefulSetName(p.db), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("get StatefulSet %q: %w", specs.StatefulSetName(p.db), err)
+			return nil, fmt.Errorf("get StatefulSet %q: %w", names.StatefulSetName(p.db), err)
 		}
 	}
 	if !isControlledBy(sts, p.db) {
@@ -338,7 +339,7 @@ func (p *pass) expandClaim(ctx context.Context, claim *corev1.PersistentVolumeCl
 	case isUIDMismatch(err):
 		return nil, replacedError(claimsResource, claim, err)
 	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err):
-		return &failure{reason: ReasonStorageExpansionFailed, message: fmt.Sprintf(
+		return &failure{reason: examplev1.ReasonStorageExpansionFailed, message: fmt.Sprintf(
 			"cannot grow PersistentVolumeClaim %s from %s to %s (its StorageClass must allow volume expansion; retried every minute), the volumes keep their size: %v",
 			claim.Name, size.String(), want.String(), err)}, nil
 	case err != nil:
@@ -361,7 +362,7 @@ func (p *pass) expandClaim(ctx context.Context, claim *corev1.PersistentVolumeCl
 // clean up. Nothing is LISTed: a LIST per reconcile of every claim of the namespace made N
 // Databases cost N² in claims read.
 func (r *Reconciler) listDataClaims(ctx context.Context, db *examplev1.Database, liveFrom, liveTo int32, fresh bool) ([]*corev1.PersistentVolumeClaim, error) {
-	objs, err := r.listers.PersistentVolumeClaims.ByIndex(ClaimsByDatabaseIndex, claimIndexKey(db.Namespace, specs.StatefulSetName(db)))
+	objs, err := r.listers.PersistentVolumeClaims.ByIndex(ClaimsByDatabaseIndex, claimIndexKey(db.Namespace, names.StatefulSetName(db)))
 	if err != nil {
 		return nil, fmt.Errorf("list PersistentVolumeClaims from the cache: %w", err)
 	}

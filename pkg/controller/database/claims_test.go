@@ -16,7 +16,7 @@ import (
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/database"
-	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/names"
 )
 
 func TestClaimsByDatabaseIndexesDataClaimNames(t *testing.T) {
@@ -301,7 +301,7 @@ func TestDataClaimsAreFoundByNameWhateverTheirLabels(t *testing.T) {
 		claim := f.claim("data-my-database-1")
 		require.Equal(t, "200Gi", ptr.To(claim.Spec.Resources.Requests[corev1.ResourceStorage]).String())
 		require.Equal(t, "by-hand", claim.Labels["edited"])
-		require.Equal(t, specs.ManagedByValue, claim.Labels[specs.ManagedByLabel])
+		require.Equal(t, names.ManagedByValue, claim.Labels[names.ManagedByLabel])
 		require.Equal(t, name, claim.Labels["app.kubernetes.io/instance"])
 	})
 	t.Run("released by Retain", func(t *testing.T) {

@@ -31,6 +31,7 @@ import (
 	"example.com/database-apiserver/pkg/controller/specs"
 	"example.com/database-apiserver/pkg/generated/clientset/versioned"
 	"example.com/database-apiserver/pkg/generated/informers/externalversions"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // ControllerName names the controller: the workqueue (its metrics' name label), the Events'
@@ -377,7 +378,7 @@ func (c *Controller) enqueueOwner(obj any) {
 	c.queue.Add(cache.ObjectName{Namespace: object.GetNamespace(), Name: owner.Name})
 }
 
-// enqueuePod enqueues the Database whose Pod obj is (specs.DatabaseOfPod): its StatefulSet
+// enqueuePod enqueues the Database whose Pod obj is (names.DatabaseOfPod): its StatefulSet
 // controls the Pod, but a Pod's start, readiness and end move its Database's replication.
 func (c *Controller) enqueuePod(obj any) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -387,7 +388,7 @@ func (c *Controller) enqueuePod(obj any) {
 	if !ok {
 		return
 	}
-	if database, ok := specs.DatabaseOfPod(pod); ok {
+	if database, ok := names.DatabaseOfPod(pod); ok {
 		c.queue.Add(cache.ObjectName{Namespace: pod.Namespace, Name: database})
 	}
 }
@@ -420,7 +421,7 @@ func (c *Controller) enqueueEvent(obj any) {
 		obj = tombstone.Obj
 	}
 	event, ok := obj.(*corev1.Event)
-	if !ok || (event.Reason != ReasonFailedCreate && event.Reason != eventReasonSuccessfulCreate) {
+	if !ok || (event.Reason != examplev1.ReasonFailedCreate && event.Reason != eventReasonSuccessfulCreate) {
 		return
 	}
 	sts, err := c.statefulSets.StatefulSets(event.InvolvedObject.Namespace).Get(event.InvolvedObject.Name)

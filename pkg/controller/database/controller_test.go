@@ -23,8 +23,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/specs"
 	dbfake "example.com/database-apiserver/pkg/generated/clientset/versioned/fake"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // newTestController returns a Controller on fake clientsets holding kubeObjects, with its
@@ -128,7 +128,7 @@ func TestClaimEventsEnqueueTheDatabaseTheirNameBelongsTo(t *testing.T) {
 }
 
 func TestInformersSeeOnlyManagedChildrenButEveryClaim(t *testing.T) {
-	managed := map[string]string{specs.ManagedByLabel: specs.ManagedByValue}
+	managed := map[string]string{names.ManagedByLabel: names.ManagedByValue}
 	c, start := newTestController(t,
 		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "production", Name: "ours", Labels: managed,
 			OwnerReferences: controlledBy("example.com/v1", "Database", "ours")}},
@@ -203,7 +203,7 @@ func TestEventInformerSelectsTheStatefulSetControllersEventsByFields(t *testing.
 // Database; Events of other reasons, of a StatefulSet of another UID (deleted and created
 // again) and of a StatefulSet not in the cache do not.
 func TestStatefulSetEventsEnqueueTheControllingDatabase(t *testing.T) {
-	managed := map[string]string{specs.ManagedByLabel: specs.ManagedByValue}
+	managed := map[string]string{names.ManagedByLabel: names.ManagedByValue}
 	c, start := newTestController(t,
 		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "production", Name: "ours", UID: "sts-uid", Labels: managed,
 			OwnerReferences: controlledBy("example.com/v1", "Database", "ours")}},

@@ -11,9 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"example.com/database-apiserver/pkg/controller/engine"
 	"example.com/database-apiserver/pkg/controller/postgres"
-	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // ApplicationPasswordAnnotation is on the credentials Secret: the SHA-256 (hex) of the
@@ -34,16 +33,16 @@ func (p *pass) syncApplicationRole(ctx context.Context, s postgres.Server) error
 	if p.desired.Recipe.ApplicationUserAtInit {
 		return nil
 	}
-	secret, err := p.r.listers.Secrets.Secrets(db.Namespace).Get(specs.SecretName(db))
+	secret, err := p.r.listers.Secrets.Secrets(db.Namespace).Get(names.SecretName(db))
 	if err != nil {
 		return err
 	}
-	user, password := secret.Data[engine.SecretKeyUsername], secret.Data[engine.SecretKeyPassword]
-	if len(user) == 0 || len(password) == 0 || len(secret.Data[engine.SecretKeySuperuserPassword]) == 0 {
+	user, password := secret.Data[names.SecretKeyUsername], secret.Data[names.SecretKeyPassword]
+	if len(user) == 0 || len(password) == 0 || len(secret.Data[names.SecretKeySuperuserPassword]) == 0 {
 		// Not migrated yet as the cache has it (ensureSecret just did): the next pass.
 		return nil
 	}
-	if string(user) == string(secret.Data[engine.SecretKeySuperuserUsername]) {
+	if string(user) == string(secret.Data[names.SecretKeySuperuserUsername]) {
 		// Edited by hand to name the superuser: its password is the superuser's own.
 		return nil
 	}
@@ -63,10 +62,10 @@ func (p *pass) syncApplicationRole(ctx context.Context, s postgres.Server) error
 // a Secret the cache still has as written before them, its username and password where
 // those were the superuser's (Recipe.SuperuserWasUsername).
 func (p *pass) superuser(secret *corev1.Secret) (user, password string) {
-	if len(secret.Data[engine.SecretKeySuperuserPassword]) == 0 && p.desired.Recipe.SuperuserWasUsername {
-		return string(secret.Data[engine.SecretKeyUsername]), string(secret.Data[engine.SecretKeyPassword])
+	if len(secret.Data[names.SecretKeySuperuserPassword]) == 0 && p.desired.Recipe.SuperuserWasUsername {
+		return string(secret.Data[names.SecretKeyUsername]), string(secret.Data[names.SecretKeyPassword])
 	}
-	return string(secret.Data[engine.SecretKeySuperuserUsername]), string(secret.Data[engine.SecretKeySuperuserPassword])
+	return string(secret.Data[names.SecretKeySuperuserUsername]), string(secret.Data[names.SecretKeySuperuserPassword])
 }
 
 // applicationDigest is the value of ApplicationPasswordAnnotation for user and password.

@@ -18,6 +18,7 @@ import (
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // reconcileDelete runs the cleanup of spec.deletionPolicy for a Database being deleted, then
@@ -84,7 +85,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, db *examplev1.Database
 	default:
 		collect(deleteChild(ctx, db, "StatefulSet", r.kube.AppsV1().StatefulSets(ns), sts))
 	}
-	for _, name := range []string{specs.HeadlessServiceName(db), specs.ClientServiceName(db), specs.ReadServiceName(db)} {
+	for _, name := range []string{names.HeadlessServiceName(db), names.ClientServiceName(db), names.ReadServiceName(db)} {
 		collect(deleteCachedChild(ctx, db, "Service", r.listers.Services.Services(ns).Get, r.kube.CoreV1().Services(ns), name))
 	}
 	for _, name := range []string{specs.ReplicationConfigMapName(db), specs.InitConfigMapName(db)} {
@@ -112,7 +113,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, db *examplev1.Database
 	err = errors.Join(errs...)
 	if err != nil {
 		err = fmt.Errorf("cleanup with deletionPolicy %s: %w", policy, err)
-		r.event(ctx, db, corev1.EventTypeWarning, ReasonReconcileError, "%v", err)
+		r.event(ctx, db, corev1.EventTypeWarning, examplev1.ReasonReconcileError, "%v", err)
 	}
 	db, werr := r.writeStatus(ctx, db, deletingStatus(db, policy, readyReplicas(sts), strings.Join(pending, "; "), err, r.now()))
 	if werr != nil {
@@ -144,15 +145,15 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, db *examplev1.Database
 // labels were edited, the informer lags), from the API server; nil when there is none of
 // ours.
 func (r *Reconciler) liveStatefulSet(ctx context.Context, db *examplev1.Database) (*appsv1.StatefulSet, error) {
-	sts, err := r.listers.StatefulSets.StatefulSets(db.Namespace).Get(specs.StatefulSetName(db))
+	sts, err := r.listers.StatefulSets.StatefulSets(db.Namespace).Get(names.StatefulSetName(db))
 	if apierrors.IsNotFound(err) {
-		sts, err = r.kube.AppsV1().StatefulSets(db.Namespace).Get(ctx, specs.StatefulSetName(db), metav1.GetOptions{})
+		sts, err = r.kube.AppsV1().StatefulSets(db.Namespace).Get(ctx, names.StatefulSetName(db), metav1.GetOptions{})
 	}
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, nil
 	case err != nil:
-		return nil, fmt.Errorf("get StatefulSet %q: %w", specs.StatefulSetName(db), err)
+		return nil, fmt.Errorf("get StatefulSet %q: %w", names.StatefulSetName(db), err)
 	case !isControlledBy(sts, db):
 		return nil, nil
 	}
@@ -165,14 +166,14 @@ func (r *Reconciler) liveStatefulSet(ctx context.Context, db *examplev1.Database
 // there (their deletion requested), which the cleanup waits for.
 func (r *Reconciler) deleteOrphanPods(ctx context.Context, db *examplev1.Database) ([]string, error) {
 	client := r.kube.CoreV1().Pods(db.Namespace)
-	list, err := client.List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(specs.SelectorLabels(db)).String()})
+	list, err := client.List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(names.SelectorLabels(db)).String()})
 	if err != nil {
 		return nil, fmt.Errorf("list Pods: %w", err)
 	}
 	var orphans []string
 	var errs []error
 	for _, pod := range list.Items {
-		ordinal, ok := strings.CutPrefix(pod.Name, specs.StatefulSetName(db)+"-")
+		ordinal, ok := strings.CutPrefix(pod.Name, names.StatefulSetName(db)+"-")
 		if !ok || strings.Trim(ordinal, "0123456789") != "" || ordinal == "" || metav1.GetControllerOf(&pod) != nil {
 			continue
 		}
@@ -221,12 +222,12 @@ func (r *Reconciler) cleanupData(ctx context.Context, db *examplev1.Database, ke
 			released = append(released, releasedObject{"PersistentVolumeClaim", claim})
 		}
 	}
-	secret, err := secrets.Get(ctx, specs.SecretName(db), metav1.GetOptions{})
+	secret, err := secrets.Get(ctx, names.SecretName(db), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		secret = nil
 	case err != nil:
-		errs = append(errs, fmt.Errorf("get Secret %q: %w", specs.SecretName(db), err))
+		errs = append(errs, fmt.Errorf("get Secret %q: %w", names.SecretName(db), err))
 		secret = nil
 	case !isControlledBy(secret, db):
 		secret = nil

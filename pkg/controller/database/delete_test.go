@@ -18,7 +18,7 @@ import (
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/database"
-	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // orphanedPods plays a StatefulSet deleted with propagationPolicy Orphan (a replacement for
@@ -125,7 +125,7 @@ func TestDeletion(t *testing.T) {
 				require.NoError(t, err)
 				m := obj.(metav1.Object)
 				require.Empty(t, m.GetOwnerReferences(), "released: the garbage collector must not take %s", d.n)
-				require.NotContains(t, m.GetLabels(), specs.ManagedByLabel)
+				require.NotContains(t, m.GetLabels(), names.ManagedByLabel)
 				require.Equal(t, "production/my-database", m.GetAnnotations()[database.RetainedFromAnnotation], "marked for a Database of the same name")
 				require.Equal(t, name, m.GetLabels()["app.kubernetes.io/instance"])
 			}
@@ -140,7 +140,7 @@ func TestDeletion(t *testing.T) {
 					"data-my-database-2-uid":      "PersistentVolumeClaim data-my-database-2",
 					"my-database-credentials-uid": "Secret my-database-credentials",
 				}, obj.(*corev1.ConfigMap).Data)
-				require.Equal(t, specs.ManagedByValue, obj.(*corev1.ConfigMap).Labels[specs.ManagedByLabel])
+				require.Equal(t, names.ManagedByValue, obj.(*corev1.ConfigMap).Labels[names.ManagedByLabel])
 			} else {
 				_, err := f.kube.Tracker().Get(configMaps, database.DefaultControllerNamespace, database.ReleasedRecordName(namespace, name))
 				require.True(t, apierrors.IsNotFound(err), "nothing released: %v", err)
@@ -174,7 +174,7 @@ func TestDeletionLeavesChildrenOfOthersAlone(t *testing.T) {
 	db.Finalizers = []string{database.FinalizerName}
 	db.DeletionTimestamp = ptr.To(metav1.NewTime(start))
 	other := []metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Database", Name: name, UID: "old-uid", Controller: ptr.To(true)}}
-	managed := map[string]string{specs.ManagedByLabel: specs.ManagedByValue, "app.kubernetes.io/name": "postgresql", "app.kubernetes.io/instance": name}
+	managed := map[string]string{names.ManagedByLabel: names.ManagedByValue, "app.kubernetes.io/name": "postgresql", "app.kubernetes.io/instance": name}
 	f := newFixture(t, db,
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: managed, OwnerReferences: other}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-credentials", Labels: managed, OwnerReferences: other}},

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/specs"
 )
 
@@ -27,7 +28,7 @@ type failure struct {
 // Spec errors wait for a change of the Database.
 func (f *failure) external() bool {
 	switch f.reason {
-	case ReasonChildConflict, ReasonStorageExpansionFailed, ReasonNamespaceTerminating, ReasonInvalidCredentials, ReasonCredentialsLost:
+	case examplev1.ReasonChildConflict, examplev1.ReasonStorageExpansionFailed, examplev1.ReasonNamespaceTerminating, examplev1.ReasonInvalidCredentials, examplev1.ReasonCredentialsLost:
 		return true
 	}
 	return false
@@ -56,15 +57,15 @@ func waitFor(format string, args ...any) *halt {
 // still release the claims of a Database whose policy no longer protects them: h waits for
 // a deletion, or the namespace is being deleted.
 func (h *halt) releasesClaims() bool {
-	return h.waiting != "" || h.failure.reason == ReasonNamespaceTerminating
+	return h.waiting != "" || h.failure.reason == examplev1.ReasonNamespaceTerminating
 }
 
 // specFailure is the failure of a spec specs.Resolve refused (err): UnsupportedVersion or
 // InvalidSpec.
 func specFailure(err error) *halt {
-	reason := ReasonInvalidSpec
+	reason := examplev1.ReasonInvalidSpec
 	if errors.Is(err, specs.ErrUnsupportedVersion) {
-		reason = ReasonUnsupportedVersion
+		reason = examplev1.ReasonUnsupportedVersion
 	}
 	return fail(reason, "%s", err.Error())
 }
@@ -74,10 +75,10 @@ func specFailure(err error) *halt {
 // otherwise a transient error.
 func writeError(err error, verb, kind, name string) (*halt, error) {
 	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-		return fail(ReasonNamespaceTerminating, "cannot %s %s %q: the namespace is being deleted", verb, kind, name), nil
+		return fail(examplev1.ReasonNamespaceTerminating, "cannot %s %s %q: the namespace is being deleted", verb, kind, name), nil
 	}
 	if apierrors.IsInvalid(err) {
-		return fail(ReasonInvalidChild, "cannot %s %s %q: %v", verb, kind, name, err), nil
+		return fail(examplev1.ReasonInvalidChild, "cannot %s %s %q: %v", verb, kind, name, err), nil
 	}
 	return nil, fmt.Errorf("%s %s %q: %w", verb, kind, name, err)
 }
@@ -89,7 +90,7 @@ func conflictFailure(kind string, obj metav1.Object) *halt {
 	if ref := metav1.GetControllerOf(obj); ref != nil {
 		owner = fmt.Sprintf("it is controlled by %s %s (uid %s)", ref.Kind, ref.Name, ref.UID)
 	}
-	return fail(ReasonChildConflict,
+	return fail(examplev1.ReasonChildConflict,
 		"%s %s already exists and is not controlled by this Database (%s); it is left untouched: delete or rename it, or give the Database another name (checked again every minute)",
 		kind, obj.GetName(), owner)
 }

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // FinalizerName is the finalizer the Reconciler puts on every Database before creating its
@@ -93,7 +93,7 @@ func retainedKey(db *examplev1.Database) string { return db.Namespace + "/" + db
 // db, of the same engine (its data would not start another), and nothing controls it since:
 // db adopts it if the release record holds it (judgeAdoption).
 func isRetainedFor(obj metav1.Object, db *examplev1.Database) bool {
-	engine, labelled := obj.GetLabels()[specs.NameLabel]
+	engine, labelled := obj.GetLabels()[names.NameLabel]
 	return metav1.GetControllerOf(obj) == nil && obj.GetAnnotations()[RetainedFromAnnotation] == retainedKey(db) &&
 		(!labelled || engine == string(db.Spec.Engine))
 }
@@ -165,7 +165,7 @@ func unprotectPatch(uid types.UID) []byte {
 func releasePatch(db *examplev1.Database, uid types.UID) []byte {
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
 		"uid":                                 uid,
-		"labels":                              map[string]any{specs.ManagedByLabel: nil},
+		"labels":                              map[string]any{names.ManagedByLabel: nil},
 		"annotations":                         map[string]any{RetainedFromAnnotation: retainedKey(db)},
 		"ownerReferences":                     []map[string]any{{"$patch": "delete", "uid": db.UID}},
 		"$deleteFromPrimitiveList/finalizers": ourFinalizers,

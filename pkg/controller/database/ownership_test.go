@@ -20,7 +20,7 @@ import (
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/database"
-	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/names"
 )
 
 func TestFinalizerConflictReadsAgainAndRetries(t *testing.T) {
@@ -79,7 +79,7 @@ func retained(obj metav1.Object) {
 	obj.SetOwnerReferences(nil)
 	obj.SetAnnotations(map[string]string{database.RetainedFromAnnotation: namespace + "/" + name})
 	l := obj.GetLabels()
-	delete(l, specs.ManagedByLabel)
+	delete(l, names.ManagedByLabel)
 	obj.SetLabels(l)
 }
 
@@ -95,7 +95,7 @@ func releasedRecord(objs ...metav1.Object) *corev1.ConfigMap {
 		data[string(obj.GetUID())] = kind + " " + obj.GetName()
 	}
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: database.DefaultControllerNamespace,
-		Name: database.ReleasedRecordName(namespace, name), Labels: map[string]string{specs.ManagedByLabel: specs.ManagedByValue}},
+		Name: database.ReleasedRecordName(namespace, name), Labels: map[string]string{names.ManagedByLabel: names.ManagedByValue}},
 		Data: data}
 }
 
@@ -167,7 +167,7 @@ func TestRetainedDataIsAdoptedByADatabaseOfTheSameName(t *testing.T) {
 				require.NotNil(t, ref, obj.GetName())
 				require.Equal(t, types.UID("new-uid"), ref.UID)
 				require.NotContains(t, obj.GetAnnotations(), database.RetainedFromAnnotation)
-				require.Equal(t, specs.ManagedByValue, obj.GetLabels()[specs.ManagedByLabel])
+				require.Equal(t, names.ManagedByValue, obj.GetLabels()[names.ManagedByLabel])
 			}
 			require.NotEqual(t, examplev1.DatabasePhaseFailed, f.database().Status.Phase)
 			_, err = f.kube.Tracker().Get(configMaps, database.DefaultControllerNamespace, record)
@@ -282,7 +282,7 @@ func TestReleaseAndUnprotectPatchesApplyOnlyToTheClaimTheyWereMadeFor(t *testing
 			f.pin(claims, ours.Name, ours)
 			require.NoError(t, f.kube.Tracker().Delete(claims, namespace, ours.Name))
 			foreign := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: ours.Name, UID: "foreign",
-				Finalizers: []string{database.ProtectFinalizer}, Labels: map[string]string{specs.ManagedByLabel: "someone-else"}}}
+				Finalizers: []string{database.ProtectFinalizer}, Labels: map[string]string{names.ManagedByLabel: "someone-else"}}}
 			require.NoError(t, f.kube.Tracker().Add(foreign))
 			f.updateDatabase(func(db *examplev1.Database) {
 				db.Spec.DeletionPolicy = tc.policy

@@ -15,8 +15,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/engine"
 	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/engine"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // pass is one reconcile of a Database that is not being deleted: its steps, in dependency
@@ -54,12 +55,12 @@ type pass struct {
 // transient, for the workqueue's backoff; a spec the controller cannot run, a child it may
 // not write and a child being deleted halt the pass and are in the observation.
 func (r *Reconciler) sync(ctx context.Context, db *examplev1.Database) (observation, error) {
-	sts, err := r.listers.StatefulSets.StatefulSets(db.Namespace).Get(specs.StatefulSetName(db))
+	sts, err := r.listers.StatefulSets.StatefulSets(db.Namespace).Get(names.StatefulSetName(db))
 	switch {
 	case apierrors.IsNotFound(err):
 		sts = nil
 	case err != nil:
-		return observation{}, fmt.Errorf("get StatefulSet %q from the cache: %w", specs.StatefulSetName(db), err)
+		return observation{}, fmt.Errorf("get StatefulSet %q from the cache: %w", names.StatefulSetName(db), err)
 	}
 	p := &pass{r: r, db: db, statefulSet: sts}
 	desired, err := specs.Resolve(db)
@@ -182,17 +183,17 @@ func (p *pass) ensureSecret(ctx context.Context) (*halt, error) {
 	if h != nil || err != nil {
 		return h, err
 	}
-	if have, err := r.listers.Secrets.Secrets(db.Namespace).Get(specs.SecretName(db)); err == nil && isControlledBy(have, db) &&
+	if have, err := r.listers.Secrets.Secrets(db.Namespace).Get(names.SecretName(db)); err == nil && isControlledBy(have, db) &&
 		have.DeletionTimestamp != nil && slices.Contains(have.Finalizers, CredentialsFinalizer) {
-		p.credentials = &failure{reason: ReasonCredentialsDeleting, message: fmt.Sprintf(
+		p.credentials = &failure{reason: examplev1.ReasonCredentialsDeleting, message: fmt.Sprintf(
 			"Secret %s is being deleted; it is kept (finalizer %s) while the Database exists, since its password is the one the data directory holds; deleting the Database releases it",
 			have.Name, CredentialsFinalizer)}
-		p.username = string(have.Data[engine.SecretKeyUsername])
+		p.username = string(have.Data[names.SecretKeyUsername])
 		return nil, nil
 	}
 	secret, h, err := ensureChild(ctx, p, childOps[*corev1.Secret]{
 		kind:   "Secret",
-		name:   specs.SecretName(db),
+		name:   names.SecretName(db),
 		client: r.kube.CoreV1().Secrets(db.Namespace),
 		cached: func(name string) (*corev1.Secret, error) {
 			if live != nil {
@@ -207,17 +208,17 @@ func (p *pass) ensureSecret(ctx context.Context) (*halt, error) {
 			return s
 		},
 		created: func() {
-			r.event(ctx, db, corev1.EventTypeNormal, ReasonSecretGenerated, "Generated credentials in Secret %s", specs.SecretName(db))
+			r.event(ctx, db, corev1.EventTypeNormal, ReasonSecretGenerated, "Generated credentials in Secret %s", names.SecretName(db))
 		},
 		sync: func(have *corev1.Secret) *halt {
-			for _, key := range []string{engine.SecretKeyUsername, engine.SecretKeyPassword} {
+			for _, key := range []string{names.SecretKeyUsername, names.SecretKeyPassword} {
 				if len(have.Data[key]) == 0 {
-					return fail(ReasonInvalidCredentials,
+					return fail(examplev1.ReasonInvalidCredentials,
 						"Secret %s has no %q; restore it with the credentials the data directory holds (checked again every minute)",
 						have.Name, key)
 				}
 			}
-			su, sp := engine.SecretKeySuperuserUsername, engine.SecretKeySuperuserPassword
+			su, sp := names.SecretKeySuperuserUsername, names.SecretKeySuperuserPassword
 			if (len(have.Data[su]) == 0) != (len(have.Data[sp]) == 0) {
 				// One superuser key without the other is a Secret edited by hand, not one
 				// written before the superuser keys: nothing is moved or generated.
@@ -225,14 +226,14 @@ func (p *pass) ensureSecret(ctx context.Context) (*halt, error) {
 				if len(have.Data[su]) == 0 {
 					present, missing = sp, su
 				}
-				return fail(ReasonInvalidCredentials,
+				return fail(examplev1.ReasonInvalidCredentials,
 					"Secret %s has %q but no %q; restore it with the superuser's credentials the data directory holds (checked again every minute)",
 					have.Name, present, missing)
 			}
 			if specs.MigrateCredentials(p.desired, have.Data, rand.Text()) {
 				r.event(ctx, db, corev1.EventTypeNormal, ReasonUpdated,
 					"Secret %s: the superuser's credentials moved to %s and %s; %s is the application user %s",
-					have.Name, engine.SecretKeySuperuserUsername, engine.SecretKeySuperuserPassword, engine.SecretKeyUsername, have.Data[engine.SecretKeyUsername])
+					have.Name, names.SecretKeySuperuserUsername, names.SecretKeySuperuserPassword, names.SecretKeyUsername, have.Data[names.SecretKeyUsername])
 			}
 			if h := p.checkKeyFile(have); h != nil {
 				return h
@@ -278,7 +279,7 @@ func (p *pass) ensureSecret(ctx context.Context) (*halt, error) {
 		},
 	})
 	if h == nil && err == nil && secret != nil {
-		p.username = string(secret.Data[engine.SecretKeyUsername])
+		p.username = string(secret.Data[names.SecretKeyUsername])
 	}
 	return h, err
 }
@@ -292,7 +293,7 @@ func (p *pass) ensureSecret(ctx context.Context) (*halt, error) {
 // is returned, for ensureChild to judge.
 func (p *pass) lostCredentials(ctx context.Context) (*corev1.Secret, *halt, error) {
 	db := p.db
-	name := specs.SecretName(db)
+	name := names.SecretName(db)
 	_, err := p.r.listers.Secrets.Secrets(db.Namespace).Get(name)
 	if !apierrors.IsNotFound(err) {
 		return nil, nil, err
@@ -311,7 +312,7 @@ func (p *pass) lostCredentials(ctx context.Context) (*corev1.Secret, *halt, erro
 			// The running members authenticate to each other with the old keyfile.
 			keys = "username, password, superuser-username, superuser-password and keyfile"
 		}
-		return nil, fail(ReasonCredentialsLost,
+		return nil, fail(examplev1.ReasonCredentialsLost,
 			"Secret %s is gone while the data directory keeps its credentials: no new password is generated, the database would not accept it. Restore it: create Secret %s with the old %s and the annotation %s=%s, this Database's uid (checked again every minute)",
 			name, name, keys, RestoreForAnnotation, db.UID), nil
 	case err != nil:
@@ -347,7 +348,7 @@ func (p *pass) hasData(ctx context.Context) (bool, error) {
 // protection: ensureChild only waits for a child being deleted.
 func (p *pass) unprotectDeletedSecret(ctx context.Context) error {
 	db := p.db
-	have, err := p.r.listers.Secrets.Secrets(db.Namespace).Get(specs.SecretName(db))
+	have, err := p.r.listers.Secrets.Secrets(db.Namespace).Get(names.SecretName(db))
 	if err != nil || !isControlledBy(have, db) || have.DeletionTimestamp == nil || protected(db) {
 		return nil
 	}
@@ -370,7 +371,7 @@ func (p *pass) ensureServices(ctx context.Context) (*halt, error) {
 	if p.desired.Recipe.Replicates() && p.desired.Replicas > 1 {
 		services = append(services, specs.ReadService(db, p.desired))
 	} else {
-		if err := deleteUnwanted(ctx, p, "Service", specs.ReadServiceName(db), p.r.listers.Services.Services(db.Namespace).Get,
+		if err := deleteUnwanted(ctx, p, "Service", names.ReadServiceName(db), p.r.listers.Services.Services(db.Namespace).Get,
 			p.r.kube.CoreV1().Services(db.Namespace), "replicas is 1"); err != nil {
 			return nil, err
 		}
@@ -401,16 +402,16 @@ func (p *pass) checkKeyFile(secret *corev1.Secret) *halt {
 	if !p.desired.Recipe.ReplicaSet {
 		return nil
 	}
-	key := secret.Data[engine.SecretKeyKeyFile]
+	key := secret.Data[names.SecretKeyKeyFile]
 	switch {
 	case len(key) > 0 && !engine.ValidKeyFile(key):
-		return fail(ReasonInvalidCredentials,
+		return fail(examplev1.ReasonInvalidCredentials,
 			"Secret %s's %q is not a key mongod takes: 6 to 1024 base64 characters; restore the key the replica set's members run with (checked again every minute)",
-			secret.Name, engine.SecretKeyKeyFile)
+			secret.Name, names.SecretKeyKeyFile)
 	case len(key) == 0 && p.statefulSet != nil && isControlledBy(p.statefulSet, p.db) && readsKeyFile(p.statefulSet):
-		return fail(ReasonInvalidCredentials,
+		return fail(examplev1.ReasonInvalidCredentials,
 			"Secret %s has no %q while the replica set's members run with one: a new key would keep every Pod that starts from joining them; restore it (checked again every minute)",
-			secret.Name, engine.SecretKeyKeyFile)
+			secret.Name, names.SecretKeyKeyFile)
 	}
 	return nil
 }
@@ -420,7 +421,7 @@ func readsKeyFile(sts *appsv1.StatefulSet) bool {
 	for _, v := range sts.Spec.Template.Spec.Volumes {
 		if v.Name == engine.CredentialsVolumeName && v.Secret != nil {
 			for _, item := range v.Secret.Items {
-				if item.Key == engine.SecretKeyKeyFile {
+				if item.Key == names.SecretKeyKeyFile {
 					return true
 				}
 			}

@@ -41,16 +41,16 @@ import (
 	"k8s.io/utils/clock"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/specs"
 	"example.com/database-apiserver/pkg/generated/clientset/versioned"
 	examplelisters "example.com/database-apiserver/pkg/generated/listers/example/v1"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // ManagedBySelector selects the objects the Reconciler manages:
-// specs.ManagedByLabel=specs.ManagedByValue. The controller's informers for owned kinds see
+// names.ManagedByLabel=names.ManagedByValue. The controller's informers for owned kinds see
 // only objects it selects.
 func ManagedBySelector() labels.Selector {
-	return labels.SelectorFromSet(labels.Set{specs.ManagedByLabel: specs.ManagedByValue})
+	return labels.SelectorFromSet(labels.Set{names.ManagedByLabel: names.ManagedByValue})
 }
 
 // RequeueAfterNotReady is how long the Reconciler waits before looking again at a Database
@@ -130,8 +130,8 @@ type Options struct {
 	// air-gapped cluster.
 	ImageRegistry string
 	// ClusterDomain is the cluster's DNS domain, which the names of the Secret's hosts, the
-	// standbys' primary and the replica set members end with (specs.ServiceHost). Empty is
-	// specs.DefaultClusterDomain.
+	// standbys' primary and the replica set members end with (names.ServiceHost). Empty is
+	// names.DefaultClusterDomain.
 	ClusterDomain string
 	// SuperuserSources are the address ranges the Reconciler's connections to the servers
 	// come from: the engines' superusers log in over the network from these only
@@ -232,9 +232,9 @@ func (r *Reconciler) report(ctx context.Context, db *examplev1.Database, obs obs
 			r.event(ctx, db, corev1.EventTypeWarning, obs.failure.reason, "%s", obs.failure.message)
 		case obs.refusal != nil:
 			// What the conditions report, recorded below.
-		case obs.expansion != nil && !sameCondition(db.Status, status, ConditionProgressing):
+		case obs.expansion != nil && !sameCondition(db.Status, status, examplev1.ConditionProgressing):
 			r.event(ctx, db, corev1.EventTypeWarning, obs.expansion.reason, "%s", obs.expansion.message)
-		case obs.credentials != nil && !sameCondition(db.Status, status, ConditionDegraded):
+		case obs.credentials != nil && !sameCondition(db.Status, status, examplev1.ConditionDegraded):
 			r.event(ctx, db, corev1.EventTypeWarning, obs.credentials.reason, "%s", obs.credentials.message)
 		}
 	}
@@ -309,9 +309,9 @@ func (r *Reconciler) reportError(ctx context.Context, db *examplev1.Database, st
 	if apierrors.IsConflict(err) {
 		return err
 	}
-	r.event(ctx, db, corev1.EventTypeWarning, ReasonReconcileError, "%v", err)
+	r.event(ctx, db, corev1.EventTypeWarning, examplev1.ReasonReconcileError, "%v", err)
 	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
-		Type: ConditionProgressing, Status: metav1.ConditionFalse, Reason: ReasonReconcileError, Message: err.Error(),
+		Type: examplev1.ConditionProgressing, Status: metav1.ConditionFalse, Reason: examplev1.ReasonReconcileError, Message: err.Error(),
 		ObservedGeneration: db.Generation, LastTransitionTime: r.now(),
 	})
 	if _, werr := r.writeStatus(ctx, db, status); werr != nil {

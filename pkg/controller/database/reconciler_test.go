@@ -25,8 +25,8 @@ import (
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/database"
-	"example.com/database-apiserver/pkg/controller/engine"
-	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/engine"
+	"example.com/database-apiserver/pkg/names"
 )
 
 var requeue = database.Result{RequeueAfter: 10 * time.Second}
@@ -206,7 +206,7 @@ func TestChildrenFollowTheEngineRecipes(t *testing.T) {
 			}
 			require.Equal(t, tc.engine == examplev1.EngineMongoDB, f.exists(configMaps, "my-database-initdb"), "only MongoDB runs initialisation scripts of the controller")
 			for _, e := range c.Env {
-				require.False(t, e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Key == engine.SecretKeyPassword,
+				require.False(t, e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Key == names.SecretKeyPassword,
 					"%s: no password in the environment", e.Name)
 			}
 			require.Equal(t, mounts, c.VolumeMounts)
@@ -617,7 +617,7 @@ func TestChildNameTakenByAnObjectWeDoNotOwnIsNeverWritten(t *testing.T) {
 		message: "Service my-database already exists and is not controlled by this Database (it has no controller); it is left untouched: delete or rename it, or give the Database another name (checked again every minute)",
 	}, {
 		name: "labelled as ours but controlled by another Database",
-		service: theirs(map[string]string{specs.ManagedByLabel: specs.ManagedByValue}, []metav1.OwnerReference{{
+		service: theirs(map[string]string{names.ManagedByLabel: names.ManagedByValue}, []metav1.OwnerReference{{
 			APIVersion: "example.com/v1", Kind: "Database", Name: name, UID: "old-uid", Controller: ptr.To(true)}}),
 		first: []string{"update databases my-database", "create secrets my-database-credentials",
 			"create services my-database-headless", "update databases/status my-database"},
@@ -711,7 +711,7 @@ func TestExistingSecretIsNeverRegenerated(t *testing.T) {
 	ours := func(data map[string]string) *corev1.Secret {
 		s := &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-credentials", Labels: map[string]string{
-				specs.ManagedByLabel: specs.ManagedByValue, "app.kubernetes.io/name": "postgresql",
+				names.ManagedByLabel: names.ManagedByValue, "app.kubernetes.io/name": "postgresql",
 				"app.kubernetes.io/instance": name, "app.kubernetes.io/component": "database",
 				"app.kubernetes.io/part-of": "database-apiserver"}, OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "example.com/v1", Kind: "Database", Name: name, UID: dbUID, Controller: ptr.To(true)}},
@@ -1137,7 +1137,7 @@ func TestDatabaseDeletedWhileReconciledIsRoutine(t *testing.T) {
 
 // With an image registry, the Pods pull the catalog's image from it, the setup container too.
 // The hosts the Secret gives clients and the primary the standbys follow are fully qualified
-// names under the Reconciler's cluster domain, specs.DefaultClusterDomain without one.
+// names under the Reconciler's cluster domain, names.DefaultClusterDomain without one.
 func TestHostsAreFullyQualifiedInTheClusterDomain(t *testing.T) {
 	for domain, want := range map[string]string{"": "cluster.local", "corp.example.test": "corp.example.test"} {
 		f := newFixtureWithOptions(t, database.Options{ClusterDomain: domain}, exampleDatabase())

@@ -20,7 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // The StatefulSet controller (kube-controller-manager) reports each Pod or claim it fails to
@@ -143,7 +143,7 @@ func (r *Reconciler) podRefusal(sts *appsv1.StatefulSet) (*failure, error) {
 		}
 		at := lastOccurrence(event)
 		switch event.Reason {
-		case ReasonFailedCreate:
+		case examplev1.ReasonFailedCreate:
 			if refused == nil || at.After(refusedAt) {
 				refused, refusedAt = event, at
 			}
@@ -156,13 +156,13 @@ func (r *Reconciler) podRefusal(sts *appsv1.StatefulSet) (*failure, error) {
 	if refused == nil || !refusedAt.After(creation) {
 		return nil, nil
 	}
-	return &failure{reason: ReasonFailedCreate, message: conditionMessage(refused.Message)}, nil
+	return &failure{reason: examplev1.ReasonFailedCreate, message: conditionMessage(refused.Message)}, nil
 }
 
 // refusalReported reports whether status already reports a refusal of the Pods of reason
 // (FailedCreate or Unschedulable): its Degraded condition has that reason.
 func refusalReported(status examplev1.DatabaseStatus, reason string) bool {
-	c := meta.FindStatusCondition(status.Conditions, ConditionDegraded)
+	c := meta.FindStatusCondition(status.Conditions, examplev1.ConditionDegraded)
 	return c != nil && c.Reason == reason
 }
 
@@ -195,7 +195,7 @@ func (r *Reconciler) unschedulable(db *examplev1.Database, sts *appsv1.StatefulS
 	if sts == nil {
 		return nil, 0, nil
 	}
-	pods, err := r.listers.Pods.Pods(db.Namespace).List(labels.SelectorFromSet(specs.SelectorLabels(db)))
+	pods, err := r.listers.Pods.Pods(db.Namespace).List(labels.SelectorFromSet(names.SelectorLabels(db)))
 	if err != nil {
 		return nil, 0, fmt.Errorf("list the Pods of StatefulSet %q from the cache: %w", sts.Name, err)
 	}
@@ -222,7 +222,7 @@ func (r *Reconciler) unschedulable(db *examplev1.Database, sts *appsv1.StatefulS
 	if len(refused) == 0 {
 		return nil, wait, nil
 	}
-	return &failure{reason: ReasonUnschedulable, message: unschedulableMessage(refused)}, wait, nil
+	return &failure{reason: examplev1.ReasonUnschedulable, message: unschedulableMessage(refused)}, wait, nil
 }
 
 // podScheduled is pod's PodScheduled condition, or nil.

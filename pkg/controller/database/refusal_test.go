@@ -48,7 +48,7 @@ func (f *fixture) setPods(uid types.UID, pods, ready int32) {
 func (f *fixture) statefulSetEvent(eventName string, uid types.UID, reason, message string, at time.Time, change func(*corev1.Event)) {
 	f.t.Helper()
 	typ := corev1.EventTypeNormal
-	if reason == database.ReasonFailedCreate {
+	if reason == examplev1.ReasonFailedCreate {
 		typ = corev1.EventTypeWarning
 	}
 	event := &corev1.Event{

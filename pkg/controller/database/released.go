@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // DefaultControllerNamespace is the controller's own namespace when
@@ -46,12 +46,12 @@ func (r *Reconciler) controllerNamespace() string {
 }
 
 // clusterDomain is the cluster's DNS domain, Options.ClusterDomain or
-// specs.DefaultClusterDomain.
+// names.DefaultClusterDomain.
 func (r *Reconciler) clusterDomain() string {
 	if r.options.ClusterDomain != "" {
 		return r.options.ClusterDomain
 	}
-	return specs.DefaultClusterDomain
+	return names.DefaultClusterDomain
 }
 
 // recordEntry is the value a release record holds for an object of kind named name.
@@ -83,7 +83,7 @@ func (r *Reconciler) recordReleased(ctx context.Context, db *examplev1.Database,
 				ObjectMeta: metav1.ObjectMeta{
 					Name:        name,
 					Namespace:   r.controllerNamespace(),
-					Labels:      map[string]string{specs.ManagedByLabel: specs.ManagedByValue},
+					Labels:      map[string]string{names.ManagedByLabel: names.ManagedByValue},
 					Annotations: map[string]string{RetainedFromAnnotation: retainedKey(db)},
 				},
 				Data: entries,
@@ -212,7 +212,7 @@ func (p *pass) judgeAdoption(ctx context.Context, kind string, obj metav1.Object
 // unrecordedFailure is the ChildConflict halt for obj, of kind, marked RetainedFromAnnotation
 // for the pass's Database although this controller did not release it.
 func (p *pass) unrecordedFailure(kind string, obj metav1.Object) *halt {
-	return fail(ReasonChildConflict,
+	return fail(examplev1.ReasonChildConflict,
 		"%s %s carries %s=%s but is not adopted: this controller did not release it (its uid %s is not in the release record ConfigMap %s/%s), so it may have been planted; it is left untouched: delete or rename it, or give the Database another name (checked again every minute)",
 		kind, obj.GetName(), RetainedFromAnnotation, retainedKey(p.db), obj.GetUID(), p.r.controllerNamespace(), ReleasedRecordName(p.db.Namespace, p.db.Name))
 }

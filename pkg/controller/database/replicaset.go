@@ -15,6 +15,7 @@ import (
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/mongodb"
 	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // MongoDBInstances is how the Reconciler talks to the mongod servers of a Database's replica
@@ -218,7 +219,7 @@ func preferredPrimary(db *examplev1.Database, elected string, replicas int32) st
 }
 
 // initiate runs replSetInitiate on the member named first, with itself the only member by
-// its stable name (specs.PodHost), once its server answers as one that runs with --replSet
+// its stable name (names.PodHost), once its server answers as one that runs with --replSet
 // and has no configuration. A server that refuses (one still running as a standalone server
 // from before the Database was a replica set) is reported in an Event and asked again next
 // pass.
@@ -230,9 +231,9 @@ func (p *pass) initiate(ctx context.Context, set *mongoReplicaSet, members []*me
 		return nil
 	}
 	db, m := p.db, members[i]
-	host := mongodb.Host(specs.PodHost(db, p.desired.ClusterDomain, m.name), p.desired.Recipe.Port)
+	host := mongodb.Host(names.PodHost(db, p.desired.ClusterDomain, m.name), p.desired.Recipe.Port)
 	if err := set.instances.Initiate(ctx, server(m).mongodb(), specs.ReplicaSetName(db), host); err != nil {
-		p.r.event(ctx, db, corev1.EventTypeWarning, ReasonReconcileError, "Initiating replica set %s on %s failed: %v", specs.ReplicaSetName(db), m.name, err)
+		p.r.event(ctx, db, corev1.EventTypeWarning, examplev1.ReasonReconcileError, "Initiating replica set %s on %s failed: %v", specs.ReplicaSetName(db), m.name, err)
 		return nil
 	}
 	p.r.event(ctx, db, corev1.EventTypeNormal, ReasonCreated, "Initiated replica set %s with %s", specs.ReplicaSetName(db), host)
@@ -252,11 +253,11 @@ func (p *pass) syncMembers(ctx context.Context, set *mongoReplicaSet, e endpoint
 	if cfg == nil {
 		return nil
 	}
-	host := func(pod string) string { return mongodb.Host(specs.PodHost(db, p.desired.ClusterDomain, pod), port) }
+	host := func(pod string) string { return mongodb.Host(names.PodHost(db, p.desired.ClusterDomain, pod), port) }
 	if renamed, changed := mongodb.RenameMembers(*cfg, func(h string) string {
 		// A member of another name for one of the Pods (a name not fully qualified, or of
 		// another cluster domain) gets the Pod's name.
-		if pod, _, _ := strings.Cut(h, "."); strings.HasPrefix(h, pod+"."+specs.HeadlessServiceName(db)+"."+db.Namespace+".svc") {
+		if pod, _, _ := strings.Cut(h, "."); strings.HasPrefix(h, pod+"."+names.HeadlessServiceName(db)+"."+db.Namespace+".svc") {
 			if _, ok := specs.PodOrdinal(db, pod); ok {
 				return host(pod)
 			}
@@ -264,7 +265,7 @@ func (p *pass) syncMembers(ctx context.Context, set *mongoReplicaSet, e endpoint
 		return h
 	}); changed {
 		if err := set.instances.Reconfig(ctx, e.mongodb(), renamed); err != nil {
-			p.r.event(ctx, db, corev1.EventTypeWarning, ReasonReconcileError, "Renaming the members of replica set %s on %s (version %d: %s) failed: %v",
+			p.r.event(ctx, db, corev1.EventTypeWarning, examplev1.ReasonReconcileError, "Renaming the members of replica set %s on %s (version %d: %s) failed: %v",
 				specs.ReplicaSetName(db), primary.name, renamed.Version, describeMembers(renamed), err)
 			return p.recordMembers(ctx, podsOf(*cfg))
 		}
@@ -288,7 +289,7 @@ func (p *pass) syncMembers(ctx context.Context, set *mongoReplicaSet, e endpoint
 		if err := set.instances.Reconfig(ctx, e.mongodb(), next); err != nil {
 			// Refused while the last reconfiguration is not committed to a majority, or
 			// a new member is not reachable yet: asked again next pass.
-			p.r.event(ctx, db, corev1.EventTypeWarning, ReasonReconcileError, "Reconfiguring replica set %s on %s (version %d: %s) failed: %v",
+			p.r.event(ctx, db, corev1.EventTypeWarning, examplev1.ReasonReconcileError, "Reconfiguring replica set %s on %s (version %d: %s) failed: %v",
 				specs.ReplicaSetName(db), primary.name, next.Version, describeMembers(next), err)
 			return p.recordMembers(ctx, podsOf(*cfg))
 		}
@@ -364,6 +365,6 @@ func (p *pass) restartFirst(ctx context.Context, sts *appsv1.StatefulSet, member
 	if err := p.deletePod(ctx, pod, "to restart it as the replica set's first member"); err != nil {
 		return true, err
 	}
-	p.r.event(ctx, p.db, corev1.EventTypeNormal, ReasonRollingUpdate, "Restarting %s first, to initiate replica set %s on it (revision %s)", pod.Name, specs.ReplicaSetName(p.db), sts.Status.UpdateRevision)
+	p.r.event(ctx, p.db, corev1.EventTypeNormal, examplev1.ReasonRollingUpdate, "Restarting %s first, to initiate replica set %s on it (revision %s)", pod.Name, specs.ReplicaSetName(p.db), sts.Status.UpdateRevision)
 	return true, nil
 }

@@ -326,7 +326,7 @@ func TestMongoDBSwitchoverRaisesTheTargetsPriority(t *testing.T) {
 	db = f.database()
 	require.Equal(t, "my-database-2", db.Status.Primary)
 	require.Equal(t, []string{"replica", "replica", "primary"}, f.roles(3))
-	require.NotEqual(t, database.ReasonSwitchover, condition(db, "Progressing").Reason)
+	require.NotEqual(t, examplev1.ReasonSwitchover, condition(db, "Progressing").Reason)
 }
 
 // A scale-down takes the members out of the configuration, one at a time, before the
@@ -396,7 +396,7 @@ func TestMongoDBScaleDownPastThePrimaryMovesItFirst(t *testing.T) {
 	}
 	require.Contains(t, members(fm.configs[0]), "my-database-2", "the primary stays a member")
 	require.Equal(t, int32(3), *f.statefulSet().Spec.Replicas)
-	require.Equal(t, database.ReasonSwitchover, condition(f.database(), "Progressing").Reason)
+	require.Equal(t, examplev1.ReasonSwitchover, condition(f.database(), "Progressing").Reason)
 }
 
 // A Database whose Pods ran standalone servers (before it was a replica set) restarts its

@@ -19,8 +19,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/engine"
 	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // observeTimeout bounds the asking of every member of a Database, which runs in parallel:
@@ -156,7 +156,7 @@ func (p *pass) ensureReplicationConfigMap(ctx context.Context) (string, *halt, e
 		if err := p.designate(ctx, confirmed); err != nil {
 			return "", nil, err
 		}
-		p.r.event(ctx, db, corev1.EventTypeWarning, ReasonInvalidChild,
+		p.r.event(ctx, db, corev1.EventTypeWarning, examplev1.ReasonInvalidChild,
 			"ConfigMap %s named %q the primary, which the controller did not ask for; set it back to %s (change spec.primary to move the primary)", cm.Name, named, confirmed)
 		return confirmed, nil, nil
 	}
@@ -165,14 +165,14 @@ func (p *pass) ensureReplicationConfigMap(ctx context.Context) (string, *halt, e
 
 // switchoverUnderWay reports whether db's status says a switchover from the Pod from to the
 // Pod to is under way: its Replicating or Progressing condition, which the controller writes
-// at the end of every pass of a switchover, has reason ReasonSwitchover and a message of
-// switchoverMessage(from, to, …). A pass that fails writes Progressing (ReasonReconcileError),
+// at the end of every pass of a switchover, has reason examplev1.ReasonSwitchover and a message of
+// switchoverMessage(from, to, …). A pass that fails writes Progressing (examplev1.ReasonReconcileError),
 // as do a halt and a refusal of the Pods, but not Replicating, which only a pass that
 // completes the replication step writes: the record outlives them.
 func switchoverUnderWay(db *examplev1.Database, from, to string) bool {
-	for _, typ := range []string{ConditionReplicating, ConditionProgressing} {
+	for _, typ := range []string{examplev1.ConditionReplicating, examplev1.ConditionProgressing} {
 		c := meta.FindStatusCondition(db.Status.Conditions, typ)
-		if c != nil && c.Reason == ReasonSwitchover && strings.HasPrefix(c.Message, switchoverMessage(from, to, "")) {
+		if c != nil && c.Reason == examplev1.ReasonSwitchover && strings.HasPrefix(c.Message, switchoverMessage(from, to, "")) {
 			return true
 		}
 	}
@@ -260,7 +260,7 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 			if err := r.promote(ctx, server(next)); err != nil {
 				return rep, err
 			}
-			p.r.event(ctx, db, corev1.EventTypeNormal, ReasonSwitchover, "Promoted %s; %s follows it as a standby", designated, rep.primary)
+			p.r.event(ctx, db, corev1.EventTypeNormal, examplev1.ReasonSwitchover, "Promoted %s; %s follows it as a standby", designated, rep.primary)
 			rep.primary = designated
 			next.writable = true
 		}
@@ -288,7 +288,7 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 			if err := p.fence(ctx, old); err != nil {
 				return rep, err
 			}
-			p.r.event(ctx, db, corev1.EventTypeNormal, ReasonSwitchover, "Switching over from %s to %s: stopping %s", rep.primary, target, rep.primary)
+			p.r.event(ctx, db, corev1.EventTypeNormal, examplev1.ReasonSwitchover, "Switching over from %s to %s: stopping %s", rep.primary, target, rep.primary)
 			rep.switchover = switchoverMessage(rep.primary, target, "stopping "+rep.primary)
 			old.forget()
 		}
@@ -350,7 +350,7 @@ func (p *pass) rollPods(ctx context.Context, sts *appsv1.StatefulSet, members []
 	if next.name == primary {
 		which = "the primary, last"
 	}
-	p.r.event(ctx, p.db, corev1.EventTypeNormal, ReasonRollingUpdate, "Restarting %s (%s) for revision %s", next.name, which, sts.Status.UpdateRevision)
+	p.r.event(ctx, p.db, corev1.EventTypeNormal, examplev1.ReasonRollingUpdate, "Restarting %s (%s) for revision %s", next.name, which, sts.Status.UpdateRevision)
 	return nil
 }
 
@@ -378,9 +378,9 @@ func (p *pass) members(ctx context.Context, sts int32, o observer) (members []*m
 	db := p.db
 	// The Secret the pass made sure of; a new one the cache has not delivered yet means the
 	// servers are not asked this pass (they cannot run before it exists anyway).
-	secret, err := p.r.listers.Secrets.Secrets(db.Namespace).Get(specs.SecretName(db))
+	secret, err := p.r.listers.Secrets.Secrets(db.Namespace).Get(names.SecretName(db))
 	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, nil, false, fmt.Errorf("get Secret %q from the cache: %w", specs.SecretName(db), err)
+		return nil, nil, false, fmt.Errorf("get Secret %q from the cache: %w", names.SecretName(db), err)
 	}
 	asked = o != nil && secret != nil
 	if secret == nil {
@@ -391,10 +391,10 @@ func (p *pass) members(ctx context.Context, sts int32, o observer) (members []*m
 		return endpoint{
 			host: m.pod.Status.PodIP, port: p.desired.Recipe.Port,
 			user: user, password: password,
-			database: string(secret.Data[engine.SecretKeyDatabase]),
+			database: string(secret.Data[names.SecretKeyDatabase]),
 		}
 	}
-	pods, err := p.r.listers.Pods.Pods(db.Namespace).List(labels.SelectorFromSet(specs.SelectorLabels(db)))
+	pods, err := p.r.listers.Pods.Pods(db.Namespace).List(labels.SelectorFromSet(names.SelectorLabels(db)))
 	if err != nil {
 		return nil, nil, false, err
 	}
@@ -435,7 +435,7 @@ func (p *pass) members(ctx context.Context, sts int32, o observer) (members []*m
 // db's name): a Pod that only carries db's labels is not asked anything.
 func isPodOf(pod *corev1.Pod, db *examplev1.Database) bool {
 	ref := metav1.GetControllerOf(pod)
-	return ref != nil && ref.Kind == "StatefulSet" && ref.Name == specs.StatefulSetName(db)
+	return ref != nil && ref.Kind == "StatefulSet" && ref.Name == names.StatefulSetName(db)
 }
 
 // designate makes the replication ConfigMap name pod the primary, with the confirmed primary
@@ -594,18 +594,18 @@ func podReady(pod *corev1.Pod) bool {
 	return false
 }
 
-// replicatingCondition is the ConditionReplicating of rep, for a Database of replicas: True
+// replicatingCondition is the examplev1.ConditionReplicating of rep, for a Database of replicas: True
 // when every replica streams from the primary; False naming those that do not, or a
 // switchover under way; Unknown when the servers could not be asked.
 func replicatingCondition(rep replication) (metav1.ConditionStatus, string, string) {
 	switch {
 	case rep.switchover != "":
-		return metav1.ConditionFalse, ReasonSwitchover, rep.switchover
+		return metav1.ConditionFalse, examplev1.ReasonSwitchover, rep.switchover
 	case !rep.observed:
-		return metav1.ConditionUnknown, ReasonNotObserved, "the controller does not reach the servers"
+		return metav1.ConditionUnknown, examplev1.ReasonNotObserved, "the controller does not reach the servers"
 	case len(rep.notStreaming) > 0:
-		return metav1.ConditionFalse, ReasonNotStreaming, "not streaming from " + rep.primary + ": " + strings.Join(rep.notStreaming, ", ")
+		return metav1.ConditionFalse, examplev1.ReasonNotStreaming, "not streaming from " + rep.primary + ": " + strings.Join(rep.notStreaming, ", ")
 	default:
-		return metav1.ConditionTrue, ReasonStreaming, "every replica streams from " + rep.primary
+		return metav1.ConditionTrue, examplev1.ReasonStreaming, "every replica streams from " + rep.primary
 	}
 }

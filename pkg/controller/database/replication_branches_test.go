@@ -37,7 +37,7 @@ func TestServersAreNotAskedBeforeTheSecretIsInTheCache(t *testing.T) {
 	require.Equal(t, "my-database-0", db.Status.Primary)
 	c := condition(db, "Replicating")
 	require.Equal(t, metav1.ConditionUnknown, c.Status)
-	require.Equal(t, database.ReasonNotObserved, c.Reason)
+	require.Equal(t, examplev1.ReasonNotObserved, c.Reason)
 }
 
 // Only the Pods of the Database's StatefulSet are members: a Pod of the same name and labels

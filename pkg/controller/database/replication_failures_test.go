@@ -29,7 +29,7 @@ func requireFailedPass(t *testing.T, f *fixture, before *examplev1.Database, err
 	db := f.database()
 	c := condition(db, "Progressing")
 	require.Equal(t, metav1.ConditionFalse, c.Status)
-	require.Equal(t, database.ReasonReconcileError, c.Reason)
+	require.Equal(t, examplev1.ReasonReconcileError, c.Reason)
 	require.Equal(t, want, c.Message)
 	require.Equal(t, before.Status.Primary, db.Status.Primary)
 	require.Equal(t, before.Status.Members, db.Status.Members)
@@ -166,7 +166,7 @@ func TestAFailedPostgreSQLWriteIsAskedAgainByTheNextPass(t *testing.T) {
 			_, err = f.reconcile()
 			require.NoError(t, err)
 			require.Equal(t, examplev1.DatabasePhaseReady, f.database().Status.Phase)
-			require.Equal(t, database.ReasonComplete, condition(f.database(), "Progressing").Reason)
+			require.Equal(t, examplev1.ReasonComplete, condition(f.database(), "Progressing").Reason)
 		})
 	}
 }

@@ -388,7 +388,7 @@ func (f *fixture) designate(pod string) {
 	// And the status the pass of step 1 writes.
 	f.updateDatabase(func(db *examplev1.Database) {
 		meta.SetStatusCondition(&db.Status.Conditions, metav1.Condition{Type: "Progressing", Status: metav1.ConditionTrue,
-			Reason: database.ReasonSwitchover, Message: fmt.Sprintf("switching over from %s to %s: stopping %s", from, pod, from)})
+			Reason: examplev1.ReasonSwitchover, Message: fmt.Sprintf("switching over from %s to %s: stopping %s", from, pod, from)})
 	})
 }
 

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/engine"
 	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // observer is how a pass reads the members of every engine that replicates. Each call
@@ -139,13 +139,13 @@ func (p *pass) syncPrimary(ctx context.Context, r replicator, primary *member, s
 // It returns the replication password.
 func (p *pass) syncReplicationUser(ctx context.Context, r replicator, primary *member, standbys []*member, server func(*member) endpoint) (string, error) {
 	db, user := p.db, p.desired.Recipe.ReplicationUsername
-	secret, err := p.r.listers.Secrets.Secrets(db.Namespace).Get(specs.SecretName(db))
+	secret, err := p.r.listers.Secrets.Secrets(db.Namespace).Get(names.SecretName(db))
 	if err != nil {
 		return "", err
 	}
-	password := secret.Data[engine.SecretKeyReplicationPassword]
+	password := secret.Data[names.SecretKeyReplicationPassword]
 	if len(password) == 0 {
-		return "", fmt.Errorf("secret %q has no %q yet", secret.Name, engine.SecretKeyReplicationPassword)
+		return "", fmt.Errorf("secret %q has no %q yet", secret.Name, names.SecretKeyReplicationPassword)
 	}
 	sum := sha256.Sum256(password)
 	digest := hex.EncodeToString(sum[:])

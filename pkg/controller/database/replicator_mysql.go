@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"example.com/database-apiserver/pkg/controller/mysql"
-	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // MySQLInstances is how the Reconciler talks to the MySQL servers of a replicating Database
@@ -24,7 +24,7 @@ type MySQLInstances interface {
 
 // mysqlReplicator is MySQL's replicator: GTID replication, a primary that is not read-only,
 // replicas (super_read_only, which their setup sets) whose default channel reads the
-// primary's binary log through its stable name (specs.PodHost) by auto-positioning. The
+// primary's binary log through its stable name (names.PodHost) by auto-positioning. The
 // replication user's account is of replicationHost (specs.MySQLReplicationHost), root's
 // accounts but root@localhost those of superuserHosts (specs.MySQLSuperuserHosts).
 type mysqlReplicator struct {
@@ -61,14 +61,14 @@ func (r mysqlReplicator) setUser(ctx context.Context, e endpoint, user, password
 
 // setSource points the replica's default channel at the primary's stable name.
 func (r mysqlReplicator) setSource(ctx context.Context, p *pass, e endpoint, _, primary, user, password string) error {
-	return r.instances.SetSource(ctx, e.mysql(), specs.PodHost(p.db, p.desired.ClusterDomain, primary), p.desired.Recipe.Port, user, password)
+	return r.instances.SetSource(ctx, e.mysql(), names.PodHost(p.db, p.desired.ClusterDomain, primary), p.desired.Recipe.Port, user, password)
 }
 
 // syncReplica points the replica at the primary when its channel is missing (a new clone, a
 // former primary) or reads another server, as another user, or from another port.
 func (r mysqlReplicator) syncReplica(ctx context.Context, p *pass, e endpoint, replica *member, primary, user, password string) error {
 	src := myState(replica).Source
-	if src != nil && src.Host == specs.PodHost(p.db, p.desired.ClusterDomain, primary) && src.Port == p.desired.Recipe.Port && src.User == user {
+	if src != nil && src.Host == names.PodHost(p.db, p.desired.ClusterDomain, primary) && src.Port == p.desired.Recipe.Port && src.User == user {
 		return nil
 	}
 	if err := r.setSource(ctx, p, e, replica.name, primary, user, password); err != nil {
@@ -119,7 +119,7 @@ func (mysqlReplicator) follower(primary, replica *member) follower {
 }
 
 // hostOf reports whether host, a replica's SOURCE_HOST, is the stable name of the Pod
-// named pod (specs.PodHost: "<pod>.<headless Service>...").
+// named pod (names.PodHost: "<pod>.<headless Service>...").
 func hostOf(host, pod string) bool {
 	return strings.HasPrefix(host, pod+".")
 }

@@ -11,97 +11,26 @@ import (
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/engine"
 	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/engine"
+	"example.com/database-apiserver/pkg/names"
 )
 
-// Condition types of a Database's status. `kubectl wait
-// --for=condition=Ready db/NAME` waits on ConditionReady.
+// Reasons of the controller's Events alone; those of conditions, which its Events of the
+// same causes share, are the API's (examplev1.Reason...).
 const (
-	// ConditionReady is True when every replica is ready at the current generation.
-	ConditionReady = "Ready"
-	// ConditionProgressing is True while a change is being rolled out: creation, scaling,
-	// a rolling update, a StatefulSet replacement, a deletion.
-	ConditionProgressing = "Progressing"
-	// ConditionDegraded is True when a Ready Database lost replicas, a volume expansion was
-	// refused, its credentials Secret is being deleted, the creation of its Pods is refused,
-	// the scheduler cannot place one of its Pods, or it failed.
-	ConditionDegraded = "Degraded"
-	// ConditionReplicating, on a Database of more than one replica whose engine replicates,
-	// is True when every replica streams from the primary, False while one does not or a
-	// switchover is under way, and Unknown when the controller cannot reach the servers.
-	ConditionReplicating = "Replicating"
-)
-
-// Reasons of conditions and Events (CamelCase, as metav1.Condition requires).
-const (
-	// Ready, Progressing and Degraded.
-	ReasonAllReplicasReady   = "AllReplicasReady"
-	ReasonReplicasNotReady   = "ReplicasNotReady"
-	ReasonProvisioning       = "Provisioning"
-	ReasonPending            = "Pending"
-	ReasonCreating           = "Creating"
-	ReasonUpdating           = "Updating"
-	ReasonRollingUpdate      = "RollingUpdate"
-	ReasonScaling            = "Scaling"
-	ReasonWaitingForReplicas = "WaitingForReplicas"
-	ReasonWaitingForDeletion = "WaitingForDeletion"
-	ReasonComplete           = "Complete"
-	ReasonAsExpected         = "AsExpected"
-	ReasonDeleting           = "Deleting"
-	// ReasonStorageExpanding: the claims request spec.storage, their capacity is not there yet.
-	ReasonStorageExpanding = "StorageExpanding"
-	// Replicating, and Progressing during a switchover (also its Events).
-	ReasonStreaming    = "Streaming"
-	ReasonNotStreaming = "NotStreaming"
-	ReasonNotObserved  = "NotObserved"
-	ReasonSwitchover   = "Switchover"
-	// ReasonRestarting: Progressing (and Ready, while a Pod is ready) while a restart asked
-	// for through databases/restart rolls; ReasonRestartCompleted, the Event when it is done (its beginning is the
-	// StatefulSet's Updated Event).
-	ReasonRestarting       = "Restarting"
+	// ReasonRestartCompleted: a restart asked for through databases/restart is done (its
+	// beginning is the StatefulSet's Updated Event).
 	ReasonRestartCompleted = "RestartCompleted"
-
-	// Failures (phase Failed): conditions and Warning Events.
-	ReasonChildConflict          = "ChildConflict"
-	ReasonUnsupportedVersion     = "UnsupportedVersion"
-	ReasonInvalidSpec            = "InvalidSpec"
-	ReasonInvalidChild           = "InvalidChild"
-	ReasonInvalidCredentials     = "InvalidCredentials"
-	ReasonStorageExpansionFailed = "StorageExpansionFailed"
-	ReasonCredentialsLost        = "CredentialsLost"
-	// ReasonCredentialsRefused (Ready False, Degraded): the servers refuse the credentials
-	// Secret's username and password (the Secret was edited; the data directory keeps the
-	// password it was initialised with).
-	ReasonCredentialsRefused = "CredentialsRefused"
-	// ReasonCredentialsDeleting (Degraded, not Failed): the credentials Secret is being
-	// deleted and kept by CredentialsFinalizer.
-	ReasonCredentialsDeleting  = "CredentialsDeleting"
-	ReasonNamespaceTerminating = "NamespaceTerminating"
-	// ReasonFailedCreate: the StatefulSet controller cannot create the Pods (an admission
-	// refusal), the reason and message of its Warning Event; Failed while no replica is
-	// ready, Degraded while some are. The name is the one of the ReplicaFailure condition of
-	// ReplicaSets and Deployments.
-	ReasonFailedCreate = "FailedCreate"
-	// ReasonUnschedulable: the scheduler cannot place a Pod (its PodScheduled condition False
-	// with reason Unschedulable for UnschedulableAfter), with the Pods and the scheduler's
-	// message; Failed while no replica is ready, Degraded while some are, as FailedCreate,
-	// which comes first when both hold. The name is the reason of that Pod condition.
-	ReasonUnschedulable = "Unschedulable"
-	// ReasonReconcileError is a transient error (Progressing False and a Warning Event),
-	// retried with backoff.
-	ReasonReconcileError = "ReconcileError"
-
-	// Events only.
-	ReasonCreated         = "Created"
-	ReasonUpdated         = "Updated"
-	ReasonDeleted         = "Deleted"
-	ReasonReplacing       = "Replacing"
-	ReasonResizing        = "Resizing"
-	ReasonSecretGenerated = "SecretGenerated"
-	ReasonCleanupDone     = "CleanupDone"
-	ReasonDoNotTerminate  = "DoNotTerminate"
-	ReasonAdopted         = "Adopted"
+	ReasonCreated          = "Created"
+	ReasonUpdated          = "Updated"
+	ReasonDeleted          = "Deleted"
+	ReasonReplacing        = "Replacing"
+	ReasonResizing         = "Resizing"
+	ReasonSecretGenerated  = "SecretGenerated"
+	ReasonCleanupDone      = "CleanupDone"
+	ReasonDoNotTerminate   = "DoNotTerminate"
+	ReasonAdopted          = "Adopted"
 )
 
 // observation is what computeStatus needs from a Reconcile.
@@ -180,7 +109,7 @@ func computeStatus(db *examplev1.Database, obs observation, now time.Time) examp
 	transition := metav1.NewTime(now).Rfc3339Copy()
 	status := *db.Status.DeepCopy()
 	status.ObservedGeneration = db.Generation
-	status.Selector = specs.PodSelector(db)
+	status.Selector = names.PodSelector(db)
 	status.ReadyReplicas = readyReplicas(obs.statefulSet)
 	if obs.username != "" {
 		status.Username = obs.username
@@ -213,13 +142,13 @@ func computeStatus(db *examplev1.Database, obs observation, now time.Time) examp
 	case sts == nil:
 		status.Phase = examplev1.DatabasePhasePending
 		msg := "waiting to create the StatefulSet"
-		progressing = cond{metav1.ConditionTrue, ReasonCreating, msg}
+		progressing = cond{metav1.ConditionTrue, examplev1.ReasonCreating, msg}
 		if obs.waiting != "" {
 			msg = "waiting: " + obs.waiting
-			progressing = cond{metav1.ConditionTrue, ReasonWaitingForDeletion, msg}
+			progressing = cond{metav1.ConditionTrue, examplev1.ReasonWaitingForDeletion, msg}
 		}
-		ready = cond{metav1.ConditionFalse, ReasonPending, msg}
-		degraded = cond{metav1.ConditionFalse, ReasonAsExpected, ""}
+		ready = cond{metav1.ConditionFalse, examplev1.ReasonPending, msg}
+		degraded = cond{metav1.ConditionFalse, examplev1.ReasonAsExpected, ""}
 
 	case obs.refusal != nil:
 		// The StatefulSet controller and the scheduler retry with backoff; once the Pods
@@ -235,50 +164,50 @@ func computeStatus(db *examplev1.Database, obs observation, now time.Time) examp
 	case obs.waiting == "" && rolledOut(sts) && ptr.Deref(sts.Spec.Replicas, 1) == obs.replicas &&
 		sts.Status.Replicas == obs.replicas && status.ReadyReplicas == obs.replicas:
 		status.Phase = examplev1.DatabasePhaseReady
-		ready = cond{metav1.ConditionTrue, ReasonAllReplicasReady, counts}
-		progressing = cond{metav1.ConditionFalse, ReasonComplete, "the spec is rolled out"}
-		degraded = cond{metav1.ConditionFalse, ReasonAsExpected, ""}
+		ready = cond{metav1.ConditionTrue, examplev1.ReasonAllReplicasReady, counts}
+		progressing = cond{metav1.ConditionFalse, examplev1.ReasonComplete, "the spec is rolled out"}
+		degraded = cond{metav1.ConditionFalse, examplev1.ReasonAsExpected, ""}
 
 	case obs.waiting == "" && restarting && ptr.Deref(sts.Spec.Replicas, 1) == obs.replicas &&
 		sts.Status.Replicas == obs.replicas && status.ReadyReplicas > 0:
 		status.Phase = examplev1.DatabasePhaseReady
-		ready = cond{metav1.ConditionTrue, ReasonRestarting, counts + " during a rolling restart"}
-		progressing = cond{metav1.ConditionTrue, ReasonRestarting, "a rolling restart is under way"}
-		degraded = cond{metav1.ConditionFalse, ReasonAsExpected, ""}
+		ready = cond{metav1.ConditionTrue, examplev1.ReasonRestarting, counts + " during a rolling restart"}
+		progressing = cond{metav1.ConditionTrue, examplev1.ReasonRestarting, "a rolling restart is under way"}
+		degraded = cond{metav1.ConditionFalse, examplev1.ReasonAsExpected, ""}
 
 	case obs.waiting == "" && wasReady && rolledOut(sts) && ptr.Deref(sts.Spec.Replicas, 1) == obs.replicas &&
 		sts.Status.Replicas == obs.replicas:
 		status.Phase = examplev1.DatabasePhaseDegraded
-		ready = cond{metav1.ConditionFalse, ReasonReplicasNotReady, counts}
-		progressing = cond{metav1.ConditionFalse, ReasonComplete, "the spec is rolled out"}
-		degraded = cond{metav1.ConditionTrue, ReasonReplicasNotReady, counts}
+		ready = cond{metav1.ConditionFalse, examplev1.ReasonReplicasNotReady, counts}
+		progressing = cond{metav1.ConditionFalse, examplev1.ReasonComplete, "the spec is rolled out"}
+		degraded = cond{metav1.ConditionTrue, examplev1.ReasonReplicasNotReady, counts}
 
 	default:
 		status.Phase = examplev1.DatabasePhaseProvisioning
 		switch {
 		case obs.waiting != "":
-			progressing = cond{metav1.ConditionTrue, ReasonWaitingForDeletion, "waiting: " + obs.waiting}
+			progressing = cond{metav1.ConditionTrue, examplev1.ReasonWaitingForDeletion, "waiting: " + obs.waiting}
 		case sts.Status.ObservedGeneration != sts.Generation:
-			progressing = cond{metav1.ConditionTrue, ReasonUpdating, fmt.Sprintf(
+			progressing = cond{metav1.ConditionTrue, examplev1.ReasonUpdating, fmt.Sprintf(
 				"waiting for the StatefulSet controller to observe generation %d", sts.Generation)}
 		case !rolledOut(sts):
-			progressing = cond{metav1.ConditionTrue, ReasonRollingUpdate, fmt.Sprintf(
+			progressing = cond{metav1.ConditionTrue, examplev1.ReasonRollingUpdate, fmt.Sprintf(
 				"rolling out revision %s: %d/%d replicas updated", sts.Status.UpdateRevision, sts.Status.UpdatedReplicas, obs.replicas)}
 		case sts.Status.Replicas != obs.replicas:
-			progressing = cond{metav1.ConditionTrue, ReasonScaling, fmt.Sprintf("scaling from %d to %d replicas", sts.Status.Replicas, obs.replicas)}
+			progressing = cond{metav1.ConditionTrue, examplev1.ReasonScaling, fmt.Sprintf("scaling from %d to %d replicas", sts.Status.Replicas, obs.replicas)}
 		default:
-			progressing = cond{metav1.ConditionTrue, ReasonWaitingForReplicas, counts}
+			progressing = cond{metav1.ConditionTrue, examplev1.ReasonWaitingForReplicas, counts}
 		}
-		ready = cond{metav1.ConditionFalse, ReasonProvisioning, counts}
-		degraded = cond{metav1.ConditionFalse, ReasonAsExpected, ""}
+		ready = cond{metav1.ConditionFalse, examplev1.ReasonProvisioning, counts}
+		degraded = cond{metav1.ConditionFalse, examplev1.ReasonAsExpected, ""}
 	}
 
 	if len(obs.expanding) > 0 && obs.expansion == nil && status.Phase == examplev1.DatabasePhaseReady {
 		// Everything else is rolled out; the volumes are still growing to the spec's storage.
 		status.Phase = examplev1.DatabasePhaseProvisioning
 		msg := "expanding volumes: " + strings.Join(obs.expanding, ", ")
-		ready = cond{metav1.ConditionFalse, ReasonStorageExpanding, msg}
-		progressing = cond{metav1.ConditionTrue, ReasonStorageExpanding, msg}
+		ready = cond{metav1.ConditionFalse, examplev1.ReasonStorageExpanding, msg}
+		progressing = cond{metav1.ConditionTrue, examplev1.ReasonStorageExpanding, msg}
 	}
 	// A failure or a refusal of the Pods is what the conditions report, before any of these.
 	stopped := obs.failure != nil || obs.refusal != nil
@@ -301,23 +230,23 @@ func computeStatus(db *examplev1.Database, obs observation, now time.Time) examp
 	conditions := []struct {
 		typ string
 		cond
-	}{{ConditionReady, ready}, {ConditionProgressing, progressing}, {ConditionDegraded, degraded}}
+	}{{examplev1.ConditionReady, ready}, {examplev1.ConditionProgressing, progressing}, {examplev1.ConditionDegraded, degraded}}
 	if recipe, _ := engine.For(db.Spec.Engine); !recipe.Replicates() {
 		// The controller does not replicate this engine: nothing of replication is this
 		// Database's.
 		status.Primary, status.Members = "", nil
-		meta.RemoveStatusCondition(&status.Conditions, ConditionReplicating)
+		meta.RemoveStatusCondition(&status.Conditions, examplev1.ConditionReplicating)
 	}
 	if rep := obs.replication; rep != nil {
 		status.Primary, status.Members = rep.primary, rep.members
 		if rep.switchover != "" && !stopped {
-			conditions[1].cond = cond{metav1.ConditionTrue, ReasonSwitchover, rep.switchover}
+			conditions[1].cond = cond{metav1.ConditionTrue, examplev1.ReasonSwitchover, rep.switchover}
 		}
 		if rep.fenced && !stopped {
 			// The old primary is stopped and the new one not promoted yet: no server takes
 			// writes, and the client Service has no endpoint.
-			c := cond{metav1.ConditionFalse, ReasonSwitchover, rep.switchover}
-			conditions[0].cond, conditions[2].cond = c, cond{metav1.ConditionTrue, ReasonSwitchover, rep.switchover}
+			c := cond{metav1.ConditionFalse, examplev1.ReasonSwitchover, rep.switchover}
+			conditions[0].cond, conditions[2].cond = c, cond{metav1.ConditionTrue, examplev1.ReasonSwitchover, rep.switchover}
 			if status.Phase == examplev1.DatabasePhaseReady {
 				status.Phase = examplev1.DatabasePhaseDegraded
 			}
@@ -325,9 +254,9 @@ func computeStatus(db *examplev1.Database, obs observation, now time.Time) examp
 		if len(rep.refused) > 0 && !stopped {
 			msg := fmt.Sprintf("%s refuse the username and password of Secret %s, which clients are given: "+
 				"the database keeps the password its data was initialised with; set the Secret's back to it",
-				strings.Join(rep.refused, ", "), specs.SecretName(db))
-			c := cond{metav1.ConditionFalse, ReasonCredentialsRefused, msg}
-			conditions[0].cond, conditions[2].cond = c, cond{metav1.ConditionTrue, ReasonCredentialsRefused, msg}
+				strings.Join(rep.refused, ", "), names.SecretName(db))
+			c := cond{metav1.ConditionFalse, examplev1.ReasonCredentialsRefused, msg}
+			conditions[0].cond, conditions[2].cond = c, cond{metav1.ConditionTrue, examplev1.ReasonCredentialsRefused, msg}
 			if status.Phase == examplev1.DatabasePhaseReady {
 				status.Phase = examplev1.DatabasePhaseDegraded
 			}
@@ -337,20 +266,20 @@ func computeStatus(db *examplev1.Database, obs observation, now time.Time) examp
 			conditions = append(conditions, struct {
 				typ string
 				cond
-			}{ConditionReplicating, cond{s, reason, message}})
+			}{examplev1.ConditionReplicating, cond{s, reason, message}})
 		} else {
-			meta.RemoveStatusCondition(&status.Conditions, ConditionReplicating)
+			meta.RemoveStatusCondition(&status.Conditions, examplev1.ConditionReplicating)
 		}
 	}
 	if r := status.Restart; r != nil && r.CompletedAt == nil && !stopped {
 		if restartDone(db, obs) {
 			r.CompletedAt = ptr.To(metav1.NewMicroTime(now.Truncate(time.Microsecond)))
-		} else if conditions[1].reason != ReasonSwitchover {
+		} else if conditions[1].reason != examplev1.ReasonSwitchover {
 			msg := fmt.Sprintf("rolling restart requested by %s at %s", r.RequestedBy, r.RequestedAt.UTC().Format(time.RFC3339))
 			if sts != nil {
 				msg += fmt.Sprintf(": %d/%d replicas restarted", min(sts.Status.UpdatedReplicas, obs.replicas), obs.replicas)
 			}
-			conditions[1].cond = cond{metav1.ConditionTrue, ReasonRestarting, msg}
+			conditions[1].cond = cond{metav1.ConditionTrue, examplev1.ReasonRestarting, msg}
 		}
 	}
 	for _, c := range conditions {
@@ -383,17 +312,17 @@ func deletingStatus(db *examplev1.Database, policy examplev1.DeletionPolicy, rea
 	status.ObservedGeneration = db.Generation
 	status.ReadyReplicas = ready
 	msg := fmt.Sprintf("cleaning up with deletionPolicy %s", policy)
-	progressing := metav1.Condition{Type: ConditionProgressing, Status: metav1.ConditionTrue, Reason: ReasonDeleting, Message: msg}
+	progressing := metav1.Condition{Type: examplev1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: examplev1.ReasonDeleting, Message: msg}
 	switch {
 	case err != nil:
-		progressing.Status, progressing.Reason, progressing.Message = metav1.ConditionFalse, ReasonReconcileError, err.Error()
+		progressing.Status, progressing.Reason, progressing.Message = metav1.ConditionFalse, examplev1.ReasonReconcileError, err.Error()
 	case waiting != "":
 		progressing.Message = msg + ": waiting: " + waiting
 	}
 	for _, c := range []metav1.Condition{
-		{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonDeleting, Message: msg},
+		{Type: examplev1.ConditionReady, Status: metav1.ConditionFalse, Reason: examplev1.ReasonDeleting, Message: msg},
 		progressing,
-		{Type: ConditionDegraded, Status: metav1.ConditionFalse, Reason: ReasonDeleting, Message: msg},
+		{Type: examplev1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: examplev1.ReasonDeleting, Message: msg},
 	} {
 		c.ObservedGeneration, c.LastTransitionTime = db.Generation, now
 		meta.SetStatusCondition(&status.Conditions, c)

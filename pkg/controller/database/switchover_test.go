@@ -87,7 +87,7 @@ func requireSwitchover(t *testing.T, db *examplev1.Database, message string) {
 	for typ, status := range map[string]metav1.ConditionStatus{"Progressing": metav1.ConditionTrue, "Replicating": metav1.ConditionFalse} {
 		c := condition(db, typ)
 		require.Equal(t, status, c.Status, typ)
-		require.Equal(t, database.ReasonSwitchover, c.Reason, typ)
+		require.Equal(t, examplev1.ReasonSwitchover, c.Reason, typ)
 		require.Equal(t, message, c.Message, typ)
 	}
 }
@@ -249,7 +249,7 @@ func TestAServerThatStopsAnsweringMidSwitchoverHoldsIt(t *testing.T) {
 			db := f.database()
 			requireSwitchover(t, db, "switching over from my-database-0 to my-database-1: "+tc.what)
 			require.Equal(t, examplev1.DatabasePhaseDegraded, db.Status.Phase)
-			require.Equal(t, database.ReasonSwitchover, condition(db, "Ready").Reason)
+			require.Equal(t, examplev1.ReasonSwitchover, condition(db, "Ready").Reason)
 			require.Equal(t, metav1.ConditionFalse, condition(db, "Ready").Status)
 
 			tc.heal(f, fi)
@@ -313,7 +313,7 @@ func TestAControllerRestartedBetweenPromotionAndStatusConfirmsThePromotedPrimary
 			db := f.database()
 			require.Equal(t, "my-database-1", db.Status.Primary)
 			require.Equal(t, []string{"replica", "primary", "replica"}, f.roles(3))
-			require.NotEqual(t, database.ReasonSwitchover, condition(db, "Progressing").Reason)
+			require.NotEqual(t, examplev1.ReasonSwitchover, condition(db, "Progressing").Reason)
 			require.Equal(t, "every replica streams from my-database-1", condition(db, "Replicating").Message)
 			require.Empty(t, f.events(), "no warning, nothing promoted")
 		})
@@ -410,7 +410,7 @@ func TestARoleLabelForAPodGoneOrMadeAgainIsSkipped(t *testing.T) {
 			require.EqualError(t, err, tc.fails)
 			require.Equal(t, []string{"", "", ""}, f.roles(3), "the Pods after it are not")
 			require.Contains(t, f.events(), "Warning ReconcileError "+tc.fails)
-			require.Equal(t, database.ReasonReconcileError, condition(f.database(), "Progressing").Reason)
+			require.Equal(t, examplev1.ReasonReconcileError, condition(f.database(), "Progressing").Reason)
 			_, err = f.reconcile()
 			require.NoError(t, err)
 			require.Equal(t, []string{"primary", "replica", "replica"}, f.roles(3))

@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/engine"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // Children are the objects the controller creates for a Database that has none yet, but for
@@ -69,15 +69,15 @@ type Passwords struct {
 // replicates: every key of the engine package's SecretKey* that applies to the engine.
 func Secret(db *examplev1.Database, d Desired, passwords Passwords) *corev1.Secret {
 	data := map[string][]byte{
-		engine.SecretKeyUsername:          []byte(d.Recipe.Username),
-		engine.SecretKeyPassword:          []byte(passwords.Application),
-		engine.SecretKeySuperuserUsername: []byte(d.Recipe.SuperuserUsername),
-		engine.SecretKeySuperuserPassword: []byte(passwords.Superuser),
+		names.SecretKeyUsername:          []byte(d.Recipe.Username),
+		names.SecretKeyPassword:          []byte(passwords.Application),
+		names.SecretKeySuperuserUsername: []byte(d.Recipe.SuperuserUsername),
+		names.SecretKeySuperuserPassword: []byte(passwords.Superuser),
 	}
 	SetReplicationCredentials(d, data, passwords.Replication)
 	FillCredentials(db, d, data)
 	return &corev1.Secret{
-		ObjectMeta: objectMeta(db, SecretName(db), ChildLabels(db)),
+		ObjectMeta: objectMeta(db, names.SecretName(db), ChildLabels(db)),
 		Type:       corev1.SecretTypeOpaque,
 		Data:       data,
 	}
@@ -88,29 +88,29 @@ func Secret(db *examplev1.Database, d Desired, passwords Passwords) *corev1.Secr
 // replicas > 1 on an engine that replicates, removed otherwise), so a password edited by hand
 // is reflected in the URIs; it never changes the usernames or the passwords.
 func FillCredentials(db *examplev1.Database, d Desired, data map[string][]byte) {
-	host := ServiceHost(db, d.ClusterDomain, ClientServiceName(db))
+	host := names.ServiceHost(db, d.ClusterDomain, names.ClientServiceName(db))
 	database := d.Recipe.DatabaseName(db.Name)
-	user, password := string(data[engine.SecretKeyUsername]), string(data[engine.SecretKeyPassword])
+	user, password := string(data[names.SecretKeyUsername]), string(data[names.SecretKeyPassword])
 	uriDatabase := database
-	if d.Recipe.UsersPerDatabase && user == string(data[engine.SecretKeySuperuserUsername]) {
+	if d.Recipe.UsersPerDatabase && user == string(data[names.SecretKeySuperuserUsername]) {
 		// The superuser belongs to admin: the URI names no database, as it did before the
 		// application user.
 		uriDatabase = ""
 	}
 	derived := map[string]string{
-		engine.SecretKeyHost: host,
-		engine.SecretKeyPort: strconv.Itoa(int(d.Recipe.Port)),
-		engine.SecretKeyURI:  d.Recipe.URI(user, password, host, uriDatabase),
+		names.SecretKeyHost: host,
+		names.SecretKeyPort: strconv.Itoa(int(d.Recipe.Port)),
+		names.SecretKeyURI:  d.Recipe.URI(user, password, host, uriDatabase),
 	}
 	if database != "" {
-		derived[engine.SecretKeyDatabase] = database
+		derived[names.SecretKeyDatabase] = database
 	}
-	delete(data, engine.SecretKeyReadHost)
-	delete(data, engine.SecretKeyReadURI)
+	delete(data, names.SecretKeyReadHost)
+	delete(data, names.SecretKeyReadURI)
 	if d.Recipe.Replicates() && d.Replicas > 1 {
-		readHost := ServiceHost(db, d.ClusterDomain, ReadServiceName(db))
-		derived[engine.SecretKeyReadHost] = readHost
-		derived[engine.SecretKeyReadURI] = d.Recipe.ReadURI(user, password, readHost, uriDatabase)
+		readHost := names.ServiceHost(db, d.ClusterDomain, names.ReadServiceName(db))
+		derived[names.SecretKeyReadHost] = readHost
+		derived[names.SecretKeyReadURI] = d.Recipe.ReadURI(user, password, readHost, uriDatabase)
 	}
 	for k, v := range derived {
 		data[k] = []byte(v)
@@ -128,18 +128,18 @@ func FillCredentials(db *examplev1.Database, d Desired, data map[string][]byte) 
 // on an empty data directory: MySQL's application user already is the one MYSQL_USER made,
 // with root's password, and MongoDB's is its root user (whose URI keeps authSource=admin).
 func MigrateCredentials(d Desired, data map[string][]byte, applicationPassword string) bool {
-	if len(data[engine.SecretKeySuperuserPassword]) > 0 || len(data[engine.SecretKeySuperuserUsername]) > 0 {
+	if len(data[names.SecretKeySuperuserPassword]) > 0 || len(data[names.SecretKeySuperuserUsername]) > 0 {
 		return false
 	}
 	superuser := d.Recipe.SuperuserUsername
-	if d.Recipe.SuperuserWasUsername && len(data[engine.SecretKeyUsername]) > 0 {
-		superuser = string(data[engine.SecretKeyUsername])
+	if d.Recipe.SuperuserWasUsername && len(data[names.SecretKeyUsername]) > 0 {
+		superuser = string(data[names.SecretKeyUsername])
 	}
-	data[engine.SecretKeySuperuserUsername] = []byte(superuser)
-	data[engine.SecretKeySuperuserPassword] = data[engine.SecretKeyPassword]
+	data[names.SecretKeySuperuserUsername] = []byte(superuser)
+	data[names.SecretKeySuperuserPassword] = data[names.SecretKeyPassword]
 	if !d.Recipe.ApplicationUserAtInit {
-		data[engine.SecretKeyUsername] = []byte(d.Recipe.Username)
-		data[engine.SecretKeyPassword] = []byte(applicationPassword)
+		data[names.SecretKeyUsername] = []byte(d.Recipe.Username)
+		data[names.SecretKeyPassword] = []byte(applicationPassword)
 	}
 	return true
 }
@@ -147,19 +147,19 @@ func MigrateCredentials(d Desired, data map[string][]byte, applicationPassword s
 // SetReplicationCredentials sets, for an engine with a replication role, the role's username
 // and, when data has none, password (a new one: the primary's role is created with the
 // password the Secret holds when it is first seen, and never changed); for a replica set
-// (engine.Recipe.ReplicaSet), the members' shared key engine.SecretKeyKeyFile when data has
+// (engine.Recipe.ReplicaSet), the members' shared key names.SecretKeyKeyFile when data has
 // none, password (crypto/rand's Text: base32 characters, all of base64's alphabet, as a
 // keyfile must be). It leaves data alone otherwise.
 func SetReplicationCredentials(d Desired, data map[string][]byte, password string) {
 	switch {
 	case d.Recipe.ReplicationUsername != "":
-		data[engine.SecretKeyReplicationUsername] = []byte(d.Recipe.ReplicationUsername)
-		if len(data[engine.SecretKeyReplicationPassword]) == 0 {
-			data[engine.SecretKeyReplicationPassword] = []byte(password)
+		data[names.SecretKeyReplicationUsername] = []byte(d.Recipe.ReplicationUsername)
+		if len(data[names.SecretKeyReplicationPassword]) == 0 {
+			data[names.SecretKeyReplicationPassword] = []byte(password)
 		}
 	case d.Recipe.ReplicaSet:
-		if len(data[engine.SecretKeyKeyFile]) == 0 {
-			data[engine.SecretKeyKeyFile] = []byte(password)
+		if len(data[names.SecretKeyKeyFile]) == 0 {
+			data[names.SecretKeyKeyFile] = []byte(password)
 		}
 	}
 }
@@ -177,12 +177,12 @@ func servicePorts(d Desired) []corev1.ServicePort {
 // names for every Pod, ready or not (peers must find each other during startup).
 func HeadlessService(db *examplev1.Database, d Desired) *corev1.Service {
 	return &corev1.Service{
-		ObjectMeta: objectMeta(db, HeadlessServiceName(db), ChildLabels(db)),
+		ObjectMeta: objectMeta(db, names.HeadlessServiceName(db), ChildLabels(db)),
 		Spec: corev1.ServiceSpec{
 			Type:                     corev1.ServiceTypeClusterIP,
 			ClusterIP:                corev1.ClusterIPNone,
 			PublishNotReadyAddresses: true,
-			Selector:                 SelectorLabels(db),
+			Selector:                 names.SelectorLabels(db),
 			Ports:                    servicePorts(d),
 		},
 	}
@@ -194,13 +194,13 @@ func HeadlessService(db *examplev1.Database, d Desired) *corev1.Service {
 // replicate data between them, so spreading connections over them would split one
 // database's writes across several.
 func ClientService(db *examplev1.Database, d Desired) *corev1.Service {
-	selector := SelectorLabels(db)
+	selector := names.SelectorLabels(db)
 	if d.Recipe.Replicates() {
 		selector[RoleLabel] = RolePrimary
 	} else {
 		selector[appsv1.StatefulSetPodNameLabel] = PodName(db, 0)
 	}
-	return clusterIPService(db, d, ClientServiceName(db), selector)
+	return clusterIPService(db, d, names.ClientServiceName(db), selector)
 }
 
 // clusterIPService is db's ClusterIP Service named name, on the engine port, routing to the
@@ -232,7 +232,7 @@ func PodDisruptionBudget(db *examplev1.Database) *policyv1.PodDisruptionBudget {
 		ObjectMeta: objectMeta(db, PodDisruptionBudgetName(db), ChildLabels(db)),
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-			Selector:       &metav1.LabelSelector{MatchLabels: SelectorLabels(db)},
+			Selector:       &metav1.LabelSelector{MatchLabels: names.SelectorLabels(db)},
 		},
 	}
 }

@@ -10,7 +10,8 @@ import (
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/catalog"
-	"example.com/database-apiserver/pkg/controller/engine"
+	"example.com/database-apiserver/pkg/engine"
+	"example.com/database-apiserver/pkg/names"
 	"example.com/database-apiserver/pkg/storagesize"
 )
 
@@ -47,19 +48,14 @@ type Desired struct {
 	// Storage is spec.storage as a quantity of bytes.
 	Storage resource.Quantity
 	// ClusterDomain is the cluster's DNS domain, which the names clients, standbys and
-	// replica set members reach Services and Pods by end with (ServiceHost, PodHost):
-	// DefaultClusterDomain from Resolve, the controller's --cluster-domain in a pass.
+	// replica set members reach Services and Pods by end with (names.ServiceHost, names.PodHost):
+	// names.DefaultClusterDomain from Resolve, the controller's --cluster-domain in a pass.
 	ClusterDomain string
 	// SuperuserSources are the address ranges the controller connects to the servers from,
 	// its --superuser-sources: the engine's superuser logs in over the network from these
 	// only. None: from any address.
 	SuperuserSources []netip.Prefix
 }
-
-// DefaultClusterDomain is the cluster's DNS domain unless the controller is told another:
-// kubeadm's default (ClusterConfiguration networking.dnsDomain), the domain kubelets are
-// given (--cluster-domain) and CoreDNS serves in most clusters.
-const DefaultClusterDomain = "cluster.local"
 
 // Resolve checks db's spec against the catalog and the engine recipes. A spec the
 // controller cannot run (the API server's validation should have refused it, but the
@@ -95,7 +91,7 @@ func Resolve(db *examplev1.Database) (Desired, error) {
 		Image:         release.Image,
 		Replicas:      *db.Spec.Replicas,
 		Storage:       *resource.NewQuantity(gi<<30, resource.BinarySI),
-		ClusterDomain: DefaultClusterDomain,
+		ClusterDomain: names.DefaultClusterDomain,
 	}, nil
 }
 

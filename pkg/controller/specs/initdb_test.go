@@ -9,8 +9,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/engine"
 	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/engine"
+	"example.com/database-apiserver/pkg/names"
 )
 
 func mongoDB(t *testing.T) (*examplev1.Database, specs.Desired) {
@@ -77,12 +78,12 @@ func TestMongoDBInitConfigMap(t *testing.T) {
 	for _, e := range c.Env {
 		env[e.Name] = e
 	}
-	require.Equal(t, engine.CredentialsFile(engine.SecretKeyPassword), env[engine.MongoDBApplicationPasswordFileEnv].Value)
-	require.Equal(t, engine.SecretKeyUsername, env[engine.MongoDBApplicationUsernameEnv].ValueFrom.SecretKeyRef.Key)
-	require.Equal(t, engine.SecretKeyDatabase, env["MONGO_INITDB_DATABASE"].ValueFrom.SecretKeyRef.Key,
+	require.Equal(t, engine.CredentialsFile(names.SecretKeyPassword), env[engine.MongoDBApplicationPasswordFileEnv].Value)
+	require.Equal(t, names.SecretKeyUsername, env[engine.MongoDBApplicationUsernameEnv].ValueFrom.SecretKeyRef.Key)
+	require.Equal(t, names.SecretKeyDatabase, env["MONGO_INITDB_DATABASE"].ValueFrom.SecretKeyRef.Key,
 		"the entrypoint runs the scripts against the Database's database")
 	require.Contains(t, c.VolumeMounts, corev1.VolumeMount{Name: "initdb", MountPath: "/docker-entrypoint-initdb.d", ReadOnly: true})
-	require.Contains(t, d.Recipe.PasswordKeys(), engine.SecretKeyPassword)
+	require.Contains(t, d.Recipe.PasswordKeys(), names.SecretKeyPassword)
 
 	have := cm.DeepCopy()
 	have.Data = map[string]string{specs.MongoDBApplicationUserKey: "edited", "other.js": "x"}

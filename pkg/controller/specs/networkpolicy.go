@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // ControllerPodLabels are the labels of the controller's own Pods (artifacts/deploy), which a
@@ -39,7 +40,7 @@ func NetworkPolicy(db *examplev1.Database, d Desired, controllerNamespace string
 	}
 	rules = append(rules, networkingv1.NetworkPolicyIngressRule{
 		From: []networkingv1.NetworkPolicyPeer{
-			{PodSelector: &metav1.LabelSelector{MatchLabels: SelectorLabels(db)}},
+			{PodSelector: &metav1.LabelSelector{MatchLabels: names.SelectorLabels(db)}},
 			{
 				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: controllerNamespace}},
 				PodSelector:       &metav1.LabelSelector{MatchLabels: ControllerPodLabels},
@@ -50,7 +51,7 @@ func NetworkPolicy(db *examplev1.Database, d Desired, controllerNamespace string
 	return &networkingv1.NetworkPolicy{
 		ObjectMeta: objectMeta(db, NetworkPolicyName(db), ChildLabels(db)),
 		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: SelectorLabels(db)},
+			PodSelector: metav1.LabelSelector{MatchLabels: names.SelectorLabels(db)},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 			Ingress:     rules,
 		},

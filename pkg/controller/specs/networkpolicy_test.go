@@ -12,6 +12,7 @@ import (
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/names"
 )
 
 func TestNetworkPolicyAdmitsTheNamedClientsTheMembersAndTheController(t *testing.T) {
@@ -41,8 +42,8 @@ func TestNetworkPolicyAdmitsTheNamedClientsTheMembersAndTheController(t *testing
 			require.Equal(t, "my-database", np.Name)
 			require.Equal(t, "production", np.Namespace)
 			require.Equal(t, []metav1.OwnerReference{specs.OwnerReference(db)}, np.OwnerReferences)
-			require.Equal(t, specs.ManagedByValue, np.Labels[specs.ManagedByLabel])
-			pods := metav1.LabelSelector{MatchLabels: specs.SelectorLabels(db)}
+			require.Equal(t, names.ManagedByValue, np.Labels[names.ManagedByLabel])
+			pods := metav1.LabelSelector{MatchLabels: names.SelectorLabels(db)}
 			require.Equal(t, pods, np.Spec.PodSelector)
 			require.Equal(t, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}, np.Spec.PolicyTypes, "egress is left alone")
 			ports := []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(intstr.FromInt32(tc.port))}}

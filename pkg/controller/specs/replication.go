@@ -13,7 +13,8 @@ import (
 
 	"example.com/database-apiserver/pkg/apis/example"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/engine"
+	"example.com/database-apiserver/pkg/engine"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // RoleLabel is on every Pod of a replicating Database once the controller knows its part:
@@ -30,19 +31,16 @@ const (
 // (ConfigMapKeyPrimary) and the engine's replication scripts.
 func ReplicationConfigMapName(db *examplev1.Database) string { return db.Name + "-replication" }
 
-// ReadServiceName is the read Service's name: "<name>-read".
-func ReadServiceName(db *examplev1.Database) string { return db.Name + "-read" }
-
 // PodName is the name of db's Pod of ordinal: "<name>-<ordinal>", as the StatefulSet
 // controller names them.
 func PodName(db *examplev1.Database, ordinal int32) string {
-	return example.PodName(StatefulSetName(db), ordinal)
+	return example.PodName(names.StatefulSetName(db), ordinal)
 }
 
 // PodOrdinal is the ordinal of db's Pod named pod, and false for any other name: the rule
 // the API server validates spec.primary and status.primary by.
 func PodOrdinal(db *examplev1.Database, pod string) (int32, bool) {
-	return example.PodOrdinal(StatefulSetName(db), pod)
+	return example.PodOrdinal(names.StatefulSetName(db), pod)
 }
 
 // SlotName is the physical replication slot the primary keeps for the Pod named pod: the name
@@ -124,7 +122,7 @@ func ReplicationConfigMap(db *examplev1.Database, d Desired, primary string) *co
 // when there are any; everyone else by password (SCRAM-SHA-256) from anywhere; and
 // replication connections for the replication role only, from addresses whose DNS name
 // (reverse lookup, then forward confirmation) ends with the namespace's Service domain
-// (NamespaceDomain).
+// (names.NamespaceDomain).
 //
 // The namespace, not the Database's own Services, bounds the standbys: the cluster DNS
 // answers a Pod address's reverse lookup with one name per Service the Pod backs, in no set
@@ -136,7 +134,7 @@ func PostgreSQLHBA(db *examplev1.Database, d Desired) string {
 	err := postgresqlHBATemplate.Execute(&b, struct {
 		ReplicationUser, Superuser, NamespaceDomain string
 		SuperuserSources                            []netip.Prefix
-	}{d.Recipe.ReplicationUsername, d.Recipe.SuperuserUsername, NamespaceDomain(db, d.ClusterDomain), d.SuperuserSources})
+	}{d.Recipe.ReplicationUsername, d.Recipe.SuperuserUsername, names.NamespaceDomain(db, d.ClusterDomain), d.SuperuserSources})
 	if err != nil {
 		// The template is ours and its data plain strings and prefixes.
 		panic("pg_hba.conf: " + err.Error())
@@ -156,7 +154,7 @@ const PostgreSQLHBAAnnotation = "database.example.com/pg-hba-sha256"
 // settings keep on (skip-name-resolve OFF) and never cache (host_cache_size 0: an address
 // a Pod of the namespace had may be another's later).
 func MySQLReplicationHost(db *examplev1.Database, d Desired) string {
-	return "%." + NamespaceDomain(db, d.ClusterDomain)
+	return "%." + names.NamespaceDomain(db, d.ClusterDomain)
 }
 
 // MySQLSuperuserHosts are the host parts of root's accounts besides root@localhost: one per
@@ -202,9 +200,9 @@ func SyncReplicationConfigMap(have, want *corev1.ConfigMap) {
 // (RoleLabel RoleReplica): reads that may lag the primary by the replication lag. It exists
 // while replicas > 1 on an engine that replicates.
 func ReadService(db *examplev1.Database, d Desired) *corev1.Service {
-	selector := SelectorLabels(db)
+	selector := names.SelectorLabels(db)
 	selector[RoleLabel] = RoleReplica
-	return clusterIPService(db, d, ReadServiceName(db), selector)
+	return clusterIPService(db, d, names.ReadServiceName(db), selector)
 }
 
 // postgresqlServerArgs are the server settings every PostgreSQL Pod runs with, primary or
@@ -230,10 +228,10 @@ var postgresqlServerArgs = []string{
 }
 
 // PrimaryHost is the name standbys reach the primary by: the client Service's DNS name
-// (ServiceHost in domain), which routes to the Pod labelled primary, so a standby follows a
+// (names.ServiceHost in domain), which routes to the Pod labelled primary, so a standby follows a
 // switchover without being set up again.
 func PrimaryHost(db *examplev1.Database, domain string) string {
-	return ServiceHost(db, domain, ClientServiceName(db))
+	return names.ServiceHost(db, domain, names.ClientServiceName(db))
 }
 
 // PrimaryConnectTimeoutSeconds is the connect_timeout of a standby's primary_conninfo, in
@@ -268,7 +266,7 @@ func replicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpec) {
 		return
 	}
 	c := &pod.Containers[0]
-	secret := SecretName(db)
+	secret := names.SecretName(db)
 	mount := corev1.VolumeMount{Name: replicationVolume, MountPath: replicationMountPath, ReadOnly: true}
 	c.Args = append([]string(nil), postgresqlServerArgs...)
 	c.VolumeMounts = append(c.VolumeMounts, mount)
@@ -278,8 +276,8 @@ func replicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpec) {
 
 	env := append([]corev1.EnvVar{}, c.Env...)
 	env = append(env,
-		secretEnv("REPLICATION_USER", secret, engine.SecretKeyReplicationUsername),
-		corev1.EnvVar{Name: "REPLICATION_PASSWORD_FILE", Value: engine.CredentialsFile(engine.SecretKeyReplicationPassword)},
+		secretEnv("REPLICATION_USER", secret, names.SecretKeyReplicationUsername),
+		corev1.EnvVar{Name: "REPLICATION_PASSWORD_FILE", Value: engine.CredentialsFile(names.SecretKeyReplicationPassword)},
 		corev1.EnvVar{Name: "PGPORT", Value: strconv.Itoa(int(d.Recipe.Port))},
 		corev1.EnvVar{Name: "PRIMARY_HOST", Value: PrimaryHost(db, d.ClusterDomain)},
 		corev1.EnvVar{Name: "PRIMARY_CONNECT_TIMEOUT", Value: strconv.Itoa(PrimaryConnectTimeoutSeconds)},
@@ -299,7 +297,7 @@ func replicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpec) {
 		SecurityContext: engine.ContainerSecurityContext(),
 	}}
 	pod.Volumes = []corev1.Volume{
-		engine.CredentialsVolume(secret, append(d.Recipe.PasswordKeys(), engine.SecretKeyReplicationPassword)...),
+		engine.CredentialsVolume(secret, append(d.Recipe.PasswordKeys(), names.SecretKeyReplicationPassword)...),
 		replicationConfigMapVolume(db),
 	}
 }
@@ -332,7 +330,7 @@ func secretEnv(name, secret, key string) corev1.EnvVar {
 // shutdown.
 func mysqlReplicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpec) {
 	c := &pod.Containers[0]
-	secret := SecretName(db)
+	secret := names.SecretName(db)
 	mount := corev1.VolumeMount{Name: replicationVolume, MountPath: replicationMountPath, ReadOnly: true}
 	config := corev1.VolumeMount{Name: mysqlConfigVolume, MountPath: mysqlConfigPath}
 	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: mysqlConfigVolume, MountPath: mysqlConfigPath, ReadOnly: true})
@@ -350,9 +348,9 @@ func mysqlReplicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpec)
 			{Name: "MYSQL_CONFIG_DIR", Value: mysqlConfigPath},
 			{Name: "MYSQL_PORT", Value: strconv.Itoa(int(d.Recipe.Port))},
 			{Name: "SERVER_ID_BASE", Value: strconv.Itoa(MySQLServerIDBase)},
-			{Name: "PODS_DOMAIN", Value: PodsDomain(db, d.ClusterDomain)},
-			secretEnv("REPLICATION_USER", secret, engine.SecretKeyReplicationUsername),
-			{Name: "REPLICATION_PASSWORD_FILE", Value: engine.CredentialsFile(engine.SecretKeyReplicationPassword)},
+			{Name: "PODS_DOMAIN", Value: names.PodsDomain(db, d.ClusterDomain)},
+			secretEnv("REPLICATION_USER", secret, names.SecretKeyReplicationUsername),
+			{Name: "REPLICATION_PASSWORD_FILE", Value: engine.CredentialsFile(names.SecretKeyReplicationPassword)},
 		},
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: engine.DataVolumeName, MountPath: d.Recipe.DataPath},
@@ -366,7 +364,7 @@ func mysqlReplicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpec)
 	pod.Volumes = []corev1.Volume{
 		// The server container's password files (MYSQL_ROOT_PASSWORD_FILE and
 		// MYSQL_PASSWORD_FILE), and the setup's REPLICATION_PASSWORD_FILE.
-		engine.CredentialsVolume(secret, append(d.Recipe.PasswordKeys(), engine.SecretKeyReplicationPassword)...),
+		engine.CredentialsVolume(secret, append(d.Recipe.PasswordKeys(), names.SecretKeyReplicationPassword)...),
 		replicationConfigMapVolume(db),
 		{Name: mysqlConfigVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 	}
@@ -387,7 +385,7 @@ func ReplicaSetName(db *examplev1.Database) string { return db.Name }
 // (https://www.mongodb.com/docs/manual/reference/command/shutdown/).
 func mongodbReplicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpec) {
 	c := &pod.Containers[0]
-	secret := SecretName(db)
+	secret := names.SecretName(db)
 	mount := corev1.VolumeMount{Name: replicationVolume, MountPath: replicationMountPath, ReadOnly: true}
 	c.Args = []string{"mongod", "--replSet", ReplicaSetName(db), "--keyFile", MongoDBKeyFile}
 	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: mongodbKeyVolume, MountPath: mongodbKeyPath, ReadOnly: true})
@@ -396,7 +394,7 @@ func mongodbReplicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpe
 		Image:   c.Image,
 		Command: []string{"bash", replicationMountPath + "/" + mongodbSetupKey},
 		Env: []corev1.EnvVar{
-			{Name: "KEYFILE_SOURCE", Value: engine.CredentialsFile(engine.SecretKeyKeyFile)},
+			{Name: "KEYFILE_SOURCE", Value: engine.CredentialsFile(names.SecretKeyKeyFile)},
 			{Name: "KEYFILE", Value: MongoDBKeyFile},
 		},
 		VolumeMounts: []corev1.VolumeMount{
@@ -410,7 +408,7 @@ func mongodbReplicationPod(db *examplev1.Database, d Desired, pod *corev1.PodSpe
 	for i := range pod.Volumes {
 		if pod.Volumes[i].Name == engine.CredentialsVolumeName {
 			// The server container's password files, and the setup's keyfile.
-			pod.Volumes[i] = engine.CredentialsVolume(secret, append(d.Recipe.PasswordKeys(), engine.SecretKeyKeyFile)...)
+			pod.Volumes[i] = engine.CredentialsVolume(secret, append(d.Recipe.PasswordKeys(), names.SecretKeyKeyFile)...)
 		}
 	}
 	pod.Volumes = append(pod.Volumes,

@@ -15,8 +15,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/engine"
 	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/engine"
+	"example.com/database-apiserver/pkg/names"
 )
 
 func resolve(t *testing.T, db *examplev1.Database) specs.Desired {
@@ -53,7 +54,7 @@ func TestPostgreSQLPodsRunTheSetupScriptBeforeTheServer(t *testing.T) {
 	for _, e := range setup.Env {
 		env[e.Name] = e
 	}
-	require.Equal(t, secretRef(engine.SecretKeyReplicationUsername), env["REPLICATION_USER"].ValueFrom)
+	require.Equal(t, secretRef(names.SecretKeyReplicationUsername), env["REPLICATION_USER"].ValueFrom)
 	require.Equal(t, "/etc/database-credentials/replication-password", env["REPLICATION_PASSWORD_FILE"].Value)
 	require.Equal(t, "my-database.production.svc.cluster.local", env["PRIMARY_HOST"].Value, "the client Service, which routes to the primary")
 	require.Equal(t, "5432", env["PGPORT"].Value)
@@ -191,14 +192,14 @@ func TestMongoDBPodsRunAReplicaSet(t *testing.T) {
 	c, err := specs.NewChildren(db, "secret")
 	require.NoError(t, err)
 	require.NotNil(t, c.ReadService)
-	require.Equal(t, "secret", string(c.Secret.Data[engine.SecretKeyKeyFile]))
-	require.NotContains(t, c.Secret.Data, engine.SecretKeyReplicationUsername, "members authenticate with the keyfile")
-	require.NotContains(t, c.Secret.Data, engine.SecretKeyReplicationPassword)
-	require.Equal(t, "my-database-read.production.svc.cluster.local", string(c.Secret.Data[engine.SecretKeyReadHost]))
+	require.Equal(t, "secret", string(c.Secret.Data[names.SecretKeyKeyFile]))
+	require.NotContains(t, c.Secret.Data, names.SecretKeyReplicationUsername, "members authenticate with the keyfile")
+	require.NotContains(t, c.Secret.Data, names.SecretKeyReplicationPassword)
+	require.Equal(t, "my-database-read.production.svc.cluster.local", string(c.Secret.Data[names.SecretKeyReadHost]))
 	require.Equal(t, "mongodb://app:secret@my-database-read.production.svc.cluster.local:27017/my_database?authSource=my_database&readPreference=secondaryPreferred",
-		string(c.Secret.Data[engine.SecretKeyReadURI]))
+		string(c.Secret.Data[names.SecretKeyReadURI]))
 	require.Equal(t, "mongodb://app:secret@my-database.production.svc.cluster.local:27017/my_database?authSource=my_database",
-		string(c.Secret.Data[engine.SecretKeyURI]))
+		string(c.Secret.Data[names.SecretKeyURI]))
 	require.Equal(t, specs.RolePrimary, specs.ClientService(db, d).Spec.Selector[specs.RoleLabel])
 }
 
@@ -218,17 +219,17 @@ func TestNewChildrenOfAReplicatingDatabase(t *testing.T) {
 		require.Equal(t, []metav1.OwnerReference{specs.OwnerReference(db)}, obj.GetOwnerReferences(), obj.GetName())
 		require.Equal(t, specs.ChildLabels(db), obj.GetLabels(), obj.GetName())
 	}
-	require.Equal(t, "replicator", string(c.Secret.Data[engine.SecretKeyReplicationUsername]))
-	require.Equal(t, "my-database-read.production.svc.cluster.local", string(c.Secret.Data[engine.SecretKeyReadHost]))
-	require.Equal(t, "postgresql://app:secret@my-database-read.production.svc.cluster.local:5432/my_database", string(c.Secret.Data[engine.SecretKeyReadURI]))
+	require.Equal(t, "replicator", string(c.Secret.Data[names.SecretKeyReplicationUsername]))
+	require.Equal(t, "my-database-read.production.svc.cluster.local", string(c.Secret.Data[names.SecretKeyReadHost]))
+	require.Equal(t, "postgresql://app:secret@my-database-read.production.svc.cluster.local:5432/my_database", string(c.Secret.Data[names.SecretKeyReadURI]))
 
 	one, err := specs.NewChildren(database(1), "secret")
 	require.NoError(t, err)
 	require.NotNil(t, one.ReplicationConfigMap, "the Pods mount it whatever the replicas")
 	require.Nil(t, one.ReadService, "no replicas to read from")
-	require.NotContains(t, one.Secret.Data, engine.SecretKeyReadHost)
-	require.NotContains(t, one.Secret.Data, engine.SecretKeyReadURI)
-	require.Equal(t, "replicator", string(one.Secret.Data[engine.SecretKeyReplicationUsername]), "ready for a scale-up")
+	require.NotContains(t, one.Secret.Data, names.SecretKeyReadHost)
+	require.NotContains(t, one.Secret.Data, names.SecretKeyReadURI)
+	require.Equal(t, "replicator", string(one.Secret.Data[names.SecretKeyReplicationUsername]), "ready for a scale-up")
 }
 
 func TestSyncReplicationConfigMapKeepsThePrimaryAndRestoresTheScripts(t *testing.T) {
@@ -245,7 +246,7 @@ func TestSyncReplicationConfigMapKeepsThePrimaryAndRestoresTheScripts(t *testing
 	require.Equal(t, want.Data["postgresql-setup.sh"], have.Data["postgresql-setup.sh"])
 	require.NotContains(t, have.Data, "extra")
 	require.Equal(t, "payments", have.Labels["team"])
-	require.Equal(t, specs.ManagedByValue, have.Labels[specs.ManagedByLabel])
+	require.Equal(t, names.ManagedByValue, have.Labels[names.ManagedByLabel])
 
 	have.Data["primary"] = ""
 	specs.SyncReplicationConfigMap(have, want)
@@ -370,16 +371,16 @@ func TestPodOrdinalSlotNameAndDatabaseOfPod(t *testing.T) {
 	require.Equal(t, "a_b_c_0", specs.SlotName("a-b-c-0"))
 
 	labels := specs.StatefulSet(db, resolve(t, db)).Spec.Template.Labels
-	got, ok := specs.DatabaseOfPod(&metav1.ObjectMeta{Labels: labels})
+	got, ok := names.DatabaseOfPod(&metav1.ObjectMeta{Labels: labels})
 	require.True(t, ok)
 	require.Equal(t, "my-database", got)
 	for _, l := range []map[string]string{
 		nil,
 		{"app.kubernetes.io/instance": "my-database"},
-		{"app.kubernetes.io/instance": "my-database", specs.ManagedByLabel: "helm"},
-		{"app.kubernetes.io/instance": "", specs.ManagedByLabel: specs.ManagedByValue},
+		{"app.kubernetes.io/instance": "my-database", names.ManagedByLabel: "helm"},
+		{"app.kubernetes.io/instance": "", names.ManagedByLabel: names.ManagedByValue},
 	} {
-		_, ok := specs.DatabaseOfPod(&metav1.ObjectMeta{Labels: l})
+		_, ok := names.DatabaseOfPod(&metav1.ObjectMeta{Labels: l})
 		require.False(t, ok, "%v", l)
 	}
 }
@@ -425,7 +426,7 @@ func TestMySQLPodsRunTheSetupScriptBeforeTheServer(t *testing.T) {
 	require.Equal(t, "100", env["SERVER_ID_BASE"].Value, "server-id 100 + ordinal")
 	require.Equal(t, "my-database-headless.production.svc.cluster.local", env["PODS_DOMAIN"].Value)
 	require.Equal(t, "3306", env["MYSQL_PORT"].Value)
-	require.Equal(t, secretRef(engine.SecretKeyReplicationUsername), env["REPLICATION_USER"].ValueFrom)
+	require.Equal(t, secretRef(names.SecretKeyReplicationUsername), env["REPLICATION_USER"].ValueFrom)
 	require.Equal(t, "/etc/database-credentials/replication-password", env["REPLICATION_PASSWORD_FILE"].Value)
 	require.Equal(t, engine.ContainerSecurityContext(), setup.SecurityContext)
 
@@ -450,8 +451,8 @@ func TestMySQLPodsRunTheSetupScriptBeforeTheServer(t *testing.T) {
 	c, err := specs.NewChildren(db, "secret")
 	require.NoError(t, err)
 	require.NotNil(t, c.ReadService)
-	require.Equal(t, "replicator", string(c.Secret.Data[engine.SecretKeyReplicationUsername]))
-	require.Equal(t, "my-database-read.production.svc.cluster.local", string(c.Secret.Data[engine.SecretKeyReadHost]))
+	require.Equal(t, "replicator", string(c.Secret.Data[names.SecretKeyReplicationUsername]))
+	require.Equal(t, "my-database-read.production.svc.cluster.local", string(c.Secret.Data[names.SecretKeyReadHost]))
 	require.Equal(t, specs.RolePrimary, specs.ClientService(db, d).Spec.Selector[specs.RoleLabel])
-	require.Equal(t, "my-database-1.my-database-headless.production.svc.cluster.local", specs.PodHost(db, specs.DefaultClusterDomain, "my-database-1"))
+	require.Equal(t, "my-database-1.my-database-headless.production.svc.cluster.local", names.PodHost(db, names.DefaultClusterDomain, "my-database-1"))
 }

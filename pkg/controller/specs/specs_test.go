@@ -8,8 +8,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/engine"
 	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/names"
 )
 
 func database(replicas int32) *examplev1.Database {
@@ -49,14 +49,14 @@ func TestNewChildrenBuildsEveryChildOwnedByTheDatabase(t *testing.T) {
 	c, err := specs.NewChildren(db, "secret")
 	require.NoError(t, err)
 	require.Equal(t, "my-database-credentials", c.Secret.Name)
-	require.Equal(t, "secret", string(c.Secret.Data[engine.SecretKeyPassword]))
+	require.Equal(t, "secret", string(c.Secret.Data[names.SecretKeyPassword]))
 	require.Equal(t, "my-database-headless", c.HeadlessService.Name)
 	require.Equal(t, "my-database", c.ClientService.Name)
 	require.Equal(t, "postgres:14.5", c.StatefulSet.Spec.Template.Spec.Containers[0].Image)
 	require.NotNil(t, c.PodDisruptionBudget)
 	for _, obj := range []metav1.Object{c.Secret, c.HeadlessService, c.ClientService, c.StatefulSet, c.PodDisruptionBudget} {
 		require.Equal(t, []metav1.OwnerReference{specs.OwnerReference(db)}, obj.GetOwnerReferences(), obj.GetName())
-		require.Equal(t, specs.ManagedByValue, obj.GetLabels()[specs.ManagedByLabel], obj.GetName())
+		require.Equal(t, names.ManagedByValue, obj.GetLabels()[names.ManagedByLabel], obj.GetName())
 	}
 
 	one, err := specs.NewChildren(database(1), "secret")
@@ -72,7 +72,7 @@ func TestDataClaimIsNamedAndLabelledAsTheStatefulSetControllerWould(t *testing.T
 	require.Equal(t, "data-my-database-2", claim.Name)
 	require.Equal(t, specs.DataClaimName(db, 2), claim.Name)
 	require.Equal(t, "production", claim.Namespace)
-	for k, v := range specs.SelectorLabels(db) {
+	for k, v := range names.SelectorLabels(db) {
 		require.Equal(t, v, claim.Labels[k], k)
 	}
 	require.Equal(t, []metav1.OwnerReference{specs.ClaimOwnerReference(db)}, claim.OwnerReferences)

@@ -12,7 +12,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/engine"
+	"example.com/database-apiserver/pkg/engine"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // StatefulSet is "<name>", from the engine's recipe (engine.Recipe): the catalog's image,
@@ -40,18 +41,18 @@ import (
 // a PostgreSQL Database's client authentication rules (PostgreSQLHBAAnnotation).
 func StatefulSet(db *examplev1.Database, d Desired) *appsv1.StatefulSet {
 	sts := &appsv1.StatefulSet{
-		ObjectMeta: objectMeta(db, StatefulSetName(db), workloadLabels(db)),
+		ObjectMeta: objectMeta(db, names.StatefulSetName(db), workloadLabels(db)),
 		Spec: appsv1.StatefulSetSpec{
 			Replicas:            ptr.To(d.Replicas),
-			Selector:            &metav1.LabelSelector{MatchLabels: SelectorLabels(db)},
-			ServiceName:         HeadlessServiceName(db),
+			Selector:            &metav1.LabelSelector{MatchLabels: names.SelectorLabels(db)},
+			ServiceName:         names.HeadlessServiceName(db),
 			PodManagementPolicy: appsv1.OrderedReadyPodManagement,
 			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: workloadLabels(db)},
 				Spec: corev1.PodSpec{
-					Containers:      []corev1.Container{d.Recipe.Container(d.Image, SecretName(db))},
-					Volumes:         []corev1.Volume{engine.CredentialsVolume(SecretName(db), d.Recipe.PasswordKeys()...)},
+					Containers:      []corev1.Container{d.Recipe.Container(d.Image, names.SecretName(db))},
+					Volumes:         []corev1.Volume{engine.CredentialsVolume(names.SecretName(db), d.Recipe.PasswordKeys()...)},
 					SecurityContext: d.Recipe.PodSecurityContext(),
 					// The database needs no API access, nor every Service as variables.
 					AutomountServiceAccountToken: ptr.To(false),

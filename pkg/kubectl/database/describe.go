@@ -20,7 +20,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/names"
 )
 
 const describeExample = `  # Spec, phase, conditions, members, children and recent Events of my-database
@@ -127,11 +127,11 @@ func (o *DescribeOptions) describeDatabase(w *prefixWriter, db *examplev1.Databa
 }
 
 // describeChildren shows what the controller made for db, found by the names and labels it
-// gives them (pkg/controller/specs).
+// gives them (pkg/names).
 func (o *DescribeOptions) describeChildren(ctx context.Context, w *prefixWriter, db *examplev1.Database) {
-	selector := metav1.ListOptions{LabelSelector: specs.PodSelector(db)}
+	selector := metav1.ListOptions{LabelSelector: names.PodSelector(db)}
 
-	sts, err := o.kube.AppsV1().StatefulSets(db.Namespace).Get(ctx, specs.StatefulSetName(db), metav1.GetOptions{})
+	sts, err := o.kube.AppsV1().StatefulSets(db.Namespace).Get(ctx, names.StatefulSetName(db), metav1.GetOptions{})
 	switch {
 	case err != nil:
 		w.Write(0, "StatefulSet:\t%s\n", childError(err))
@@ -165,7 +165,7 @@ func (o *DescribeOptions) describeChildren(ctx context.Context, w *prefixWriter,
 
 	// The Secret is named, never read: its data is the password, and describe must work for
 	// a user who may not read Secrets.
-	w.Write(0, "Secret:\t%s\n", specs.SecretName(db))
+	w.Write(0, "Secret:\t%s\n", names.SecretName(db))
 
 	claims, err := o.kube.CoreV1().PersistentVolumeClaims(db.Namespace).List(ctx, selector)
 	switch {

@@ -15,7 +15,6 @@ import (
 
 	"example.com/database-apiserver/pkg/apis/example"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/catalog"
 )
 
 // Funcs returns the fuzzer functions of the example.com group (and of the
@@ -35,8 +34,13 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 
 func fuzzDatabaseSpec(s *example.DatabaseSpec, c randfill.Continue) {
 	s.Engine = example.SupportedEngines[c.Intn(len(example.SupportedEngines))]
-	lines := catalog.Lines(examplev1.Engine(s.Engine))
-	s.Version = lines[c.Intn(len(lines))]
+	// A version as users write one: a major ("15"), a line ("8.4") or a release ("8.0.36").
+	// Whether the engine's catalog has it is the DatabaseValidation admission plugin's
+	// judgement, which neither the wire forms nor validation make.
+	s.Version = strconv.Itoa(1 + c.Intn(30))
+	if c.Bool() {
+		s.Version += "." + strconv.Itoa(c.Intn(10))
+	}
 	if c.Bool() {
 		s.Version += "." + strconv.Itoa(c.Intn(40))
 	}
@@ -112,7 +116,7 @@ func fuzzDatabaseStatus(s *example.DatabaseStatus, c randfill.Continue) {
 	// At most one condition per type, as status.conditions is a map keyed by type.
 	s.Conditions = nil
 	statuses := []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown}
-	for _, typ := range []string{example.ConditionReady, example.ConditionProgressing, example.ConditionDegraded} {
+	for _, typ := range []string{examplev1.ConditionReady, examplev1.ConditionProgressing, examplev1.ConditionDegraded} {
 		if !c.Bool() {
 			continue
 		}

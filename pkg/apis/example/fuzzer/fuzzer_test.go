@@ -13,14 +13,12 @@ import (
 	"example.com/database-apiserver/pkg/apis/example"
 	examplefuzzer "example.com/database-apiserver/pkg/apis/example/fuzzer"
 	"example.com/database-apiserver/pkg/apis/example/install"
-	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/apis/example/validation"
-	"example.com/database-apiserver/pkg/catalog"
 )
 
 // TestFuzzedDatabasesAreValidShaped pins that the fuzzer makes what users and
 // the controller write: specs valid but for the fields defaulting fills in,
-// versions in the catalog, statuses valid.
+// versions of one to three numbers, statuses valid.
 func TestFuzzedDatabasesAreValidShaped(t *testing.T) {
 	scheme := runtime.NewScheme()
 	install.Install(scheme)
@@ -31,8 +29,7 @@ func TestFuzzedDatabasesAreValidShaped(t *testing.T) {
 		var db example.Database
 		f.Fill(&db)
 
-		_, err := catalog.Lookup(examplev1.Engine(db.Spec.Engine), db.Spec.Version)
-		require.NoError(t, err)
+		require.Regexp(t, `^[0-9]+(\.[0-9]+){0,2}$`, db.Spec.Version)
 
 		for _, e := range validation.ValidateDatabaseSpec(&db.Spec, field.NewPath("spec")) {
 			require.Equal(t, field.ErrorTypeRequired, e.Type, "%v in %+v", e, db.Spec)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"example.com/database-apiserver/pkg/apis/example"
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/apis/example/validation"
 )
 
@@ -228,7 +229,7 @@ func TestValidateDatabaseUpdateSaysEngineTypeIsImmutable(t *testing.T) {
 
 func readyCondition() metav1.Condition {
 	return metav1.Condition{
-		Type:               example.ConditionReady,
+		Type:               examplev1.ConditionReady,
 		Status:             metav1.ConditionTrue,
 		Reason:             "AllReplicasReady",
 		Message:            "3 of 3 replicas are ready",

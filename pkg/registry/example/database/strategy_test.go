@@ -14,6 +14,7 @@ import (
 
 	"example.com/database-apiserver/pkg/apis/example"
 	"example.com/database-apiserver/pkg/apis/example/install"
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 )
 
 func newTestStrategy() Strategy {
@@ -42,7 +43,7 @@ func storedDatabase() *example.Database {
 			{Name: "my-database-2", Role: example.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](4096)},
 		},
 		Conditions: []metav1.Condition{
-			{Type: example.ConditionReady, Status: metav1.ConditionTrue, Reason: "AllReplicasReady", LastTransitionTime: metav1.Now()},
+			{Type: examplev1.ConditionReady, Status: metav1.ConditionTrue, Reason: "AllReplicasReady", LastTransitionTime: metav1.Now()},
 		},
 	}
 	return db

@@ -20,12 +20,11 @@ import (
 
 	"example.com/database-apiserver/pkg/apis/example"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/engine"
-	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/engine"
 )
 
 // ConnectionREST serves GET databases/{name}/connection: the
-// DatabaseConnection of the Database, computed on each read (specs.Connection,
+// DatabaseConnection of the Database, computed on each read (Connection,
 // the facts the controller writes into the credentials Secret, its hosts under
 // clusterDomain) and never stored.
 type ConnectionREST struct {
@@ -65,7 +64,7 @@ func (r *ConnectionREST) Get(ctx context.Context, name string, options *metav1.G
 	if v1db.Spec.Replicas != nil {
 		replicas = *v1db.Spec.Replicas
 	}
-	v1conn := specs.Connection(&v1db, specs.Desired{Recipe: recipe, Replicas: replicas, ClusterDomain: r.clusterDomain})
+	v1conn := Connection(&v1db, recipe, replicas, r.clusterDomain)
 	conn := &example.DatabaseConnection{}
 	if err := r.scheme.Convert(v1conn, conn, nil); err != nil {
 		return nil, err

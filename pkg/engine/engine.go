@@ -1,7 +1,7 @@
-// Package engine holds what the database controller knows about each engine: its port, data
-// directory, credentials environment, probes, file-system group and resource requests. The
-// facts come from the official images' entrypoints (docker-library postgres, mysql
-// and mongo); the image itself comes from pkg/catalog.
+// Package engine holds what the database controller and the API server know about each
+// engine: its port, data directory, credentials environment, probes, file-system group and
+// resource requests. The facts come from the official images' entrypoints (docker-library
+// postgres, mysql and mongo); the image itself comes from pkg/catalog.
 package engine
 
 import (
@@ -14,47 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-)
-
-// Keys of the credentials Secret. The StatefulSet reads the user names and the database
-// through secretKeyRef and the passwords as files (CredentialsVolume); host, port and the
-// URIs are for clients.
-const (
-	// SecretKeyUsername is the application user (Recipe.Username): the user clients connect
-	// as, which owns the Database's database and has no superuser rights.
-	SecretKeyUsername = "username"
-	// SecretKeyPassword is the application user's password.
-	SecretKeyPassword = "password"
-	// SecretKeySuperuserUsername and SecretKeySuperuserPassword are the engine's superuser
-	// (Recipe.SuperuserUsername), which the engine creates at initialisation and no URI
-	// names: PostgreSQL's POSTGRES_USER, MySQL's root, MongoDB's root user.
-	SecretKeySuperuserUsername = "superuser-username"
-	SecretKeySuperuserPassword = "superuser-password"
-	// SecretKeyDatabase is the Database's database (Recipe.DatabaseName), which the engine
-	// creates at initialisation, or MongoDB on first write.
-	SecretKeyDatabase = "database"
-	// SecretKeyHost is the client Service's DNS name, "<name>.<namespace>.svc".
-	SecretKeyHost = "host"
-	// SecretKeyPort is the engine port in decimal, e.g. "5432".
-	SecretKeyPort = "port"
-	// SecretKeyURI is a connection URI with the application user's credentials, e.g.
-	// "postgresql://app:…@db.ns.svc:5432/db".
-	SecretKeyURI = "uri"
-	// SecretKeyReadHost and SecretKeyReadURI are the read Service's DNS name,
-	// "<name>-read.<namespace>.svc", and a URI through it: present while replicas > 1 on
-	// an engine that replicates (Recipe.ReplicationUsername).
-	SecretKeyReadHost = "read-host"
-	SecretKeyReadURI  = "read-uri"
-	// SecretKeyReplicationUsername and SecretKeyReplicationPassword are the role replicas
-	// connect to the primary as, on an engine that replicates.
-	SecretKeyReplicationUsername = "replication-username"
-	SecretKeyReplicationPassword = "replication-password"
-	// SecretKeyKeyFile is the shared key the members of a replica set (Recipe.ReplicaSet)
-	// authenticate to each other with, MongoDB's security.keyFile: base64 characters only,
-	// 6 to 1024 of them
-	// (https://www.mongodb.com/docs/manual/core/security-internal-authentication/#keyfiles).
-	// It is never stored in the data directory: every member reads it when it starts.
-	SecretKeyKeyFile = "keyfile"
+	"example.com/database-apiserver/pkg/names"
 )
 
 // ContainerName is the name of the database container in every engine's Pod.
@@ -74,21 +34,21 @@ type Recipe struct {
 	Port int32
 	// DataPath is where the data volume is mounted in the container.
 	DataPath string
-	// Username is the application user, SecretKeyUsername: the user clients connect as.
+	// Username is the application user, names.SecretKeyUsername: the user clients connect as.
 	Username string
-	// SuperuserUsername is the engine's superuser, SecretKeySuperuserUsername.
+	// SuperuserUsername is the engine's superuser, names.SecretKeySuperuserUsername.
 	SuperuserUsername string
 	// ApplicationUserAtInit says whether the application user is made when the image
 	// initialises an empty data directory (MySQL's MYSQL_USER; MongoDB's by the controller's
-	// initialisation script), with the password file of SecretKeyPassword. Otherwise the
+	// initialisation script), with the password file of names.SecretKeyPassword. Otherwise the
 	// controller creates it and keeps its password in step with the Secret's over SQL, as
 	// the superuser (PostgreSQL).
 	ApplicationUserAtInit bool
 	// SuperuserWasUsername says whether, in a Secret written before the superuser keys,
-	// SecretKeyUsername and SecretKeyPassword were the superuser's (PostgreSQL, MongoDB);
+	// names.SecretKeyUsername and names.SecretKeyPassword were the superuser's (PostgreSQL, MongoDB);
 	// MySQL's were its application user's, with the same password as root.
 	SuperuserWasUsername bool
-	// HasDatabase says whether the Database has a named database (SecretKeyDatabase and the
+	// HasDatabase says whether the Database has a named database (names.SecretKeyDatabase and the
 	// URI's path), which the engine creates at initialisation (MongoDB on first write).
 	HasDatabase bool
 	// UsersPerDatabase says whether a user belongs to one database and authenticates
@@ -107,7 +67,7 @@ type Recipe struct {
 	ReplicationUsername string
 	// ReplicaSet says whether the replicas form a replica set the engine runs itself
 	// (MongoDB): the members authenticate to each other with a shared key
-	// (SecretKeyKeyFile), not a replication user, and elect their primary among them; the
+	// (names.SecretKeyKeyFile), not a replication user, and elect their primary among them; the
 	// controller initiates the set, keeps its members those of the StatefulSet, and gives
 	// the Pod it wants primary the highest priority.
 	ReplicaSet bool
@@ -124,7 +84,7 @@ type Recipe struct {
 }
 
 // The variables the MongoDB initialisation script reads the application user from: its
-// name, and the file holding its password (CredentialsFile of SecretKeyPassword).
+// name, and the file holding its password (CredentialsFile of names.SecretKeyPassword).
 const (
 	MongoDBApplicationUsernameEnv     = "APPLICATION_USERNAME"
 	MongoDBApplicationPasswordFileEnv = "APPLICATION_PASSWORD_FILE"
@@ -163,8 +123,8 @@ func For(engine examplev1.Engine) (Recipe, bool) {
 }
 
 // Env returns the container environment: the engine's user and database variables read from
-// the Secret named secret (SecretKeySuperuserUsername, SecretKeyUsername for MySQL's
-// application user, SecretKeyDatabase), its password variables as <VAR>_FILE naming
+// the Secret named secret (names.SecretKeySuperuserUsername, names.SecretKeyUsername for MySQL's
+// application user, names.SecretKeyDatabase), its password variables as <VAR>_FILE naming
 // CredentialsFile of the password keys, plus what the engine needs besides (PGDATA for
 // PostgreSQL; for MongoDB the application user's variables of its initialisation script and
 // POD_IP for its probe).
@@ -327,9 +287,9 @@ const (
 // (ApplicationUserAtInit), the application user's.
 func (r Recipe) PasswordKeys() []string {
 	if r.ApplicationUserAtInit {
-		return []string{SecretKeySuperuserPassword, SecretKeyPassword}
+		return []string{names.SecretKeySuperuserPassword, names.SecretKeyPassword}
 	}
-	return []string{SecretKeySuperuserPassword}
+	return []string{names.SecretKeySuperuserPassword}
 }
 
 // CredentialsFile is the file, under CredentialsPath, holding the Secret's key.
@@ -397,9 +357,9 @@ var recipes = map[examplev1.Engine]Recipe{
 		Requests:            requests("250m", "256Mi"),
 		env: func(secret string) []corev1.EnvVar {
 			return []corev1.EnvVar{
-				secretEnv("POSTGRES_USER", secret, SecretKeySuperuserUsername),
-				fileEnv("POSTGRES_PASSWORD_FILE", SecretKeySuperuserPassword),
-				secretEnv("POSTGRES_DB", secret, SecretKeyDatabase),
+				secretEnv("POSTGRES_USER", secret, names.SecretKeySuperuserUsername),
+				fileEnv("POSTGRES_PASSWORD_FILE", names.SecretKeySuperuserPassword),
+				secretEnv("POSTGRES_DB", secret, names.SecretKeyDatabase),
 				// A subdirectory: initdb refuses a mount point that holds lost+found. Set
 				// explicitly, so every major uses the same path: the postgres 18 images
 				// moved their default to /var/lib/postgresql/18/docker.
@@ -430,10 +390,10 @@ var recipes = map[examplev1.Engine]Recipe{
 		Requests:            requests("250m", "512Mi"),
 		env: func(secret string) []corev1.EnvVar {
 			return []corev1.EnvVar{
-				fileEnv("MYSQL_ROOT_PASSWORD_FILE", SecretKeySuperuserPassword),
-				secretEnv("MYSQL_USER", secret, SecretKeyUsername),
-				fileEnv("MYSQL_PASSWORD_FILE", SecretKeyPassword),
-				secretEnv("MYSQL_DATABASE", secret, SecretKeyDatabase),
+				fileEnv("MYSQL_ROOT_PASSWORD_FILE", names.SecretKeySuperuserPassword),
+				secretEnv("MYSQL_USER", secret, names.SecretKeyUsername),
+				fileEnv("MYSQL_PASSWORD_FILE", names.SecretKeyPassword),
+				secretEnv("MYSQL_DATABASE", secret, names.SecretKeyDatabase),
 			}
 		},
 		// mysqladmin ping exits 0 whenever the server answers, even "access denied".
@@ -462,11 +422,11 @@ var recipes = map[examplev1.Engine]Recipe{
 		Requests:              requests("250m", "512Mi"),
 		env: func(secret string) []corev1.EnvVar {
 			return []corev1.EnvVar{
-				secretEnv("MONGO_INITDB_ROOT_USERNAME", secret, SecretKeySuperuserUsername),
-				fileEnv("MONGO_INITDB_ROOT_PASSWORD_FILE", SecretKeySuperuserPassword),
-				secretEnv("MONGO_INITDB_DATABASE", secret, SecretKeyDatabase),
-				secretEnv(MongoDBApplicationUsernameEnv, secret, SecretKeyUsername),
-				fileEnv(MongoDBApplicationPasswordFileEnv, SecretKeyPassword),
+				secretEnv("MONGO_INITDB_ROOT_USERNAME", secret, names.SecretKeySuperuserUsername),
+				fileEnv("MONGO_INITDB_ROOT_PASSWORD_FILE", names.SecretKeySuperuserPassword),
+				secretEnv("MONGO_INITDB_DATABASE", secret, names.SecretKeyDatabase),
+				secretEnv(MongoDBApplicationUsernameEnv, secret, names.SecretKeyUsername),
+				fileEnv(MongoDBApplicationPasswordFileEnv, names.SecretKeyPassword),
 				{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
 					FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"},
 				}},
