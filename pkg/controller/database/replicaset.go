@@ -169,7 +169,7 @@ func (p *pass) reconcileReplicaSet(ctx context.Context, statefulSet *appsv1.Stat
 			return rep, err
 		}
 		if target != rep.primary {
-			rep.switchover = switchoverMessage(rep.primary, target, fmt.Sprintf("the replica set elects %s, of the highest priority, once it has caught up", target))
+			rep.switchingOver(rep.primary, target, examplev1.SwitchoverStepElecting, fmt.Sprintf("the replica set elects %s, of the highest priority, once it has caught up", target))
 		}
 	case !initiated:
 		if err := p.initiate(ctx, set, members, rep.primary, server); err != nil {

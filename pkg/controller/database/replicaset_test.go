@@ -313,6 +313,8 @@ func TestMongoDBSwitchoverRaisesTheTargetsPriority(t *testing.T) {
 	require.Equal(t, "my-database-0", db.Status.Primary)
 	require.Equal(t, "switching over from my-database-0 to my-database-2: the replica set elects my-database-2, of the highest priority, once it has caught up",
 		condition(db, "Progressing").Message)
+	require.Equal(t, &examplev1.DatabaseSwitchoverProgress{From: "my-database-0", To: "my-database-2", Step: examplev1.SwitchoverStepElecting},
+		db.Status.SwitchoverProgress)
 
 	moved := rsConfig(4, false, 0, 1, 2)
 	moved.Members[2].Priority = 2
@@ -327,6 +329,7 @@ func TestMongoDBSwitchoverRaisesTheTargetsPriority(t *testing.T) {
 	require.Equal(t, "my-database-2", db.Status.Primary)
 	require.Equal(t, []string{"replica", "replica", "primary"}, f.roles(3))
 	require.NotEqual(t, database.ReasonSwitchover, condition(db, "Progressing").Reason)
+	require.Nil(t, db.Status.SwitchoverProgress)
 }
 
 // A scale-down takes the members out of the configuration, one at a time, before the
