@@ -168,6 +168,10 @@ type DatabaseStatus struct {
 	// from status.primary to another Pod; nil when none is under way. Only
 	// the controller writes it, through databases/status.
 	SwitchoverProgress *DatabaseSwitchoverProgress
+	// ReplicaSetMembers are the Pods the replica set's configuration lists
+	// (MongoDB), as the controller last read or wrote it; empty until it has
+	// reached the set's primary. Only the controller writes it.
+	ReplicaSetMembers []string
 	// Username is the user the credentials Secret gives clients, as the
 	// controller last wrote it; empty until then.
 	Username string

@@ -105,8 +105,7 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 	replicas := p.desired.Replicas
 	var configured []string
 	if replicates && p.desired.Recipe.ReplicaSet {
-		cm, _ := p.r.listers.ConfigMaps.ConfigMaps(p.db.Namespace).Get(specs.ReplicationConfigMapName(p.db))
-		configured = replicaSetMembers(p.db, cm, statefulSetReplicas(p.statefulSet))
+		configured = replicaSetMembers(p.db, statefulSetReplicas(p.statefulSet))
 	}
 	if held := heldReplicas(p.db, replicas, statefulSetReplicas(p.statefulSet), designated, configured); replicates && held != replicas {
 		// The workload keeps the Pods of the primary until a switchover moves it.

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/database"
@@ -478,14 +479,14 @@ func TestAFailedReplicaSetInitiationIsAskedAgain(t *testing.T) {
 		require.Equal(t, database.Result{RequeueAfter: database.RequeueAfterReplication}, result)
 		require.Equal(t, []string{"initiate 10.0.0.1 my-database " + mongoHost(0)}, fm.recorded())
 		require.Contains(t, f.events(), "Warning ReconcileError Initiating replica set my-database on my-database-0 failed: replSetInitiate: connection reset by peer")
-		require.Empty(t, f.replicationAnnotation(database.ReplicaSetMembersAnnotation), "no members recorded")
+		require.Empty(t, f.replicaSetMembers(), "no members recorded")
 
 		fm.initiateErr = nil
 		fm.reset()
 		_, err = f.reconcile()
 		require.NoError(t, err)
 		require.Equal(t, []string{"initiate 10.0.0.1 my-database " + mongoHost(0)}, fm.recorded())
-		require.Equal(t, "my-database-0", f.replicationAnnotation(database.ReplicaSetMembersAnnotation))
+		require.Equal(t, "my-database-0", f.replicaSetMembers())
 	})
 
 	t.Run("its answer lost", func(t *testing.T) {
@@ -499,14 +500,14 @@ func TestAFailedReplicaSetInitiationIsAskedAgain(t *testing.T) {
 		_, err = f.reconcile()
 		require.NoError(t, err)
 		require.Empty(t, filter(fm.recorded(), "initiate"), "initiated once")
-		require.Equal(t, "my-database-0,my-database-1", f.replicationAnnotation(database.ReplicaSetMembersAnnotation))
+		require.Equal(t, "my-database-0,my-database-1", f.replicaSetMembers())
 	})
 
 	t.Run("recording its members", func(t *testing.T) {
 		f, fm := replicaSet(t, 3)
-		f.inject("patch", "configmaps", 1, apierrors.NewInternalError(errors.New("etcd timeout")))
+		f.inject("patch", "databases/status", 1, apierrors.NewInternalError(errors.New("etcd timeout")))
 		_, err := f.reconcile()
-		const want = `record the replica set's members on ConfigMap "my-database-replication": Internal error occurred: etcd timeout`
+		const want = `record the replica set's members in status: Internal error occurred: etcd timeout`
 		require.EqualError(t, err, want)
 		require.Contains(t, f.events(), "Warning ReconcileError "+want)
 		require.Equal(t, want, condition(f.database(), "Progressing").Message)
@@ -516,6 +517,35 @@ func TestAFailedReplicaSetInitiationIsAskedAgain(t *testing.T) {
 		_, err = f.reconcile()
 		require.NoError(t, err)
 		require.Empty(t, filter(fm.recorded(), "initiate"))
-		require.Equal(t, "my-database-0,my-database-1", f.replicationAnnotation(database.ReplicaSetMembersAnnotation))
+		require.Equal(t, "my-database-0,my-database-1", f.replicaSetMembers())
 	})
+}
+
+// A reconfiguration is recorded in status.replicaSetMembers as soon as it is done, by a write
+// of its own: a later write of the pass that fails (a role label, the pass's status) loses
+// nothing of the record, which the next pass sizes the StatefulSet by.
+func TestAReplicaSetReconfigurationIsRecordedBeforeTheRestOfThePass(t *testing.T) {
+	unavailable := apierrors.NewServiceUnavailable("etcd timeout")
+	for name, fail := range map[string]func(*fixture){
+		"a role label":      func(f *fixture) { f.inject("patch", "pods", 1, unavailable) },
+		"the pass's status": func(f *fixture) { f.inject("update", "databases/status", 1, unavailable) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			f, fm := replicaSet(t, 2)
+			fm.set(0, rsPrimary(0, 1, rsConfig(1, true, 0), 0))
+			f.updateDatabase(func(db *examplev1.Database) { db.Status.ReplicaSetMembers = []string{"my-database-0"} })
+			fail(f)
+			_, err := f.reconcile()
+			require.Error(t, err)
+			require.Equal(t, []string{"reconfig 10.0.0.1 v2 0:my-database-0:2:1,1:my-database-1:1:1"}, fm.recorded())
+			require.Equal(t, "my-database-0,my-database-1", f.replicaSetMembers())
+
+			// Scaled down before the next pass reaches the primary: the new member's Pod is kept.
+			delete(fm.states, podIP(0))
+			f.updateDatabase(func(db *examplev1.Database) { db.Spec.Replicas = ptr.To[int32](1) })
+			_, err = f.reconcile()
+			require.NoError(t, err)
+			require.Equal(t, int32(2), *f.statefulSet().Spec.Replicas)
+		})
+	}
 }

@@ -305,7 +305,7 @@ func computeStatus(db *examplev1.Database, obs observation, now time.Time) examp
 	if recipe, _ := engine.For(db.Spec.Engine); !recipe.Replicates() {
 		// The controller does not replicate this engine: nothing of replication is this
 		// Database's.
-		status.Primary, status.Members, status.SwitchoverProgress = "", nil, nil
+		status.Primary, status.Members, status.SwitchoverProgress, status.ReplicaSetMembers = "", nil, nil, nil
 		meta.RemoveStatusCondition(&status.Conditions, ConditionReplicating)
 	}
 	if rep := obs.replication; rep != nil {

@@ -739,6 +739,25 @@ func schema_pkg_apis_example_v1_DatabaseStatus(ref common.ReferenceCallback) com
 							Ref:         ref(v1.DatabaseSwitchoverProgress{}.OpenAPIModelName()),
 						},
 					},
+					"replicaSetMembers": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "set",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "ReplicaSetMembers are the Pods the replica set's configuration lists, on an engine whose members elect their primary (MongoDB), as the controller last read or wrote it; unset until it has reached the set's primary. The StatefulSet keeps every Pod it names: a scale-down takes a member out of the configuration before its Pod is removed, so the others keep a majority. Only the controller writes it, through databases/status.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
 					"username": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Username is the user clients connect as: the \"username\" key of the credentials Secret as the controller last wrote it. It is the engine's application user, except on a Database whose data was initialised before the engine had one (a MongoDB Database of an earlier release keeps its root user). databases/connection reports it. Empty until the controller has written the Secret.",

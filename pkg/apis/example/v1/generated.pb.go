@@ -572,6 +572,15 @@ func (m *DatabaseStatus) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	if len(m.ReplicaSetMembers) > 0 {
+		for iNdEx := len(m.ReplicaSetMembers) - 1; iNdEx >= 0; iNdEx-- {
+			i -= len(m.ReplicaSetMembers[iNdEx])
+			copy(dAtA[i:], m.ReplicaSetMembers[iNdEx])
+			i = encodeVarintGenerated(dAtA, i, uint64(len(m.ReplicaSetMembers[iNdEx])))
+			i--
+			dAtA[i] = 0x62
+		}
+	}
 	if m.SwitchoverProgress != nil {
 		{
 			size, err := m.SwitchoverProgress.MarshalToSizedBuffer(dAtA[:i])
@@ -1011,6 +1020,12 @@ func (m *DatabaseStatus) Size() (n int) {
 		l = m.SwitchoverProgress.Size()
 		n += 1 + l + sovGenerated(uint64(l))
 	}
+	if len(m.ReplicaSetMembers) > 0 {
+		for _, s := range m.ReplicaSetMembers {
+			l = len(s)
+			n += 1 + l + sovGenerated(uint64(l))
+		}
+	}
 	return n
 }
 
@@ -1220,6 +1235,7 @@ func (this *DatabaseStatus) String() string {
 		`Switchover:` + strings.Replace(this.Switchover.String(), "DatabaseSwitchoverStatus", "DatabaseSwitchoverStatus", 1) + `,`,
 		`Username:` + fmt.Sprintf("%v", this.Username) + `,`,
 		`SwitchoverProgress:` + strings.Replace(this.SwitchoverProgress.String(), "DatabaseSwitchoverProgress", "DatabaseSwitchoverProgress", 1) + `,`,
+		`ReplicaSetMembers:` + fmt.Sprintf("%v", this.ReplicaSetMembers) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -3309,6 +3325,38 @@ func (m *DatabaseStatus) Unmarshal(dAtA []byte) error {
 			if err := m.SwitchoverProgress.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
+			iNdEx = postIndex
+		case 12:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ReplicaSetMembers", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.ReplicaSetMembers = append(m.ReplicaSetMembers, string(dAtA[iNdEx:postIndex]))
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex

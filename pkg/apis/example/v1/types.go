@@ -215,6 +215,16 @@ type DatabaseStatus struct {
 	// record of a switchover it started, kept across its restarts.
 	// +optional
 	SwitchoverProgress *DatabaseSwitchoverProgress `json:"switchoverProgress,omitempty" protobuf:"bytes,11,opt,name=switchoverProgress"`
+	// ReplicaSetMembers are the Pods the replica set's configuration lists,
+	// on an engine whose members elect their primary (MongoDB), as the
+	// controller last read or wrote it; unset until it has reached the set's
+	// primary. The StatefulSet keeps every Pod it names: a scale-down takes a
+	// member out of the configuration before its Pod is removed, so the
+	// others keep a majority. Only the controller writes it, through
+	// databases/status.
+	// +optional
+	// +listType=set
+	ReplicaSetMembers []string `json:"replicaSetMembers,omitempty" protobuf:"bytes,12,rep,name=replicaSetMembers"`
 	// Username is the user clients connect as: the "username" key of the
 	// credentials Secret as the controller last wrote it. It is the engine's
 	// application user, except on a Database whose data was initialised

@@ -293,6 +293,11 @@ func (in *DatabaseStatus) DeepCopyInto(out *DatabaseStatus) {
 		*out = new(DatabaseSwitchoverProgress)
 		**out = **in
 	}
+	if in.ReplicaSetMembers != nil {
+		in, out := &in.ReplicaSetMembers, &out.ReplicaSetMembers
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	return
 }
 

@@ -478,9 +478,10 @@ func ValidateMembers(members []example.DatabaseMember, fldPath *field.Path) fiel
 
 // ValidateDatabaseStatusUpdate validates an update through the status
 // subresource: the metadata update rules, ValidateDatabaseStatus, and
-// status.primary, when set, and status.switchoverProgress's from and to, each
-// one of the Pods the Database may have ("<name>-<n>", n below
-// example.MaxReplicas: Invalid otherwise; to Required, and not from).
+// status.primary, when set, status.switchoverProgress's from and to, and each
+// of status.replicaSetMembers, one of the Pods the Database may have
+// ("<name>-<n>", n below example.MaxReplicas: Invalid otherwise; from and to
+// Required, to not from, no member twice: Duplicate).
 func ValidateDatabaseStatusUpdate(newDB, oldDB *example.Database) field.ErrorList {
 	errs := apimachineryvalidation.ValidateObjectMetaUpdate(&newDB.ObjectMeta, &oldDB.ObjectMeta, field.NewPath("metadata"))
 	errs = append(errs, ValidateDatabaseStatus(&newDB.Status, field.NewPath("status"))...)
@@ -496,6 +497,16 @@ func ValidateDatabaseStatusUpdate(newDB, oldDB *example.Database) field.ErrorLis
 		default:
 			errs = append(errs, validatePodOf(newDB.Name, sp.To, fldPath.Child("to"))...)
 		}
+	}
+	seen := map[string]bool{}
+	for i, pod := range newDB.Status.ReplicaSetMembers {
+		fldPath := field.NewPath("status", "replicaSetMembers").Index(i)
+		if seen[pod] {
+			errs = append(errs, field.Duplicate(fldPath, pod))
+			continue
+		}
+		seen[pod] = true
+		errs = append(errs, validatePodOf(newDB.Name, pod, fldPath)...)
 	}
 	return errs
 }

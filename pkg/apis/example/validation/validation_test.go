@@ -475,6 +475,19 @@ func TestValidateDatabaseStatusUpdateChecksTheSwitchoverProgress(t *testing.T) {
 	}
 }
 
+// status.replicaSetMembers names Pods the Database may have, each once.
+func TestValidateDatabaseStatusUpdateChecksTheReplicaSetMembers(t *testing.T) {
+	oldDB := exampleDatabase()
+	newDB := exampleDatabase()
+	newDB.Status.ReplicaSetMembers = []string{"my-database-0", "my-database-9"}
+	require.Empty(t, validation.ValidateDatabaseStatusUpdate(newDB, oldDB))
+	newDB.Status.ReplicaSetMembers = []string{"my-database-0", "", "other-1", "my-database-0"}
+	requireErrors(t, validation.ValidateDatabaseStatusUpdate(newDB, oldDB),
+		want{field.ErrorTypeRequired, "status.replicaSetMembers[1]", ""},
+		want{field.ErrorTypeInvalid, "status.replicaSetMembers[2]", "must be one of the Pods the Database may have: my-database-0 … my-database-9"},
+		want{field.ErrorTypeDuplicate, "status.replicaSetMembers[3]", ""})
+}
+
 // More than one MySQL replica on an 8.0 release before 8.0.23 is Forbidden on every write:
 // on create, and on an update (a scale-up through the scale subresource is one) that makes
 // it so; a Database stored so is not judged again.
