@@ -8,8 +8,10 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
@@ -40,13 +42,58 @@ func requireFailedPass(t *testing.T, f *fixture, before *examplev1.Database, err
 }
 
 // recordReplicationPassword plays an earlier pass that gave the replication role the
-// Secret's replication password.
+// Secret's replication password: the credentials record in the controller's namespace says so.
 func (f *fixture) recordReplicationPassword() {
 	f.t.Helper()
-	secret := f.secret().DeepCopy()
+	secret := f.secret()
 	sum := sha256.Sum256(secret.Data["replication-password"])
-	metav1.SetMetaDataAnnotation(&secret.ObjectMeta, database.ReplicationPasswordAnnotation, hex.EncodeToString(sum[:]))
-	require.NoError(f.t, f.kube.Tracker().Update(secrets, secret, namespace))
+	f.recordCredential(database.CredentialsKeyReplication, hex.EncodeToString(sum[:]))
+}
+
+// secretUID gives the credentials Secret a UID, as the API server does, unless it has one,
+// and returns it.
+func (f *fixture) secretUID() types.UID {
+	f.t.Helper()
+	secret := f.secret().DeepCopy()
+	if secret.UID == "" {
+		secret.UID = "5ec7e7a1-0000-4000-8000-000000000001"
+		require.NoError(f.t, f.kube.Tracker().Update(secrets, secret, namespace))
+	}
+	return secret.UID
+}
+
+// credentialsRecord is the data of the Database's credentials record in the controller's
+// namespace, nil when there is none.
+func (f *fixture) credentialsRecord() map[string]string {
+	f.t.Helper()
+	obj, err := f.kube.Tracker().Get(configMaps, database.DefaultControllerNamespace, database.CredentialsRecordName(namespace, name))
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	require.NoError(f.t, err)
+	return obj.(*corev1.ConfigMap).Data
+}
+
+// recordCredential sets key to value in the Database's credentials record, of the Secret as it
+// is, as an earlier pass would have; the Reconciler is made again, as after a restart, since a
+// running one remembers the record as it last wrote it.
+func (f *fixture) recordCredential(key, value string) {
+	f.t.Helper()
+	uid := f.secretUID()
+	data := map[string]string{}
+	if have := f.credentialsRecord(); have[database.CredentialsKeySecretUID] == string(uid) {
+		data = have
+	}
+	data[database.CredentialsKeySecretUID], data[key] = string(uid), value
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: database.DefaultControllerNamespace,
+		Name: database.CredentialsRecordName(namespace, name), Labels: map[string]string{"app.kubernetes.io/managed-by": "database-controller"}},
+		Data: data}
+	if f.credentialsRecord() == nil {
+		require.NoError(f.t, f.kube.Tracker().Create(configMaps, cm, database.DefaultControllerNamespace))
+	} else {
+		require.NoError(f.t, f.kube.Tracker().Update(configMaps, cm, database.DefaultControllerNamespace))
+	}
+	f.newReconciler()
 }
 
 // setSecretKey changes key of the credentials Secret as a user would.
@@ -100,9 +147,9 @@ func TestAFailedPostgreSQLWriteIsAskedAgainByTheNextPass(t *testing.T) {
 			"the record of the replication password",
 			func(f *fixture, _ *fakeInstances) {
 				f.setSecretKey("replication-password", "R2")
-				f.inject("patch", "secrets", 1, apierrors.NewInternalError(errors.New("etcd timeout")))
+				f.inject("update", "configmaps", 1, apierrors.NewInternalError(errors.New("etcd timeout")))
 			},
-			`record the replication password given to the primary on Secret "my-database-credentials": Internal error occurred: etcd timeout`,
+			`record what the primary was given in ConfigMap database-system/credentials.production.my-database: Internal error occurred: etcd timeout`,
 			[]string{
 				"create-role 10.0.0.1 replicator R2",
 				"write-passfile 10.0.0.2 /var/lib/postgresql/data/replication.pgpass replicator R2",
@@ -120,9 +167,9 @@ func TestAFailedPostgreSQLWriteIsAskedAgainByTheNextPass(t *testing.T) {
 			"the record of the application role's password",
 			func(f *fixture, _ *fakeInstances) {
 				f.setSecretKey("password", "A")
-				f.inject("patch", "secrets", 1, apierrors.NewInternalError(errors.New("etcd timeout")))
+				f.inject("update", "configmaps", 1, apierrors.NewInternalError(errors.New("etcd timeout")))
 			},
-			`record on Secret "my-database-credentials" what the primary was given: Internal error occurred: etcd timeout`,
+			`record what the primary was given in ConfigMap database-system/credentials.production.my-database: Internal error occurred: etcd timeout`,
 			[]string{"application-role 10.0.0.1 app A takeOver=false", "sync-slots 10.0.0.1 want=my_database_1,my_database_2 drop=" + dropSlots},
 		},
 		{

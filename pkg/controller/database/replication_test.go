@@ -2,8 +2,6 @@ package database_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -304,10 +302,7 @@ func replicating(t *testing.T, replicas int, db *examplev1.Database) (*fixture, 
 	}
 	fi.set(0, primaryState(standbys...))
 	// The role was given the Secret's password by an earlier pass.
-	secret := f.secret().DeepCopy()
-	sum := sha256.Sum256(secret.Data["replication-password"])
-	metav1.SetMetaDataAnnotation(&secret.ObjectMeta, database.ReplicationPasswordAnnotation, hex.EncodeToString(sum[:]))
-	require.NoError(t, f.kube.Tracker().Update(secrets, secret, namespace))
+	f.recordReplicationPassword()
 	return f, fi
 }
 
