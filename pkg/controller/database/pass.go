@@ -105,7 +105,8 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 	replicas := p.desired.Replicas
 	var configured []string
 	if replicates && p.desired.Recipe.ReplicaSet {
-		configured = replicaSetMembers(p.db, statefulSetReplicas(p.statefulSet))
+		cm, _ := p.r.listers.ConfigMaps.ConfigMaps(p.db.Namespace).Get(specs.ReplicationConfigMapName(p.db))
+		configured = replicaSetMembers(p.db, cm, statefulSetReplicas(p.statefulSet))
 	}
 	if held := heldReplicas(p.db, replicas, statefulSetReplicas(p.statefulSet), designated, configured); replicates && held != replicas {
 		// The workload keeps the Pods of the primary until a switchover moves it.

@@ -75,6 +75,10 @@ func (mongoReplicaSet) follower(primary, replica *member) follower {
 	return follower{why: "not in " + primary.name + "'s replica set configuration"}
 }
 
+// legacyReplicaSetMembersAnnotation is where a controller that kept the members record on the
+// replication ConfigMap wrote it (comma-separated Pod names).
+const legacyReplicaSetMembersAnnotation = "database.example.com/replica-set-members"
+
 // replicaSetMembers are the Pods db's status.replicaSetMembers names, the members of the
 // replica set's configuration as the controller last read or wrote it, for the StatefulSet of
 // db, which runs running Pods, to keep (heldReplicas): a member is taken out of the
@@ -82,11 +86,20 @@ func (mongoReplicaSet) follower(primary, replica *member) follower {
 // without a record (the controller never reached the set's primary). A record that names
 // anything but db's running Pods (stale) is no record: then every running Pod is kept, until
 // the controller records the members again from the primary's configuration. Only the
-// controller writes status; nothing on the replication ConfigMap, which users may edit,
-// counts.
-func replicaSetMembers(db *examplev1.Database, running int32) []string {
+// controller writes status; what the replication ConfigMap cm says, which users may edit,
+// never names the members: while status has no record and cm carries
+// legacyReplicaSetMembersAnnotation (a set an older controller reconfigured, perhaps half-way
+// through a scale-down), every running Pod is kept, whatever the annotation says, until the
+// controller records the members from the primary. An edit of the annotation can so only
+// hold Pods, never have a member's Pod removed.
+func replicaSetMembers(db *examplev1.Database, cm *corev1.ConfigMap, running int32) []string {
 	pods := db.Status.ReplicaSetMembers
 	if len(pods) == 0 {
+		if cm != nil {
+			if _, legacy := cm.Annotations[legacyReplicaSetMembersAnnotation]; legacy {
+				return []string{specs.PodName(db, max(running-1, 0))}
+			}
+		}
 		return nil
 	}
 	for _, pod := range pods {

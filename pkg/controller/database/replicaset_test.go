@@ -528,6 +528,40 @@ func TestMongoDBMembersAnnotationOnTheConfigMapIsNoRecord(t *testing.T) {
 	}
 }
 
+// A set an older controller reconfigured carries its members record as an annotation on the
+// replication ConfigMap, and status has none (an upgrade, perhaps half-way through a
+// scale-down): every running Pod is kept, whatever the annotation names, until the controller
+// records the members from the primary; from then on the annotation counts for nothing.
+func TestMongoDBMembersAnnotationOfAnOlderControllerHoldsThePodsUntilRecorded(t *testing.T) {
+	f, fm := replicaSet(t, 3)
+	obj, err := f.kube.Tracker().Get(configMaps, namespace, "my-database-replication")
+	require.NoError(t, err)
+	cm := obj.(*corev1.ConfigMap).DeepCopy()
+	metav1.SetMetaDataAnnotation(&cm.ObjectMeta, "database.example.com/replica-set-members", "my-database-0")
+	require.NoError(t, f.kube.Tracker().Update(configMaps, cm, namespace))
+	for i := range 3 {
+		delete(fm.states, podIP(i)) // nothing answers: nothing is recorded
+	}
+	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Replicas = ptr.To[int32](1) })
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, int32(3), *f.statefulSet().Spec.Replicas, "every running Pod is kept, not the one the annotation names")
+	require.Empty(t, f.replicaSetMembers())
+
+	// The primary answers with a configuration of two members: recorded, and from then on
+	// the Pods it lists are held, whatever the annotation says.
+	two := rsConfig(3, true, 0, 1)
+	fm.set(0, rsPrimary(0, 1, two, 0))
+	fm.set(1, rsSecondary(1, 1, two))
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Len(t, fm.configs, 1, "my-database-1 is taken out")
+	require.Equal(t, "my-database-0", f.replicaSetMembers())
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, int32(1), *f.statefulSet().Spec.Replicas, "the record, not the annotation, lets the Pods go")
+}
+
 // The keyfile is the one the members started with: a Secret that lost it, while the Pods read
 // one, or holds one mongod refuses, halts the Database with the reason; no new key is made.
 func TestMongoDBKeyFileIsNeverReplaced(t *testing.T) {
