@@ -247,6 +247,22 @@ func TestLegacyCredentialsAnnotationsAreImportedOnce(t *testing.T) {
 	}, f.credentialsRecord())
 }
 
+// A legacy annotation that is no SHA-256 in lowercase hex (edited by hand) is not imported,
+// which the admission policy would refuse: the role is given as the first time.
+func TestALegacyCredentialsAnnotationThatIsNoDigestIsNotImported(t *testing.T) {
+	f, fi := replicating(t, 3, nil)
+	secret := f.secret().DeepCopy()
+	metav1.SetMetaDataAnnotation(&secret.ObjectMeta, "database.example.com/application-password-sha256", "not a digest")
+	require.NoError(t, f.kube.Tracker().Update(secrets, secret, namespace))
+	require.NoError(t, f.kube.Tracker().Delete(configMaps, database.DefaultControllerNamespace, database.CredentialsRecordName(namespace, name)))
+	f.restartController()
+
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, []string{"10.0.0.1 app " + string(secret.Data["password"]) + " takeOver=true"}, fi.applicationRoles)
+	require.Equal(t, sha256Hex("app\n"+string(secret.Data["password"])), f.credentialsRecord()[database.CredentialsKeyApplication])
+}
+
 // A record of another Secret (one made again, or a Database of the same name before) holds
 // nothing of the Secret there is now: the primary is given its credentials, as the first time.
 func TestACredentialsRecordOfAnotherSecretHoldsNothing(t *testing.T) {

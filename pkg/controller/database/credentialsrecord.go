@@ -199,13 +199,28 @@ func (p *pass) recordCredential(ctx context.Context, secret *corev1.Secret, key,
 }
 
 // importLegacy adds to data, a new record of secret, what secret's legacy annotations hold
-// (legacyCredentialsAnnotations): the one time they are read into the record.
+// (legacyCredentialsAnnotations): the one time they are read into the record. A value that is
+// not a SHA-256 in lowercase hex, as the controller wrote them, is no digest, and is left out.
 func importLegacy(data map[string]string, secret *corev1.Secret) {
 	for key, annotation := range legacyCredentialsAnnotations {
-		if value, ok := secret.Annotations[annotation]; ok {
+		if value, ok := secret.Annotations[annotation]; ok && isDigest(value) {
 			data[key] = value
 		}
 	}
+}
+
+// isDigest reports whether value is a SHA-256 in 64 lowercase hex digits, as digest writes it
+// (and as the admission policy database-controller-credentials requires of a record).
+func isDigest(value string) bool {
+	if len(value) != 2*sha256.Size {
+		return false
+	}
+	for _, c := range value {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // forgetCredentials deletes db's credentials record, once its Secret is deleted with it
