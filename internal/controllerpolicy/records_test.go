@@ -12,6 +12,7 @@ import (
 
 	"example.com/database-apiserver/internal/controllerpolicy"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	controllerdb "example.com/database-apiserver/pkg/controller/database"
 	"example.com/database-apiserver/pkg/names"
 )
 
@@ -138,6 +139,79 @@ func TestReleaseRecordsHoldOnlyTheirDatabasesChildren(t *testing.T) {
 			}
 		})
 	}
+}
+
+// credentialsRecord is the credentials record the controller writes for db
+// (credentialsrecord.go).
+func credentialsRecord(db *examplev1.Database, data map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: controllerdb.CredentialsRecordName(db.Namespace, db.Name), Namespace: "database-system",
+			Labels: map[string]string{names.ManagedByLabel: names.ManagedByValue},
+		},
+		Data: data,
+	}
+}
+
+// Credentials records hold the Secret's UID and the digests of the passwords given, nothing
+// else; the controller may delete them, and no other ConfigMap of its namespace.
+func TestCredentialsRecordsHoldOnlyTheSecretsUIDAndDigests(t *testing.T) {
+	policies := loadPolicies(t)
+	db := database(examplev1.EnginePostgreSQL, "16", 3)
+	const (
+		secretUID = "0d4b5f1e-3c2a-4f6b-9e8d-7a6b5c4d3e2f"
+		digest    = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+	)
+	first := credentialsRecord(db, map[string]string{controllerdb.CredentialsKeySecretUID: secretUID, controllerdb.CredentialsKeyReplication: digest})
+	second := credentialsRecord(db, map[string]string{controllerdb.CredentialsKeySecretUID: secretUID,
+		controllerdb.CredentialsKeyReplication: digest, controllerdb.CredentialsKeyApplication: digest})
+	for name, r := range map[string]controllerpolicy.Request{
+		"created":                 write(controllerUser, configMap, configMaps, first, nil),
+		"an entry added":          write(controllerUser, configMap, configMaps, second, first),
+		"by its namespace's user": write(namespacedUser, configMap, configMaps, first, nil),
+		"deleted": {Operation: admission.Delete, OldObject: second, Kind: configMap, Resource: configMaps,
+			Namespace: "database-system", Name: second.Name, User: controllerUser},
+	} {
+		require.Empty(t, denials(t, policies, r), name)
+	}
+	const policy = "database-controller-credentials"
+	for _, tc := range []struct {
+		name   string
+		user   string
+		change func(*corev1.ConfigMap)
+		want   string
+	}{
+		{"a name of three parts", controllerUser, func(cm *corev1.ConfigMap) { cm.Name = "credentials.production.my.database" },
+			"a credentials record is named credentials.<namespace>.<database>"},
+		{"another key", controllerUser, func(cm *corev1.ConfigMap) { cm.Data["password"] = "hunter2" },
+			"nothing else; not so: password"},
+		{"a password, not its digest", controllerUser, func(cm *corev1.ConfigMap) { cm.Data[controllerdb.CredentialsKeyApplication] = "hunter2" },
+			"not so: application-password-sha256"},
+		{"a secret-uid that is not a UID", controllerUser, func(cm *corev1.ConfigMap) { cm.Data[controllerdb.CredentialsKeySecretUID] = "my-database-credentials" },
+			"not so: secret-uid"},
+		{"no secret-uid", controllerUser, func(cm *corev1.ConfigMap) { delete(cm.Data, controllerdb.CredentialsKeySecretUID) },
+			"it must hold secret-uid (a UID)"},
+		{"another label", controllerUser, func(cm *corev1.ConfigMap) { cm.Labels["app"] = "frontend" },
+			"its only label must be app.kubernetes.io/managed-by=database-controller"},
+		{"an annotation", controllerUser, func(cm *corev1.ConfigMap) { cm.Annotations = map[string]string{"note": "x"} },
+			"and it has no annotations and no binaryData"},
+		{"binaryData", controllerUser, func(cm *corev1.ConfigMap) { cm.BinaryData = map[string][]byte{"x": {0}} },
+			"and it has no annotations and no binaryData"},
+		{"another namespace's record", "system:serviceaccount:database-system:database-controller-staging", func(*corev1.ConfigMap) {},
+			"system:serviceaccount:database-system:database-controller-staging may write only the credentials records of its own namespace"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cm := first.DeepCopy()
+			tc.change(cm)
+			for _, old := range []k8sruntime.Object{nil, first} {
+				requireDenied(t, policies, write(tc.user, configMap, configMaps, cm, old), policy, tc.want)
+			}
+		})
+	}
+	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-root-ca.crt", Namespace: "database-system",
+		Labels: map[string]string{names.ManagedByLabel: names.ManagedByValue}}}
+	requireDenied(t, policies, controllerpolicy.Request{Operation: admission.Delete, OldObject: other, Kind: configMap, Resource: configMaps,
+		Namespace: "database-system", Name: other.Name, User: controllerUser}, "database-controller-deletes", "database-system is a system namespace")
 }
 
 // recorded is the Event the controller's recorder (client-go's record package, Source

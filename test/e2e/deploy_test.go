@@ -302,6 +302,8 @@ func TestDeployRendersAndEveryObjectPassesServerDryRun(t *testing.T) {
 			{"ValidatingAdmissionPolicyBinding", "database-controller-deletes"},
 			{"ValidatingAdmissionPolicy", "database-controller-releases"},
 			{"ValidatingAdmissionPolicyBinding", "database-controller-releases"},
+			{"ValidatingAdmissionPolicy", "database-controller-credentials"},
+			{"ValidatingAdmissionPolicyBinding", "database-controller-credentials"},
 			{"ValidatingAdmissionPolicy", "database-controller-events"},
 			{"ValidatingAdmissionPolicyBinding", "database-controller-events"},
 			{"ValidatingAdmissionPolicy", "database-controller-databases"},

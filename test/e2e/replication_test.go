@@ -364,11 +364,11 @@ spec:
 	kubectl(t, "patch", "secret", db+"-credentials", "-n", ns, "--type=merge", "-p", `{"stringData":{"replication-password":"`+rotated+`"}}`)
 	sum := sha256.Sum256([]byte(rotated))
 	eventually(t, time.Minute, func() error {
-		s, err := kube(t).CoreV1().Secrets(ns).Get(context.Background(), db+"-credentials", metav1.GetOptions{})
+		record, err := credentialsRecord(t, ns, db)
 		if err != nil {
 			return err
 		}
-		if got := s.Annotations["database.example.com/replication-password-sha256"]; got != hex.EncodeToString(sum[:]) {
+		if got := record["replication-password-sha256"]; got != hex.EncodeToString(sum[:]) {
 			return fmt.Errorf("the primary's role does not have the rotated password yet (%s)", got)
 		}
 		return nil

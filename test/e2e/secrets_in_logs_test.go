@@ -94,14 +94,14 @@ spec:
 			replicationSum := sha256.Sum256([]byte(replicationPassword))
 			applicationSum := sha256.Sum256([]byte(string(s.Data["username"]) + "\n" + applicationPassword))
 			eventually(t, time.Minute, func() error {
-				s, err := kube(t).CoreV1().Secrets(ns).Get(context.Background(), db+"-credentials", metav1.GetOptions{})
+				record, err := credentialsRecord(t, ns, db)
 				if err != nil {
 					return err
 				}
-				if got := s.Annotations["database.example.com/replication-password-sha256"]; got != hex.EncodeToString(replicationSum[:]) {
+				if got := record["replication-password-sha256"]; got != hex.EncodeToString(replicationSum[:]) {
 					return fmt.Errorf("the primary's replication user does not have the new password yet (%s)", got)
 				}
-				if got := s.Annotations["database.example.com/application-password-sha256"]; tc.applicationRole && got != hex.EncodeToString(applicationSum[:]) {
+				if got := record["application-password-sha256"]; tc.applicationRole && got != hex.EncodeToString(applicationSum[:]) {
 					return fmt.Errorf("the primary's application role does not have the new password yet (%s)", got)
 				}
 				return nil
@@ -119,6 +119,18 @@ spec:
 			requireNoPasswordSeen(t, asViewer, ns, "after the restart", secrets)
 		})
 	}
+}
+
+// credentialsRecord is the data of the credentials record the controller keeps, in its own
+// namespace, of what the servers of the Database ns/db were given
+// ("credentials.<namespace>.<name>": the SHA-256 of the passwords, and the Secret's UID).
+func credentialsRecord(t *testing.T, ns, db string) (map[string]string, error) {
+	t.Helper()
+	cm, err := kube(t).CoreV1().ConfigMaps(installNamespace).Get(context.Background(), "credentials."+ns+"."+db, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return cm.Data, nil
 }
 
 // passwordsOf returns had with every value of the Database db's credentials Secret whose key

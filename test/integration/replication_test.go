@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
@@ -113,6 +114,50 @@ func TestReplicationStatusIsWrittenThroughStatusAndReadBack(t *testing.T) {
 	_, err = dbs.UpdateStatus(ctx, got, metav1.UpdateOptions{})
 	require.True(t, apierrors.IsInvalid(err), "got %v", err)
 	require.ErrorContains(t, err, "status.members[3].name")
+}
+
+// What the controller remembers of a switchover and of a replica set's members is in status:
+// written through databases/status (an update, or the merge patch the controller sends right
+// after a reconfiguration), read back over protobuf, ignored when written through the main
+// resource, and validated with the field path.
+func TestTheControllersRecordsAreWrittenOnlyThroughStatus(t *testing.T) {
+	client, _ := clientFor(t)
+	ns := namespace(t)
+	ctx := context.Background()
+	dbs := client.ExampleV1().Databases(ns)
+	db := newDatabase(ns, "remembers", examplev1.EngineMongoDB, "8.0")
+	db.Spec.Replicas = ptrInt32(3)
+	db = create(t, client, db)
+
+	progress := &examplev1.DatabaseSwitchoverProgress{From: "remembers-0", To: "remembers-2", Step: examplev1.SwitchoverStepElecting}
+	db.Status.SwitchoverProgress = progress
+	db, err := dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	db, err = dbs.Patch(ctx, "remembers", types.MergePatchType,
+		[]byte(`{"metadata":{"uid":"`+string(db.UID)+`"},"status":{"replicaSetMembers":["remembers-0","remembers-1"]}}`), metav1.PatchOptions{}, "status")
+	require.NoError(t, err)
+	got, err := dbs.Get(ctx, "remembers", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, progress, got.Status.SwitchoverProgress)
+	require.Equal(t, []string{"remembers-0", "remembers-1"}, got.Status.ReplicaSetMembers)
+
+	// Through the main resource, as a user who may edit the Database: kept as stored.
+	edited := got.DeepCopy()
+	edited.Status.SwitchoverProgress = nil
+	edited.Status.ReplicaSetMembers = []string{"remembers-0"}
+	edited, err = dbs.Update(ctx, edited, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Equal(t, progress, edited.Status.SwitchoverProgress)
+	require.Equal(t, []string{"remembers-0", "remembers-1"}, edited.Status.ReplicaSetMembers)
+
+	bad := edited.DeepCopy()
+	bad.Status.SwitchoverProgress = &examplev1.DatabaseSwitchoverProgress{From: "remembers-0", To: "other-1", Step: "Failover"}
+	bad.Status.ReplicaSetMembers = []string{"remembers-0", "remembers-0"}
+	_, err = dbs.UpdateStatus(ctx, bad, metav1.UpdateOptions{})
+	require.True(t, apierrors.IsInvalid(err), "got %v", err)
+	for _, field := range []string{"status.switchoverProgress.step", "status.switchoverProgress.to", "status.replicaSetMembers[1]"} {
+		require.ErrorContains(t, err, field)
+	}
 }
 
 // status.members is a map keyed by name for server-side apply: a manager that

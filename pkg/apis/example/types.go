@@ -157,6 +157,14 @@ type DatabaseStatus struct {
 	// Switchover is the last switchover asked for through
 	// databases/switchover; nil when none was. Only that subresource sets it.
 	Switchover *DatabaseSwitchoverStatus
+	// SwitchoverProgress is the switchover the controller is carrying out,
+	// from status.primary to another Pod; nil when none is under way. Only
+	// the controller writes it, through databases/status.
+	SwitchoverProgress *DatabaseSwitchoverProgress
+	// ReplicaSetMembers are the Pods the replica set's configuration lists
+	// (MongoDB), as the controller last read or wrote it; empty until it has
+	// reached the set's primary. Only the controller writes it.
+	ReplicaSetMembers []string
 	// Username is the user the credentials Secret gives clients, as the
 	// controller last wrote it; empty until then.
 	Username string
@@ -186,6 +194,41 @@ type DatabaseSwitchoverStatus struct {
 	RequestedAt metav1.Time
 	// Target is the Pod asked to become the primary.
 	Target string
+}
+
+// DatabaseSwitchoverProgress is a switchover the controller is carrying out.
+type DatabaseSwitchoverProgress struct {
+	// From is the primary the switchover moves away from, status.primary.
+	From string
+	// To is the Pod that becomes the primary.
+	To string
+	// Step is what the switchover is at.
+	Step SwitchoverStep
+}
+
+// SwitchoverStep is the step a switchover is at.
+type SwitchoverStep string
+
+// The steps of a switchover, in order; a replica set whose members elect
+// their primary has one, SwitchoverStepElecting.
+const (
+	// SwitchoverStepPreparing: nothing is stopped; the switchover waits for
+	// the primary to answer as one and the target to stream from it.
+	SwitchoverStepPreparing SwitchoverStep = "Preparing"
+	// SwitchoverStepStoppingPrimary: the old primary is stopped and restarts
+	// as a standby of the target; no server takes writes.
+	SwitchoverStepStoppingPrimary SwitchoverStep = "StoppingPrimary"
+	// SwitchoverStepPromoting: the old primary is a standby; the target is
+	// promoted once it has received all of the old primary's WAL.
+	SwitchoverStepPromoting SwitchoverStep = "Promoting"
+	// SwitchoverStepElecting: the replica set elects the target, given the
+	// highest priority, once it has caught up.
+	SwitchoverStepElecting SwitchoverStep = "Electing"
+)
+
+// SupportedSwitchoverSteps lists every SwitchoverStep.
+var SupportedSwitchoverSteps = []SwitchoverStep{
+	SwitchoverStepPreparing, SwitchoverStepStoppingPrimary, SwitchoverStepPromoting, SwitchoverStepElecting,
 }
 
 // DatabaseMember is one database Pod's part in replication, as the controller observed it.

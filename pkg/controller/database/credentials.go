@@ -2,28 +2,17 @@ package database
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"example.com/database-apiserver/pkg/controller/postgres"
 	"example.com/database-apiserver/pkg/names"
 )
 
-// ApplicationPasswordAnnotation is on the credentials Secret: the SHA-256 (hex) of the
-// application user's name and password ("<username>\n<password>") the primary's role was last
-// given, so a password (or name) changed in the Secret is given to the role too.
-const ApplicationPasswordAnnotation = "database.example.com/application-password-sha256"
-
 // syncApplicationRole gives the primary s the application role of the Secret's username and
 // password (Instances.SetApplicationRole: LOGIN, no superuser rights, owner of the
-// Database's database) when they are not the ones it was last given
-// (ApplicationPasswordAnnotation), then records them. The first time (no annotation yet: a
+// Database's database) when they are not the ones it was last given (the credentials record,
+// CredentialsKeyApplication), then records them. The first time (nothing recorded yet: a
 // new Database, or a Secret whose username was the superuser) the role also takes over the
 // superuser's objects in the database, which the clients made while they connected as the
 // superuser. An engine whose image makes the application user (ApplicationUserAtInit) has
@@ -47,15 +36,18 @@ func (p *pass) syncApplicationRole(ctx context.Context, s postgres.Server) error
 		return nil
 	}
 	digest := applicationDigest(user, password)
-	recorded, had := secret.Annotations[ApplicationPasswordAnnotation]
-	if recorded == digest {
+	recorded, had, err := p.recordedCredential(ctx, secret, CredentialsKeyApplication)
+	if err != nil {
+		return err
+	}
+	if had && recorded == digest {
 		return nil
 	}
 	if err := p.r.options.Instances.SetApplicationRole(ctx, s, string(user), string(password), !had); err != nil {
 		return err
 	}
 	p.r.event(ctx, db, corev1.EventTypeNormal, ReasonUpdated, "Gave the primary the application role %s with the Secret's password", user)
-	return recordDigest(ctx, p, secret.Name, secret.UID, ApplicationPasswordAnnotation, digest)
+	return p.recordCredential(ctx, secret, CredentialsKeyApplication, digest)
 }
 
 // superuser returns the superuser's name and password from secret: its superuser keys or, in
@@ -68,23 +60,8 @@ func (p *pass) superuser(secret *corev1.Secret) (user, password string) {
 	return string(secret.Data[names.SecretKeySuperuserUsername]), string(secret.Data[names.SecretKeySuperuserPassword])
 }
 
-// applicationDigest is the value of ApplicationPasswordAnnotation for user and password.
+// applicationDigest is the credentials record's CredentialsKeyApplication for user and
+// password.
 func applicationDigest(user, password []byte) string {
-	sum := sha256.Sum256([]byte(string(user) + "\n" + string(password)))
-	return hex.EncodeToString(sum[:])
-}
-
-// recordDigest sets annotation to digest on the credentials Secret of uid named name, with a
-// merge patch that carries the uid (a Secret replaced meanwhile is not annotated).
-func recordDigest(ctx context.Context, p *pass, name string, uid types.UID, annotation, digest string) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"uid": uid, "annotations": map[string]string{annotation: digest},
-	}})
-	if err != nil {
-		return err
-	}
-	if _, err := p.r.kube.CoreV1().Secrets(p.db.Namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("record on Secret %q what the primary was given: %w", name, err)
-	}
-	return nil
+	return digest([]byte(string(user) + "\n" + string(password)))
 }

@@ -1,9 +1,14 @@
 package database_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/database"
@@ -23,7 +28,7 @@ func TestTheApplicationRoleIsCreatedAndFollowsTheSecret(t *testing.T) {
 		"on the primary only")
 	require.Equal(t, postgres.Server{Host: "10.0.0.1", Port: 5432, User: "postgres", Password: string(secret.Data["superuser-password"]),
 		Database: "my_database"}, fi.applicationServers[0], "as the superuser, in the Database's database")
-	require.NotEmpty(t, secret.Annotations[database.ApplicationPasswordAnnotation], "recorded")
+	require.NotEmpty(t, f.credentialsRecord()[database.CredentialsKeyApplication], "recorded in the controller's namespace")
 	require.Contains(t, f.events(), "Normal Updated Gave the primary the application role app with the Secret's password")
 
 	fi.applicationRoles = nil
@@ -145,4 +150,134 @@ func TestASecretMissingOneSuperuserKeyIsReportedNotMigrated(t *testing.T) {
 			})
 		}
 	}
+}
+
+// sha256Hex is the SHA-256 (hex) of value.
+func sha256Hex(value string) string {
+	sum := sha256.Sum256([]byte(value))
+	return hex.EncodeToString(sum[:])
+}
+
+// What the servers were given is recorded in the controller's namespace, where tenants cannot
+// write: annotations on the credentials Secret, which a user who may edit Secrets writes,
+// added, changed or removed, change nothing the controller decides. Nothing is given again
+// (no takeover of the superuser's objects either), and a password changed in the Secret is
+// given whatever an annotation claims.
+func TestCredentialsAnnotationsOnTheSecretChangeNothing(t *testing.T) {
+	const (
+		application = "database.example.com/application-password-sha256"
+		replication = "database.example.com/replication-password-sha256"
+	)
+	for _, tc := range []struct {
+		name string
+		edit func(*corev1.Secret)
+		// given are the application role and replication role writes the next pass makes.
+		given []string
+	}{
+		{"added, naming other passwords", func(s *corev1.Secret) {
+			metav1.SetMetaDataAnnotation(&s.ObjectMeta, application, sha256Hex("app\nother"))
+			metav1.SetMetaDataAnnotation(&s.ObjectMeta, replication, sha256Hex("other"))
+		}, nil},
+		{"removed", func(s *corev1.Secret) {
+			delete(s.Annotations, application)
+			delete(s.Annotations, replication)
+		}, nil},
+		{"claiming new passwords were given", func(s *corev1.Secret) {
+			s.Data["password"], s.Data["replication-password"] = []byte("A2"), []byte("R2")
+			metav1.SetMetaDataAnnotation(&s.ObjectMeta, application, sha256Hex("app\nA2"))
+			metav1.SetMetaDataAnnotation(&s.ObjectMeta, replication, sha256Hex("R2"))
+		}, []string{"10.0.0.1 app A2 takeOver=false", "create-role 10.0.0.1 replicator R2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, fi := replicating(t, 3, nil)
+			secret := f.secret().DeepCopy()
+			// Annotations as a controller that kept the record on the Secret left them; the
+			// record already holds the Secret, so they are never read.
+			metav1.SetMetaDataAnnotation(&secret.ObjectMeta, application, sha256Hex("app\n"+string(secret.Data["password"])))
+			metav1.SetMetaDataAnnotation(&secret.ObjectMeta, replication, sha256Hex(string(secret.Data["replication-password"])))
+			require.NoError(t, f.kube.Tracker().Update(secrets, secret, namespace))
+			_, err := f.reconcile()
+			require.NoError(t, err)
+			require.Len(t, fi.applicationRoles, 1, "given once, by the first pass")
+			record := f.credentialsRecord()
+			require.Equal(t, sha256Hex("app\n"+string(secret.Data["password"])), record[database.CredentialsKeyApplication])
+
+			edited := f.secret().DeepCopy()
+			tc.edit(edited)
+			require.NoError(t, f.kube.Tracker().Update(secrets, edited, namespace))
+			fi.applicationRoles = nil
+			fi.reset()
+			_, err = f.reconcile()
+			require.NoError(t, err)
+			given := append(slices.Clone(fi.applicationRoles), filter(fi.recorded(), "create-role")...)
+			require.Equal(t, tc.given, given)
+
+			// A controller restarted with nothing in memory reads the record, not the annotations.
+			f.restartController()
+			fi.applicationRoles = nil
+			fi.reset()
+			_, err = f.reconcile()
+			require.NoError(t, err)
+			require.Empty(t, fi.applicationRoles)
+			require.Empty(t, filter(fi.recorded(), "create-role"))
+		})
+	}
+}
+
+// A Secret annotated by a controller that kept the record on it, and no record yet (an
+// upgrade): the annotations are imported into the record, so nothing the servers hold is given
+// again and the superuser's objects are not taken over a second time.
+func TestLegacyCredentialsAnnotationsAreImportedOnce(t *testing.T) {
+	f, fi := replicating(t, 3, nil)
+	require.NoError(t, f.kube.Tracker().Delete(configMaps, database.DefaultControllerNamespace, database.CredentialsRecordName(namespace, name)))
+	f.restartController()
+	secret := f.secret().DeepCopy()
+	metav1.SetMetaDataAnnotation(&secret.ObjectMeta, "database.example.com/application-password-sha256", sha256Hex("app\n"+string(secret.Data["password"])))
+	metav1.SetMetaDataAnnotation(&secret.ObjectMeta, "database.example.com/replication-password-sha256", sha256Hex(string(secret.Data["replication-password"])))
+	require.NoError(t, f.kube.Tracker().Update(secrets, secret, namespace))
+
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.Empty(t, fi.applicationRoles, "not given again, nothing taken over")
+	require.Empty(t, filter(fi.recorded(), "create-role"))
+	require.Equal(t, map[string]string{
+		database.CredentialsKeySecretUID:   string(secret.UID),
+		database.CredentialsKeyApplication: sha256Hex("app\n" + string(secret.Data["password"])),
+		database.CredentialsKeyReplication: sha256Hex(string(secret.Data["replication-password"])),
+	}, f.credentialsRecord())
+}
+
+// A legacy annotation that is no SHA-256 in lowercase hex (edited by hand) is not imported,
+// which the admission policy would refuse: the role is given as the first time.
+func TestALegacyCredentialsAnnotationThatIsNoDigestIsNotImported(t *testing.T) {
+	f, fi := replicating(t, 3, nil)
+	secret := f.secret().DeepCopy()
+	metav1.SetMetaDataAnnotation(&secret.ObjectMeta, "database.example.com/application-password-sha256", "not a digest")
+	require.NoError(t, f.kube.Tracker().Update(secrets, secret, namespace))
+	require.NoError(t, f.kube.Tracker().Delete(configMaps, database.DefaultControllerNamespace, database.CredentialsRecordName(namespace, name)))
+	f.restartController()
+
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, []string{"10.0.0.1 app " + string(secret.Data["password"]) + " takeOver=true"}, fi.applicationRoles)
+	require.Equal(t, sha256Hex("app\n"+string(secret.Data["password"])), f.credentialsRecord()[database.CredentialsKeyApplication])
+}
+
+// A record of another Secret (one made again, or a Database of the same name before) holds
+// nothing of the Secret there is now: the primary is given its credentials, as the first time.
+func TestACredentialsRecordOfAnotherSecretHoldsNothing(t *testing.T) {
+	f, fi := replicating(t, 3, nil)
+	password := string(f.secret().Data["password"])
+	f.recordCredential(database.CredentialsKeyApplication, sha256Hex("app\n"+password))
+	cm, err := f.kube.Tracker().Get(configMaps, database.DefaultControllerNamespace, database.CredentialsRecordName(namespace, name))
+	require.NoError(t, err)
+	other := cm.(*corev1.ConfigMap).DeepCopy()
+	other.Data[database.CredentialsKeySecretUID] = "0ther000-0000-4000-8000-000000000000"
+	require.NoError(t, f.kube.Tracker().Update(configMaps, other, database.DefaultControllerNamespace))
+	f.restartController()
+
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, []string{"10.0.0.1 app " + password + " takeOver=true"}, fi.applicationRoles)
+	require.Equal(t, string(f.secret().UID), f.credentialsRecord()[database.CredentialsKeySecretUID])
 }

@@ -26,7 +26,8 @@ import (
 //
 //   - Delete ("" too): the StatefulSet, the Services, the replication ConfigMap, the
 //     PodDisruptionBudget, the data PersistentVolumeClaims and the Secret are deleted
-//     (ourFinalizers removed first).
+//     (ourFinalizers removed first), and, once the rest is done, the credentials record
+//     (CredentialsRecordName).
 //   - Retain: the workload is deleted; the claims and the Secret are kept and released: our
 //     owner reference, managed-by label and ourFinalizers are removed, so the garbage
 //     collector keeps them, RetainedFromAnnotation marks them, and their UIDs are recorded
@@ -124,6 +125,12 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, db *examplev1.Database
 	}
 	if len(pending) > 0 {
 		return Result{RequeueAfter: RequeueAfterNotReady}, nil
+	}
+	if !keep {
+		// The Secret went with the Database, and what its servers were given with it.
+		if err := r.forgetCredentials(ctx, db); err != nil {
+			return Result{}, err
+		}
 	}
 
 	if _, err := r.setFinalizer(ctx, db, false); err != nil {

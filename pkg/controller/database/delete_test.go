@@ -49,6 +49,10 @@ var deleteDataActions = []string{
 	"update databases/status my-database",
 }
 
+// forgetCredentials is the call that deletes the example Database's credentials record in the
+// controller's namespace, once the rest of a deletionPolicy Delete is done.
+const forgetCredentials = "delete configmaps credentials.production.my-database"
+
 func TestDeletion(t *testing.T) {
 	workload := []string{
 		"delete statefulsets my-database",
@@ -59,7 +63,7 @@ func TestDeletion(t *testing.T) {
 		"delete poddisruptionbudgets my-database",
 		"list pods",
 	}
-	deleteData := append(slices.Clone(deleteDataActions), "update databases my-database")
+	deleteData := append(slices.Clone(deleteDataActions), forgetCredentials, "update databases my-database")
 	// Released: recorded first, in the controller's namespace.
 	releaseData := []string{
 		"get secrets my-database-credentials",
@@ -95,6 +99,7 @@ func TestDeletion(t *testing.T) {
 			f := newFixture(t, exampleDatabase())
 			f.ready()
 			password := f.secret().Data["password"]
+			f.recordReplicationPassword()
 			f.updateDatabase(func(db *examplev1.Database) {
 				db.Spec.DeletionPolicy = tc.policy
 				db.DeletionTimestamp = ptr.To(metav1.NewTime(start))
@@ -112,6 +117,8 @@ func TestDeletion(t *testing.T) {
 			require.False(t, f.exists(services, name))
 			require.False(t, f.exists(services, name+"-headless"))
 			require.False(t, f.exists(pdbs, name))
+			require.Equal(t, tc.keep, f.credentialsRecord() != nil,
+				"the credentials record goes with the Secret it is of, and stays with a released one, which may be adopted")
 			data := []struct {
 				gvr schema.GroupVersionResource
 				n   string
@@ -164,6 +171,7 @@ func TestDeletionToleratesChildrenAlreadyGone(t *testing.T) {
 	}, getClaims, []string{
 		"get secrets my-database-credentials",
 		"update databases/status my-database",
+		forgetCredentials,
 		"update databases my-database",
 	}), f.actions, "the claims of spec.replicas are looked for on the API server: none is in the cache")
 	require.Empty(t, f.database().Finalizers)
@@ -190,6 +198,7 @@ func TestDeletionLeavesChildrenOfOthersAlone(t *testing.T) {
 		"get persistentvolumeclaims data-my-database-2",
 		"get secrets my-database-credentials",
 		"update databases/status my-database",
+		forgetCredentials,
 		"update databases my-database",
 	}, f.actions)
 	require.True(t, f.exists(services, name))
@@ -224,7 +233,7 @@ func TestDeletionKeepsTheFinalizerWhenCleanupFails(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, slices.Concat([]string{"get statefulsets my-database", "delete services my-database-headless", "list pods"},
 		getClaims, // deleted by the first pass, gone from the API server as from the cache
-		[]string{"get secrets my-database-credentials", "update databases/status my-database", "update databases my-database"}), f.actions)
+		[]string{"get secrets my-database-credentials", "update databases/status my-database", forgetCredentials, "update databases my-database"}), f.actions)
 	require.Empty(t, f.database().Finalizers)
 }
 
@@ -266,7 +275,7 @@ func TestDeletionWhileTheStatefulSetIsReplacedDeletesItsOrphanedPods(t *testing.
 	require.NoError(t, err)
 	require.Equal(t, database.Result{}, result)
 	require.Equal(t, slices.Concat([]string{"get statefulsets my-database", "list pods"}, getClaims,
-		[]string{"get secrets my-database-credentials", "update databases/status my-database", "update databases my-database"}), f.actions,
+		[]string{"get secrets my-database-credentials", "update databases/status my-database", forgetCredentials, "update databases my-database"}), f.actions,
 		"the claims deleted by the first pass are looked for again: gone")
 	require.Equal(t, []string{"Normal CleanupDone Cleanup done with deletionPolicy Delete: deleted the workload, volumes and credentials"}, f.events())
 	require.Empty(t, f.database().Finalizers)

@@ -143,7 +143,7 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 		rep, err := reconcile(ctx, sts, designated, replicas, p.desired.Replicas)
 		if err != nil {
 			// Status keeps what the last pass that completed the step reported (primary,
-			// members, Replicating, and with it a switchover's record: switchoverUnderWay):
+			// members, Replicating, and a switchover's record, status.switchoverProgress):
 			// this one stopped part-way, before it knew.
 			return obs, err
 		}

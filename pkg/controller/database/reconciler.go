@@ -113,6 +113,8 @@ type Reconciler struct {
 	recorder  record.EventRecorder
 	clock     clock.PassiveClock
 	options   Options
+	// credentials are the credentials records this process read or wrote.
+	credentials credentialsRecords
 }
 
 // Options are the Reconciler's settings beyond its clients.

@@ -76,32 +76,39 @@ func (mongoReplicaSet) follower(primary, replica *member) follower {
 	return follower{why: "not in " + primary.name + "'s replica set configuration"}
 }
 
-// ReplicaSetMembersAnnotation is on the replication ConfigMap of a replica set: the Pods its
-// configuration lists, comma-separated, as the controller last read or wrote it. The
-// StatefulSet keeps every Pod it names (heldReplicas): a member is taken out of the
-// configuration before its Pod is removed, so the remaining members keep a majority.
-const ReplicaSetMembersAnnotation = "database.example.com/replica-set-members"
+// legacyReplicaSetMembersAnnotation is where a controller that kept the members record on the
+// replication ConfigMap wrote it (comma-separated Pod names).
+const legacyReplicaSetMembersAnnotation = "database.example.com/replica-set-members"
 
-// replicaSetMembers are the Pods cm's ReplicaSetMembersAnnotation names, for the
-// StatefulSet of db, which runs running Pods, to keep; nil without the annotation (the
-// controller never reached the set's primary). An annotation that names anything but db's
-// running Pods (edited by hand, emptied, or stale) is no record: then every running Pod is kept, until the
-// controller records the members again from the primary's configuration.
+// replicaSetMembers are the Pods db's status.replicaSetMembers names, the members of the
+// replica set's configuration as the controller last read or wrote it, for the StatefulSet of
+// db, which runs running Pods, to keep (heldReplicas): a member is taken out of the
+// configuration before its Pod is removed, so the remaining members keep a majority. Nil
+// without a record (the controller never reached the set's primary). A record that names
+// anything but db's running Pods (stale) is no record: then every running Pod is kept, until
+// the controller records the members again from the primary's configuration. Only the
+// controller writes status; what the replication ConfigMap cm says, which users may edit,
+// never names the members: while status has no record and cm carries
+// legacyReplicaSetMembersAnnotation (a set an older controller reconfigured, perhaps half-way
+// through a scale-down), every running Pod is kept, whatever the annotation says, until the
+// controller records the members from the primary. An edit of the annotation can so only
+// hold Pods, never have a member's Pod removed.
 func replicaSetMembers(db *examplev1.Database, cm *corev1.ConfigMap, running int32) []string {
-	value, ok := "", false
-	if cm != nil {
-		value, ok = cm.Annotations[ReplicaSetMembersAnnotation]
-	}
-	if !ok {
+	pods := db.Status.ReplicaSetMembers
+	if len(pods) == 0 {
+		if cm != nil {
+			if _, legacy := cm.Annotations[legacyReplicaSetMembersAnnotation]; legacy {
+				return []string{specs.PodName(db, max(running-1, 0))}
+			}
+		}
 		return nil
 	}
-	pods := strings.Split(value, ",")
 	for _, pod := range pods {
 		if ordinal, ok := specs.PodOrdinal(db, pod); !ok || ordinal >= running {
 			return []string{specs.PodName(db, max(running-1, 0))}
 		}
 	}
-	return pods
+	return slices.Clone(pods)
 }
 
 // reconcileReplicaSet is reconcileReplication for an engine whose members elect their primary
@@ -170,7 +177,7 @@ func (p *pass) reconcileReplicaSet(ctx context.Context, statefulSet *appsv1.Stat
 			return rep, err
 		}
 		if target != rep.primary {
-			rep.switchover = switchoverMessage(rep.primary, target, fmt.Sprintf("the replica set elects %s, of the highest priority, once it has caught up", target))
+			rep.switchingOver(rep.primary, target, examplev1.SwitchoverStepElecting, fmt.Sprintf("the replica set elects %s, of the highest priority, once it has caught up", target))
 		}
 	case !initiated:
 		if err := p.initiate(ctx, set, members, rep.primary, server); err != nil {
@@ -246,7 +253,7 @@ func (p *pass) initiate(ctx context.Context, set *mongoReplicaSet, members []*me
 // priority. A configuration that names a Pod by another name of its headless Service (one
 // not fully qualified, or of another cluster domain) is first renamed, in a step of its own
 // (mongodb.RenameMembers). It records the members of the configuration it leaves in place
-// (ReplicaSetMembersAnnotation).
+// (recordMembers).
 func (p *pass) syncMembers(ctx context.Context, set *mongoReplicaSet, e endpoint, primary *member, members []*member, replicas int32, preferred string) error {
 	db, port := p.db, p.desired.Recipe.Port
 	cfg := mgState(primary).Config
@@ -322,22 +329,29 @@ func describeMembers(cfg mongodb.Config) string {
 	return strings.Join(out, ", ")
 }
 
-// recordMembers sets the replication ConfigMap's ReplicaSetMembersAnnotation to pods when it
-// differs.
+// recordMembers sets db's status.replicaSetMembers to pods when it differs, at once (a merge
+// patch of databases/status, with the Database's UID, so one made again meanwhile is not
+// written): the record must hold a member added to the configuration before any later write
+// of the pass, or the end of the pass, can fail, since the next pass sizes the StatefulSet by
+// it. The pass goes on from the Database as patched, whose status the pass's own status write
+// keeps.
 func (p *pass) recordMembers(ctx context.Context, pods []string) error {
 	db := p.db
-	name := specs.ReplicationConfigMapName(db)
-	value := strings.Join(pods, ",")
-	if cm, err := p.r.listers.ConfigMaps.ConfigMaps(db.Namespace).Get(name); err == nil && cm.Annotations[ReplicaSetMembersAnnotation] == value {
+	if slices.Equal(db.Status.ReplicaSetMembers, pods) {
 		return nil
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{ReplicaSetMembersAnnotation: value}}})
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": db.UID},
+		"status":   map[string]any{"replicaSetMembers": pods},
+	})
 	if err != nil {
 		return err
 	}
-	if _, err := p.r.kube.CoreV1().ConfigMaps(db.Namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("record the replica set's members on ConfigMap %q: %w", name, err)
+	out, err := p.r.databases.ExampleV1().Databases(db.Namespace).Patch(ctx, db.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		return fmt.Errorf("record the replica set's members in status: %w", err)
 	}
+	db.ResourceVersion, db.Status.ReplicaSetMembers = out.ResourceVersion, out.Status.ReplicaSetMembers
 	return nil
 }
 

@@ -159,12 +159,10 @@ func replicaSet(t *testing.T, replicas int) (*fixture, *fakeMongoDB) {
 	return f, fm
 }
 
-// replicationAnnotation is the replication ConfigMap's annotation key.
-func (f *fixture) replicationAnnotation(key string) string {
+// replicaSetMembers is the Database's status.replicaSetMembers, comma-separated.
+func (f *fixture) replicaSetMembers() string {
 	f.t.Helper()
-	obj, err := f.kube.Tracker().Get(configMaps, namespace, "my-database-replication")
-	require.NoError(f.t, err)
-	return obj.(*corev1.ConfigMap).Annotations[key]
+	return strings.Join(f.database().Status.ReplicaSetMembers, ",")
 }
 
 // A new replica set is initiated once, on the first Pod, with that member alone by its stable
@@ -178,7 +176,7 @@ func TestMongoDBInitiatesOnTheFirstPodThenAddsTheOthersOneAtATime(t *testing.T) 
 	require.Equal(t, mongodb.Server{Host: "10.0.0.1", Port: 27017, User: "admin", Password: string(f.secret().Data["superuser-password"])}, fm.servers[0],
 		"as the Secret's superuser")
 	require.Contains(t, f.events(), "Normal Created Initiated replica set my-database with "+mongoHost(0))
-	require.Equal(t, "my-database-0", f.replicationAnnotation(database.ReplicaSetMembersAnnotation))
+	require.Equal(t, "my-database-0", f.replicaSetMembers())
 
 	// Initiated: the first Pod is PRIMARY of a set of one; the second joins.
 	fm.set(0, rsPrimary(0, 1, rsConfig(1, false, 0), 0))
@@ -187,7 +185,7 @@ func TestMongoDBInitiatesOnTheFirstPodThenAddsTheOthersOneAtATime(t *testing.T) 
 	require.NoError(t, err)
 	require.Equal(t, []string{"reconfig 10.0.0.1 v2 0:my-database-0:2:1,1:my-database-1:1:1"}, fm.recorded(),
 		"one member added; the primary, which spec.replicas keeps, of the highest priority")
-	require.Equal(t, "my-database-0,my-database-1", f.replicationAnnotation(database.ReplicaSetMembersAnnotation))
+	require.Equal(t, "my-database-0,my-database-1", f.replicaSetMembers())
 	require.Equal(t, []string{"primary", "replica", "replica"}, f.roles(3))
 
 	fm.set(0, rsPrimary(0, 1, rsConfig(2, true, 0, 1), 0))
@@ -313,6 +311,8 @@ func TestMongoDBSwitchoverRaisesTheTargetsPriority(t *testing.T) {
 	require.Equal(t, "my-database-0", db.Status.Primary)
 	require.Equal(t, "switching over from my-database-0 to my-database-2: the replica set elects my-database-2, of the highest priority, once it has caught up",
 		condition(db, "Progressing").Message)
+	require.Equal(t, &examplev1.DatabaseSwitchoverProgress{From: "my-database-0", To: "my-database-2", Step: examplev1.SwitchoverStepElecting},
+		db.Status.SwitchoverProgress)
 
 	moved := rsConfig(4, false, 0, 1, 2)
 	moved.Members[2].Priority = 2
@@ -327,6 +327,7 @@ func TestMongoDBSwitchoverRaisesTheTargetsPriority(t *testing.T) {
 	require.Equal(t, "my-database-2", db.Status.Primary)
 	require.Equal(t, []string{"replica", "replica", "primary"}, f.roles(3))
 	require.NotEqual(t, examplev1.ReasonSwitchover, condition(db, "Progressing").Reason)
+	require.Nil(t, db.Status.SwitchoverProgress)
 }
 
 // A scale-down takes the members out of the configuration, one at a time, before the
@@ -339,7 +340,7 @@ func TestMongoDBScaleDownTakesMembersOutBeforeTheirPods(t *testing.T) {
 	fm.set(2, rsSecondary(2, 1, full))
 	_, err := f.reconcile()
 	require.NoError(t, err)
-	require.Equal(t, "my-database-0,my-database-1,my-database-2", f.replicationAnnotation(database.ReplicaSetMembersAnnotation))
+	require.Equal(t, "my-database-0,my-database-1,my-database-2", f.replicaSetMembers())
 
 	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Replicas = ptr.To[int32](1) })
 	fm.reset()
@@ -364,7 +365,7 @@ func TestMongoDBScaleDownTakesMembersOutBeforeTheirPods(t *testing.T) {
 	_, err = f.reconcile()
 	require.NoError(t, err)
 	require.Empty(t, fm.recorded())
-	require.Equal(t, "my-database-0", f.replicationAnnotation(database.ReplicaSetMembersAnnotation))
+	require.Equal(t, "my-database-0", f.replicaSetMembers())
 	_, err = f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, int32(1), *f.statefulSet().Spec.Replicas, "every member out: the Pods go")
@@ -440,7 +441,7 @@ func TestMongoDBRefusedReconfigurationIsRetried(t *testing.T) {
 	events := strings.Join(f.events(), "\n")
 	require.Contains(t, events, "Warning ReconcileError Reconfiguring replica set my-database on my-database-0 (version 2: ")
 	require.Contains(t, events, "failed: ConfigurationInProgress")
-	require.Equal(t, "my-database-0", f.replicationAnnotation(database.ReplicaSetMembersAnnotation))
+	require.Equal(t, "my-database-0", f.replicaSetMembers())
 	require.Equal(t, []string{"primary", "replica"}, f.roles(2))
 
 	fm.reconfigErr = nil
@@ -448,7 +449,7 @@ func TestMongoDBRefusedReconfigurationIsRetried(t *testing.T) {
 	_, err = f.reconcile()
 	require.NoError(t, err)
 	require.Len(t, fm.configs, 1)
-	require.Equal(t, "my-database-0,my-database-1", f.replicationAnnotation(database.ReplicaSetMembersAnnotation))
+	require.Equal(t, "my-database-0,my-database-1", f.replicaSetMembers())
 }
 
 // A member whose server refuses the Secret's credentials is reported, as on other engines.
@@ -464,27 +465,101 @@ func TestMongoDBMembersThatRefuseTheSecretsPasswordAreReported(t *testing.T) {
 	require.Equal(t, specs.RoleReplica, f.pod(2).Labels[specs.RoleLabel], "not a primary: clients may read from it once Ready")
 }
 
-// A members record that names anything but the running Pods (edited by hand, emptied) holds
-// every running Pod until the controller records the members from the primary again: a
-// scale-down never goes by it.
-func TestMongoDBMembersRecordEditedByHandHoldsThePods(t *testing.T) {
-	for _, value := range []string{"", "garbage", "x,y,z", "my-database-9", "my-database-00001", "my-database-0,,my-database-1"} {
-		t.Run(value, func(t *testing.T) {
+// A members record that names anything but the running Pods (stale: the Pods it names are
+// gone) holds every running Pod until the controller records the members from the primary
+// again: a scale-down never goes by it.
+func TestMongoDBMembersRecordOfOtherPodsHoldsThePods(t *testing.T) {
+	for _, record := range [][]string{{"garbage"}, {"x", "y", "z"}, {"my-database-9"}, {"my-database-00001"}, {"my-database-0", "", "my-database-1"}} {
+		t.Run(strings.Join(record, ","), func(t *testing.T) {
 			f, fm := replicaSet(t, 3)
 			for i := range 3 {
 				delete(fm.states, podIP(i)) // nothing answers: the record is not written again
 			}
-			obj, err := f.kube.Tracker().Get(configMaps, namespace, "my-database-replication")
-			require.NoError(t, err)
-			cm := obj.(*corev1.ConfigMap).DeepCopy()
-			metav1.SetMetaDataAnnotation(&cm.ObjectMeta, database.ReplicaSetMembersAnnotation, value)
-			require.NoError(t, f.kube.Tracker().Update(configMaps, cm, namespace))
-			f.updateDatabase(func(db *examplev1.Database) { db.Spec.Replicas = ptr.To[int32](1) })
-			_, err = f.reconcile()
+			f.updateDatabase(func(db *examplev1.Database) {
+				db.Spec.Replicas = ptr.To[int32](1)
+				db.Status.ReplicaSetMembers = record
+			})
+			_, err := f.reconcile()
 			require.NoError(t, err)
 			require.Equal(t, int32(3), *f.statefulSet().Spec.Replicas)
 		})
 	}
+}
+
+// The members record is status.replicaSetMembers, which only the controller writes: an
+// annotation on the replication ConfigMap (which a user who may edit ConfigMaps can write)
+// saying which Pods are members, added, changed or removed, changes nothing the controller
+// decides. A scale-down still holds the Pods the configuration lists.
+func TestMongoDBMembersAnnotationOnTheConfigMapIsNoRecord(t *testing.T) {
+	const annotation = "database.example.com/replica-set-members"
+	for name, edit := range map[string]func(*corev1.ConfigMap){
+		"added, naming the first Pod alone": func(cm *corev1.ConfigMap) {
+			metav1.SetMetaDataAnnotation(&cm.ObjectMeta, annotation, "my-database-0")
+		},
+		"changed to name no Pod": func(cm *corev1.ConfigMap) { metav1.SetMetaDataAnnotation(&cm.ObjectMeta, annotation, "") },
+		"removed":                func(cm *corev1.ConfigMap) { delete(cm.Annotations, annotation) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			f, fm := replicaSet(t, 3)
+			full := rsConfig(3, true, 0, 1, 2)
+			fm.set(0, rsPrimary(0, 1, full, 0))
+			fm.set(1, rsSecondary(1, 1, full))
+			fm.set(2, rsSecondary(2, 1, full))
+			_, err := f.reconcile()
+			require.NoError(t, err)
+			require.Equal(t, "my-database-0,my-database-1,my-database-2", f.replicaSetMembers())
+
+			obj, err := f.kube.Tracker().Get(configMaps, namespace, "my-database-replication")
+			require.NoError(t, err)
+			cm := obj.(*corev1.ConfigMap).DeepCopy()
+			metav1.SetMetaDataAnnotation(&cm.ObjectMeta, annotation, "my-database-0,my-database-1,my-database-2")
+			edit(cm)
+			require.NoError(t, f.kube.Tracker().Update(configMaps, cm, namespace))
+			// Nothing answers now: the pass goes by the record alone.
+			for i := range 3 {
+				delete(fm.states, podIP(i))
+			}
+			f.updateDatabase(func(db *examplev1.Database) { db.Spec.Replicas = ptr.To[int32](1) })
+			_, err = f.reconcile()
+			require.NoError(t, err)
+			require.Equal(t, int32(3), *f.statefulSet().Spec.Replicas, "the Pods the configuration lists are kept")
+			require.Equal(t, "my-database-0,my-database-1,my-database-2", f.replicaSetMembers())
+		})
+	}
+}
+
+// A set an older controller reconfigured carries its members record as an annotation on the
+// replication ConfigMap, and status has none (an upgrade, perhaps half-way through a
+// scale-down): every running Pod is kept, whatever the annotation names, until the controller
+// records the members from the primary; from then on the annotation counts for nothing.
+func TestMongoDBMembersAnnotationOfAnOlderControllerHoldsThePodsUntilRecorded(t *testing.T) {
+	f, fm := replicaSet(t, 3)
+	obj, err := f.kube.Tracker().Get(configMaps, namespace, "my-database-replication")
+	require.NoError(t, err)
+	cm := obj.(*corev1.ConfigMap).DeepCopy()
+	metav1.SetMetaDataAnnotation(&cm.ObjectMeta, "database.example.com/replica-set-members", "my-database-0")
+	require.NoError(t, f.kube.Tracker().Update(configMaps, cm, namespace))
+	for i := range 3 {
+		delete(fm.states, podIP(i)) // nothing answers: nothing is recorded
+	}
+	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Replicas = ptr.To[int32](1) })
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, int32(3), *f.statefulSet().Spec.Replicas, "every running Pod is kept, not the one the annotation names")
+	require.Empty(t, f.replicaSetMembers())
+
+	// The primary answers with a configuration of two members: recorded, and from then on
+	// the Pods it lists are held, whatever the annotation says.
+	two := rsConfig(3, true, 0, 1)
+	fm.set(0, rsPrimary(0, 1, two, 0))
+	fm.set(1, rsSecondary(1, 1, two))
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Len(t, fm.configs, 1, "my-database-1 is taken out")
+	require.Equal(t, "my-database-0", f.replicaSetMembers())
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, int32(1), *f.statefulSet().Spec.Replicas, "the record, not the annotation, lets the Pods go")
 }
 
 // The keyfile is the one the members started with: a Secret that lost it, while the Pods read

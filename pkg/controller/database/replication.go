@@ -12,7 +12,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -58,6 +57,9 @@ type replication struct {
 	members []examplev1.DatabaseMember
 	// switchover, when not empty, says what a switchover under way waits for.
 	switchover string
+	// progress is the switchover under way, for status.switchoverProgress; nil when none
+	// is. It is set with switchover (switchingOver).
+	progress *examplev1.DatabaseSwitchoverProgress
 	// notStreaming lists the replicas that are not streaming, with why.
 	notStreaming []string
 	// refused lists the members whose servers refuse the credentials Secret's superuser
@@ -79,11 +81,6 @@ func confirmedPrimary(db *examplev1.Database) string {
 	}
 	return specs.PodName(db, 0)
 }
-
-// SwitchoverFromAnnotation is on the replication ConfigMap: the primary a switchover the
-// controller started moves away from, written with the Pod the ConfigMap names. A ConfigMap
-// that names another Pod than the confirmed primary without it (edited by hand) is set back.
-const SwitchoverFromAnnotation = "database.example.com/switchover-from"
 
 // targetPrimary is the Pod that should be primary: spec.primary when set; else the confirmed
 // primary while spec.replicas keeps it; else the first Pod (a scale-down never removes the
@@ -120,11 +117,11 @@ func heldReplicas(db *examplev1.Database, replicas, running int32, designated st
 // another Pod than the confirmed primary, not by a switchover the controller started, or none
 // of the Database's Pods, was edited by hand: it is set back, with a Warning Event; kept, it
 // would have the primary stopped as for a switchover, without the checks that keep it safe,
-// or every Pod start as a standby of no one. A switchover the controller started is one its
-// ConfigMap says it moves from the confirmed primary (SwitchoverFromAnnotation) and the
-// Database's status, which tenants cannot write, says is under way to the Pod it names
-// (switchoverUnderWay): the annotation alone can be written by anyone who can edit the
-// ConfigMap.
+// or every Pod start as a standby of no one. A switchover the controller started is one the
+// Database's status.switchoverProgress, which only the controller writes (databases/status),
+// says is under way from the confirmed primary to the Pod the ConfigMap names
+// (switchoverUnderWay); nothing on the ConfigMap, which anyone who can edit it can write,
+// counts.
 //
 // A replica set's ConfigMap (engine.Recipe.ReplicaSet) only reports the primary its members
 // elected, which nothing acts on: it is taken as it is.
@@ -151,7 +148,7 @@ func (p *pass) ensureReplicationConfigMap(ctx context.Context) (string, *halt, e
 		pods = max(pods, ordinal+1)
 	}
 	ordinal, ok := specs.PodOrdinal(db, named)
-	ours := named == confirmed || cm.Annotations[SwitchoverFromAnnotation] == confirmed && switchoverUnderWay(db, confirmed, named)
+	ours := named == confirmed || switchoverUnderWay(db, confirmed, named)
 	if !ok || ordinal >= pods || !ours {
 		if err := p.designate(ctx, confirmed); err != nil {
 			return "", nil, err
@@ -164,24 +161,20 @@ func (p *pass) ensureReplicationConfigMap(ctx context.Context) (string, *halt, e
 }
 
 // switchoverUnderWay reports whether db's status says a switchover from the Pod from to the
-// Pod to is under way: its Replicating or Progressing condition, which the controller writes
-// at the end of every pass of a switchover, has reason examplev1.ReasonSwitchover and a message of
-// switchoverMessage(from, to, …). A pass that fails writes Progressing (examplev1.ReasonReconcileError),
-// as do a halt and a refusal of the Pods, but not Replicating, which only a pass that
-// completes the replication step writes: the record outlives them.
+// Pod to is under way: status.switchoverProgress, which a pass that completes the replication
+// step writes (switchingOver) and every other pass keeps, names them. Only the controller
+// writes status (the API server drops status from writes of the Database itself, and users
+// may only read databases/status); condition messages, which are for people, are never read.
 func switchoverUnderWay(db *examplev1.Database, from, to string) bool {
-	for _, typ := range []string{examplev1.ConditionReplicating, examplev1.ConditionProgressing} {
-		c := meta.FindStatusCondition(db.Status.Conditions, typ)
-		if c != nil && c.Reason == examplev1.ReasonSwitchover && strings.HasPrefix(c.Message, switchoverMessage(from, to, "")) {
-			return true
-		}
-	}
-	return false
+	sp := db.Status.SwitchoverProgress
+	return sp != nil && sp.From == from && sp.To == to
 }
 
-// switchoverMessage is what status says of a switchover from from to to, waiting for what.
-func switchoverMessage(from, to, what string) string {
-	return fmt.Sprintf("switching over from %s to %s: %s", from, to, what)
+// switchingOver records in rep a switchover from from to to at step, waiting for what:
+// status.switchoverProgress, and the message of the conditions that report it.
+func (rep *replication) switchingOver(from, to string, step examplev1.SwitchoverStep, what string) {
+	rep.switchover = fmt.Sprintf("switching over from %s to %s: %s", from, to, what)
+	rep.progress = &examplev1.DatabaseSwitchoverProgress{From: from, To: to, Step: step}
 }
 
 // reconcileReplication runs the replication of a Database whose engine replicates, once its
@@ -196,7 +189,8 @@ func switchoverMessage(from, to, what string) string {
 // A switchover from the confirmed primary O to the target T takes three passes, each
 // repeatable, so a controller that restarts half-way finishes it:
 //  1. once T answers as a standby and streams from O, and status says the switchover is under
-//     way (switchoverUnderWay: a pass that waited, or found T streaming, wrote it): the
+//     way (status.switchoverProgress, switchoverUnderWay: a pass that waited, or found T
+//     streaming, wrote it): the
 //     ConfigMap names T, O loses its role label (clients are turned away: the write pause
 //     begins) and O's Pod is deleted; its preStop hook shuts the server down fast, which
 //     sends every WAL record to the standbys first;
@@ -249,13 +243,13 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 			if err := p.fence(ctx, old); err != nil {
 				return rep, err
 			}
-			rep.switchover = switchoverMessage(old.name, designated, "stopping "+old.name)
+			rep.switchingOver(old.name, designated, examplev1.SwitchoverStepStoppingPrimary, "stopping "+old.name)
 		case old == nil || !old.standby():
-			rep.switchover = switchoverMessage(rep.primary, designated, fmt.Sprintf("waiting for %s to restart as a standby", rep.primary))
+			rep.switchingOver(rep.primary, designated, examplev1.SwitchoverStepStoppingPrimary, fmt.Sprintf("waiting for %s to restart as a standby", rep.primary))
 		case next == nil || !next.standby():
-			rep.switchover = switchoverMessage(rep.primary, designated, fmt.Sprintf("waiting for %s to answer", designated))
+			rep.switchingOver(rep.primary, designated, examplev1.SwitchoverStepPromoting, fmt.Sprintf("waiting for %s to answer", designated))
 		case !r.caughtUp(next, old):
-			rep.switchover = switchoverMessage(rep.primary, designated, r.lacks(next, old))
+			rep.switchingOver(rep.primary, designated, examplev1.SwitchoverStepPromoting, r.lacks(next, old))
 		default:
 			if err := r.promote(ctx, server(next)); err != nil {
 				return rep, err
@@ -269,17 +263,17 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 		next := byName[target]
 		switch {
 		case old == nil || !old.primary():
-			rep.switchover = switchoverMessage(rep.primary, target, fmt.Sprintf("waiting for %s to answer as the primary (there is no automatic failover)", rep.primary))
+			rep.switchingOver(rep.primary, target, examplev1.SwitchoverStepPreparing, fmt.Sprintf("waiting for %s to answer as the primary (there is no automatic failover)", rep.primary))
 		case next == nil || !next.standby() || !r.follower(old, next).streaming:
 			// The primary's view of its standbys may list one the controller cannot reach
 			// (step 3 must, to promote it) or that took writes of its own.
-			rep.switchover = switchoverMessage(rep.primary, target, fmt.Sprintf("waiting for %s to stream from %s", target, rep.primary))
+			rep.switchingOver(rep.primary, target, examplev1.SwitchoverStepPreparing, fmt.Sprintf("waiting for %s to stream from %s", target, rep.primary))
 		case !switchoverUnderWay(db, rep.primary, target):
 			// Status says a switchover is under way before the ConfigMap names T: a controller
 			// that stops right after step 1's writes finds its ConfigMap by that record
 			// (ensureReplicationConfigMap) instead of setting it back, which would leave O,
 			// restarted as T's standby, and T without a primary.
-			rep.switchover = switchoverMessage(rep.primary, target, fmt.Sprintf("%s streams from %s; stopping %s next", target, rep.primary, rep.primary))
+			rep.switchingOver(rep.primary, target, examplev1.SwitchoverStepPreparing, fmt.Sprintf("%s streams from %s; stopping %s next", target, rep.primary, rep.primary))
 		default:
 			if err := p.designate(ctx, target); err != nil {
 				return rep, err
@@ -289,7 +283,7 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 				return rep, err
 			}
 			p.r.event(ctx, db, corev1.EventTypeNormal, examplev1.ReasonSwitchover, "Switching over from %s to %s: stopping %s", rep.primary, target, rep.primary)
-			rep.switchover = switchoverMessage(rep.primary, target, "stopping "+rep.primary)
+			rep.switchingOver(rep.primary, target, examplev1.SwitchoverStepStoppingPrimary, "stopping "+rep.primary)
 			old.forget()
 		}
 	}
@@ -438,14 +432,10 @@ func isPodOf(pod *corev1.Pod, db *examplev1.Database) bool {
 	return ref != nil && ref.Kind == "StatefulSet" && ref.Name == names.StatefulSetName(db)
 }
 
-// designate makes the replication ConfigMap name pod the primary, with the confirmed primary
-// it moves from (SwitchoverFromAnnotation).
+// designate makes the replication ConfigMap name pod the primary.
 func (p *pass) designate(ctx context.Context, pod string) error {
 	db := p.db
-	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"annotations": map[string]string{SwitchoverFromAnnotation: confirmedPrimary(db)}},
-		"data":     map[string]string{specs.ConfigMapKeyPrimary: pod},
-	})
+	patch, err := json.Marshal(map[string]any{"data": map[string]string{specs.ConfigMapKeyPrimary: pod}})
 	if err != nil {
 		return err
 	}

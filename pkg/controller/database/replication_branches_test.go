@@ -12,7 +12,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/database"
 	"example.com/database-apiserver/pkg/controller/mongodb"
 	"example.com/database-apiserver/pkg/controller/specs"
 )
@@ -275,16 +274,14 @@ func TestMongoDBFailedWriteOfTheElectedPrimaryIsAskedAgain(t *testing.T) {
 	fm.set(0, rsSecondary(0, 2, full))
 	fm.set(1, rsPrimary(1, 2, full, 0))
 	fm.set(2, rsSecondary(2, 2, full))
-	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Primary = "my-database-1" })
-	// The members as the controller recorded them: only the primary's name is written.
-	obj, err := f.kube.Tracker().Get(configMaps, namespace, name+"-replication")
-	require.NoError(t, err)
-	cm := obj.(*corev1.ConfigMap).DeepCopy()
-	metav1.SetMetaDataAnnotation(&cm.ObjectMeta, database.ReplicaSetMembersAnnotation, "my-database-0,my-database-1,my-database-2")
-	require.NoError(t, f.kube.Tracker().Update(configMaps, cm, namespace))
+	f.updateDatabase(func(db *examplev1.Database) {
+		db.Spec.Primary = "my-database-1"
+		// The members as the controller recorded them: only the primary's name is written.
+		db.Status.ReplicaSetMembers = []string{"my-database-0", "my-database-1", "my-database-2"}
+	})
 	f.inject("patch", "configmaps", 1, apierrors.NewInternalError(errors.New("etcd timeout")))
 
-	_, err = f.reconcile()
+	_, err := f.reconcile()
 	const want = `name my-database-1 the primary in ConfigMap "my-database-replication": Internal error occurred: etcd timeout`
 	require.EqualError(t, err, want)
 	require.Contains(t, f.events(), "Warning ReconcileError "+want)
@@ -307,6 +304,6 @@ func TestMongoDBPrimaryWithoutAConfigurationIsNotReconfigured(t *testing.T) {
 	_, err := f.reconcile()
 	require.NoError(t, err)
 	require.Empty(t, fm.recorded())
-	require.Empty(t, f.replicationAnnotation(database.ReplicaSetMembersAnnotation))
+	require.Empty(t, f.replicaSetMembers())
 	require.Equal(t, "my-database-0", f.database().Status.Primary)
 }

@@ -8,8 +8,11 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/database"
@@ -39,13 +42,58 @@ func requireFailedPass(t *testing.T, f *fixture, before *examplev1.Database, err
 }
 
 // recordReplicationPassword plays an earlier pass that gave the replication role the
-// Secret's replication password.
+// Secret's replication password: the credentials record in the controller's namespace says so.
 func (f *fixture) recordReplicationPassword() {
 	f.t.Helper()
-	secret := f.secret().DeepCopy()
+	secret := f.secret()
 	sum := sha256.Sum256(secret.Data["replication-password"])
-	metav1.SetMetaDataAnnotation(&secret.ObjectMeta, database.ReplicationPasswordAnnotation, hex.EncodeToString(sum[:]))
-	require.NoError(f.t, f.kube.Tracker().Update(secrets, secret, namespace))
+	f.recordCredential(database.CredentialsKeyReplication, hex.EncodeToString(sum[:]))
+}
+
+// secretUID gives the credentials Secret a UID, as the API server does, unless it has one,
+// and returns it.
+func (f *fixture) secretUID() types.UID {
+	f.t.Helper()
+	secret := f.secret().DeepCopy()
+	if secret.UID == "" {
+		secret.UID = "5ec7e7a1-0000-4000-8000-000000000001"
+		require.NoError(f.t, f.kube.Tracker().Update(secrets, secret, namespace))
+	}
+	return secret.UID
+}
+
+// credentialsRecord is the data of the Database's credentials record in the controller's
+// namespace, nil when there is none.
+func (f *fixture) credentialsRecord() map[string]string {
+	f.t.Helper()
+	obj, err := f.kube.Tracker().Get(configMaps, database.DefaultControllerNamespace, database.CredentialsRecordName(namespace, name))
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	require.NoError(f.t, err)
+	return obj.(*corev1.ConfigMap).Data
+}
+
+// recordCredential sets key to value in the Database's credentials record, of the Secret as it
+// is, as an earlier pass would have; the Reconciler is made again, as after a restart, since a
+// running one remembers the record as it last wrote it.
+func (f *fixture) recordCredential(key, value string) {
+	f.t.Helper()
+	uid := f.secretUID()
+	data := map[string]string{}
+	if have := f.credentialsRecord(); have[database.CredentialsKeySecretUID] == string(uid) {
+		data = have
+	}
+	data[database.CredentialsKeySecretUID], data[key] = string(uid), value
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: database.DefaultControllerNamespace,
+		Name: database.CredentialsRecordName(namespace, name), Labels: map[string]string{"app.kubernetes.io/managed-by": "database-controller"}},
+		Data: data}
+	if f.credentialsRecord() == nil {
+		require.NoError(f.t, f.kube.Tracker().Create(configMaps, cm, database.DefaultControllerNamespace))
+	} else {
+		require.NoError(f.t, f.kube.Tracker().Update(configMaps, cm, database.DefaultControllerNamespace))
+	}
+	f.newReconciler()
 }
 
 // setSecretKey changes key of the credentials Secret as a user would.
@@ -99,9 +147,9 @@ func TestAFailedPostgreSQLWriteIsAskedAgainByTheNextPass(t *testing.T) {
 			"the record of the replication password",
 			func(f *fixture, _ *fakeInstances) {
 				f.setSecretKey("replication-password", "R2")
-				f.inject("patch", "secrets", 1, apierrors.NewInternalError(errors.New("etcd timeout")))
+				f.inject("update", "configmaps", 1, apierrors.NewInternalError(errors.New("etcd timeout")))
 			},
-			`record the replication password given to the primary on Secret "my-database-credentials": Internal error occurred: etcd timeout`,
+			`record what the primary was given in ConfigMap database-system/credentials.production.my-database: Internal error occurred: etcd timeout`,
 			[]string{
 				"create-role 10.0.0.1 replicator R2",
 				"write-passfile 10.0.0.2 /var/lib/postgresql/data/replication.pgpass replicator R2",
@@ -119,9 +167,9 @@ func TestAFailedPostgreSQLWriteIsAskedAgainByTheNextPass(t *testing.T) {
 			"the record of the application role's password",
 			func(f *fixture, _ *fakeInstances) {
 				f.setSecretKey("password", "A")
-				f.inject("patch", "secrets", 1, apierrors.NewInternalError(errors.New("etcd timeout")))
+				f.inject("update", "configmaps", 1, apierrors.NewInternalError(errors.New("etcd timeout")))
 			},
-			`record on Secret "my-database-credentials" what the primary was given: Internal error occurred: etcd timeout`,
+			`record what the primary was given in ConfigMap database-system/credentials.production.my-database: Internal error occurred: etcd timeout`,
 			[]string{"application-role 10.0.0.1 app A takeOver=false", "sync-slots 10.0.0.1 want=my_database_1,my_database_2 drop=" + dropSlots},
 		},
 		{
@@ -478,14 +526,14 @@ func TestAFailedReplicaSetInitiationIsAskedAgain(t *testing.T) {
 		require.Equal(t, database.Result{RequeueAfter: database.RequeueAfterReplication}, result)
 		require.Equal(t, []string{"initiate 10.0.0.1 my-database " + mongoHost(0)}, fm.recorded())
 		require.Contains(t, f.events(), "Warning ReconcileError Initiating replica set my-database on my-database-0 failed: replSetInitiate: connection reset by peer")
-		require.Empty(t, f.replicationAnnotation(database.ReplicaSetMembersAnnotation), "no members recorded")
+		require.Empty(t, f.replicaSetMembers(), "no members recorded")
 
 		fm.initiateErr = nil
 		fm.reset()
 		_, err = f.reconcile()
 		require.NoError(t, err)
 		require.Equal(t, []string{"initiate 10.0.0.1 my-database " + mongoHost(0)}, fm.recorded())
-		require.Equal(t, "my-database-0", f.replicationAnnotation(database.ReplicaSetMembersAnnotation))
+		require.Equal(t, "my-database-0", f.replicaSetMembers())
 	})
 
 	t.Run("its answer lost", func(t *testing.T) {
@@ -499,14 +547,14 @@ func TestAFailedReplicaSetInitiationIsAskedAgain(t *testing.T) {
 		_, err = f.reconcile()
 		require.NoError(t, err)
 		require.Empty(t, filter(fm.recorded(), "initiate"), "initiated once")
-		require.Equal(t, "my-database-0,my-database-1", f.replicationAnnotation(database.ReplicaSetMembersAnnotation))
+		require.Equal(t, "my-database-0,my-database-1", f.replicaSetMembers())
 	})
 
 	t.Run("recording its members", func(t *testing.T) {
 		f, fm := replicaSet(t, 3)
-		f.inject("patch", "configmaps", 1, apierrors.NewInternalError(errors.New("etcd timeout")))
+		f.inject("patch", "databases/status", 1, apierrors.NewInternalError(errors.New("etcd timeout")))
 		_, err := f.reconcile()
-		const want = `record the replica set's members on ConfigMap "my-database-replication": Internal error occurred: etcd timeout`
+		const want = `record the replica set's members in status: Internal error occurred: etcd timeout`
 		require.EqualError(t, err, want)
 		require.Contains(t, f.events(), "Warning ReconcileError "+want)
 		require.Equal(t, want, condition(f.database(), "Progressing").Message)
@@ -516,6 +564,35 @@ func TestAFailedReplicaSetInitiationIsAskedAgain(t *testing.T) {
 		_, err = f.reconcile()
 		require.NoError(t, err)
 		require.Empty(t, filter(fm.recorded(), "initiate"))
-		require.Equal(t, "my-database-0,my-database-1", f.replicationAnnotation(database.ReplicaSetMembersAnnotation))
+		require.Equal(t, "my-database-0,my-database-1", f.replicaSetMembers())
 	})
+}
+
+// A reconfiguration is recorded in status.replicaSetMembers as soon as it is done, by a write
+// of its own: a later write of the pass that fails (a role label, the pass's status) loses
+// nothing of the record, which the next pass sizes the StatefulSet by.
+func TestAReplicaSetReconfigurationIsRecordedBeforeTheRestOfThePass(t *testing.T) {
+	unavailable := apierrors.NewServiceUnavailable("etcd timeout")
+	for name, fail := range map[string]func(*fixture){
+		"a role label":      func(f *fixture) { f.inject("patch", "pods", 1, unavailable) },
+		"the pass's status": func(f *fixture) { f.inject("update", "databases/status", 1, unavailable) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			f, fm := replicaSet(t, 2)
+			fm.set(0, rsPrimary(0, 1, rsConfig(1, true, 0), 0))
+			f.updateDatabase(func(db *examplev1.Database) { db.Status.ReplicaSetMembers = []string{"my-database-0"} })
+			fail(f)
+			_, err := f.reconcile()
+			require.Error(t, err)
+			require.Equal(t, []string{"reconfig 10.0.0.1 v2 0:my-database-0:2:1,1:my-database-1:1:1"}, fm.recorded())
+			require.Equal(t, "my-database-0,my-database-1", f.replicaSetMembers())
+
+			// Scaled down before the next pass reaches the primary: the new member's Pod is kept.
+			delete(fm.states, podIP(0))
+			f.updateDatabase(func(db *examplev1.Database) { db.Spec.Replicas = ptr.To[int32](1) })
+			_, err = f.reconcile()
+			require.NoError(t, err)
+			require.Equal(t, int32(2), *f.statefulSet().Spec.Replicas)
+		})
+	}
 }

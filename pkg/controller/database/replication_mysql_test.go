@@ -2,8 +2,6 @@ package database_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -187,10 +185,7 @@ func replicatingMySQLWith(t *testing.T, options database.Options) (*fixture, *fa
 	fm.set(0, mysqlPrimary(t, uuid0+":1-10"))
 	fm.set(1, mysqlReplica(t, uuid0+":1-10", 0))
 	fm.set(2, mysqlReplica(t, uuid0+":1-10", 0))
-	secret := f.secret().DeepCopy()
-	sum := sha256.Sum256(secret.Data["replication-password"])
-	metav1.SetMetaDataAnnotation(&secret.ObjectMeta, database.ReplicationPasswordAnnotation, hex.EncodeToString(sum[:]))
-	require.NoError(t, f.kube.Tracker().Update(secrets, secret, namespace))
+	f.recordReplicationPassword()
 	return f, fm
 }
 

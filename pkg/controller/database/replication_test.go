@@ -2,8 +2,6 @@ package database_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -304,10 +302,7 @@ func replicating(t *testing.T, replicas int, db *examplev1.Database) (*fixture, 
 	}
 	fi.set(0, primaryState(standbys...))
 	// The role was given the Secret's password by an earlier pass.
-	secret := f.secret().DeepCopy()
-	sum := sha256.Sum256(secret.Data["replication-password"])
-	metav1.SetMetaDataAnnotation(&secret.ObjectMeta, database.ReplicationPasswordAnnotation, hex.EncodeToString(sum[:]))
-	require.NoError(t, f.kube.Tracker().Update(secrets, secret, namespace))
+	f.recordReplicationPassword()
 	return f, fi
 }
 
@@ -372,7 +367,7 @@ func (f *fixture) configMapPrimary() string {
 }
 
 // designate plays a switchover's first step done by an earlier pass: the ConfigMap names pod,
-// marked as moving from the confirmed primary.
+// and status records the switchover from the confirmed primary.
 func (f *fixture) designate(pod string) {
 	f.t.Helper()
 	obj, err := f.kube.Tracker().Get(configMaps, namespace, name+"-replication")
@@ -383,37 +378,102 @@ func (f *fixture) designate(pod string) {
 	if from == "" {
 		from = podName(0)
 	}
-	metav1.SetMetaDataAnnotation(&cm.ObjectMeta, database.SwitchoverFromAnnotation, from)
 	require.NoError(f.t, f.kube.Tracker().Update(configMaps, cm, namespace))
 	// And the status the pass of step 1 writes.
 	f.updateDatabase(func(db *examplev1.Database) {
+		db.Status.SwitchoverProgress = &examplev1.DatabaseSwitchoverProgress{From: from, To: pod, Step: examplev1.SwitchoverStepStoppingPrimary}
 		meta.SetStatusCondition(&db.Status.Conditions, metav1.Condition{Type: "Progressing", Status: metav1.ConditionTrue,
 			Reason: examplev1.ReasonSwitchover, Message: fmt.Sprintf("switching over from %s to %s: stopping %s", from, pod, from)})
 	})
 }
 
-// A ConfigMap that names another primary with the annotation of a switchover the controller
-// started, forged by someone who can edit it while status says no switchover is under way,
-// is set back: nothing is stopped or promoted.
+// A ConfigMap that names another primary, forged by someone who can edit it while status says
+// no switchover is under way, is set back: nothing is stopped or promoted. Whatever else the
+// forger writes counts for nothing: an annotation on the ConfigMap saying which primary the
+// switchover moves from, and condition messages that read as a switchover's (which a user
+// cannot write, since the API server keeps status out of writes of the Database, but which
+// the controller would not read either), or a switchover recorded in status for other Pods.
 func TestAForgedSwitchoverInTheConfigMapIsSetBack(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		forge func(*fixture, *corev1.ConfigMap)
+	}{
+		{"the primary alone", func(*fixture, *corev1.ConfigMap) {}},
+		{"with a switchover-from annotation", func(_ *fixture, cm *corev1.ConfigMap) {
+			metav1.SetMetaDataAnnotation(&cm.ObjectMeta, "database.example.com/switchover-from", podName(0))
+		}},
+		{"with conditions that read as a switchover's", func(f *fixture, _ *corev1.ConfigMap) {
+			f.updateDatabase(func(db *examplev1.Database) {
+				for _, typ := range []string{"Progressing", "Replicating"} {
+					meta.SetStatusCondition(&db.Status.Conditions, metav1.Condition{Type: typ, Status: metav1.ConditionTrue,
+						Reason: examplev1.ReasonSwitchover, Message: "switching over from my-database-0 to my-database-1: stopping my-database-0"})
+				}
+			})
+		}},
+		{"with the annotation and conditions that read as a switchover's", func(f *fixture, cm *corev1.ConfigMap) {
+			metav1.SetMetaDataAnnotation(&cm.ObjectMeta, "database.example.com/switchover-from", podName(0))
+			f.updateDatabase(func(db *examplev1.Database) {
+				meta.SetStatusCondition(&db.Status.Conditions, metav1.Condition{Type: "Replicating", Status: metav1.ConditionFalse,
+					Reason: examplev1.ReasonSwitchover, Message: "switching over from my-database-0 to my-database-1: stopping my-database-0"})
+			})
+		}},
+		{"while status records a switchover to another Pod", func(f *fixture, _ *corev1.ConfigMap) {
+			f.updateDatabase(func(db *examplev1.Database) {
+				db.Status.SwitchoverProgress = &examplev1.DatabaseSwitchoverProgress{From: podName(0), To: podName(2), Step: examplev1.SwitchoverStepPreparing}
+			})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, fi := replicating(t, 3, nil)
+			_, err := f.reconcile()
+			require.NoError(t, err)
+			obj, err := f.kube.Tracker().Get(configMaps, namespace, name+"-replication")
+			require.NoError(t, err)
+			cm := obj.(*corev1.ConfigMap).DeepCopy()
+			cm.Data["primary"] = podName(1)
+			tc.forge(f, cm)
+			require.NoError(t, f.kube.Tracker().Update(configMaps, cm, namespace))
+			fi.reset()
+
+			_, err = f.reconcile()
+			require.NoError(t, err)
+			require.Equal(t, podName(0), f.configMapPrimary())
+			require.Empty(t, f.podDeletions(), "the primary is not stopped")
+			require.Empty(t, filter(fi.recorded(), "promote"))
+			require.Contains(t, f.events(), `Warning InvalidChild ConfigMap my-database-replication named "my-database-1" the primary, which the controller did not ask for; set it back to my-database-0 (change spec.primary to move the primary)`)
+			require.Equal(t, podName(0), f.database().Status.Primary)
+		})
+	}
+}
+
+// A switchover's step 1 stops the primary only once status.switchoverProgress, written by an
+// earlier pass, records it: conditions whose reason and message read as that record (which
+// the controller wrote itself before it kept the record in status) do not make a pass that
+// first finds the target streaming stop the primary.
+func TestASwitchoverMessageInTheConditionsIsNoRecord(t *testing.T) {
 	f, fi := replicating(t, 3, nil)
 	_, err := f.reconcile()
 	require.NoError(t, err)
-	obj, err := f.kube.Tracker().Get(configMaps, namespace, name+"-replication")
-	require.NoError(t, err)
-	cm := obj.(*corev1.ConfigMap).DeepCopy()
-	cm.Data["primary"] = podName(1)
-	metav1.SetMetaDataAnnotation(&cm.ObjectMeta, database.SwitchoverFromAnnotation, podName(0))
-	require.NoError(t, f.kube.Tracker().Update(configMaps, cm, namespace))
+	f.updateDatabase(func(db *examplev1.Database) {
+		db.Spec.Primary = podName(1)
+		for _, typ := range []string{"Progressing", "Replicating"} {
+			meta.SetStatusCondition(&db.Status.Conditions, metav1.Condition{Type: typ, Status: metav1.ConditionTrue,
+				Reason: examplev1.ReasonSwitchover, Message: "switching over from my-database-0 to my-database-1: my-database-1 streams from my-database-0; stopping my-database-0 next"})
+		}
+	})
 	fi.reset()
 
 	_, err = f.reconcile()
 	require.NoError(t, err)
-	require.Equal(t, podName(0), f.configMapPrimary())
-	require.Empty(t, f.podDeletions(), "the primary is not stopped")
-	require.Empty(t, filter(fi.recorded(), "promote"))
-	require.Contains(t, f.events(), `Warning InvalidChild ConfigMap my-database-replication named "my-database-1" the primary, which the controller did not ask for; set it back to my-database-0 (change spec.primary to move the primary)`)
-	require.Equal(t, podName(0), f.database().Status.Primary)
+	require.Equal(t, podName(0), f.configMapPrimary(), "not named yet")
+	require.Empty(t, f.podDeletions(), "the primary is not stopped by this pass")
+	require.Equal(t, &examplev1.DatabaseSwitchoverProgress{From: podName(0), To: podName(1), Step: examplev1.SwitchoverStepPreparing},
+		f.database().Status.SwitchoverProgress, "this pass records it")
+
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, podName(1), f.configMapPrimary())
+	require.Equal(t, []string{"my-database-0 uid=my-database-0-uid"}, f.podDeletions())
 }
 
 func TestSteadyStateLabelsTheRolesCreatesTheSlotsAndReportsStreaming(t *testing.T) {
@@ -531,6 +591,8 @@ func TestSwitchoverStopsTheOldPrimaryOnceTheNewOneStreams(t *testing.T) {
 	require.Equal(t, []string{"primary", "replica", "replica"}, f.roles(3))
 	require.Equal(t, "switching over from my-database-0 to my-database-1: my-database-1 streams from my-database-0; stopping my-database-0 next",
 		condition(f.database(), "Replicating").Message)
+	require.Equal(t, &examplev1.DatabaseSwitchoverProgress{From: "my-database-0", To: "my-database-1", Step: examplev1.SwitchoverStepPreparing},
+		f.database().Status.SwitchoverProgress)
 
 	fi.reset()
 	result, err = f.reconcile()
@@ -550,6 +612,8 @@ func TestSwitchoverStopsTheOldPrimaryOnceTheNewOneStreams(t *testing.T) {
 
 	db := f.database()
 	require.Equal(t, "my-database-0", db.Status.Primary, "not promoted yet")
+	require.Equal(t, &examplev1.DatabaseSwitchoverProgress{From: "my-database-0", To: "my-database-1", Step: examplev1.SwitchoverStepStoppingPrimary},
+		db.Status.SwitchoverProgress)
 	const msg = "switching over from my-database-0 to my-database-1: stopping my-database-0"
 	for typ, status := range map[string]metav1.ConditionStatus{"Progressing": metav1.ConditionTrue, "Replicating": metav1.ConditionFalse} {
 		c := condition(db, typ)
@@ -613,6 +677,8 @@ func TestSwitchoverPromotesOnlyOnceTheNewPrimaryHasAllTheOldOnesWAL(t *testing.T
 	require.Equal(t, "my-database-0", db.Status.Primary)
 	require.Equal(t, "switching over from my-database-0 to my-database-1: my-database-1 has WAL up to 99, my-database-0's ends at 100",
 		condition(db, "Progressing").Message)
+	require.Equal(t, &examplev1.DatabaseSwitchoverProgress{From: "my-database-0", To: "my-database-1", Step: examplev1.SwitchoverStepPromoting},
+		db.Status.SwitchoverProgress)
 	require.Equal(t, "", f.pod(0).Labels[specs.RoleLabel], "no primary: clients wait")
 	require.Equal(t, metav1.ConditionFalse, condition(db, "Ready").Status, "no server takes writes")
 	require.Equal(t, "Switchover", condition(db, "Ready").Reason)
@@ -633,6 +699,7 @@ func TestSwitchoverPromotesOnlyOnceTheNewPrimaryHasAllTheOldOnesWAL(t *testing.T
 	require.Contains(t, f.events(), "Normal Switchover Promoted my-database-1; my-database-0 follows it as a standby")
 	db = f.database()
 	require.Equal(t, "my-database-1", db.Status.Primary)
+	require.Nil(t, db.Status.SwitchoverProgress, "the switchover is done")
 	require.Equal(t, []string{"replica", "primary", "replica"}, f.roles(3))
 	require.NotEqual(t, "Switchover", condition(db, "Progressing").Reason)
 

@@ -2,14 +2,9 @@ package database
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/specs"
@@ -100,11 +95,6 @@ func (p *pass) replicator() replicator {
 	return nil
 }
 
-// ReplicationPasswordAnnotation is on the credentials Secret: the SHA-256 (hex) of the
-// replication password the primary's user was last given, so a password that changes (a
-// Secret restored without it gets a new one) is given to the user too.
-const ReplicationPasswordAnnotation = "database.example.com/replication-password-sha256"
-
 // syncPrimary gives primary, whose server the Pods reach by server, the replication user
 // (syncReplicationUser) and what else the engine needs for the sts Pods, then points every
 // replica that answered at it (syncReplica).
@@ -129,8 +119,8 @@ func (p *pass) syncPrimary(ctx context.Context, r replicator, primary *member, s
 
 // syncReplicationUser gives the primary the replication user with the Secret's replication
 // password when it has no such user (a data directory initialised before replication was
-// set up) or the password is not the one it was last given (ReplicationPasswordAnnotation),
-// then records it. When it changes the password of a user that existed, it first gives
+// set up) or the password is not the one it was last given (the credentials record,
+// CredentialsKeyReplication), then records it. When it changes the password of a user that existed, it first gives
 // every standby that answers the new one (setSource), which it uses from then on: without it
 // a standby would keep the old one, and fail to reconnect after the primary restarts. A
 // standby that does not answer gets the new password from its setup when its Pod starts
@@ -147,10 +137,13 @@ func (p *pass) syncReplicationUser(ctx context.Context, r replicator, primary *m
 	if len(password) == 0 {
 		return "", fmt.Errorf("secret %q has no %q yet", secret.Name, names.SecretKeyReplicationPassword)
 	}
-	sum := sha256.Sum256(password)
-	digest := hex.EncodeToString(sum[:])
+	given := digest(password)
 	exists := r.hasUser(primary, user)
-	if exists && secret.Annotations[ReplicationPasswordAnnotation] == digest {
+	recorded, had, err := p.recordedCredential(ctx, secret, CredentialsKeyReplication)
+	if err != nil {
+		return "", err
+	}
+	if exists && had && recorded == given {
 		return string(password), nil
 	}
 	if err := r.setUser(ctx, server(primary), user, string(password)); err != nil {
@@ -167,14 +160,8 @@ func (p *pass) syncReplicationUser(ctx context.Context, r replicator, primary *m
 			p.r.event(ctx, db, corev1.EventTypeNormal, ReasonUpdated, "Gave standby %s the new replication password", m.name)
 		}
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"uid": secret.UID, "annotations": map[string]string{ReplicationPasswordAnnotation: digest},
-	}})
-	if err != nil {
+	if err := p.recordCredential(ctx, secret, CredentialsKeyReplication, given); err != nil {
 		return "", err
-	}
-	if _, err := p.r.kube.CoreV1().Secrets(db.Namespace).Patch(ctx, secret.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return "", fmt.Errorf("record the replication password given to the primary on Secret %q: %w", secret.Name, err)
 	}
 	return string(password), nil
 }

@@ -234,11 +234,11 @@ func computeStatus(db *examplev1.Database, obs observation, now time.Time) examp
 	if recipe, _ := engine.For(db.Spec.Engine); !recipe.Replicates() {
 		// The controller does not replicate this engine: nothing of replication is this
 		// Database's.
-		status.Primary, status.Members = "", nil
+		status.Primary, status.Members, status.SwitchoverProgress, status.ReplicaSetMembers = "", nil, nil, nil
 		meta.RemoveStatusCondition(&status.Conditions, examplev1.ConditionReplicating)
 	}
 	if rep := obs.replication; rep != nil {
-		status.Primary, status.Members = rep.primary, rep.members
+		status.Primary, status.Members, status.SwitchoverProgress = rep.primary, rep.members, rep.progress
 		if rep.switchover != "" && !stopped {
 			conditions[1].cond = cond{metav1.ConditionTrue, examplev1.ReasonSwitchover, rep.switchover}
 		}

@@ -78,12 +78,16 @@ func toStep3(t *testing.T, f *fixture, fi *fakeInstances, received uint64) {
 	fi.reset()
 }
 
-// requireSwitchover checks what status says of a switchover from my-database-0 that waits
-// for what: status.primary is still my-database-0, Progressing True and Replicating False
+// requireSwitchover checks what status says of a switchover from my-database-0 to
+// my-database-1 that waits for what: status.primary is still my-database-0,
+// status.switchoverProgress records the switchover, Progressing True and Replicating False
 // with reason Switchover and the message.
 func requireSwitchover(t *testing.T, db *examplev1.Database, message string) {
 	t.Helper()
 	require.Equal(t, "my-database-0", db.Status.Primary, "not moved yet")
+	sp := db.Status.SwitchoverProgress
+	require.NotNil(t, sp, "status.switchoverProgress")
+	require.Equal(t, []string{"my-database-0", "my-database-1"}, []string{sp.From, sp.To})
 	for typ, status := range map[string]metav1.ConditionStatus{"Progressing": metav1.ConditionTrue, "Replicating": metav1.ConditionFalse} {
 		c := condition(db, typ)
 		require.Equal(t, status, c.Status, typ)
@@ -314,6 +318,7 @@ func TestAControllerRestartedBetweenPromotionAndStatusConfirmsThePromotedPrimary
 			require.Equal(t, "my-database-1", db.Status.Primary)
 			require.Equal(t, []string{"replica", "primary", "replica"}, f.roles(3))
 			require.NotEqual(t, examplev1.ReasonSwitchover, condition(db, "Progressing").Reason)
+			require.Nil(t, db.Status.SwitchoverProgress, "the switchover is done")
 			require.Equal(t, "every replica streams from my-database-1", condition(db, "Replicating").Message)
 			require.Empty(t, f.events(), "no warning, nothing promoted")
 		})

@@ -46,6 +46,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &examplev1.DatabaseSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DatabaseStatus"):
 		return &examplev1.DatabaseStatusApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("DatabaseSwitchoverProgress"):
+		return &examplev1.DatabaseSwitchoverProgressApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DatabaseSwitchoverStatus"):
 		return &examplev1.DatabaseSwitchoverStatusApplyConfiguration{}
 

@@ -46,6 +46,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1.DatabaseSpec{}.OpenAPIModelName():                                schema_pkg_apis_example_v1_DatabaseSpec(ref),
 		v1.DatabaseStatus{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_DatabaseStatus(ref),
 		v1.DatabaseSwitchover{}.OpenAPIModelName():                          schema_pkg_apis_example_v1_DatabaseSwitchover(ref),
+		v1.DatabaseSwitchoverProgress{}.OpenAPIModelName():                  schema_pkg_apis_example_v1_DatabaseSwitchoverProgress(ref),
 		v1.DatabaseSwitchoverStatus{}.OpenAPIModelName():                    schema_pkg_apis_example_v1_DatabaseSwitchoverStatus(ref),
 		autoscalingv1.ContainerResourceMetricSource{}.OpenAPIModelName():    schema_k8sio_api_autoscaling_v1_ContainerResourceMetricSource(ref),
 		autoscalingv1.ContainerResourceMetricStatus{}.OpenAPIModelName():    schema_k8sio_api_autoscaling_v1_ContainerResourceMetricStatus(ref),
@@ -732,6 +733,31 @@ func schema_pkg_apis_example_v1_DatabaseStatus(ref common.ReferenceCallback) com
 							Ref:         ref(v1.DatabaseSwitchoverStatus{}.OpenAPIModelName()),
 						},
 					},
+					"switchoverProgress": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SwitchoverProgress is the switchover the controller is carrying out, from status.primary to another Pod, whether asked for through databases/switchover, spec.primary or a scale-down past the primary; unset when none is under way. Only the controller writes it, through databases/status, which users may only read: it is the controller's record of a switchover it started, kept across its restarts.",
+							Ref:         ref(v1.DatabaseSwitchoverProgress{}.OpenAPIModelName()),
+						},
+					},
+					"replicaSetMembers": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "set",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "ReplicaSetMembers are the Pods the replica set's configuration lists, on an engine whose members elect their primary (MongoDB), as the controller last read or wrote it; unset until it has reached the set's primary. The StatefulSet keeps every Pod it names: a scale-down takes a member out of the configuration before its Pod is removed, so the others keep a majority. Only the controller writes it, through databases/status.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
 					"username": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Username is the user clients connect as: the \"username\" key of the credentials Secret as the controller last wrote it. It is the engine's application user, except on a Database whose data was initialised before the engine had one (a MongoDB Database of an earlier release keeps its root user). databases/connection reports it. Empty until the controller has written the Secret.",
@@ -743,7 +769,7 @@ func schema_pkg_apis_example_v1_DatabaseStatus(ref common.ReferenceCallback) com
 			},
 		},
 		Dependencies: []string{
-			v1.DatabaseMember{}.OpenAPIModelName(), v1.DatabaseRestartStatus{}.OpenAPIModelName(), v1.DatabaseSwitchoverStatus{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName()},
+			v1.DatabaseMember{}.OpenAPIModelName(), v1.DatabaseRestartStatus{}.OpenAPIModelName(), v1.DatabaseSwitchoverProgress{}.OpenAPIModelName(), v1.DatabaseSwitchoverStatus{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName()},
 	}
 }
 
@@ -789,6 +815,45 @@ func schema_pkg_apis_example_v1_DatabaseSwitchover(ref common.ReferenceCallback)
 		},
 		Dependencies: []string{
 			metav1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_DatabaseSwitchoverProgress(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DatabaseSwitchoverProgress is a switchover the controller is carrying out: which Pods it moves the primary between, and its step.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"from": {
+						SchemaProps: spec.SchemaProps{
+							Description: "From is the primary the switchover moves away from: status.primary.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"to": {
+						SchemaProps: spec.SchemaProps{
+							Description: "To is the Pod that becomes the primary.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"step": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Step is what the switchover is at: Preparing (nothing is stopped; the primary must answer as one and the target stream from it), StoppingPrimary (the old primary is stopped and restarts as a standby of the target; no server takes writes), Promoting (the target is promoted once it has received all of the old primary's WAL), or, for a replica set whose members elect their primary (MongoDB), Electing.\n\nPossible enum values:\n - `\"Electing\"` : the replica set elects the target, given the highest priority, once it has caught up.\n - `\"Preparing\"` : nothing is stopped; the switchover waits for the primary to answer as one and the target to stream from it.\n - `\"Promoting\"` : the old primary is a standby; the target is promoted once it has received all of the old primary's WAL.\n - `\"StoppingPrimary\"` : the old primary is stopped and restarts as a standby of the target; no server takes writes.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Electing", "Preparing", "Promoting", "StoppingPrimary"},
+						},
+					},
+				},
+				Required: []string{"from", "to", "step"},
+			},
+		},
 	}
 }
 

@@ -422,6 +422,20 @@ func describeFixture(api *fakeAPI) {
 	}})
 }
 
+// A switchover under way is described from status.switchoverProgress.
+func TestDescribeShowsTheSwitchoverUnderWay(t *testing.T) {
+	api := newFakeAPI(t)
+	describeFixture(api)
+	db := shopDatabase()
+	db.Status.SwitchoverProgress = &examplev1.DatabaseSwitchoverProgress{From: "shop-0", To: "shop-1", Step: examplev1.SwitchoverStepStoppingPrimary}
+	api.on(http.MethodGet, dbPath, http.StatusOK, db)
+
+	code, out, errOut := api.run("describe", "shop", "-n", "production")
+
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "\nSwitchover Progress:\n  From:  shop-0\n  To:    shop-1\n  Step:  StoppingPrimary\nConditions:\n")
+}
+
 func TestDescribeShowsSpecStatusMembersChildrenAndEvents(t *testing.T) {
 	api := newFakeAPI(t)
 	describeFixture(api)

@@ -92,6 +92,12 @@ func (o *DescribeOptions) describeDatabase(w *prefixWriter, db *examplev1.Databa
 		w.Write(1, "Requested By:\t%s\n", s.RequestedBy)
 		w.Write(1, "Requested At:\t%s (%s ago)\n", s.RequestedAt.UTC().Format(time.RFC1123Z), o.age(s.RequestedAt.Time))
 	}
+	if sp := db.Status.SwitchoverProgress; sp != nil {
+		w.Write(0, "Switchover Progress:\n")
+		w.Write(1, "From:\t%s\n", sp.From)
+		w.Write(1, "To:\t%s\n", sp.To)
+		w.Write(1, "Step:\t%s\n", sp.Step)
+	}
 
 	if len(db.Status.Conditions) == 0 {
 		w.Write(0, "Conditions:\t<none>\n")

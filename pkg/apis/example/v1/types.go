@@ -207,6 +207,24 @@ type DatabaseStatus struct {
 	// status keeps the stored one.
 	// +optional
 	Switchover *DatabaseSwitchoverStatus `json:"switchover,omitempty" protobuf:"bytes,9,opt,name=switchover"`
+	// SwitchoverProgress is the switchover the controller is carrying out,
+	// from status.primary to another Pod, whether asked for through
+	// databases/switchover, spec.primary or a scale-down past the primary;
+	// unset when none is under way. Only the controller writes it, through
+	// databases/status, which users may only read: it is the controller's
+	// record of a switchover it started, kept across its restarts.
+	// +optional
+	SwitchoverProgress *DatabaseSwitchoverProgress `json:"switchoverProgress,omitempty" protobuf:"bytes,11,opt,name=switchoverProgress"`
+	// ReplicaSetMembers are the Pods the replica set's configuration lists,
+	// on an engine whose members elect their primary (MongoDB), as the
+	// controller last read or wrote it; unset until it has reached the set's
+	// primary. The StatefulSet keeps every Pod it names: a scale-down takes a
+	// member out of the configuration before its Pod is removed, so the
+	// others keep a majority. Only the controller writes it, through
+	// databases/status.
+	// +optional
+	// +listType=set
+	ReplicaSetMembers []string `json:"replicaSetMembers,omitempty" protobuf:"bytes,12,rep,name=replicaSetMembers"`
 	// Username is the user clients connect as: the "username" key of the
 	// credentials Secret as the controller last wrote it. It is the engine's
 	// application user, except on a Database whose data was initialised
@@ -255,6 +273,46 @@ type DatabaseSwitchoverStatus struct {
 	// +required
 	Target string `json:"target" protobuf:"bytes,3,opt,name=target"`
 }
+
+// DatabaseSwitchoverProgress is a switchover the controller is carrying
+// out: which Pods it moves the primary between, and its step.
+type DatabaseSwitchoverProgress struct {
+	// From is the primary the switchover moves away from: status.primary.
+	// +required
+	From string `json:"from" protobuf:"bytes,1,opt,name=from"`
+	// To is the Pod that becomes the primary.
+	// +required
+	To string `json:"to" protobuf:"bytes,2,opt,name=to"`
+	// Step is what the switchover is at: Preparing (nothing is stopped; the
+	// primary must answer as one and the target stream from it),
+	// StoppingPrimary (the old primary is stopped and restarts as a standby
+	// of the target; no server takes writes), Promoting (the target is
+	// promoted once it has received all of the old primary's WAL), or, for a
+	// replica set whose members elect their primary (MongoDB), Electing.
+	// +required
+	Step SwitchoverStep `json:"step" protobuf:"bytes,3,opt,name=step,casttype=SwitchoverStep"`
+}
+
+// SwitchoverStep is the step a switchover is at.
+// +enum
+type SwitchoverStep string
+
+// The steps of a switchover, in order; a replica set whose members elect
+// their primary has one, SwitchoverStepElecting.
+const (
+	// SwitchoverStepPreparing: nothing is stopped; the switchover waits for
+	// the primary to answer as one and the target to stream from it.
+	SwitchoverStepPreparing SwitchoverStep = "Preparing"
+	// SwitchoverStepStoppingPrimary: the old primary is stopped and restarts
+	// as a standby of the target; no server takes writes.
+	SwitchoverStepStoppingPrimary SwitchoverStep = "StoppingPrimary"
+	// SwitchoverStepPromoting: the old primary is a standby; the target is
+	// promoted once it has received all of the old primary's WAL.
+	SwitchoverStepPromoting SwitchoverStep = "Promoting"
+	// SwitchoverStepElecting: the replica set elects the target, given the
+	// highest priority, once it has caught up.
+	SwitchoverStepElecting SwitchoverStep = "Electing"
+)
 
 // DatabaseMember is one database Pod's part in replication, as the controller observed it.
 type DatabaseMember struct {

@@ -77,6 +77,11 @@ func (in DatabaseSwitchover) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DatabaseSwitchoverProgress) OpenAPIModelName() string {
+	return "com.example.v1.DatabaseSwitchoverProgress"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in DatabaseSwitchoverStatus) OpenAPIModelName() string {
 	return "com.example.v1.DatabaseSwitchoverStatus"
 }

@@ -414,7 +414,9 @@ func primaryRemovedByScaleDown(newDB, oldDB *example.Database, fldPath *field.Pa
 // not negative, conditions valid metav1.Conditions with unique types,
 // selector, when set, a label selector metav1.ParseToLabelSelector accepts
 // (what the scale subresource reports in status.selector), primary, when
-// set, a Pod name (a DNS-1123 subdomain), and members by ValidateMembers.
+// set, a Pod name (a DNS-1123 subdomain), switchoverProgress.step, when
+// switchoverProgress is set, one of example.SupportedSwitchoverSteps
+// (NotSupported), and members by ValidateMembers.
 func ValidateDatabaseStatus(status *example.DatabaseStatus, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if status.Phase != "" && !slices.Contains(example.SupportedPhases, status.Phase) {
@@ -434,6 +436,9 @@ func ValidateDatabaseStatus(status *example.DatabaseStatus, fldPath *field.Path)
 		for _, msg := range validation.IsDNS1123Subdomain(status.Primary) {
 			errs = append(errs, field.Invalid(fldPath.Child("primary"), status.Primary, msg))
 		}
+	}
+	if sp := status.SwitchoverProgress; sp != nil && !slices.Contains(example.SupportedSwitchoverSteps, sp.Step) {
+		errs = append(errs, field.NotSupported(fldPath.Child("switchoverProgress", "step"), string(sp.Step), example.SupportedSwitchoverSteps))
 	}
 	return append(errs, ValidateMembers(status.Members, fldPath.Child("members"))...)
 }
@@ -473,16 +478,47 @@ func ValidateMembers(members []example.DatabaseMember, fldPath *field.Path) fiel
 
 // ValidateDatabaseStatusUpdate validates an update through the status
 // subresource: the metadata update rules, ValidateDatabaseStatus, and
-// status.primary, when set, one of the Pods the Database may have
-// ("<name>-<n>", n below example.MaxReplicas: Invalid otherwise).
+// status.primary, when set, status.switchoverProgress's from and to, and each
+// of status.replicaSetMembers, one of the Pods the Database may have
+// ("<name>-<n>", n below example.MaxReplicas: Invalid otherwise; from and to
+// Required, to not from, no member twice: Duplicate).
 func ValidateDatabaseStatusUpdate(newDB, oldDB *example.Database) field.ErrorList {
 	errs := apimachineryvalidation.ValidateObjectMetaUpdate(&newDB.ObjectMeta, &oldDB.ObjectMeta, field.NewPath("metadata"))
 	errs = append(errs, ValidateDatabaseStatus(&newDB.Status, field.NewPath("status"))...)
 	if p := newDB.Status.Primary; p != "" {
-		if ordinal, ok := example.PodOrdinal(newDB.Name, p); !ok || ordinal >= example.MaxReplicas {
-			errs = append(errs, field.Invalid(field.NewPath("status", "primary"), p,
-				"must be one of the Pods the Database may have: "+podRange(newDB.Name, example.MaxReplicas)))
+		errs = append(errs, validatePodOf(newDB.Name, p, field.NewPath("status", "primary"))...)
+	}
+	if sp := newDB.Status.SwitchoverProgress; sp != nil {
+		fldPath := field.NewPath("status", "switchoverProgress")
+		errs = append(errs, validatePodOf(newDB.Name, sp.From, fldPath.Child("from"))...)
+		switch {
+		case sp.To == sp.From && sp.To != "":
+			errs = append(errs, field.Invalid(fldPath.Child("to"), sp.To, "must not be from: a switchover moves the primary to another Pod"))
+		default:
+			errs = append(errs, validatePodOf(newDB.Name, sp.To, fldPath.Child("to"))...)
 		}
 	}
+	seen := map[string]bool{}
+	for i, pod := range newDB.Status.ReplicaSetMembers {
+		fldPath := field.NewPath("status", "replicaSetMembers").Index(i)
+		if seen[pod] {
+			errs = append(errs, field.Duplicate(fldPath, pod))
+			continue
+		}
+		seen[pod] = true
+		errs = append(errs, validatePodOf(newDB.Name, pod, fldPath)...)
+	}
 	return errs
+}
+
+// validatePodOf validates pod at fldPath: Required, and one of the Pods the
+// Database name may have (Invalid).
+func validatePodOf(name, pod string, fldPath *field.Path) field.ErrorList {
+	if pod == "" {
+		return field.ErrorList{field.Required(fldPath, "")}
+	}
+	if ordinal, ok := example.PodOrdinal(name, pod); !ok || ordinal >= example.MaxReplicas {
+		return field.ErrorList{field.Invalid(fldPath, pod, "must be one of the Pods the Database may have: "+podRange(name, example.MaxReplicas))}
+	}
+	return nil
 }

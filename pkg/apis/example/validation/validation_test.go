@@ -445,6 +445,50 @@ func TestValidateDatabaseStatusUpdateRefusesAPrimaryThatIsNoneOfItsPods(t *testi
 	}
 }
 
+// status.switchoverProgress names two different Pods the Database may have, at a step of
+// example.SupportedSwitchoverSteps; each broken rule is reported on its field.
+func TestValidateDatabaseStatusUpdateChecksTheSwitchoverProgress(t *testing.T) {
+	oldDB := exampleDatabase()
+	for _, step := range example.SupportedSwitchoverSteps {
+		newDB := exampleDatabase()
+		newDB.Status.SwitchoverProgress = &example.DatabaseSwitchoverProgress{From: "my-database-0", To: "my-database-9", Step: step}
+		require.Empty(t, validation.ValidateDatabaseStatusUpdate(newDB, oldDB), step)
+	}
+	const pods = "must be one of the Pods the Database may have: my-database-0 … my-database-9"
+	for _, tc := range []struct {
+		progress example.DatabaseSwitchoverProgress
+		want     []want
+	}{
+		{example.DatabaseSwitchoverProgress{To: "my-database-1", Step: "Preparing"},
+			[]want{{field.ErrorTypeRequired, "status.switchoverProgress.from", ""}}},
+		{example.DatabaseSwitchoverProgress{From: "my-database-0", Step: "Promoting"},
+			[]want{{field.ErrorTypeRequired, "status.switchoverProgress.to", ""}}},
+		{example.DatabaseSwitchoverProgress{From: "other-0", To: "my-database-10", Step: "Electing"},
+			[]want{{field.ErrorTypeInvalid, "status.switchoverProgress.from", pods}, {field.ErrorTypeInvalid, "status.switchoverProgress.to", pods}}},
+		{example.DatabaseSwitchoverProgress{From: "my-database-1", To: "my-database-1", Step: "StoppingPrimary"},
+			[]want{{field.ErrorTypeInvalid, "status.switchoverProgress.to", "must not be from: a switchover moves the primary to another Pod"}}},
+		{example.DatabaseSwitchoverProgress{From: "my-database-0", To: "my-database-1", Step: "Failover"},
+			[]want{{field.ErrorTypeNotSupported, "status.switchoverProgress.step", `supported values: "Preparing", "StoppingPrimary", "Promoting", "Electing"`}}},
+	} {
+		newDB := exampleDatabase()
+		newDB.Status.SwitchoverProgress = tc.progress.DeepCopy()
+		requireErrors(t, validation.ValidateDatabaseStatusUpdate(newDB, oldDB), tc.want...)
+	}
+}
+
+// status.replicaSetMembers names Pods the Database may have, each once.
+func TestValidateDatabaseStatusUpdateChecksTheReplicaSetMembers(t *testing.T) {
+	oldDB := exampleDatabase()
+	newDB := exampleDatabase()
+	newDB.Status.ReplicaSetMembers = []string{"my-database-0", "my-database-9"}
+	require.Empty(t, validation.ValidateDatabaseStatusUpdate(newDB, oldDB))
+	newDB.Status.ReplicaSetMembers = []string{"my-database-0", "", "other-1", "my-database-0"}
+	requireErrors(t, validation.ValidateDatabaseStatusUpdate(newDB, oldDB),
+		want{field.ErrorTypeRequired, "status.replicaSetMembers[1]", ""},
+		want{field.ErrorTypeInvalid, "status.replicaSetMembers[2]", "must be one of the Pods the Database may have: my-database-0 … my-database-9"},
+		want{field.ErrorTypeDuplicate, "status.replicaSetMembers[3]", ""})
+}
+
 // More than one MySQL replica on an 8.0 release before 8.0.23 is Forbidden on every write:
 // on create, and on an update (a scale-up through the scale subresource is one) that makes
 // it so; a Database stored so is not judged again.

@@ -142,6 +142,40 @@ func TestPrepareForUpdateKeepsStoredStatus(t *testing.T) {
 	require.Equal(t, "my-database-4", db.Spec.Primary, "spec.primary is the user's, written through the main resource")
 }
 
+// A tenant who may write the Database (edit) but not databases/status cannot give the
+// controller a switchover record, or take one away, through the main resource: neither
+// status.switchoverProgress nor a condition whose message reads as a switchover's is stored.
+// Through databases/status (the controller's), both are.
+func TestOnlyTheStatusSubresourceWritesTheSwitchoverRecord(t *testing.T) {
+	switchover := metav1.Condition{Type: "Progressing", Status: metav1.ConditionTrue, Reason: "Switchover",
+		Message: "switching over from my-database-0 to my-database-1: stopping my-database-0"}
+	progress := &example.DatabaseSwitchoverProgress{From: "my-database-0", To: "my-database-1", Step: example.SwitchoverStepStoppingPrimary}
+	for _, tc := range []struct {
+		name   string
+		stored *example.DatabaseSwitchoverProgress
+		write  *example.DatabaseSwitchoverProgress
+	}{
+		{"added", nil, progress},
+		{"changed", progress, &example.DatabaseSwitchoverProgress{From: "my-database-0", To: "my-database-2", Step: example.SwitchoverStepPromoting}},
+		{"removed", progress, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old := storedDatabase()
+			old.Status.SwitchoverProgress = tc.stored.DeepCopy()
+			db := old.DeepCopy()
+			db.Status.SwitchoverProgress = tc.write.DeepCopy()
+			db.Status.Conditions = []metav1.Condition{switchover}
+			newTestStrategy().PrepareForUpdate(context.Background(), db, old)
+			require.Equal(t, old.Status, db.Status, "the main resource keeps the stored status")
+
+			db = old.DeepCopy()
+			db.Status.SwitchoverProgress = tc.write.DeepCopy()
+			NewStatusStrategy(newTestStrategy()).PrepareForUpdate(context.Background(), db, old)
+			require.Equal(t, tc.write, db.Status.SwitchoverProgress, "databases/status writes it")
+		})
+	}
+}
+
 func TestStatusPrepareForUpdateKeepsStoredSpecAndLabels(t *testing.T) {
 	old := storedDatabase()
 	db := old.DeepCopy()

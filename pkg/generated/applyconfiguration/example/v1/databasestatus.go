@@ -53,6 +53,21 @@ type DatabaseStatusApplyConfiguration struct {
 	// Only databases/switchover sets it; a write of the Database or of its
 	// status keeps the stored one.
 	Switchover *DatabaseSwitchoverStatusApplyConfiguration `json:"switchover,omitempty"`
+	// SwitchoverProgress is the switchover the controller is carrying out,
+	// from status.primary to another Pod, whether asked for through
+	// databases/switchover, spec.primary or a scale-down past the primary;
+	// unset when none is under way. Only the controller writes it, through
+	// databases/status, which users may only read: it is the controller's
+	// record of a switchover it started, kept across its restarts.
+	SwitchoverProgress *DatabaseSwitchoverProgressApplyConfiguration `json:"switchoverProgress,omitempty"`
+	// ReplicaSetMembers are the Pods the replica set's configuration lists,
+	// on an engine whose members elect their primary (MongoDB), as the
+	// controller last read or wrote it; unset until it has reached the set's
+	// primary. The StatefulSet keeps every Pod it names: a scale-down takes a
+	// member out of the configuration before its Pod is removed, so the
+	// others keep a majority. Only the controller writes it, through
+	// databases/status.
+	ReplicaSetMembers []string `json:"replicaSetMembers,omitempty"`
 	// Username is the user clients connect as: the "username" key of the
 	// credentials Secret as the controller last wrote it. It is the engine's
 	// application user, except on a Database whose data was initialised
@@ -147,6 +162,24 @@ func (b *DatabaseStatusApplyConfiguration) WithRestart(value *DatabaseRestartSta
 // If called multiple times, the Switchover field is set to the value of the last call.
 func (b *DatabaseStatusApplyConfiguration) WithSwitchover(value *DatabaseSwitchoverStatusApplyConfiguration) *DatabaseStatusApplyConfiguration {
 	b.Switchover = value
+	return b
+}
+
+// WithSwitchoverProgress sets the SwitchoverProgress field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the SwitchoverProgress field is set to the value of the last call.
+func (b *DatabaseStatusApplyConfiguration) WithSwitchoverProgress(value *DatabaseSwitchoverProgressApplyConfiguration) *DatabaseStatusApplyConfiguration {
+	b.SwitchoverProgress = value
+	return b
+}
+
+// WithReplicaSetMembers adds the given value to the ReplicaSetMembers field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the ReplicaSetMembers field.
+func (b *DatabaseStatusApplyConfiguration) WithReplicaSetMembers(values ...string) *DatabaseStatusApplyConfiguration {
+	for i := range values {
+		b.ReplicaSetMembers = append(b.ReplicaSetMembers, values[i])
+	}
 	return b
 }
 
