@@ -1,6 +1,8 @@
 package controllerpolicy
 
 import (
+	"strings"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -45,6 +47,15 @@ func podContext(sts *appsv1.StatefulSet) *corev1.PodSecurityContext {
 	return sts.Spec.Template.Spec.SecurityContext
 }
 
+// otherEngineImage is a catalog repository of an engine other than sts's, with the tag or
+// digest ref: mysql's for a PostgreSQL StatefulSet, postgres's for the others.
+func otherEngineImage(sts *appsv1.StatefulSet, ref string) string {
+	if strings.HasPrefix(database(sts).Image, "postgres") {
+		return "mysql" + ref
+	}
+	return "postgres" + ref
+}
+
 func addVolume(sts *appsv1.StatefulSet, name string, source corev1.VolumeSource) {
 	sts.Spec.Template.Spec.Volumes = append(sts.Spec.Template.Spec.Volumes, corev1.Volume{Name: name, VolumeSource: source})
 }
@@ -81,6 +92,11 @@ func StatefulSetChanges() []StatefulSetChange {
 		{Name: "with a catalog name on another registry", Change: func(sts *appsv1.StatefulSet) {
 			database(sts).Image = "postgres:5000/evil:16"
 		}, Policy: workloads, Want: "image postgres:5000/evil:16 is not from the catalog repositories"},
+		{Name: "with another engine's image", Change: func(sts *appsv1.StatefulSet) { database(sts).Image = otherEngineImage(sts, ":8.4") },
+			Policy: workloads, Want: ":8.4 is not of the "},
+		{Name: "with another engine's image by digest", Change: func(sts *appsv1.StatefulSet) {
+			database(sts).Image = "docker.io/library/" + otherEngineImage(sts, "@sha256:"+strings.Repeat("0", 64))
+		}, Policy: workloads, Want: "@sha256:" + strings.Repeat("0", 64) + " is not of the "},
 		{Name: "with a foreign init container", Change: func(sts *appsv1.StatefulSet) {
 			sts.Spec.Template.Spec.InitContainers = append(sts.Spec.Template.Spec.InitContainers,
 				corev1.Container{Name: "fetch", Image: "quay.io/evil/tool:1"})
@@ -96,16 +112,28 @@ func StatefulSetChanges() []StatefulSetChange {
 		}, Policy: workloads, Want: "container database may run as root"},
 		{Name: "with an Unconfined seccomp profile", Change: func(sts *appsv1.StatefulSet) {
 			podContext(sts).SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}
-		}, Policy: workloads, Want: "container database, setup has no seccomp profile RuntimeDefault or Localhost"},
+		}, Policy: workloads, Want: "container database, setup has a seccomp profile other than RuntimeDefault"},
 		{Name: "with a container's Unconfined seccomp profile", Change: func(sts *appsv1.StatefulSet) {
 			containerContext(database(sts)).SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}
-		}, Policy: workloads, Want: "container database has no seccomp profile RuntimeDefault or Localhost"},
+		}, Policy: workloads, Want: "container database has a seccomp profile other than RuntimeDefault"},
 		{Name: "with an Unconfined AppArmor profile", Change: func(sts *appsv1.StatefulSet) {
 			containerContext(database(sts)).AppArmorProfile = &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeUnconfined}
-		}, Policy: workloads, Want: "container database has the AppArmor profile Unconfined"},
+		}, Policy: workloads, Want: "container database has an AppArmor profile other than the runtime default"},
 		{Name: "with an unconfined AppArmor annotation", Change: func(sts *appsv1.StatefulSet) {
 			metav1.SetMetaDataAnnotation(&sts.Spec.Template.ObjectMeta, "container.apparmor.security.beta.kubernetes.io/setup", "unconfined")
-		}, Policy: workloads, Want: "container setup has the AppArmor profile Unconfined"},
+		}, Policy: workloads, Want: "container setup has an AppArmor profile other than the runtime default"},
+		{Name: "with a Localhost seccomp profile", Change: func(sts *appsv1.StatefulSet) {
+			containerContext(database(sts)).SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To("profiles/allow-all.json")}
+		}, Policy: workloads, Want: "container database has a seccomp profile other than RuntimeDefault"},
+		{Name: "with a Localhost AppArmor profile", Change: func(sts *appsv1.StatefulSet) {
+			podContext(sts).AppArmorProfile = &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeLocalhost, LocalhostProfile: ptr.To("allow-all")}
+		}, Policy: workloads, Want: "container database, setup has an AppArmor profile other than the runtime default"},
+		{Name: "running in group 0", Change: func(sts *appsv1.StatefulSet) { containerContext(database(sts)).RunAsGroup = ptr.To[int64](0) },
+			Policy: workloads, Want: "database runs as or adds group 0"},
+		{Name: "with fsGroup 0", Change: func(sts *appsv1.StatefulSet) { podContext(sts).FSGroup = ptr.To[int64](0) },
+			Policy: workloads, Want: "fsGroup runs as or adds group 0"},
+		{Name: "adding group 0", Change: func(sts *appsv1.StatefulSet) { podContext(sts).SupplementalGroups = []int64{0} },
+			Policy: workloads, Want: "supplementalGroups runs as or adds group 0"},
 		{Name: "with an SELinux type beyond the restricted ones", Change: func(sts *appsv1.StatefulSet) {
 			podContext(sts).SELinuxOptions = &corev1.SELinuxOptions{Type: "spc_t"}
 		}, Policy: workloads, Want: "container database, setup has seLinuxOptions with a user, a role, or a type other than container_t"},
@@ -204,6 +232,46 @@ func StatefulSetChanges() []StatefulSetChange {
 		{Name: "with a runtime class", Change: func(sts *appsv1.StatefulSet) {
 			sts.Spec.Template.Spec.RuntimeClassName = ptr.To("unsandboxed")
 		}, Policy: workloads, Want: "the Pod template sets runtimeClassName, which the recipe leaves unset"},
+		{Name: "with a node selector", Change: func(sts *appsv1.StatefulSet) {
+			sts.Spec.Template.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": "control-plane"}
+		},
+			Policy: workloads, Want: "the Pod template sets nodeSelector, which the recipe leaves unset"},
+		{Name: "with an affinity", Change: func(sts *appsv1.StatefulSet) {
+			sts.Spec.Template.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: "kubernetes.io/hostname", LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "frontend"}}}}}}
+		},
+			Policy: workloads, Want: "the Pod template sets affinity, which the recipe leaves unset"},
+		{Name: "with topology spread constraints", Change: func(sts *appsv1.StatefulSet) {
+			sts.Spec.Template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.DoNotSchedule}}
+		},
+			Policy: workloads, Want: "the Pod template sets topologySpreadConstraints, which the recipe leaves unset"},
+		{Name: "with scheduling gates", Change: func(sts *appsv1.StatefulSet) {
+			sts.Spec.Template.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/never"}}
+		},
+			Policy: workloads, Want: "the Pod template sets schedulingGates, which the recipe leaves unset"},
+		{Name: "with readiness gates", Change: func(sts *appsv1.StatefulSet) {
+			sts.Spec.Template.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: "example.com/never"}}
+		},
+			Policy: workloads, Want: "the Pod template sets readinessGates, which the recipe leaves unset"},
+		{Name: "with a host alias of the primary", Change: func(sts *appsv1.StatefulSet) {
+			sts.Spec.Template.Spec.HostAliases = []corev1.HostAlias{{IP: "192.0.2.1", Hostnames: []string{"db-0.db-headless.ns.svc.cluster.local"}}}
+		},
+			Policy: workloads, Want: "the Pod template sets hostAliases, which the recipe leaves unset"},
+		{Name: "with a resolver of its own", Change: func(sts *appsv1.StatefulSet) {
+			sts.Spec.Template.Spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{"192.0.2.53"}}
+		},
+			Policy: workloads, Want: "the Pod template sets dnsConfig, which the recipe leaves unset"},
+		{Name: "with the node's resolver", Change: func(sts *appsv1.StatefulSet) { sts.Spec.Template.Spec.DNSPolicy = corev1.DNSDefault },
+			Policy: workloads, Want: "the Pod template sets dnsPolicy, which the recipe leaves unset"},
+		{Name: "with a hostname", Change: func(sts *appsv1.StatefulSet) { sts.Spec.Template.Spec.Hostname = "other" },
+			Policy: workloads, Want: "the Pod template sets hostname, which the recipe leaves unset"},
+		{Name: "with a subdomain", Change: func(sts *appsv1.StatefulSet) { sts.Spec.Template.Spec.Subdomain = "other-headless" },
+			Policy: workloads, Want: "the Pod template sets subdomain, which the recipe leaves unset"},
+		{Name: "sharing its process namespace", Change: func(sts *appsv1.StatefulSet) { sts.Spec.Template.Spec.ShareProcessNamespace = ptr.To(true) },
+			Policy: workloads, Want: "the Pod template sets shareProcessNamespace, which the recipe leaves unset"},
+		{Name: "in the host's user namespace", Change: func(sts *appsv1.StatefulSet) { sts.Spec.Template.Spec.HostUsers = ptr.To(true) },
+			Policy: workloads, Want: "the Pod template sets hostUsers, which the recipe leaves unset"},
+		{Name: "with another scheduler", Change: func(sts *appsv1.StatefulSet) { sts.Spec.Template.Spec.SchedulerName = "my-scheduler" },
+			Policy: workloads, Want: "the Pod template sets schedulerName, which the recipe leaves unset"},
 		{Name: "giving its Pods another label", Change: func(sts *appsv1.StatefulSet) {
 			sts.Spec.Template.Labels["app"] = "frontend"
 		}, Policy: workloads, Want: "the Pod template has the labels app, which are not its Database's"},
