@@ -28,6 +28,9 @@ import (
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/app"
 	"example.com/database-apiserver/pkg/controller/specs"
+
+	// The bench builds the children of every engine of the repository.
+	_ "example.com/database-apiserver/pkg/engine/engines"
 )
 
 // runController measures the controller: for each size, ABBA-ordered (floor, controller,

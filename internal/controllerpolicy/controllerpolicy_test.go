@@ -22,6 +22,9 @@ import (
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/catalog"
 	"example.com/database-apiserver/pkg/controller/specs"
+
+	// The policies are held against the children of every engine of the repository.
+	_ "example.com/database-apiserver/pkg/engine/engines"
 )
 
 // controllerUser is the cluster-wide controller's ServiceAccount user; namespacedUser a

@@ -1,7 +1,9 @@
-// Package engine holds what the database controller and the API server know about each
-// engine: its port, data directory, credentials environment, probes, file-system group and
-// resource requests. The facts come from the official images' entrypoints (docker-library
-// postgres, mysql and mongo); the image itself comes from pkg/catalog.
+// Package engine is the boundary between the generic database controller and the engines:
+// the Engine interface every engine package implements (pkg/engine/postgresql, mysql,
+// mongodb), the registry they register themselves in, keyed by spec.engine, and what an
+// engine's Recipe says of how it runs in a StatefulSet: its port, data directory,
+// credentials environment, probes, file-system group and resource requests. The API server
+// reads the recipes too (the connection subresource); the image comes from pkg/catalog.
 package engine
 
 import (
@@ -74,53 +76,26 @@ type Recipe struct {
 	// Requests are the container's resource requests (no limits: an engine killed at a
 	// memory limit loses in-flight transactions).
 	Requests corev1.ResourceList
-	// env returns the engine's environment; see Env.
-	env func(secret string) []corev1.EnvVar
-	// probe is the exec command shared by the startup, readiness and liveness probes;
-	// readiness, when set, is the readiness probe's instead.
-	probe, readiness []string
-	// uriScheme is the connection URI's scheme.
-	uriScheme string
+	// Environment returns the engine's environment; see Env.
+	Environment func(secret string) []corev1.EnvVar
+	// ProbeExec is the exec command shared by the startup, readiness and liveness probes;
+	// ReadinessExec, when set, is the readiness probe's instead.
+	ProbeExec, ReadinessExec []string
+	// URIScheme is the connection URI's scheme.
+	URIScheme string
+	// SuperuserDatabase is the database the superuser authenticates against where users
+	// belong to a database (UsersPerDatabase): a URI naming no database names it as its
+	// authSource.
+	SuperuserDatabase string
+	// CheckKeyFile, for a replica set (ReplicaSet), says what is wrong with a Secret's
+	// names.SecretKeyKeyFile for the members to take it ("is not ..."); nil when nothing is.
+	CheckKeyFile func(key []byte) error
 }
-
-// The variables the MongoDB initialisation script reads the application user from: its
-// name, and the file holding its password (CredentialsFile of names.SecretKeyPassword).
-const (
-	MongoDBApplicationUsernameEnv     = "APPLICATION_USERNAME"
-	MongoDBApplicationPasswordFileEnv = "APPLICATION_PASSWORD_FILE"
-)
-
-// mongoDBSuperuserDatabase is the database the official image's entrypoint creates its root
-// user in.
-const mongoDBSuperuserDatabase = "admin"
 
 // Replicates reports whether the controller sets up replication for the engine: its
 // replicas follow one primary, through a replication user (ReplicationUsername) or as a
 // replica set (ReplicaSet).
 func (r Recipe) Replicates() bool { return r.ReplicationUsername != "" || r.ReplicaSet }
-
-// ValidKeyFile reports whether key is a keyfile mongod takes: 6 to 1024 characters of the
-// base64 alphabet (A-Z, a-z, 0-9, +, /, =), whitespace aside
-// (https://www.mongodb.com/docs/manual/core/security-internal-authentication/#keyfiles).
-func ValidKeyFile(key []byte) bool {
-	n := 0
-	for _, c := range key {
-		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '+', c == '/', c == '=':
-			n++
-		default:
-			return false
-		}
-	}
-	return 6 <= n && n <= 1024
-}
-
-// For returns the recipe of engine, and false for an engine it does not know.
-func For(engine examplev1.Engine) (Recipe, bool) {
-	r, ok := recipes[engine]
-	return r, ok
-}
 
 // Env returns the container environment: the engine's user and database variables read from
 // the Secret named secret (names.SecretKeySuperuserUsername, names.SecretKeyUsername for MySQL's
@@ -128,7 +103,7 @@ func For(engine examplev1.Engine) (Recipe, bool) {
 // CredentialsFile of the password keys, plus what the engine needs besides (PGDATA for
 // PostgreSQL; for MongoDB the application user's variables of its initialisation script and
 // POD_IP for its probe).
-func (r Recipe) Env(secret string) []corev1.EnvVar { return r.env(secret) }
+func (r Recipe) Env(secret string) []corev1.EnvVar { return r.Environment(secret) }
 
 // Container returns the database container running image with the credentials of the Secret
 // named secret: the engine port, Env, the data volume mounted at DataPath and
@@ -212,17 +187,17 @@ func (r Recipe) Probes() (startup, readiness, liveness *corev1.Probe) {
 // listens on the Unix socket only (the probe uses TCP on 127.0.0.1), MySQL's runs with
 // --skip-networking (the probe uses TCP on 127.0.0.1), and MongoDB's binds 127.0.0.1 only
 // (the probe connects to the Pod IP).
-func (r Recipe) ProbeCommand() []string { return append([]string(nil), r.probe...) }
+func (r Recipe) ProbeCommand() []string { return append([]string(nil), r.ProbeExec...) }
 
 // ReadinessCommand returns the exec command of the readiness probe: ProbeCommand, or for a
 // replica set one that passes only on a member that is PRIMARY or SECONDARY, so a member
 // still joining the set (initial sync, STARTUP2) or cut off from it (RECOVERING) is not
 // served.
 func (r Recipe) ReadinessCommand() []string {
-	if r.readiness == nil {
+	if r.ReadinessExec == nil {
 		return r.ProbeCommand()
 	}
-	return append([]string(nil), r.readiness...)
+	return append([]string(nil), r.ReadinessExec...)
 }
 
 // DatabaseName returns the database created for a Database named name: the name with
@@ -237,8 +212,8 @@ func (r Recipe) DatabaseName(name string) string {
 
 // URI returns the connection URI for user and password at host on the engine port, with
 // database as its path when not empty; user and password are escaped as userinfo. Where
-// users belong to a database (UsersPerDatabase), authSource names database, or admin when
-// database is "".
+// users belong to a database (UsersPerDatabase), authSource names database, or
+// SuperuserDatabase when database is "".
 func (r Recipe) URI(user, password, host, database string) string {
 	return r.uri(user, password, host, database, url.Values{})
 }
@@ -257,7 +232,7 @@ func (r Recipe) ReadURI(user, password, host, database string) string {
 
 func (r Recipe) uri(user, password, host, database string, query url.Values) string {
 	u := url.URL{
-		Scheme: r.uriScheme,
+		Scheme: r.URIScheme,
 		User:   url.UserPassword(user, password),
 		Host:   host + ":" + strconv.Itoa(int(r.Port)),
 		Path:   "/" + database,
@@ -265,7 +240,7 @@ func (r Recipe) uri(user, password, host, database string, query url.Values) str
 	if r.UsersPerDatabase {
 		source := database
 		if source == "" {
-			source = mongoDBSuperuserDatabase
+			source = r.SuperuserDatabase
 		}
 		query.Set("authSource", source)
 	}
@@ -313,131 +288,27 @@ func CredentialsMount() corev1.VolumeMount {
 	return corev1.VolumeMount{Name: CredentialsVolumeName, MountPath: CredentialsPath, ReadOnly: true}
 }
 
-// fileEnv is the variable name set to CredentialsFile(key).
-func fileEnv(name, key string) corev1.EnvVar {
+// FileEnv is the variable name set to CredentialsFile(key).
+func FileEnv(name, key string) corev1.EnvVar {
 	return corev1.EnvVar{Name: name, Value: CredentialsFile(key)}
 }
 
-func secretEnv(name, secret, key string) corev1.EnvVar {
+// SecretEnv is the variable name read from key of the Secret named secret.
+func SecretEnv(name, secret, key string) corev1.EnvVar {
 	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{
 		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key},
 	}}
 }
 
-// requests builds a ResourceList of cpu and memory.
-func requests(cpu, memory string) corev1.ResourceList {
+// Requests builds a ResourceList of cpu and memory.
+func Requests(cpu, memory string) corev1.ResourceList {
 	return corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse(cpu),
 		corev1.ResourceMemory: resource.MustParse(memory),
 	}
 }
 
-// imageUser is the uid and gid of the server user in the official postgres, mysql and mongo
+// ImageUser is the uid and gid of the server user in the official postgres, mysql and mongo
 // images (their Dockerfiles create it with a fixed id so volumes keep their owner across
 // versions).
-const imageUser = 999
-
-var recipes = map[examplev1.Engine]Recipe{
-	examplev1.EnginePostgreSQL: {
-		Engine:   examplev1.EnginePostgreSQL,
-		PortName: "postgresql",
-		Port:     5432,
-		DataPath: "/var/lib/postgresql/data",
-		// The image's POSTGRES_USER is the superuser; the controller creates the application
-		// role, owner of the database (replication.go's primary connection).
-		Username:             "app",
-		SuperuserUsername:    "postgres",
-		SuperuserWasUsername: true,
-		HasDatabase:          true,
-		// A role with the REPLICATION attribute and nothing else
-		// (https://www.postgresql.org/docs/current/warm-standby.html#STREAMING-REPLICATION-AUTHENTICATION).
-		ReplicationUsername: "replicator",
-		User:                imageUser,
-		Group:               imageUser,
-		Requests:            requests("250m", "256Mi"),
-		env: func(secret string) []corev1.EnvVar {
-			return []corev1.EnvVar{
-				secretEnv("POSTGRES_USER", secret, names.SecretKeySuperuserUsername),
-				fileEnv("POSTGRES_PASSWORD_FILE", names.SecretKeySuperuserPassword),
-				secretEnv("POSTGRES_DB", secret, names.SecretKeyDatabase),
-				// A subdirectory: initdb refuses a mount point that holds lost+found. Set
-				// explicitly, so every major uses the same path: the postgres 18 images
-				// moved their default to /var/lib/postgresql/18/docker.
-				{Name: "PGDATA", Value: "/var/lib/postgresql/data/pgdata"},
-			}
-		},
-		// -U and -d name the initialised user and database so the server logs no
-		// failed connection for each probe.
-		probe:     []string{"sh", "-c", `exec pg_isready -h 127.0.0.1 -p 5432 -U "$POSTGRES_USER" -d "$POSTGRES_DB"`},
-		uriScheme: "postgresql",
-	},
-	examplev1.EngineMySQL: {
-		Engine:   examplev1.EngineMySQL,
-		PortName: "mysql",
-		Port:     3306,
-		DataPath: "/var/lib/mysql",
-		// MYSQL_USER may not be root: the entrypoint refuses it. It creates that user with
-		// ALL PRIVILEGES on MYSQL_DATABASE only.
-		Username:              "admin",
-		SuperuserUsername:     "root",
-		ApplicationUserAtInit: true,
-		HasDatabase:           true,
-		// An account with REPLICATION SLAVE and BACKUP_ADMIN (the CLONE plugin's donor
-		// privilege) and nothing else.
-		ReplicationUsername: "replicator",
-		User:                imageUser,
-		Group:               imageUser,
-		Requests:            requests("250m", "512Mi"),
-		env: func(secret string) []corev1.EnvVar {
-			return []corev1.EnvVar{
-				fileEnv("MYSQL_ROOT_PASSWORD_FILE", names.SecretKeySuperuserPassword),
-				secretEnv("MYSQL_USER", secret, names.SecretKeyUsername),
-				fileEnv("MYSQL_PASSWORD_FILE", names.SecretKeyPassword),
-				secretEnv("MYSQL_DATABASE", secret, names.SecretKeyDatabase),
-			}
-		},
-		// mysqladmin ping exits 0 whenever the server answers, even "access denied".
-		probe:     []string{"mysqladmin", "ping", "-h", "127.0.0.1", "-P", "3306", "--silent"},
-		uriScheme: "mysql",
-	},
-	examplev1.EngineMongoDB: {
-		Engine:   examplev1.EngineMongoDB,
-		PortName: "mongodb",
-		Port:     27017,
-		DataPath: "/data/db",
-		// MONGO_INITDB_ROOT_USERNAME is the superuser, a root user of the admin database. The
-		// application user is made at initialisation by the controller's script (the
-		// specs package's initialisation ConfigMap), which the entrypoint runs once, on an
-		// empty data directory, as root against MONGO_INITDB_DATABASE: a user of the
-		// Database's database with readWrite and dbAdmin there only.
-		Username:              "app",
-		SuperuserUsername:     "admin",
-		SuperuserWasUsername:  true,
-		ApplicationUserAtInit: true,
-		HasDatabase:           true,
-		UsersPerDatabase:      true,
-		ReplicaSet:            true,
-		User:                  imageUser,
-		Group:                 imageUser,
-		Requests:              requests("250m", "512Mi"),
-		env: func(secret string) []corev1.EnvVar {
-			return []corev1.EnvVar{
-				secretEnv("MONGO_INITDB_ROOT_USERNAME", secret, names.SecretKeySuperuserUsername),
-				fileEnv("MONGO_INITDB_ROOT_PASSWORD_FILE", names.SecretKeySuperuserPassword),
-				secretEnv("MONGO_INITDB_DATABASE", secret, names.SecretKeyDatabase),
-				secretEnv(MongoDBApplicationUsernameEnv, secret, names.SecretKeyUsername),
-				fileEnv(MongoDBApplicationPasswordFileEnv, names.SecretKeyPassword),
-				{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
-					FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"},
-				}},
-			}
-		},
-		// The entrypoint's initialisation mongod binds 127.0.0.1:27017, so a probe on
-		// localhost would pass during init; the Pod IP is only served by the final server.
-		probe: []string{"sh", "-c", `exec mongosh --host "$POD_IP" --port 27017 --quiet --eval "db.adminCommand('ping')"`},
-		// hello needs no authentication; isWritablePrimary and secondary are false in every
-		// other member state (https://www.mongodb.com/docs/manual/reference/command/hello/).
-		readiness: []string{"sh", "-c", `exec mongosh --host "$POD_IP" --port 27017 --quiet --eval "const h = db.hello(); if (!h.isWritablePrimary && !h.secondary) { quit(1) }"`},
-		uriScheme: "mongodb",
-	},
-}
+const ImageUser = 999

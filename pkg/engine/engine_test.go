@@ -1,7 +1,6 @@
-package engine
+package engine_test
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -9,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/engine"
+	_ "example.com/database-apiserver/pkg/engine/engines"
 )
 
 // envSource flattens an environment into NAME → "secret:KEY", "field:PATH" or the value.
@@ -86,18 +87,18 @@ func TestContainerFollowsTheEngineRecipe(t *testing.T) {
 		memoryReq: "512Mi",
 	}} {
 		t.Run(string(tc.engine), func(t *testing.T) {
-			r, ok := For(tc.engine)
+			r, ok := engine.For(tc.engine)
 			require.True(t, ok)
 			c := r.Container("img:1", "db-credentials")
 
-			require.Equal(t, ContainerName, c.Name)
+			require.Equal(t, engine.ContainerName, c.Name)
 			require.Equal(t, "img:1", c.Image)
 			require.Equal(t, []corev1.ContainerPort{{Name: r.PortName, ContainerPort: tc.port, Protocol: corev1.ProtocolTCP}}, c.Ports)
 			require.Equal(t, tc.env, envSource(c.Env))
-			require.Equal(t, []corev1.VolumeMount{{Name: DataVolumeName, MountPath: tc.dataPath}, {Name: CredentialsVolumeName, MountPath: CredentialsPath, ReadOnly: true}}, c.VolumeMounts)
+			require.Equal(t, []corev1.VolumeMount{{Name: engine.DataVolumeName, MountPath: tc.dataPath}, {Name: engine.CredentialsVolumeName, MountPath: engine.CredentialsPath, ReadOnly: true}}, c.VolumeMounts)
 			require.Equal(t, int64(999), r.User)
 			require.Equal(t, int64(999), r.Group)
-			require.Equal(t, ContainerSecurityContext(), c.SecurityContext)
+			require.Equal(t, engine.ContainerSecurityContext(), c.SecurityContext)
 			require.Nil(t, c.Resources.Limits)
 			require.True(t, c.Resources.Requests.Memory().Equal(resource.MustParse(tc.memoryReq)))
 
@@ -108,13 +109,13 @@ func TestContainerFollowsTheEngineRecipe(t *testing.T) {
 					want = tc.readiness
 				}
 				require.Equal(t, want, p.Exec.Command, name)
-				require.Equal(t, int32(ProbePeriodSeconds), p.PeriodSeconds, name)
-				require.Equal(t, int32(ProbeTimeoutSeconds), p.TimeoutSeconds, name)
+				require.Equal(t, int32(engine.ProbePeriodSeconds), p.PeriodSeconds, name)
+				require.Equal(t, int32(engine.ProbeTimeoutSeconds), p.TimeoutSeconds, name)
 				require.Equal(t, int32(1), p.SuccessThreshold, name)
 			}
-			require.Equal(t, int32(StartupProbeFailureThreshold), c.StartupProbe.FailureThreshold)
-			require.Equal(t, int32(ReadinessFailureThreshold), c.ReadinessProbe.FailureThreshold)
-			require.Equal(t, int32(LivenessFailureThreshold), c.LivenessProbe.FailureThreshold)
+			require.Equal(t, int32(engine.StartupProbeFailureThreshold), c.StartupProbe.FailureThreshold)
+			require.Equal(t, int32(engine.ReadinessFailureThreshold), c.ReadinessProbe.FailureThreshold)
+			require.Equal(t, int32(engine.LivenessFailureThreshold), c.LivenessProbe.FailureThreshold)
 
 			require.Equal(t, tc.database, r.DatabaseName("my-db"))
 			require.Equal(t, tc.uri, r.URI(r.Username, "pw", "db.ns.svc", r.DatabaseName("my-db")))
@@ -123,44 +124,28 @@ func TestContainerFollowsTheEngineRecipe(t *testing.T) {
 }
 
 func TestProbeCommandIsACopy(t *testing.T) {
-	r, _ := For(examplev1.EngineMySQL)
+	r, _ := engine.For(examplev1.EngineMySQL)
 	cmd := r.ProbeCommand()
 	cmd[0] = "changed"
 	require.Equal(t, "mysqladmin", r.ProbeCommand()[0])
 }
 
 func TestUnknownEngineHasNoRecipe(t *testing.T) {
-	_, ok := For("oracle")
+	_, ok := engine.For("oracle")
 	require.False(t, ok)
 }
 
 func TestURIEscapesCredentials(t *testing.T) {
-	r, _ := For(examplev1.EnginePostgreSQL)
+	r, _ := engine.For(examplev1.EnginePostgreSQL)
 	require.Equal(t, "postgresql://u%40x:p%2Fw%3A@h:5432/d", r.URI("u@x", "p/w:", "h", "d"))
 }
 
 // A MongoDB user authenticates against the database it belongs to: the application user's,
 // or admin, the superuser's, for a URI that names no database.
 func TestMongoDBURINamesTheUsersDatabase(t *testing.T) {
-	r, _ := For(examplev1.EngineMongoDB)
+	r, _ := engine.For(examplev1.EngineMongoDB)
 	require.Equal(t, "mongodb://app:pw@h:27017/d?authSource=d", r.URI("app", "pw", "h", "d"))
 	require.Equal(t, "mongodb://admin:pw@h:27017/?authSource=admin", r.URI("admin", "pw", "h", ""))
-	p, _ := For(examplev1.EnginePostgreSQL)
+	p, _ := engine.For(examplev1.EnginePostgreSQL)
 	require.NotContains(t, p.URI("app", "pw", "h", "d"), "authSource")
-}
-
-func TestValidKeyFile(t *testing.T) {
-	for key, valid := range map[string]bool{
-		"SHAREDKEY234":                 true,
-		"abc+/=\n":                     true,
-		"ab cd ef":                     true,
-		"short":                        false,
-		"":                             false,
-		"not-base64!":                  false,
-		strings.Repeat("A", 1024):      true,
-		strings.Repeat("A", 1025):      false,
-		"ABCDEFGHIJKLMNOPQRSTUVWXYZ23": true,
-	} {
-		require.Equal(t, valid, ValidKeyFile([]byte(key)), "%q", key)
-	}
 }

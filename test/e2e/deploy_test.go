@@ -33,6 +33,9 @@ import (
 	"example.com/database-apiserver/pkg/apiserver"
 	controllerapp "example.com/database-apiserver/pkg/controller/app"
 	"example.com/database-apiserver/pkg/controller/specs"
+
+	// The tests build the children of every engine of the repository.
+	_ "example.com/database-apiserver/pkg/engine/engines"
 )
 
 // installNamespace is the namespace artifacts/deploy installs into.

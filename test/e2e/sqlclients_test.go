@@ -22,15 +22,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/mysql"
-	"example.com/database-apiserver/pkg/controller/postgres"
-	"example.com/database-apiserver/pkg/controller/specs"
 	"example.com/database-apiserver/pkg/engine"
+	"example.com/database-apiserver/pkg/engine/mysql/myclient"
+	"example.com/database-apiserver/pkg/engine/postgresql"
+	"example.com/database-apiserver/pkg/engine/postgresql/pgclient"
 	"example.com/database-apiserver/pkg/names"
 )
 
 // TestRealSQLClients calls every exported call of the controller's SQL clients
-// (pkg/controller/postgres and pkg/controller/mysql) from the test process against the real
+// (pkg/engine/postgresql/pgclient and pkg/engine/mysql/myclient) from the test process against the real
 // servers of a replicated PostgreSQL and a replicated MySQL (replicas: 2) on the real node,
 // by Pod IP as the Secret's superuser, as the controller does, and checks each effect with a
 // query of its own through the same driver (pgx, database/sql). The calls that break
@@ -104,7 +104,7 @@ func engineLogCount(ctx context.Context, t *testing.T, ns, pod, s string) (int, 
 
 // pgDial connects to s's server as s's user on s's database, without TLS, as the client
 // under test does.
-func pgDial(ctx context.Context, s postgres.Server) (*pgx.Conn, error) {
+func pgDial(ctx context.Context, s pgclient.Server) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig("sslmode=disable connect_timeout=10")
 	if err != nil {
 		return nil, err
@@ -115,7 +115,7 @@ func pgDial(ctx context.Context, s postgres.Server) (*pgx.Conn, error) {
 }
 
 // pgExec runs sql (one or more statements, no parameters) on s's server.
-func pgExec(t *testing.T, s postgres.Server, sql string) {
+func pgExec(t *testing.T, s pgclient.Server, sql string) {
 	t.Helper()
 	conn, err := pgDial(t.Context(), s)
 	require.NoError(t, err)
@@ -125,7 +125,7 @@ func pgExec(t *testing.T, s postgres.Server, sql string) {
 }
 
 // pgRow scans the one row sql returns on s's server into dest.
-func pgRow(t *testing.T, s postgres.Server, sql string, args []any, dest ...any) {
+func pgRow(t *testing.T, s pgclient.Server, sql string, args []any, dest ...any) {
 	t.Helper()
 	conn, err := pgDial(t.Context(), s)
 	require.NoError(t, err)
@@ -134,7 +134,7 @@ func pgRow(t *testing.T, s postgres.Server, sql string, args []any, dest ...any)
 }
 
 // pgLogin connects to s's server as user with password and returns current_user.
-func pgLogin(ctx context.Context, s postgres.Server, user, password string) (string, error) {
+func pgLogin(ctx context.Context, s pgclient.Server, user, password string) (string, error) {
 	s.User, s.Password = user, password
 	conn, err := pgDial(ctx, s)
 	if err != nil {
@@ -157,7 +157,7 @@ func requirePgRefused(t *testing.T, err error) {
 
 // pgRoleAttributes is a role's pg_roles row: "login replication super createdb createrole
 // bypassrls" with each attribute the role lacks left out.
-func pgRoleAttributes(t *testing.T, s postgres.Server, role string) string {
+func pgRoleAttributes(t *testing.T, s pgclient.Server, role string) string {
 	t.Helper()
 	var login, replication, super, createdb, createrole, bypassrls bool
 	pgRow(t, s, `SELECT rolcanlogin, rolreplication, rolsuper, rolcreatedb, rolcreaterole, rolbypassrls
@@ -175,21 +175,21 @@ func pgRoleAttributes(t *testing.T, s postgres.Server, role string) string {
 }
 
 // pgVerifier requires role's stored password to be a SCRAM-SHA-256 verifier of
-// postgres.SCRAMIterations, not a password in clear text or MD5.
-func pgVerifier(t *testing.T, s postgres.Server, role string) {
+// pgclient.SCRAMIterations, not a password in clear text or MD5.
+func pgVerifier(t *testing.T, s pgclient.Server, role string) {
 	t.Helper()
 	var stored string
 	pgRow(t, s, `SELECT rolpassword FROM pg_authid WHERE rolname = $1`, []any{role}, &stored)
-	require.True(t, strings.HasPrefix(stored, "SCRAM-SHA-256$"+strconv.Itoa(postgres.SCRAMIterations)+":"), "role %s's password is stored as %.20q...", role, stored)
+	require.True(t, strings.HasPrefix(stored, "SCRAM-SHA-256$"+strconv.Itoa(pgclient.SCRAMIterations)+":"), "role %s's password is stored as %.20q...", role, stored)
 }
 
-// testPostgresClient calls postgres.Client's calls against the Database db's primary
+// testPostgresClient calls pgclient.Client's calls against the Database db's primary
 // (db-0) and standby (db-1).
 func testPostgresClient(t *testing.T, ns, db string) {
 	secret := credentials(t, ns, db)
 	port, err := strconv.Atoi(secret[names.SecretKeyPort])
 	require.NoError(t, err)
-	superuser := postgres.Server{
+	superuser := pgclient.Server{
 		Port:     int32(port),
 		User:     secret[names.SecretKeySuperuserUsername],
 		Password: secret[names.SecretKeySuperuserPassword],
@@ -200,7 +200,7 @@ func testPostgresClient(t *testing.T, ns, db string) {
 	standbyName := db + "-1"
 	appUser := secret[names.SecretKeyUsername]
 	replUser, replPassword := secret[names.SecretKeyReplicationUsername], secret[names.SecretKeyReplicationPassword]
-	var c postgres.Client
+	var c pgclient.Client
 
 	t.Run("Observe", func(t *testing.T) {
 		ctx := t.Context()
@@ -212,7 +212,7 @@ func testPostgresClient(t *testing.T, ns, db string) {
 		want := []string{appUser, replUser}
 		slices.Sort(want)
 		require.Equal(t, want, st.Roles, "the asked roles that exist, sorted")
-		require.Equal(t, map[string]bool{specs.SlotName(standbyName): true}, st.Slots, "the standby's slot, in use")
+		require.Equal(t, map[string]bool{postgresql.SlotName(standbyName): true}, st.Slots, "the standby's slot, in use")
 		require.Len(t, st.Standbys, 1, "%+v", st.Standbys)
 		sb, ok := st.Standbys[standbyName]
 		require.True(t, ok, "%+v", st.Standbys)
@@ -255,21 +255,21 @@ func testPostgresClient(t *testing.T, ns, db string) {
 		_, err := c.Observe(ctx, wrong, nil)
 		require.Error(t, err)
 		requirePgRefused(t, err)
-		require.True(t, postgres.IsAuthenticationFailure(err), "%v", err)
+		require.True(t, pgclient.IsAuthenticationFailure(err), "%v", err)
 
 		closed := primary
 		closed.Port = 1
 		_, err = c.Observe(ctx, closed, nil)
 		require.Error(t, err)
-		require.False(t, postgres.IsAuthenticationFailure(err), "a refused TCP connection: %v", err)
+		require.False(t, pgclient.IsAuthenticationFailure(err), "a refused TCP connection: %v", err)
 
 		conn, err := pgDial(ctx, primary)
 		require.NoError(t, err)
 		defer conn.Close(context.Background())
 		_, err = conn.Exec(ctx, `SELECT * FROM e2e_absent`)
 		require.Error(t, err)
-		require.False(t, postgres.IsAuthenticationFailure(err), "an undefined table: %v", err)
-		require.False(t, postgres.IsAuthenticationFailure(nil))
+		require.False(t, pgclient.IsAuthenticationFailure(err), "an undefined table: %v", err)
+		require.False(t, pgclient.IsAuthenticationFailure(nil))
 	})
 
 	t.Run("SCRAMVerifier", func(t *testing.T) {
@@ -277,7 +277,7 @@ func testPostgresClient(t *testing.T, ns, db string) {
 		// A verifier given as the password is stored as it is, and the password it was
 		// computed from logs in.
 		const role, password = "e2e_scram", "e2e-scram-π-1"
-		verifier, err := postgres.SCRAMVerifier(password)
+		verifier, err := pgclient.SCRAMVerifier(password)
 		require.NoError(t, err)
 		pgExec(t, primary, `CREATE ROLE `+role+` LOGIN PASSWORD '`+verifier+`'`)
 		var stored string
@@ -435,7 +435,7 @@ CREATE SCHEMA own`)
 
 	t.Run("SyncSlots", func(t *testing.T) {
 		ctx := t.Context()
-		standbySlot := specs.SlotName(standbyName)
+		standbySlot := postgresql.SlotName(standbyName)
 		pgExec(t, primary, `SELECT pg_create_physical_replication_slot('e2e_stale')`)
 		st, err := c.Observe(ctx, primary, nil)
 		require.NoError(t, err)
@@ -556,7 +556,7 @@ CREATE SCHEMA own`)
 		err := c.Promote(ctx, primary)
 		require.Error(t, err, "a primary is not promoted")
 		require.Contains(t, err.Error(), "recovery is not in progress")
-		require.False(t, postgres.IsAuthenticationFailure(err))
+		require.False(t, pgclient.IsAuthenticationFailure(err))
 
 		require.NoError(t, c.Promote(ctx, standby))
 		var inRecovery bool
@@ -573,7 +573,7 @@ CREATE SCHEMA own`)
 
 // myOpen is a database/sql handle on s's server as s's user on database ("" for none), over
 // TLS when the server offers it, as the client under test connects.
-func myOpen(t *testing.T, s mysql.Server, database string) *sql.DB {
+func myOpen(t *testing.T, s myclient.Server, database string) *sql.DB {
 	t.Helper()
 	cfg := driver.NewConfig()
 	cfg.Net, cfg.Addr = "tcp", net.JoinHostPort(s.Host, strconv.Itoa(int(s.Port)))
@@ -588,7 +588,7 @@ func myOpen(t *testing.T, s mysql.Server, database string) *sql.DB {
 }
 
 // myLogin connects to s's server as user with password and returns CURRENT_USER().
-func myLogin(ctx context.Context, t *testing.T, s mysql.Server, user, password string) (string, error) {
+func myLogin(ctx context.Context, t *testing.T, s myclient.Server, user, password string) (string, error) {
 	s.User, s.Password = user, password
 	db := myOpen(t, s, "")
 	defer db.Close()
@@ -605,14 +605,14 @@ func requireMyRefused(t *testing.T, err error) {
 	require.Equal(t, uint16(1045), myErr.Number, "%v", err)
 }
 
-// testMySQLClient calls mysql.Client's calls against the Database db's primary (db-0) and
+// testMySQLClient calls myclient.Client's calls against the Database db's primary (db-0) and
 // replica (db-1).
 func testMySQLClient(t *testing.T, ns, db string) {
 	secret := credentials(t, ns, db)
 	port, err := strconv.Atoi(secret[names.SecretKeyPort])
 	require.NoError(t, err)
-	root := mysql.Server{Port: int32(port), User: secret[names.SecretKeySuperuserUsername], Password: secret[names.SecretKeySuperuserPassword]}
-	require.Equal(t, mysql.RootUser, root.User)
+	root := myclient.Server{Port: int32(port), User: secret[names.SecretKeySuperuserUsername], Password: secret[names.SecretKeySuperuserPassword]}
+	require.Equal(t, myclient.RootUser, root.User)
 	primary, replica := root, root
 	primary.Host, replica.Host = podIP(t, ns, db+"-0"), podIP(t, ns, db+"-1")
 	database := secret[names.SecretKeyDatabase]
@@ -623,13 +623,13 @@ func testMySQLClient(t *testing.T, ns, db string) {
 	// replHost is the replication account's host part: the namespace's Service domain.
 	replHost := "%." + names.NamespaceDomain(d, names.DefaultClusterDomain)
 	onPrimary, onReplica := myOpen(t, primary, database), myOpen(t, replica, database)
-	var c mysql.Client
+	var c myclient.Client
 	// gtidExecuted is the server's @@global.gtid_executed, as text and parsed.
-	gtidExecuted := func(t *testing.T, on *sql.DB) (string, mysql.GTIDSet) {
+	gtidExecuted := func(t *testing.T, on *sql.DB) (string, myclient.GTIDSet) {
 		t.Helper()
 		var s string
 		require.NoError(t, on.QueryRowContext(t.Context(), `SELECT @@global.gtid_executed`).Scan(&s))
-		set, err := mysql.ParseGTIDSet(s)
+		set, err := myclient.ParseGTIDSet(s)
 		require.NoError(t, err, s)
 		return s, set
 	}
@@ -730,18 +730,18 @@ func testMySQLClient(t *testing.T, ns, db string) {
 		_, err := c.Observe(ctx, wrong, replHost, nil)
 		require.Error(t, err)
 		requireMyRefused(t, err)
-		require.True(t, mysql.IsAuthenticationFailure(err), "%v", err)
+		require.True(t, myclient.IsAuthenticationFailure(err), "%v", err)
 
 		closed := primary
 		closed.Port = 1
 		_, err = c.Observe(ctx, closed, replHost, nil)
 		require.Error(t, err)
-		require.False(t, mysql.IsAuthenticationFailure(err), "a refused TCP connection: %v", err)
+		require.False(t, myclient.IsAuthenticationFailure(err), "a refused TCP connection: %v", err)
 
 		_, err = onPrimary.ExecContext(ctx, `SELECT * FROM e2e_absent`)
 		require.Error(t, err)
-		require.False(t, mysql.IsAuthenticationFailure(err), "an unknown table: %v", err)
-		require.False(t, mysql.IsAuthenticationFailure(nil))
+		require.False(t, myclient.IsAuthenticationFailure(err), "an unknown table: %v", err)
+		require.False(t, myclient.IsAuthenticationFailure(nil))
 	})
 
 	t.Run("SetReplicationUser", func(t *testing.T) {
@@ -805,7 +805,7 @@ func testMySQLClient(t *testing.T, ns, db string) {
 		rootHosts := func() string {
 			t.Helper()
 			var hosts string
-			require.NoError(t, onPrimary.QueryRowContext(ctx, `SELECT GROUP_CONCAT(Host ORDER BY Host) FROM mysql.user WHERE User = ?`, mysql.RootUser).Scan(&hosts))
+			require.NoError(t, onPrimary.QueryRowContext(ctx, `SELECT GROUP_CONCAT(Host ORDER BY Host) FROM mysql.user WHERE User = ?`, myclient.RootUser).Scan(&hosts))
 			return hosts
 		}
 		// Hosts the connection does not come from: refused, and root keeps the account it
@@ -814,9 +814,9 @@ func testMySQLClient(t *testing.T, ns, db string) {
 		err := c.SetSuperuserHosts(ctx, primary, []string{elsewhere})
 		require.ErrorContains(t, err, "authenticates as root@"+from)
 		require.Contains(t, rootHosts(), from)
-		who, err := myLogin(ctx, t, primary, mysql.RootUser, primary.Password)
+		who, err := myLogin(ctx, t, primary, myclient.RootUser, primary.Password)
 		require.NoError(t, err)
-		require.Equal(t, mysql.RootUser+"@"+from, who)
+		require.Equal(t, myclient.RootUser+"@"+from, who)
 		// Its own address: root's accounts are that one and localhost's.
 		require.NoError(t, c.SetSuperuserHosts(ctx, primary, []string{from}))
 		require.Equal(t, strings.Join(slices.Sorted(slices.Values([]string{from, "localhost"})), ","), rootHosts())

@@ -22,9 +22,9 @@ import (
 
 	"example.com/database-apiserver/pkg/authnready"
 	"example.com/database-apiserver/pkg/controller/database"
-	"example.com/database-apiserver/pkg/controller/mongodb"
-	"example.com/database-apiserver/pkg/controller/mysql"
-	"example.com/database-apiserver/pkg/controller/postgres"
+	"example.com/database-apiserver/pkg/engine"
+	// The controller runs every engine of the repository.
+	_ "example.com/database-apiserver/pkg/engine/engines"
 
 	// client-go's REST client, workqueue and leader election metrics in legacyregistry.
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
@@ -117,7 +117,7 @@ func (c *Config) newTerm(ctx context.Context) (*controllerTerm, error) {
 	sources, _ := o.SuperuserPrefixes()
 	controller, err := database.NewController(eventsCtx, c.Kube, c.Databases, kubeInformers, databaseInformers,
 		// The release records live in the controller's own namespace, the Lease's.
-		database.Options{Instances: postgres.Client{}, MySQL: mysql.Client{}, MongoDB: mongodb.Client{}, ImageRegistry: o.ImageRegistry,
+		database.Options{Observers: engine.Observers(), ImageRegistry: o.ImageRegistry,
 			ClusterDomain: o.ClusterDomain, SuperuserSources: sources, ControllerNamespace: o.LeaderElection.ResourceNamespace})
 	if err != nil {
 		stopEvents()

@@ -12,7 +12,7 @@ import (
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/database"
-	"example.com/database-apiserver/pkg/controller/postgres"
+	"example.com/database-apiserver/pkg/engine/postgresql/pgclient"
 )
 
 // The primary is given the application role of the Secret's username and password, as the
@@ -26,7 +26,7 @@ func TestTheApplicationRoleIsCreatedAndFollowsTheSecret(t *testing.T) {
 	require.Equal(t, "app", string(secret.Data["username"]))
 	require.Equal(t, []string{"10.0.0.1 app " + string(secret.Data["password"]) + " takeOver=true"}, fi.applicationRoles,
 		"on the primary only")
-	require.Equal(t, postgres.Server{Host: "10.0.0.1", Port: 5432, User: "postgres", Password: string(secret.Data["superuser-password"]),
+	require.Equal(t, pgclient.Server{Host: "10.0.0.1", Port: 5432, User: "postgres", Password: string(secret.Data["superuser-password"]),
 		Database: "my_database"}, fi.applicationServers[0], "as the superuser, in the Database's database")
 	require.NotEmpty(t, f.credentialsRecord()[database.CredentialsKeyApplication], "recorded in the controller's namespace")
 	require.Contains(t, f.events(), "Normal Updated Gave the primary the application role app with the Secret's password")

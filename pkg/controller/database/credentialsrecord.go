@@ -3,7 +3,6 @@ package database
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"maps"
 	"sync"
@@ -12,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
+
+	"example.com/database-apiserver/pkg/engine"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/names"
@@ -45,8 +46,8 @@ func CredentialsRecordName(namespace, name string) string {
 // The keys of a credentials record's data (CredentialsRecordName).
 const (
 	CredentialsKeySecretUID   = "secret-uid"
-	CredentialsKeyApplication = "application-password-sha256"
-	CredentialsKeyReplication = "replication-password-sha256"
+	CredentialsKeyApplication = engine.CredentialsKeyApplication
+	CredentialsKeyReplication = engine.CredentialsKeyReplication
 )
 
 // Annotations a controller that kept the record on the credentials Secret wrote there. They
@@ -68,10 +69,7 @@ var legacyCredentialsAnnotations = map[string]string{
 }
 
 // digest is the SHA-256 (hex) of value.
-func digest(value []byte) string {
-	sum := sha256.Sum256(value)
-	return hex.EncodeToString(sum[:])
-}
+func digest(value []byte) string { return engine.Digest(value) }
 
 // credentialsRecords holds the credentials records this process read or wrote, by
 // "<namespace>/<name>" of their Database: the controller is their only writer (one process,

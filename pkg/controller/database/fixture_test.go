@@ -31,6 +31,9 @@ import (
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/database"
+	"example.com/database-apiserver/pkg/engine"
+	_ "example.com/database-apiserver/pkg/engine/engines"
+	"example.com/database-apiserver/pkg/engine/postgresql"
 	dbfake "example.com/database-apiserver/pkg/generated/clientset/versioned/fake"
 	examplelisters "example.com/database-apiserver/pkg/generated/listers/example/v1"
 )
@@ -101,9 +104,13 @@ func newFixture(t *testing.T, db *examplev1.Database, kubeObjects ...runtime.Obj
 }
 
 // newFixtureWith is newFixture with a Reconciler that asks the servers through instances.
-func newFixtureWith(t *testing.T, instances database.Instances, db *examplev1.Database, kubeObjects ...runtime.Object) *fixture {
+func newFixtureWith(t *testing.T, instances postgresql.Instances, db *examplev1.Database, kubeObjects ...runtime.Object) *fixture {
 	t.Helper()
-	return newFixtureWithOptions(t, database.Options{Instances: instances}, db, kubeObjects...)
+	var options database.Options
+	if instances != nil {
+		options.Observers = map[examplev1.Engine]engine.Observer{examplev1.EnginePostgreSQL: postgresql.NewReplicator(instances)}
+	}
+	return newFixtureWithOptions(t, options, db, kubeObjects...)
 }
 
 // newFixtureWithOptions is newFixture with the Reconciler's options.

@@ -393,7 +393,7 @@ func (p *pass) ensureServices(ctx context.Context) (*halt, error) {
 }
 
 // checkKeyFile halts the pass, for a replica set (engine.Recipe.ReplicaSet), when the Secret's
-// keyfile is not one mongod takes (engine.ValidKeyFile), or is gone while the StatefulSet's
+// keyfile is not one the members take (engine.Recipe.CheckKeyFile), or is gone while the StatefulSet's
 // Pods already read one: its members authenticate to each other with the key they started
 // with, so a new one would keep every Pod that starts from joining them. A Secret without a
 // keyfile whose StatefulSet reads none (made before the Database was a replica set) gets a
@@ -403,11 +403,15 @@ func (p *pass) checkKeyFile(secret *corev1.Secret) *halt {
 		return nil
 	}
 	key := secret.Data[names.SecretKeyKeyFile]
+	var invalid error
+	if len(key) > 0 && p.desired.Recipe.CheckKeyFile != nil {
+		invalid = p.desired.Recipe.CheckKeyFile(key)
+	}
 	switch {
-	case len(key) > 0 && !engine.ValidKeyFile(key):
+	case invalid != nil:
 		return fail(examplev1.ReasonInvalidCredentials,
-			"Secret %s's %q is not a key mongod takes: 6 to 1024 base64 characters; restore the key the replica set's members run with (checked again every minute)",
-			secret.Name, names.SecretKeyKeyFile)
+			"Secret %s's %q %v; restore the key the replica set's members run with (checked again every minute)",
+			secret.Name, names.SecretKeyKeyFile, invalid)
 	case len(key) == 0 && p.statefulSet != nil && isControlledBy(p.statefulSet, p.db) && readsKeyFile(p.statefulSet):
 		return fail(examplev1.ReasonInvalidCredentials,
 			"Secret %s has no %q while the replica set's members run with one: a new key would keep every Pod that starts from joining them; restore it (checked again every minute)",

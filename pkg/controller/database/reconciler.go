@@ -1,15 +1,16 @@
 // Package database is the Database controller. The Reconciler turns each example.com/v1
 // Database into its credentials Secret, headless, client and read Services, replication
-// ConfigMap, StatefulSet, PodDisruptionBudget and NetworkPolicy (built by package specs), runs PostgreSQL
-// replication over SQL (package postgres), cleans up by spec.deletionPolicy, and
+// ConfigMap, StatefulSet, PodDisruptionBudget and NetworkPolicy (built by package specs), runs
+// the engine's replication through its engine.Engine (pkg/engine), cleans up by
+// spec.deletionPolicy, and
 // reports the state in the Database's status; the Controller (controller.go) feeds it keys
 // from informers through a rate-limited workqueue.
 //
 // Reconcile (this file) runs one pass (pass.go: the Secret and Services; replication.go:
 // the replication ConfigMap; claims.go: the data claims; workload.go: the StatefulSet,
 // PodDisruptionBudget and NetworkPolicy; replication.go again, for an engine that replicates: the servers'
-// roles, slots, switchover and restarts, asked through Instances, and the application role,
-// credentials.go), then writes status (status.go); a Database being deleted goes to
+// roles, switchover and restarts, asked through the engine's engine.Replicator, or its
+// engine.ReplicaSet: replicaset.go), then writes status (status.go); a Database being deleted goes to
 // delete.go instead. The pieces they share have their own files: child writes
 // (childwrite.go), ownership and adoption (ownership.go), the release records that adoption
 // requires (released.go), errors (errors.go), Events (events.go), and the StatefulSet
@@ -41,6 +42,7 @@ import (
 	"k8s.io/utils/clock"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/engine"
 	"example.com/database-apiserver/pkg/generated/clientset/versioned"
 	examplelisters "example.com/database-apiserver/pkg/generated/listers/example/v1"
 	"example.com/database-apiserver/pkg/names"
@@ -119,14 +121,10 @@ type Reconciler struct {
 
 // Options are the Reconciler's settings beyond its clients.
 type Options struct {
-	// Instances asks the servers of replicating Databases their state; with nil the
-	// Reconciler never does: the first Pod stays primary, and the Replicating condition is
-	// Unknown.
-	Instances Instances
-	// MySQL does the same for MySQL servers.
-	MySQL MySQLInstances
-	// MongoDB does the same for the mongod servers of MongoDB replica sets.
-	MongoDB MongoDBInstances
+	// Observers reach the servers of replicating Databases, by engine (engine.Engine.Observer):
+	// the Reconciler asks them their state and has them replicate. Without one for an engine
+	// it never does: the first Pod stays primary, and the Replicating condition is Unknown.
+	Observers map[examplev1.Engine]engine.Observer
 	// ImageRegistry, when set, is where the database images are pulled from instead of the
 	// catalog's ("registry.example:5000/mirror": specs.ImageFrom), for a mirrored or
 	// air-gapped cluster.
@@ -137,7 +135,7 @@ type Options struct {
 	ClusterDomain string
 	// SuperuserSources are the address ranges the Reconciler's connections to the servers
 	// come from: the engines' superusers log in over the network from these only
-	// (specs.PostgreSQLHBA, MySQL's root accounts). None: from any address.
+	// (the engines' client authentication rules and accounts). None: from any address.
 	SuperuserSources []netip.Prefix
 	// ControllerNamespace is the controller's own namespace, which tenants cannot write:
 	// it holds the release records (ReleasedRecordName), and a Database's NetworkPolicy

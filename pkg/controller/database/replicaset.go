@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,68 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/mongodb"
 	"example.com/database-apiserver/pkg/controller/specs"
-	"example.com/database-apiserver/pkg/names"
+	"example.com/database-apiserver/pkg/engine"
 )
-
-// MongoDBInstances is how the Reconciler talks to the mongod servers of a Database's replica
-// set (mongodb.Client); each call reaches one server.
-type MongoDBInstances interface {
-	Observe(ctx context.Context, s mongodb.Server) (mongodb.State, error)
-	Initiate(ctx context.Context, s mongodb.Server, setName, host string) error
-	Reconfig(ctx context.Context, s mongodb.Server, cfg mongodb.Config) error
-}
-
-// mongoReplicaSet is the observer of a MongoDB replica set, whose members elect their primary
-// themselves: the controller initiates the set, keeps its members those of the StatefulSet
-// (syncMembers), and moves the primary by priority.
-type mongoReplicaSet struct{ instances MongoDBInstances }
-
-// mongodb is the endpoint as the Secret's superuser, a root user of admin.
-func (e endpoint) mongodb() mongodb.Server {
-	return mongodb.Server{Host: e.host, Port: e.port, User: e.user, Password: e.password}
-}
-
-// mgState is m's mongodb.State; m answered.
-func mgState(m *member) *mongodb.State { return m.state.(*mongodb.State) }
-
-func (r mongoReplicaSet) observe(ctx context.Context, e endpoint, _ []string) (bool, any, error) {
-	st, err := r.instances.Observe(ctx, e.mongodb())
-	if err != nil {
-		return false, nil, err
-	}
-	return st.Writable, &st, nil
-}
-
-func (mongoReplicaSet) refused(err error) bool { return mongodb.IsAuthenticationFailure(err) }
-
-// follower is the primary's replSetGetStatus entry of the replica (by the name the replica
-// answers to, hello's me): streaming while SECONDARY, and its lag in seconds.
-func (mongoReplicaSet) follower(primary, replica *member) follower {
-	me := mgState(replica).Me
-	if me == "" {
-		return follower{why: "not a member of the replica set yet"}
-	}
-	ps := mgState(primary)
-	for _, ms := range ps.Members {
-		if ms.Name != me {
-			continue
-		}
-		f := follower{streaming: ms.StateStr == "SECONDARY"}
-		if !f.streaming {
-			f.why = ms.StateStr
-			if ms.LastHeartbeatMessage != "" {
-				f.why += ": " + ms.LastHeartbeatMessage
-			}
-		}
-		if lag, ok := ps.LagSeconds(me); ok {
-			f.lagSeconds = &lag
-		}
-		return f
-	}
-	return follower{why: "not in " + primary.name + "'s replica set configuration"}
-}
 
 // legacyReplicaSetMembersAnnotation is where a controller that kept the members record on the
 // replication ConfigMap wrote it (comma-separated Pod names).
@@ -112,7 +52,7 @@ func replicaSetMembers(db *examplev1.Database, cm *corev1.ConfigMap, running int
 }
 
 // reconcileReplicaSet is reconcileReplication for an engine whose members elect their primary
-// (MongoDB). It asks every server its part and:
+// (engine.ReplicaSet). It asks every server its part and:
 //   - while no member has a configuration, initiates the set on the confirmed primary (the
 //     first Pod of a new Database) with that member alone, once its server answers;
 //   - takes the member that answers as the writable primary of the highest election term as
@@ -120,7 +60,7 @@ func replicaSetMembers(db *examplev1.Database, cm *corev1.ConfigMap, running int
 //     Service follows an election;
 //   - on that primary, keeps the configuration's members the Pods of ordinals below
 //     spec.replicas that answer or are members already (and the primary itself), one
-//     member added or removed per pass (syncMembers), with the Pod that should be primary
+//     member added or removed per pass (engine.ReplicaSet.SyncMembers), with the Pod that should be primary
 //     (spec.primary, else the primary while spec.replicas keeps it, else the first Pod) of
 //     the highest priority: the set elects it once it has caught up, which is how a
 //     switchover and a scale-down past the primary move it;
@@ -133,17 +73,14 @@ func replicaSetMembers(db *examplev1.Database, cm *corev1.ConfigMap, running int
 // replication ConfigMap names, replicas spec.replicas and sts the number of Pods the
 // StatefulSet runs.
 //
-// MongoDB elects a primary by majority and a new term, so a primary cut off from the
-// majority steps down and cannot commit a majority write: failover is the engine's, and
-// writes acknowledged with w: "majority" (the drivers' default) survive it
-// (https://www.mongodb.com/docs/manual/core/replica-set-elections/).
+// Failover is the engine's: the set elects a new primary without the controller, which
+// follows the election.
 func (p *pass) reconcileReplicaSet(ctx context.Context, statefulSet *appsv1.StatefulSet, designated string, replicas, sts int32) (replication, error) {
 	db := p.db
 	rep := replication{primary: confirmedPrimary(db)}
-	var set *mongoReplicaSet
-	var o observer
-	if p.r.options.MongoDB != nil {
-		set = &mongoReplicaSet{p.r.options.MongoDB}
+	set := p.replicaSet()
+	var o engine.Observer
+	if set != nil {
 		o = set
 	}
 	members, server, asked, err := p.members(ctx, sts, o)
@@ -157,13 +94,12 @@ func (p *pass) reconcileReplicaSet(ctx context.Context, statefulSet *appsv1.Stat
 
 	initiated, standalone, elected := false, false, (*member)(nil)
 	for _, m := range members {
-		if !m.answered {
+		if !m.Answered {
 			continue
 		}
-		st := mgState(m)
-		initiated = initiated || st.Initiated
-		standalone = standalone || m.name == rep.primary && st.Standalone
-		if m.writable && st.Initiated && (elected == nil || st.Term > mgState(elected).Term) {
+		initiated = initiated || set.Initiated(m)
+		standalone = standalone || m.Name == rep.primary && set.Standalone(m)
+		if m.Writable && set.Initiated(m) && (elected == nil || set.Term(m) > set.Term(elected)) {
 			elected = m
 		}
 	}
@@ -171,17 +107,19 @@ func (p *pass) reconcileReplicaSet(ctx context.Context, statefulSet *appsv1.Stat
 	case !asked:
 		// No client, or no Secret yet: the first Pod stays the primary it is taken for.
 	case elected != nil:
-		rep.primary = elected.name
-		target := preferredPrimary(db, elected.name, replicas)
-		if err := p.syncMembers(ctx, set, server(elected), elected, members, replicas, target); err != nil {
+		rep.primary = elected.Name
+		target := preferredPrimary(db, elected.Name, replicas)
+		if err := set.SyncMembers(ctx, p, server(elected), elected, members, replicas, target); err != nil {
 			return rep, err
 		}
 		if target != rep.primary {
 			rep.switchingOver(rep.primary, target, examplev1.SwitchoverStepElecting, fmt.Sprintf("the replica set elects %s, of the highest priority, once it has caught up", target))
 		}
 	case !initiated:
-		if err := p.initiate(ctx, set, members, rep.primary, server); err != nil {
-			return rep, err
+		if i := slices.IndexFunc(members, func(m *member) bool { return m.Name == rep.primary }); i >= 0 && members[i].Answered {
+			if err := set.Initiate(ctx, p, server(members[i]), members[i]); err != nil {
+				return rep, err
+			}
 		}
 	}
 	if asked && elected != nil && designated != rep.primary {
@@ -206,8 +144,8 @@ func (p *pass) reconcileReplicaSet(ctx context.Context, statefulSet *appsv1.Stat
 	}
 	rep.members, rep.notStreaming = memberStatus(o, members, rep, sts)
 	for _, m := range members {
-		if !m.answered && refusedBy(o, m.err) {
-			rep.refused = append(rep.refused, m.name)
+		if !m.Answered && refusedBy(o, m.Err) {
+			rep.refused = append(rep.refused, m.Name)
 		}
 	}
 	return rep, nil
@@ -223,110 +161,6 @@ func preferredPrimary(db *examplev1.Database, elected string, replicas int32) st
 		return elected
 	}
 	return specs.PodName(db, 0)
-}
-
-// initiate runs replSetInitiate on the member named first, with itself the only member by
-// its stable name (names.PodHost), once its server answers as one that runs with --replSet
-// and has no configuration. A server that refuses (one still running as a standalone server
-// from before the Database was a replica set) is reported in an Event and asked again next
-// pass.
-func (p *pass) initiate(ctx context.Context, set *mongoReplicaSet, members []*member, first string, server func(*member) endpoint) error {
-	i := slices.IndexFunc(members, func(m *member) bool { return m.name == first })
-	if i < 0 || !members[i].answered || mgState(members[i]).Standalone {
-		// Not answering yet, or a standalone server, which restartFirst restarts with
-		// --replSet.
-		return nil
-	}
-	db, m := p.db, members[i]
-	host := mongodb.Host(names.PodHost(db, p.desired.ClusterDomain, m.name), p.desired.Recipe.Port)
-	if err := set.instances.Initiate(ctx, server(m).mongodb(), specs.ReplicaSetName(db), host); err != nil {
-		p.r.event(ctx, db, corev1.EventTypeWarning, examplev1.ReasonReconcileError, "Initiating replica set %s on %s failed: %v", specs.ReplicaSetName(db), m.name, err)
-		return nil
-	}
-	p.r.event(ctx, db, corev1.EventTypeNormal, ReasonCreated, "Initiated replica set %s with %s", specs.ReplicaSetName(db), host)
-	return p.recordMembers(ctx, []string{m.name})
-}
-
-// syncMembers makes the configuration of the primary (reached at e) one step closer
-// (mongodb.NextConfig) to the members it should have: the Pods of ordinals below replicas
-// that answered or are members already, and the primary, with preferred of the highest
-// priority. A configuration that names a Pod by another name of its headless Service (one
-// not fully qualified, or of another cluster domain) is first renamed, in a step of its own
-// (mongodb.RenameMembers). It records the members of the configuration it leaves in place
-// (recordMembers).
-func (p *pass) syncMembers(ctx context.Context, set *mongoReplicaSet, e endpoint, primary *member, members []*member, replicas int32, preferred string) error {
-	db, port := p.db, p.desired.Recipe.Port
-	cfg := mgState(primary).Config
-	if cfg == nil {
-		return nil
-	}
-	host := func(pod string) string { return mongodb.Host(names.PodHost(db, p.desired.ClusterDomain, pod), port) }
-	if renamed, changed := mongodb.RenameMembers(*cfg, func(h string) string {
-		// A member of another name for one of the Pods (a name not fully qualified, or of
-		// another cluster domain) gets the Pod's name.
-		if pod, _, _ := strings.Cut(h, "."); strings.HasPrefix(h, pod+"."+names.HeadlessServiceName(db)+"."+db.Namespace+".svc") {
-			if _, ok := specs.PodOrdinal(db, pod); ok {
-				return host(pod)
-			}
-		}
-		return h
-	}); changed {
-		if err := set.instances.Reconfig(ctx, e.mongodb(), renamed); err != nil {
-			p.r.event(ctx, db, corev1.EventTypeWarning, examplev1.ReasonReconcileError, "Renaming the members of replica set %s on %s (version %d: %s) failed: %v",
-				specs.ReplicaSetName(db), primary.name, renamed.Version, describeMembers(renamed), err)
-			return p.recordMembers(ctx, podsOf(*cfg))
-		}
-		p.r.event(ctx, db, corev1.EventTypeNormal, ReasonUpdated, "Renamed the members of replica set %s to their fully qualified names (version %d): %s",
-			specs.ReplicaSetName(db), renamed.Version, describeMembers(renamed))
-		return p.recordMembers(ctx, podsOf(renamed))
-	}
-	configured := map[string]bool{}
-	for _, m := range cfg.Members {
-		configured[m.Host] = true
-	}
-	var hosts []string
-	for i, m := range members {
-		if m.name != primary.name && (int32(i) >= replicas || !configured[host(m.name)] && !m.answered) {
-			continue
-		}
-		hosts = append(hosts, host(m.name))
-	}
-	next, changed := mongodb.NextConfig(*cfg, hosts, host(preferred))
-	if changed {
-		if err := set.instances.Reconfig(ctx, e.mongodb(), next); err != nil {
-			// Refused while the last reconfiguration is not committed to a majority, or
-			// a new member is not reachable yet: asked again next pass.
-			p.r.event(ctx, db, corev1.EventTypeWarning, examplev1.ReasonReconcileError, "Reconfiguring replica set %s on %s (version %d: %s) failed: %v",
-				specs.ReplicaSetName(db), primary.name, next.Version, describeMembers(next), err)
-			return p.recordMembers(ctx, podsOf(*cfg))
-		}
-		p.r.event(ctx, db, corev1.EventTypeNormal, ReasonUpdated, "Reconfigured replica set %s (version %d): %s", specs.ReplicaSetName(db), next.Version, describeMembers(next))
-		cfg = &next
-	}
-	return p.recordMembers(ctx, podsOf(*cfg))
-}
-
-// podsOf is the Pod names of cfg's members, the first label of each stable name.
-func podsOf(cfg mongodb.Config) []string {
-	var pods []string
-	for _, m := range cfg.Members {
-		pod, _, _ := strings.Cut(m.Host, ".")
-		pods = append(pods, pod)
-	}
-	return pods
-}
-
-// describeMembers is cfg's members for an Event: "db-0.…:27017 (priority 2), …".
-func describeMembers(cfg mongodb.Config) string {
-	var out []string
-	for _, m := range cfg.Members {
-		s := fmt.Sprintf("%s (priority %g", m.Host, m.Priority)
-		if m.Votes == 0 {
-			s += ", no vote"
-		}
-		out = append(out, s+")")
-	}
-	return strings.Join(out, ", ")
 }
 
 // recordMembers sets db's status.replicaSetMembers to pods when it differs, at once (a merge
@@ -365,11 +199,11 @@ func (p *pass) restartFirst(ctx context.Context, sts *appsv1.StatefulSet, member
 	if !rolloutObserved(sts) {
 		return false, nil
 	}
-	i := slices.IndexFunc(members, func(m *member) bool { return m.name == first })
-	if i < 0 || members[i].pod == nil {
+	i := slices.IndexFunc(members, func(m *member) bool { return m.Name == first })
+	if i < 0 || members[i].Pod == nil {
 		return false, nil
 	}
-	pod := members[i].pod
+	pod := members[i].Pod
 	switch {
 	case pod.Labels[appsv1.ControllerRevisionHashLabelKey] == sts.Status.UpdateRevision:
 		return false, nil
@@ -379,6 +213,6 @@ func (p *pass) restartFirst(ctx context.Context, sts *appsv1.StatefulSet, member
 	if err := p.deletePod(ctx, pod, "to restart it as the replica set's first member"); err != nil {
 		return true, err
 	}
-	p.r.event(ctx, p.db, corev1.EventTypeNormal, examplev1.ReasonRollingUpdate, "Restarting %s first, to initiate replica set %s on it (revision %s)", pod.Name, specs.ReplicaSetName(p.db), sts.Status.UpdateRevision)
+	p.r.event(ctx, p.db, corev1.EventTypeNormal, examplev1.ReasonRollingUpdate, "Restarting %s first, to initiate replica set %s on it (revision %s)", pod.Name, p.db.Name, sts.Status.UpdateRevision)
 	return true, nil
 }

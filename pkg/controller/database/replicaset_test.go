@@ -18,8 +18,10 @@ import (
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/database"
-	"example.com/database-apiserver/pkg/controller/mongodb"
 	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/engine"
+	"example.com/database-apiserver/pkg/engine/mongodb"
+	"example.com/database-apiserver/pkg/engine/mongodb/mongoclient"
 )
 
 // fakeMongoDB plays the mongod servers of a Database: Observe answers the State scripted for
@@ -27,23 +29,23 @@ import (
 // recorded, in order, and change nothing.
 type fakeMongoDB struct {
 	mu      sync.Mutex
-	states  map[string]mongodb.State
+	states  map[string]mongoclient.State
 	refused map[string]bool
 	// calls are "initiate HOST SET MEMBER" and "reconfig HOST vVERSION ID:HOST:PRIORITY:VOTES,…";
 	// servers their Servers.
 	calls   []string
-	servers []mongodb.Server
-	configs []mongodb.Config
+	servers []mongoclient.Server
+	configs []mongoclient.Config
 	// reconfigErr, when set, is Reconfig's answer (the call is recorded all the same), and
 	// initiateErr Initiate's.
 	reconfigErr, initiateErr error
 }
 
 func newFakeMongoDB() *fakeMongoDB {
-	return &fakeMongoDB{states: map[string]mongodb.State{}, refused: map[string]bool{}}
+	return &fakeMongoDB{states: map[string]mongoclient.State{}, refused: map[string]bool{}}
 }
 
-func (fm *fakeMongoDB) set(ordinal int, st mongodb.State) {
+func (fm *fakeMongoDB) set(ordinal int, st mongoclient.State) {
 	fm.mu.Lock()
 	defer fm.mu.Unlock()
 	fm.states[podIP(ordinal)] = st
@@ -61,20 +63,20 @@ func (fm *fakeMongoDB) recorded() []string {
 	return slices.Clone(fm.calls)
 }
 
-func (fm *fakeMongoDB) Observe(_ context.Context, s mongodb.Server) (mongodb.State, error) {
+func (fm *fakeMongoDB) Observe(_ context.Context, s mongoclient.Server) (mongoclient.State, error) {
 	fm.mu.Lock()
 	defer fm.mu.Unlock()
 	if fm.refused[s.Host] {
-		return mongodb.State{}, fmt.Errorf("connect to %s: %w", s.Host, mongo.CommandError{Code: 18, Message: "Authentication failed."})
+		return mongoclient.State{}, fmt.Errorf("connect to %s: %w", s.Host, mongo.CommandError{Code: 18, Message: "Authentication failed."})
 	}
 	st, ok := fm.states[s.Host]
 	if !ok {
-		return mongodb.State{}, fmt.Errorf("connect to %s: connection refused", s.Host)
+		return mongoclient.State{}, fmt.Errorf("connect to %s: connection refused", s.Host)
 	}
 	return st, nil
 }
 
-func (fm *fakeMongoDB) Initiate(_ context.Context, s mongodb.Server, setName, host string) error {
+func (fm *fakeMongoDB) Initiate(_ context.Context, s mongoclient.Server, setName, host string) error {
 	fm.mu.Lock()
 	defer fm.mu.Unlock()
 	fm.calls = append(fm.calls, fmt.Sprintf("initiate %s %s %s", s.Host, setName, host))
@@ -82,7 +84,7 @@ func (fm *fakeMongoDB) Initiate(_ context.Context, s mongodb.Server, setName, ho
 	return fm.initiateErr
 }
 
-func (fm *fakeMongoDB) Reconfig(_ context.Context, s mongodb.Server, cfg mongodb.Config) error {
+func (fm *fakeMongoDB) Reconfig(_ context.Context, s mongoclient.Server, cfg mongoclient.Config) error {
 	fm.mu.Lock()
 	defer fm.mu.Unlock()
 	fm.calls = append(fm.calls, fmt.Sprintf("reconfig %s v%d %s", s.Host, cfg.Version, members(cfg)))
@@ -92,7 +94,7 @@ func (fm *fakeMongoDB) Reconfig(_ context.Context, s mongodb.Server, cfg mongodb
 }
 
 // members is cfg's members as "ID:POD:PRIORITY:VOTES,…".
-func members(cfg mongodb.Config) string {
+func members(cfg mongoclient.Config) string {
 	var out []string
 	for _, m := range cfg.Members {
 		pod, _, _ := strings.Cut(m.Host, ".")
@@ -106,25 +108,25 @@ func mongoHost(ordinal int) string { return podHost(ordinal) + ":27017" }
 
 // rsConfig is a configuration of version listing the Pods of ordinals, the first of
 // priority 2 when preferred is true.
-func rsConfig(version int64, preferred bool, ordinals ...int) *mongodb.Config {
-	cfg := &mongodb.Config{Name: name, Version: version}
+func rsConfig(version int64, preferred bool, ordinals ...int) *mongoclient.Config {
+	cfg := &mongoclient.Config{Name: name, Version: version}
 	for i, o := range ordinals {
 		priority := 1.0
 		if i == 0 && preferred {
 			priority = 2
 		}
-		cfg.Members = append(cfg.Members, mongodb.ConfigMember{ID: o, Host: mongoHost(o), Priority: priority, Votes: 1})
+		cfg.Members = append(cfg.Members, mongoclient.ConfigMember{ID: o, Host: mongoHost(o), Priority: priority, Votes: 1})
 	}
 	return cfg
 }
 
 // rsPrimary is the State of the Pod of ordinal as the primary of term with cfg, whose other
 // members are SECONDARY, their last operation lag seconds behind its own.
-func rsPrimary(ordinal int, term int64, cfg *mongodb.Config, lag time.Duration) mongodb.State {
+func rsPrimary(ordinal int, term int64, cfg *mongoclient.Config, lag time.Duration) mongoclient.State {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	st := mongodb.State{Initiated: true, SetName: name, Writable: true, Me: mongoHost(ordinal), Term: term, Config: cfg}
+	st := mongoclient.State{Initiated: true, SetName: name, Writable: true, Me: mongoHost(ordinal), Term: term, Config: cfg}
 	for _, m := range cfg.Members {
-		ms := mongodb.MemberStatus{Name: m.Host, StateStr: "SECONDARY", Health: 1, OptimeDate: now.Add(-lag)}
+		ms := mongoclient.MemberStatus{Name: m.Host, StateStr: "SECONDARY", Health: 1, OptimeDate: now.Add(-lag)}
 		if m.Host == mongoHost(ordinal) {
 			ms.StateStr, ms.Self, ms.OptimeDate = "PRIMARY", true, now
 		}
@@ -134,8 +136,8 @@ func rsPrimary(ordinal int, term int64, cfg *mongodb.Config, lag time.Duration) 
 }
 
 // rsSecondary is the State of the Pod of ordinal as a SECONDARY of term with cfg.
-func rsSecondary(ordinal int, term int64, cfg *mongodb.Config) mongodb.State {
-	return mongodb.State{Initiated: true, SetName: name, Secondary: true, Me: mongoHost(ordinal), Term: term, Config: cfg}
+func rsSecondary(ordinal int, term int64, cfg *mongoclient.Config) mongoclient.State {
+	return mongoclient.State{Initiated: true, SetName: name, Secondary: true, Me: mongoHost(ordinal), Term: term, Config: cfg}
 }
 
 // replicaSet is the example Database on MongoDB 7.0 with replicas Pods, its children made, its
@@ -146,7 +148,7 @@ func replicaSet(t *testing.T, replicas int) (*fixture, *fakeMongoDB) {
 	fm := newFakeMongoDB()
 	db := exampleDatabase()
 	db.Spec.Engine, db.Spec.Version, db.Spec.Replicas = examplev1.EngineMongoDB, "7.0", ptr.To(int32(replicas))
-	f := newFixtureWithOptions(t, database.Options{MongoDB: fm}, db)
+	f := newFixtureWithOptions(t, database.Options{Observers: map[examplev1.Engine]engine.Observer{examplev1.EngineMongoDB: mongodb.NewReplicaSet(fm)}}, db)
 	f.gracefulPodDeletion()
 	_, err := f.reconcile()
 	require.NoError(t, err)
@@ -154,7 +156,7 @@ func replicaSet(t *testing.T, replicas int) (*fixture, *fakeMongoDB) {
 	f.setStatefulSetStatus(int32(replicas), "rev-1", "rev-1")
 	f.addPods(replicas)
 	for i := range replicas {
-		fm.set(i, mongodb.State{})
+		fm.set(i, mongoclient.State{})
 	}
 	return f, fm
 }
@@ -173,7 +175,7 @@ func TestMongoDBInitiatesOnTheFirstPodThenAddsTheOthersOneAtATime(t *testing.T) 
 	_, err := f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, []string{"initiate 10.0.0.1 my-database " + mongoHost(0)}, fm.recorded())
-	require.Equal(t, mongodb.Server{Host: "10.0.0.1", Port: 27017, User: "admin", Password: string(f.secret().Data["superuser-password"])}, fm.servers[0],
+	require.Equal(t, mongoclient.Server{Host: "10.0.0.1", Port: 27017, User: "admin", Password: string(f.secret().Data["superuser-password"])}, fm.servers[0],
 		"as the Secret's superuser")
 	require.Contains(t, f.events(), "Normal Created Initiated replica set my-database with "+mongoHost(0))
 	require.Equal(t, "my-database-0", f.replicaSetMembers())
@@ -253,7 +255,7 @@ func TestMongoDBReportsMembersThatDoNotStreamAndNeverInitiatesTwice(t *testing.T
 	primary.Members[2].StateStr, primary.Members[2].LastHeartbeatMessage = "STARTUP2", "initial sync"
 	fm.set(0, primary)
 	fm.set(1, rsSecondary(1, 1, full))
-	fm.set(2, mongodb.State{Me: mongoHost(2)})
+	fm.set(2, mongoclient.State{Me: mongoHost(2)})
 	_, err := f.reconcile()
 	require.NoError(t, err)
 	require.Empty(t, fm.recorded())
@@ -406,7 +408,7 @@ func TestMongoDBScaleDownPastThePrimaryMovesItFirst(t *testing.T) {
 func TestMongoDBStandaloneServersRestartTheFirstPodFirst(t *testing.T) {
 	f, fm := replicaSet(t, 3)
 	for i := range 3 {
-		fm.set(i, mongodb.State{Standalone: true, Writable: true})
+		fm.set(i, mongoclient.State{Standalone: true, Writable: true})
 	}
 	f.setStatefulSetStatus(3, "rev-1", "rev-2")
 	_, err := f.reconcile()

@@ -19,36 +19,13 @@ import (
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/engine"
 	"example.com/database-apiserver/pkg/names"
 )
 
 // observeTimeout bounds the asking of every member of a Database, which runs in parallel:
 // a Pod that does not answer in time is unreachable for this pass.
 const observeTimeout = 5 * time.Second
-
-// member is one database Pod of a replicating Database as a pass sees it.
-type member struct {
-	name string
-	// pod is nil when the Pod does not exist.
-	pod *corev1.Pod
-	// answered is true when the server answered: it was asked (a Pod IP, not being
-	// deleted, a replicator for the engine) and did not fail (err).
-	answered bool
-	// writable is true when the server answered that it takes writes: a primary.
-	writable bool
-	// state is the engine's own answer, which only its replicator reads.
-	state any
-	err   error
-}
-
-// primary reports whether m answered as a primary (it takes writes).
-func (m *member) primary() bool { return m.answered && m.writable }
-
-// standby reports whether m answered as a standby (a replica: it takes no writes).
-func (m *member) standby() bool { return m.answered && !m.writable }
-
-// forget makes m count as not answering for the rest of the pass.
-func (m *member) forget() { m.answered, m.writable, m.state = false, false, nil }
 
 // replication is what the replication step found, for status.
 type replication struct {
@@ -217,19 +194,20 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 	rep.observed = asked
 	byName := map[string]*member{}
 	for _, m := range members {
-		byName[m.name] = m
+		byName[m.Name] = m
 	}
 	old, target := byName[rep.primary], targetPrimary(db, replicas)
 
-	if designated == rep.primary && old != nil && old.standby() && r.detached(old) && !slices.ContainsFunc(members, (*member).primary) {
+	if designated == rep.primary && old != nil && old.Replica() && r.Detached(old) && !slices.ContainsFunc(members, (*member).Primary) {
 		// The confirmed primary, out of any switchover, answers read-only with no primary
-		// to follow (a MySQL primary whose server restarted inside its Pod), and no other
+		// to follow (engine.Replicator.Detached: a server restarted inside its Pod that
+		// came back read-only), and no other
 		// server takes writes: it is made to take them again.
-		if err := r.promote(ctx, server(old)); err != nil {
+		if err := r.Promote(ctx, p, server(old)); err != nil {
 			return rep, err
 		}
-		p.r.event(ctx, db, corev1.EventTypeNormal, ReasonUpdated, "%s, the primary, answered read-only with no primary to follow: it takes writes again", old.name)
-		old.writable = true
+		p.r.event(ctx, db, corev1.EventTypeNormal, ReasonUpdated, "%s, the primary, answered read-only with no primary to follow: it takes writes again", old.Name)
+		old.Writable = true
 	}
 
 	switch {
@@ -237,34 +215,34 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 		// Steps 2 and 3.
 		next := byName[designated]
 		switch {
-		case next != nil && next.primary():
+		case next != nil && next.Primary():
 			rep.primary = designated
-		case old != nil && old.primary():
+		case old != nil && old.Primary():
 			if err := p.fence(ctx, old); err != nil {
 				return rep, err
 			}
-			rep.switchingOver(old.name, designated, examplev1.SwitchoverStepStoppingPrimary, "stopping "+old.name)
-		case old == nil || !old.standby():
+			rep.switchingOver(old.Name, designated, examplev1.SwitchoverStepStoppingPrimary, "stopping "+old.Name)
+		case old == nil || !old.Replica():
 			rep.switchingOver(rep.primary, designated, examplev1.SwitchoverStepStoppingPrimary, fmt.Sprintf("waiting for %s to restart as a standby", rep.primary))
-		case next == nil || !next.standby():
+		case next == nil || !next.Replica():
 			rep.switchingOver(rep.primary, designated, examplev1.SwitchoverStepPromoting, fmt.Sprintf("waiting for %s to answer", designated))
-		case !r.caughtUp(next, old):
-			rep.switchingOver(rep.primary, designated, examplev1.SwitchoverStepPromoting, r.lacks(next, old))
+		case !r.CaughtUp(next, old):
+			rep.switchingOver(rep.primary, designated, examplev1.SwitchoverStepPromoting, r.Lacks(next, old))
 		default:
-			if err := r.promote(ctx, server(next)); err != nil {
+			if err := r.Promote(ctx, p, server(next)); err != nil {
 				return rep, err
 			}
 			p.r.event(ctx, db, corev1.EventTypeNormal, examplev1.ReasonSwitchover, "Promoted %s; %s follows it as a standby", designated, rep.primary)
 			rep.primary = designated
-			next.writable = true
+			next.Writable = true
 		}
 	case target != rep.primary:
 		// Step 1.
 		next := byName[target]
 		switch {
-		case old == nil || !old.primary():
+		case old == nil || !old.Primary():
 			rep.switchingOver(rep.primary, target, examplev1.SwitchoverStepPreparing, fmt.Sprintf("waiting for %s to answer as the primary (there is no automatic failover)", rep.primary))
-		case next == nil || !next.standby() || !r.follower(old, next).streaming:
+		case next == nil || !next.Replica() || !r.Follower(old, next).Streaming:
 			// The primary's view of its standbys may list one the controller cannot reach
 			// (step 3 must, to promote it) or that took writes of its own.
 			rep.switchingOver(rep.primary, target, examplev1.SwitchoverStepPreparing, fmt.Sprintf("waiting for %s to stream from %s", target, rep.primary))
@@ -284,13 +262,13 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 			}
 			p.r.event(ctx, db, corev1.EventTypeNormal, examplev1.ReasonSwitchover, "Switching over from %s to %s: stopping %s", rep.primary, target, rep.primary)
 			rep.switchingOver(rep.primary, target, examplev1.SwitchoverStepStoppingPrimary, "stopping "+rep.primary)
-			old.forget()
+			old.Forget()
 		}
 	}
 
 	rep.fenced = designated != rep.primary
 	primary := byName[rep.primary]
-	if !rep.fenced && primary != nil && primary.primary() {
+	if !rep.fenced && primary != nil && primary.Primary() {
 		if err := p.syncPrimary(ctx, r, primary, sts, members, server); err != nil {
 			return rep, err
 		}
@@ -305,8 +283,8 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 	}
 	rep.members, rep.notStreaming = memberStatus(r, members, rep, sts)
 	for _, m := range members {
-		if !m.answered && refusedBy(r, m.err) {
-			rep.refused = append(rep.refused, m.name)
+		if !m.Answered && refusedBy(r, m.Err) {
+			rep.refused = append(rep.refused, m.Name)
 		}
 	}
 	return rep, nil
@@ -324,27 +302,27 @@ func (p *pass) rollPods(ctx context.Context, sts *appsv1.StatefulSet, members []
 	}
 	var next *member
 	for _, m := range members {
-		if m.pod == nil || m.pod.DeletionTimestamp != nil || !podReady(m.pod) {
+		if m.Pod == nil || m.Pod.DeletionTimestamp != nil || !podReady(m.Pod) {
 			return nil
 		}
-		if m.pod.Labels[appsv1.ControllerRevisionHashLabelKey] == sts.Status.UpdateRevision {
+		if m.Pod.Labels[appsv1.ControllerRevisionHashLabelKey] == sts.Status.UpdateRevision {
 			continue
 		}
-		if next == nil || next.name == primary || m.name != primary {
+		if next == nil || next.Name == primary || m.Name != primary {
 			next = m // members are by ordinal: the last outdated replica, else the primary
 		}
 	}
 	if next == nil {
 		return nil
 	}
-	if err := p.deletePod(ctx, next.pod, "to restart it for revision "+sts.Status.UpdateRevision); err != nil {
+	if err := p.deletePod(ctx, next.Pod, "to restart it for revision "+sts.Status.UpdateRevision); err != nil {
 		return err
 	}
 	which := "a replica"
-	if next.name == primary {
+	if next.Name == primary {
 		which = "the primary, last"
 	}
-	p.r.event(ctx, p.db, corev1.EventTypeNormal, examplev1.ReasonRollingUpdate, "Restarting %s (%s) for revision %s", next.name, which, sts.Status.UpdateRevision)
+	p.r.event(ctx, p.db, corev1.EventTypeNormal, examplev1.ReasonRollingUpdate, "Restarting %s (%s) for revision %s", next.Name, which, sts.Status.UpdateRevision)
 	return nil
 }
 
@@ -368,7 +346,7 @@ func (p *pass) deletePod(ctx context.Context, pod *corev1.Pod, why string) error
 // o, the engine's observer, when o is not nil and the Secret is in the cache (asked is false
 // otherwise: nothing was asked), and how to reach a member's server as the Secret's
 // superuser.
-func (p *pass) members(ctx context.Context, sts int32, o observer) (members []*member, server func(*member) endpoint, asked bool, err error) {
+func (p *pass) members(ctx context.Context, sts int32, o engine.Observer) (members []*member, server func(*member) endpoint, asked bool, err error) {
 	db := p.db
 	// The Secret the pass made sure of; a new one the cache has not delivered yet means the
 	// servers are not asked this pass (they cannot run before it exists anyway).
@@ -383,9 +361,9 @@ func (p *pass) members(ctx context.Context, sts int32, o observer) (members []*m
 	user, password := p.superuser(secret)
 	server = func(m *member) endpoint {
 		return endpoint{
-			host: m.pod.Status.PodIP, port: p.desired.Recipe.Port,
-			user: user, password: password,
-			database: string(secret.Data[names.SecretKeyDatabase]),
+			Host: m.Pod.Status.PodIP, Port: p.desired.Recipe.Port,
+			User: user, Password: password,
+			Database: string(secret.Data[names.SecretKeyDatabase]),
 		}
 	}
 	pods, err := p.r.listers.Pods.Pods(db.Namespace).List(labels.SelectorFromSet(names.SelectorLabels(db)))
@@ -394,10 +372,10 @@ func (p *pass) members(ctx context.Context, sts int32, o observer) (members []*m
 	}
 	members = make([]*member, sts)
 	for i := range members {
-		members[i] = &member{name: specs.PodName(db, int32(i))}
+		members[i] = &member{Name: specs.PodName(db, int32(i))}
 		for _, pod := range pods {
-			if pod.Name == members[i].name && isPodOf(pod, db) {
-				members[i].pod = pod
+			if pod.Name == members[i].Name && isPodOf(pod, db) {
+				members[i].Pod = pod
 			}
 		}
 	}
@@ -409,16 +387,16 @@ func (p *pass) members(ctx context.Context, sts int32, o observer) (members []*m
 	users := []string{p.desired.Recipe.ReplicationUsername}
 	var wg sync.WaitGroup
 	for _, m := range members {
-		if m.pod == nil || m.pod.Status.PodIP == "" || m.pod.DeletionTimestamp != nil || m.pod.Status.Phase != corev1.PodRunning {
+		if m.Pod == nil || m.Pod.Status.PodIP == "" || m.Pod.DeletionTimestamp != nil || m.Pod.Status.Phase != corev1.PodRunning {
 			continue
 		}
 		wg.Go(func() {
-			writable, st, err := o.observe(ctx, server(m), users)
+			writable, st, err := o.Observe(ctx, p, server(m), users)
 			if err != nil {
-				m.err = err
+				m.Err = err
 				return
 			}
-			m.answered, m.writable, m.state = true, writable, st
+			m.Answered, m.Writable, m.State = true, writable, st
 		})
 	}
 	wg.Wait()
@@ -450,15 +428,15 @@ func (p *pass) designate(ctx context.Context, pod string) error {
 // one asked, by UID), whose server then shuts down fast; a Pod already being deleted is left
 // to finish.
 func (p *pass) fence(ctx context.Context, m *member) error {
-	pod, err := p.setRole(ctx, m.pod, "")
+	pod, err := p.setRole(ctx, m.Pod, "")
 	if err != nil {
 		return err
 	}
-	m.pod = pod
-	if m.pod.DeletionTimestamp != nil {
+	m.Pod = pod
+	if m.Pod.DeletionTimestamp != nil {
 		return nil
 	}
-	return p.deletePod(ctx, m.pod, "to stop the old primary")
+	return p.deletePod(ctx, m.Pod, "to stop the old primary")
 }
 
 // hasDataClaim reports whether the claim cache holds the data claim of ordinal.
@@ -477,19 +455,19 @@ const maxReplicas = 10
 // and the read Service routes to it only while it is Ready), and no role otherwise.
 func (p *pass) labelRoles(ctx context.Context, members []*member, rep replication) error {
 	for _, m := range members {
-		if m.pod == nil {
+		if m.Pod == nil {
 			continue
 		}
 		role := ""
 		switch {
-		case m.name == rep.primary:
-			if !rep.fenced && !m.standby() {
+		case m.Name == rep.primary:
+			if !rep.fenced && !m.Replica() {
 				role = specs.RolePrimary
 			}
-		case !m.primary():
+		case !m.Primary():
 			role = specs.RoleReplica
 		}
-		if _, err := p.setRole(ctx, m.pod, role); err != nil {
+		if _, err := p.setRole(ctx, m.Pod, role); err != nil {
 			return err
 		}
 	}
@@ -527,47 +505,47 @@ func (p *pass) setRole(ctx context.Context, pod *corev1.Pod, role string) (*core
 // memberStatus is status.members for the first n Pods (those the StatefulSet runs: more than
 // spec.replicas while a scale-down waits for a switchover), and the replicas among them that
 // are not streaming, with why; o is nil when the servers were not asked.
-func memberStatus(o observer, members []*member, rep replication, n int32) ([]examplev1.DatabaseMember, []string) {
+func memberStatus(o engine.Observer, members []*member, rep replication, n int32) ([]examplev1.DatabaseMember, []string) {
 	var primary *member
 	for _, m := range members {
-		if m.name == rep.primary && m.primary() {
+		if m.Name == rep.primary && m.Primary() {
 			primary = m
 		}
 	}
 	var out []examplev1.DatabaseMember
 	var notStreaming []string
 	for _, m := range members[:min(int(n), len(members))] {
-		s := examplev1.DatabaseMember{Name: m.name, Ready: m.pod != nil && podReady(m.pod)}
+		s := examplev1.DatabaseMember{Name: m.Name, Ready: m.Pod != nil && podReady(m.Pod)}
 		switch {
-		case m.primary():
+		case m.Primary():
 			s.Role = examplev1.MemberRolePrimary
-		case m.standby():
+		case m.Replica():
 			s.Role = examplev1.MemberRoleReplica
 		}
-		if m.name == rep.primary {
+		if m.Name == rep.primary {
 			out = append(out, s)
 			continue
 		}
 		why := ""
 		switch {
-		case m.pod == nil:
+		case m.Pod == nil:
 			why = "no Pod"
-		case !m.answered && refusedBy(o, m.err):
+		case !m.Answered && refusedBy(o, m.Err):
 			why = "refuses the Secret's password"
-		case !m.answered && m.err != nil:
+		case !m.Answered && m.Err != nil:
 			why = "not answering"
-		case !m.answered:
+		case !m.Answered:
 			why = "not running"
-		case m.primary():
+		case m.Primary():
 			why = "a primary of its own, not a replica of " + rep.primary
 		case primary == nil:
 			why = "the primary is not answering"
 		default:
-			f := o.follower(primary, m)
-			s.Streaming, why, s.LagBytes, s.LagSeconds = f.streaming, f.why, f.lagBytes, f.lagSeconds
+			f := o.Follower(primary, m)
+			s.Streaming, why, s.LagBytes, s.LagSeconds = f.Streaming, f.Why, f.LagBytes, f.LagSeconds
 		}
 		if why != "" {
-			notStreaming = append(notStreaming, m.name+" ("+why+")")
+			notStreaming = append(notStreaming, m.Name+" ("+why+")")
 		}
 		out = append(out, s)
 	}

@@ -12,8 +12,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/mongodb"
 	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/engine/mongodb/mongoclient"
 )
 
 // The servers are asked as the Secret's superuser: while the Secret cache has not delivered
@@ -209,7 +209,7 @@ func TestMongoDBFirstPodRestartWaitsForItsTurn(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f, fm := replicaSet(t, 3)
 			for i := range 3 {
-				fm.set(i, mongodb.State{Standalone: true, Writable: true})
+				fm.set(i, mongoclient.State{Standalone: true, Writable: true})
 			}
 			f.setStatefulSetStatus(3, "rev-1", "rev-2")
 			tc.setup(f)
@@ -223,7 +223,7 @@ func TestMongoDBFirstPodRestartWaitsForItsTurn(t *testing.T) {
 	t.Run("the restart refused", func(t *testing.T) {
 		f, fm := replicaSet(t, 3)
 		for i := range 3 {
-			fm.set(i, mongodb.State{Standalone: true, Writable: true})
+			fm.set(i, mongoclient.State{Standalone: true, Writable: true})
 		}
 		f.setStatefulSetStatus(3, "rev-1", "rev-2")
 		f.inject("delete", "pods", 1, apierrors.NewInternalError(errors.New("etcd timeout")))

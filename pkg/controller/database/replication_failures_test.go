@@ -16,7 +16,7 @@ import (
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/database"
-	"example.com/database-apiserver/pkg/controller/mysql"
+	"example.com/database-apiserver/pkg/engine/mysql/myclient"
 )
 
 // requireFailedPass checks what a pass that failed reports: the error it returns (for the
@@ -470,7 +470,7 @@ func TestAFailedMySQLWriteIsAskedAgainByTheNextPass(t *testing.T) {
 }
 
 // mysqlPrimaryWithoutUser is a primary whose data has no replication user yet.
-func mysqlPrimaryWithoutUser(t *testing.T) mysql.State {
+func mysqlPrimaryWithoutUser(t *testing.T) myclient.State {
 	st := mysqlPrimary(t, uuid0+":1-10")
 	st.Users = nil
 	return st

@@ -16,8 +16,10 @@ import (
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/database"
-	"example.com/database-apiserver/pkg/controller/mysql"
 	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/engine"
+	"example.com/database-apiserver/pkg/engine/mysql"
+	"example.com/database-apiserver/pkg/engine/mysql/myclient"
 )
 
 // fakeMySQL plays the MySQL servers of a Database: Observe answers the State scripted for the
@@ -26,7 +28,7 @@ import (
 // order, and change nothing, or fail as scripted (failOn).
 type fakeMySQL struct {
 	mu      sync.Mutex
-	states  map[string]mysql.State
+	states  map[string]myclient.State
 	refused map[string]bool
 	// failures are the answers of the calls that fail, by "VERB HOST".
 	failures map[string]error
@@ -34,11 +36,11 @@ type fakeMySQL struct {
 	// ACCOUNTHOST...", "set-source HOST SOURCE PORT USER PASSWORD" and "promote HOST";
 	// servers their Servers.
 	calls   []string
-	servers []mysql.Server
+	servers []myclient.Server
 }
 
 func newFakeMySQL() *fakeMySQL {
-	return &fakeMySQL{states: map[string]mysql.State{}, refused: map[string]bool{}, failures: map[string]error{}}
+	return &fakeMySQL{states: map[string]myclient.State{}, refused: map[string]bool{}, failures: map[string]error{}}
 }
 
 // failOn makes the calls "VERB HOST" fail with err from now on (nil: they succeed again).
@@ -59,7 +61,7 @@ func (fm *fakeMySQL) unset(ordinal int) {
 	delete(fm.states, podIP(ordinal))
 }
 
-func (fm *fakeMySQL) set(ordinal int, st mysql.State) {
+func (fm *fakeMySQL) set(ordinal int, st myclient.State) {
 	fm.mu.Lock()
 	defer fm.mu.Unlock()
 	fm.states[podIP(ordinal)] = st
@@ -78,7 +80,7 @@ func (fm *fakeMySQL) recorded() []string {
 }
 
 // record records call, and answers the failure scripted for its first two words.
-func (fm *fakeMySQL) record(s mysql.Server, call string) error {
+func (fm *fakeMySQL) record(s myclient.Server, call string) error {
 	fm.mu.Lock()
 	defer fm.mu.Unlock()
 	fm.calls = append(fm.calls, call)
@@ -86,15 +88,15 @@ func (fm *fakeMySQL) record(s mysql.Server, call string) error {
 	return fm.failures[verbHost(call)]
 }
 
-func (fm *fakeMySQL) Observe(_ context.Context, s mysql.Server, host string, users []string) (mysql.State, error) {
+func (fm *fakeMySQL) Observe(_ context.Context, s myclient.Server, host string, users []string) (myclient.State, error) {
 	fm.mu.Lock()
 	defer fm.mu.Unlock()
 	if fm.refused[s.Host] {
-		return mysql.State{}, fmt.Errorf("connect to %s: %w", s.Host, &driver.MySQLError{Number: 1045, Message: "Access denied for user 'root'"})
+		return myclient.State{}, fmt.Errorf("connect to %s: %w", s.Host, &driver.MySQLError{Number: 1045, Message: "Access denied for user 'root'"})
 	}
 	st, ok := fm.states[s.Host]
 	if !ok {
-		return mysql.State{}, fmt.Errorf("connect to %s: connection refused", s.Host)
+		return myclient.State{}, fmt.Errorf("connect to %s: connection refused", s.Host)
 	}
 	var have []string
 	for _, u := range users {
@@ -110,28 +112,28 @@ func (fm *fakeMySQL) Observe(_ context.Context, s mysql.Server, host string, use
 	return st, nil
 }
 
-func (fm *fakeMySQL) SetReplicationUser(_ context.Context, s mysql.Server, user, host, password string) error {
+func (fm *fakeMySQL) SetReplicationUser(_ context.Context, s myclient.Server, user, host, password string) error {
 	return fm.record(s, fmt.Sprintf("set-user %s %s@%s %s", s.Host, user, host, password))
 }
 
-func (fm *fakeMySQL) SetSuperuserHosts(_ context.Context, s mysql.Server, hosts []string) error {
+func (fm *fakeMySQL) SetSuperuserHosts(_ context.Context, s myclient.Server, hosts []string) error {
 	return fm.record(s, "set-superuser-hosts "+s.Host+" "+strings.Join(hosts, " "))
 }
 
-func (fm *fakeMySQL) SetSource(_ context.Context, s mysql.Server, host string, port int32, user, password string) error {
+func (fm *fakeMySQL) SetSource(_ context.Context, s myclient.Server, host string, port int32, user, password string) error {
 	return fm.record(s, fmt.Sprintf("set-source %s %s %d %s %s", s.Host, host, port, user, password))
 }
 
-func (fm *fakeMySQL) Promote(_ context.Context, s mysql.Server) error {
+func (fm *fakeMySQL) Promote(_ context.Context, s myclient.Server) error {
 	return fm.record(s, "promote "+s.Host)
 }
 
 const uuid0 = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 
 // gtids parses a GTID set of the fake servers.
-func gtids(t *testing.T, s string) mysql.GTIDSet {
+func gtids(t *testing.T, s string) myclient.GTIDSet {
 	t.Helper()
-	set, err := mysql.ParseGTIDSet(s)
+	set, err := myclient.ParseGTIDSet(s)
 	require.NoError(t, err)
 	return set
 }
@@ -146,16 +148,16 @@ const replicationAccount = "replicator@%.production.svc.cluster.local"
 
 // mysqlPrimary is a writable server with the replication account, and root's account of any
 // host, as the image makes it without MYSQL_ROOT_HOST.
-func mysqlPrimary(t *testing.T, executed string) mysql.State {
-	return mysql.State{Executed: gtids(t, executed), Users: []string{replicationAccount}, SuperuserHosts: []string{"%"}}
+func mysqlPrimary(t *testing.T, executed string) myclient.State {
+	return myclient.State{Executed: gtids(t, executed), Users: []string{replicationAccount}, SuperuserHosts: []string{"%"}}
 }
 
 // mysqlReplica is a read-only server whose channel streams from the Pod of ordinal source
 // (-1: no channel).
-func mysqlReplica(t *testing.T, executed string, source int) mysql.State {
-	st := mysql.State{ReadOnly: true, Executed: gtids(t, executed)}
+func mysqlReplica(t *testing.T, executed string, source int) myclient.State {
+	st := myclient.State{ReadOnly: true, Executed: gtids(t, executed)}
 	if source >= 0 {
-		st.Source = &mysql.Source{Host: podHost(source), Port: 3306, User: "replicator", Receiving: "ON", Applying: "ON"}
+		st.Source = &myclient.Source{Host: podHost(source), Port: 3306, User: "replicator", Receiving: "ON", Applying: "ON"}
 	}
 	return st
 }
@@ -174,7 +176,7 @@ func replicatingMySQLWith(t *testing.T, options database.Options) (*fixture, *fa
 	fm := newFakeMySQL()
 	db := exampleDatabase()
 	db.Spec.Engine, db.Spec.Version, db.Spec.Replicas = examplev1.EngineMySQL, "8.4", ptr.To[int32](3)
-	options.MySQL = fm
+	options.Observers = map[examplev1.Engine]engine.Observer{examplev1.EngineMySQL: mysql.NewReplicator(fm)}
 	f := newFixtureWithOptions(t, options, db)
 	f.gracefulPodDeletion()
 	_, err := f.reconcile()
@@ -192,7 +194,7 @@ func replicatingMySQLWith(t *testing.T, options database.Options) (*fixture, *fa
 func TestMySQLBootstrapCreatesTheUserAndPointsANewReplicaAtThePrimary(t *testing.T) {
 	f, fm := replicatingMySQL(t)
 	// A primary without the replication user yet, a fresh clone without a channel.
-	fm.set(0, mysql.State{Executed: gtids(t, uuid0+":1-10"), SuperuserHosts: []string{"%"}})
+	fm.set(0, myclient.State{Executed: gtids(t, uuid0+":1-10"), SuperuserHosts: []string{"%"}})
 	fm.set(1, mysqlReplica(t, uuid0+":1-10", -1))
 
 	_, err := f.reconcile()
@@ -203,7 +205,7 @@ func TestMySQLBootstrapCreatesTheUserAndPointsANewReplicaAtThePrimary(t *testing
 		"set-user 10.0.0.1 replicator@%.production.svc.cluster.local " + password,
 		"set-source 10.0.0.2 " + podHost(0) + " 3306 replicator " + password,
 	}, fm.recorded(), "the user on the primary, then the replica without a channel; the one streaming is left alone")
-	require.Equal(t, mysql.Server{Host: "10.0.0.1", Port: 3306, User: "root", Password: string(secret.Data["superuser-password"])}, fm.servers[0],
+	require.Equal(t, myclient.Server{Host: "10.0.0.1", Port: 3306, User: "root", Password: string(secret.Data["superuser-password"])}, fm.servers[0],
 		"as root, with the Secret's superuser password")
 	require.Equal(t, []string{"primary", "replica", "replica"}, f.roles(3))
 	require.Contains(t, f.events(), "Normal Updated Pointed replica my-database-1 at my-database-0")

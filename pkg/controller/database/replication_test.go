@@ -25,8 +25,8 @@ import (
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/database"
-	"example.com/database-apiserver/pkg/controller/postgres"
 	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/engine/postgresql/pgclient"
 )
 
 // fakeInstances plays the PostgreSQL servers of a Database: Observe answers the State
@@ -35,7 +35,7 @@ import (
 // scripted (failOn).
 type fakeInstances struct {
 	mu     sync.Mutex
-	states map[string]postgres.State
+	states map[string]pgclient.State
 	// hung are the hosts whose Observe waits for the caller to give up (its context's end):
 	// a server that accepts the connection and never answers.
 	hung map[string]bool
@@ -49,18 +49,18 @@ type fakeInstances struct {
 	observed map[string]int
 	calls    []string
 	// servers are the Servers of the calls, in the order of calls.
-	servers []postgres.Server
+	servers []pgclient.Server
 	// refused are the hosts that refuse the credentials (SQLSTATE 28P01).
 	refused map[string]bool
 	// applicationRoles are the SetApplicationRole calls, as "HOST ROLE PASSWORD takeOver=BOOL"
 	// (kept apart from calls: the application role has its own tests, credentials_test.go),
 	// and applicationServers their Servers.
 	applicationRoles   []string
-	applicationServers []postgres.Server
+	applicationServers []pgclient.Server
 }
 
 func newFakeInstances() *fakeInstances {
-	return &fakeInstances{states: map[string]postgres.State{}, observed: map[string]int{}, refused: map[string]bool{},
+	return &fakeInstances{states: map[string]pgclient.State{}, observed: map[string]int{}, refused: map[string]bool{},
 		hung: map[string]bool{}, failures: map[string]error{}}
 }
 
@@ -84,7 +84,7 @@ func (fi *fakeInstances) hang(ordinal int, hung bool) {
 }
 
 // set scripts the State of the Pod of ordinal.
-func (fi *fakeInstances) set(ordinal int, st postgres.State) {
+func (fi *fakeInstances) set(ordinal int, st pgclient.State) {
 	fi.mu.Lock()
 	defer fi.mu.Unlock()
 	fi.states[podIP(ordinal)] = st
@@ -105,7 +105,7 @@ func (fi *fakeInstances) reset() {
 }
 
 // record records call, and answers the failure scripted for its first two words.
-func (fi *fakeInstances) record(s postgres.Server, call string) error {
+func (fi *fakeInstances) record(s pgclient.Server, call string) error {
 	fi.mu.Lock()
 	defer fi.mu.Unlock()
 	fi.calls = append(fi.calls, call)
@@ -126,7 +126,7 @@ func (fi *fakeInstances) recorded() []string {
 	return slices.Clone(fi.calls)
 }
 
-func (fi *fakeInstances) Observe(ctx context.Context, s postgres.Server, roles []string) (postgres.State, error) {
+func (fi *fakeInstances) Observe(ctx context.Context, s pgclient.Server, roles []string) (pgclient.State, error) {
 	fi.mu.Lock()
 	defer fi.mu.Unlock()
 	fi.observed[s.Host]++
@@ -134,15 +134,15 @@ func (fi *fakeInstances) Observe(ctx context.Context, s postgres.Server, roles [
 		fi.mu.Unlock()
 		<-ctx.Done()
 		fi.mu.Lock()
-		return postgres.State{}, fmt.Errorf("read from %s: %w", s.Host, ctx.Err())
+		return pgclient.State{}, fmt.Errorf("read from %s: %w", s.Host, ctx.Err())
 	}
 	if fi.refused[s.Host] {
-		return postgres.State{}, fmt.Errorf("connect to %s: %w", s.Host,
+		return pgclient.State{}, fmt.Errorf("connect to %s: %w", s.Host,
 			&pgconn.PgError{Severity: "FATAL", Code: "28P01", Message: `password authentication failed for user "postgres"`})
 	}
 	st, ok := fi.states[s.Host]
 	if !ok {
-		return postgres.State{}, fmt.Errorf("connect to %s: connection refused", s.Host)
+		return pgclient.State{}, fmt.Errorf("connect to %s: connection refused", s.Host)
 	}
 	// A copy: the Reconciler may change what it was given.
 	st.Standbys, st.Slots, st.Roles = maps.Clone(st.Standbys), maps.Clone(st.Slots), slices.Clone(st.Roles)
@@ -153,11 +153,11 @@ func (fi *fakeInstances) Observe(ctx context.Context, s postgres.Server, roles [
 	return st, nil
 }
 
-func (fi *fakeInstances) SetReplicationRole(_ context.Context, s postgres.Server, role, password string) error {
+func (fi *fakeInstances) SetReplicationRole(_ context.Context, s pgclient.Server, role, password string) error {
 	return fi.record(s, fmt.Sprintf("create-role %s %s %s", s.Host, role, password))
 }
 
-func (fi *fakeInstances) SetApplicationRole(_ context.Context, s postgres.Server, role, password string, takeOver bool) error {
+func (fi *fakeInstances) SetApplicationRole(_ context.Context, s pgclient.Server, role, password string, takeOver bool) error {
 	fi.mu.Lock()
 	defer fi.mu.Unlock()
 	fi.applicationRoles = append(fi.applicationRoles, fmt.Sprintf("%s %s %s takeOver=%t", s.Host, role, password, takeOver))
@@ -165,15 +165,15 @@ func (fi *fakeInstances) SetApplicationRole(_ context.Context, s postgres.Server
 	return fi.failures["application-role "+s.Host]
 }
 
-func (fi *fakeInstances) SyncSlots(_ context.Context, s postgres.Server, _ map[string]bool, want, drop []string) error {
+func (fi *fakeInstances) SyncSlots(_ context.Context, s pgclient.Server, _ map[string]bool, want, drop []string) error {
 	return fi.record(s, fmt.Sprintf("sync-slots %s want=%s drop=%s", s.Host, strings.Join(want, ","), strings.Join(drop, ",")))
 }
 
-func (fi *fakeInstances) WritePassfile(_ context.Context, s postgres.Server, path, user, password string) error {
+func (fi *fakeInstances) WritePassfile(_ context.Context, s pgclient.Server, path, user, password string) error {
 	return fi.record(s, fmt.Sprintf("write-passfile %s %s %s %s", s.Host, path, user, password))
 }
 
-func (fi *fakeInstances) Promote(_ context.Context, s postgres.Server) error {
+func (fi *fakeInstances) Promote(_ context.Context, s pgclient.Server) error {
 	return fi.record(s, "promote "+s.Host)
 }
 
@@ -193,16 +193,16 @@ var (
 
 // primaryState is a primary whose standbys (Pod names) stream, each lagging by its index in
 // bytes, with the replication role.
-func primaryState(standbys ...string) postgres.State {
-	st := postgres.State{Standbys: map[string]postgres.Standby{}, Slots: map[string]bool{}, Roles: replicationRole}
+func primaryState(standbys ...string) pgclient.State {
+	st := pgclient.State{Standbys: map[string]pgclient.Standby{}, Slots: map[string]bool{}, Roles: replicationRole}
 	for i, sb := range standbys {
-		st.Standbys[sb] = postgres.Standby{State: "streaming", LagBytes: int64(i * 16)}
+		st.Standbys[sb] = pgclient.Standby{State: "streaming", LagBytes: int64(i * 16)}
 	}
 	return st
 }
 
-func standbyState(received, replayed uint64) postgres.State {
-	return postgres.State{InRecovery: true, ReceivedLSN: received, ReplayedLSN: replayed}
+func standbyState(received, replayed uint64) pgclient.State {
+	return pgclient.State{InRecovery: true, ReceivedLSN: received, ReplayedLSN: replayed}
 }
 
 // addPods plays the StatefulSet controller and the kubelet: the example Database's Pods of
@@ -478,7 +478,7 @@ func TestASwitchoverMessageInTheConditionsIsNoRecord(t *testing.T) {
 
 func TestSteadyStateLabelsTheRolesCreatesTheSlotsAndReportsStreaming(t *testing.T) {
 	f, fi := replicating(t, 3, nil)
-	fi.set(0, postgres.State{Standbys: map[string]postgres.Standby{
+	fi.set(0, pgclient.State{Standbys: map[string]pgclient.Standby{
 		"my-database-1": {State: "streaming", LagBytes: 0},
 		"my-database-2": {State: "streaming", LagBytes: 16},
 	}, Slots: map[string]bool{}}) // no replication role yet
@@ -492,7 +492,7 @@ func TestSteadyStateLabelsTheRolesCreatesTheSlotsAndReportsStreaming(t *testing.
 		"create-role 10.0.0.1 replicator " + string(secret.Data["replication-password"]),
 		"sync-slots 10.0.0.1 want=my_database_1,my_database_2 drop=" + dropSlots,
 	}, fi.recorded(), "on the primary only: the role with the Secret's password, a slot per replica")
-	require.Equal(t, postgres.Server{Host: "10.0.0.1", Port: 5432, User: "postgres", Password: string(secret.Data["superuser-password"]),
+	require.Equal(t, pgclient.Server{Host: "10.0.0.1", Port: 5432, User: "postgres", Password: string(secret.Data["superuser-password"]),
 		Database: "my_database"}, fi.servers[0], "as the Secret's superuser")
 	require.Equal(t, []string{"primary", "replica", "replica"}, f.roles(3))
 	for _, a := range f.raw {
@@ -530,7 +530,7 @@ func TestSteadyStateLabelsTheRolesCreatesTheSlotsAndReportsStreaming(t *testing.
 	require.Empty(t, f.actions, "nothing changed: no label patch, no status write")
 
 	// A replica falls behind: Replicating False, naming it.
-	fi.set(0, postgres.State{Standbys: map[string]postgres.Standby{
+	fi.set(0, pgclient.State{Standbys: map[string]pgclient.Standby{
 		"my-database-1": {State: "streaming"},
 		"my-database-2": {State: "catchup", LagBytes: 4096},
 	}, Roles: replicationRole})
@@ -638,7 +638,7 @@ func TestSwitchoverWaitsForTheNewPrimaryToStream(t *testing.T) {
 	require.NoError(t, err)
 	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Primary = "my-database-1" })
 	st := primaryState("my-database-2")
-	st.Standbys["my-database-1"] = postgres.Standby{State: "catchup", LagBytes: 1 << 20}
+	st.Standbys["my-database-1"] = pgclient.Standby{State: "catchup", LagBytes: 1 << 20}
 	fi.set(0, st)
 
 	result, err := f.reconcile()
@@ -692,7 +692,7 @@ func TestSwitchoverPromotesOnlyOnceTheNewPrimaryHasAllTheOldOnesWAL(t *testing.T
 	calls := fi.recorded()
 	require.NotEmpty(t, calls)
 	require.Equal(t, "promote 10.0.0.2", calls[0])
-	require.Equal(t, postgres.Server{Host: "10.0.0.2", Port: 5432, User: "postgres", Password: string(f.secret().Data["superuser-password"]),
+	require.Equal(t, pgclient.Server{Host: "10.0.0.2", Port: 5432, User: "postgres", Password: string(f.secret().Data["superuser-password"]),
 		Database: "my_database"}, fi.servers[0])
 	require.Equal(t, "sync-slots 10.0.0.2 want=my_database_0,my_database_2 drop="+dropSlots, calls[len(calls)-1],
 		"the new primary keeps a slot for the old one")
@@ -850,7 +850,7 @@ func TestAWaitingSwitchoverKeepsThePrimaryServing(t *testing.T) {
 	require.NoError(t, err)
 	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Primary = "my-database-1" })
 	st := primaryState("my-database-2")
-	st.Standbys["my-database-1"] = postgres.Standby{State: "catchup", LagBytes: 1 << 20}
+	st.Standbys["my-database-1"] = pgclient.Standby{State: "catchup", LagBytes: 1 << 20}
 	fi.set(0, st)
 	fi.reset()
 

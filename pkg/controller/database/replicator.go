@@ -7,111 +7,84 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/engine"
 	"example.com/database-apiserver/pkg/names"
 )
 
-// observer is how a pass reads the members of every engine that replicates. Each call
-// reaches one server.
-type observer interface {
-	// observe asks the server e its state: whether it takes writes (a primary), and the
-	// engine's own answer, which the other methods are given back as member.state. users
-	// are the replication users a primary is asked about.
-	observe(ctx context.Context, e endpoint, users []string) (writable bool, state any, err error)
-	// refused reports whether err, from observe, is the server refusing the credentials.
-	refused(err error) bool
-	// follower is what the primary's and the replica's answers say of the replica's stream;
-	// replica may not have answered.
-	follower(primary, replica *member) follower
-}
-
-// replicator is the part of the replication step of an engine whose primary the controller
-// picks (PostgreSQL, MySQL): how a pass reads a member's state and what it asks a primary
-// and a replica to do. reconcileReplication takes the decisions (which Pod is primary, when
-// a switchover may go on, what status says) the same way for each of them. Each call
-// reaches one server.
-type replicator interface {
-	observer
-	// hasUser reports whether the primary answered that the replication user exists.
-	hasUser(primary *member, user string) bool
-	// setUser makes user, on the primary e, the replication user with password: created,
-	// or given the password when it exists.
-	setUser(ctx context.Context, e endpoint, user, password string) error
-	// setSource makes the replica e, the Pod named pod, stream from the primary, the Pod
-	// named primary, as user with password from now on.
-	setSource(ctx context.Context, p *pass, e endpoint, pod, primary, user, password string) error
-	// syncReplica points the replica, which answered, at the primary when its own setup
-	// does not (MySQL's replication channel), through setSource.
-	syncReplica(ctx context.Context, p *pass, e endpoint, replica *member, primary, user, password string) error
-	// syncPrimary does what else the primary needs for the sts Pods (PostgreSQL's slots).
-	syncPrimary(ctx context.Context, p *pass, e endpoint, primary *member, sts int32) error
-	// caughtUp reports whether next, a replica, holds every transaction of old, the former
-	// primary now answering as a standby; lacks says what it lacks when it does not.
-	caughtUp(next, old *member) bool
-	lacks(next, old *member) string
-	// promote makes the replica e take writes.
-	promote(ctx context.Context, e endpoint) error
-	// detached reports whether m, which answered as a standby, follows no primary at all.
-	detached(m *member) bool
-}
-
-// follower is one replica's stream from the primary.
-type follower struct {
-	// streaming is true when the replica receives and applies the primary's changes.
-	streaming bool
-	// why says why it is not streaming ("" when it is).
-	why string
-	// lagBytes and lagSeconds are status.members[].lagBytes and lagSeconds: nil when the
-	// engine does not report them.
-	lagBytes, lagSeconds *int64
-}
-
-// endpoint is one member's server (its Pod IP and the engine port) and the credentials
-// Secret's superuser.
-type endpoint struct {
-	host                     string
-	port                     int32
-	user, password, database string
-}
+// member is one database Pod of a replicating Database as a pass sees it; endpoint is its
+// server.
+type (
+	member   = engine.Member
+	endpoint = engine.Endpoint
+)
 
 // refusedBy reports whether o says err is a server refusing the credentials; false
 // without an observer.
-func refusedBy(o observer, err error) bool { return o != nil && err != nil && o.refused(err) }
+func refusedBy(o engine.Observer, err error) bool { return o != nil && err != nil && o.Refused(err) }
 
-// replicator is the replicator of the pass's engine, nil when the Reconciler has no client
-// for it (its servers are never asked).
-func (p *pass) replicator() replicator {
-	r := p.r
-	switch e := p.desired.Recipe.Engine; {
-	case e == examplev1.EnginePostgreSQL && r.options.Instances != nil:
-		return postgresReplicator{r.options.Instances}
-	case e == examplev1.EngineMySQL && r.options.MySQL != nil:
-		return mysqlReplicator{
-			instances:       r.options.MySQL,
-			replicationHost: specs.MySQLReplicationHost(p.db, p.desired),
-			superuserHosts:  specs.MySQLSuperuserHosts(p.desired),
-		}
-	}
-	return nil
+// observer is how the pass reaches the servers of its engine (Options.Observers), nil when
+// the Reconciler has none for it (its servers are never asked).
+func (p *pass) observer() engine.Observer {
+	return p.r.options.Observers[p.desired.Recipe.Engine]
+}
+
+// replicator is the pass's engine's engine.Replicator, nil when the Reconciler has none.
+func (p *pass) replicator() engine.Replicator {
+	r, _ := p.observer().(engine.Replicator)
+	return r
+}
+
+// replicaSet is the pass's engine's engine.ReplicaSet, nil when the Reconciler has none.
+func (p *pass) replicaSet() engine.ReplicaSet {
+	s, _ := p.observer().(engine.ReplicaSet)
+	return s
+}
+
+// The pass is the engine.Pass its engine is given.
+var _ engine.Pass = (*pass)(nil)
+
+func (p *pass) Database() *examplev1.Database { return p.db }
+func (p *pass) Desired() engine.Desired       { return p.desired }
+
+func (p *pass) Event(ctx context.Context, eventType, reason, format string, args ...any) {
+	p.r.event(ctx, p.db, eventType, reason, format, args...)
+}
+
+func (p *pass) HasDataClaim(ordinal int32) bool { return p.hasDataClaim(ordinal) }
+
+func (p *pass) Secret() (*corev1.Secret, error) {
+	return p.r.listers.Secrets.Secrets(p.db.Namespace).Get(names.SecretName(p.db))
+}
+
+func (p *pass) RecordedCredential(ctx context.Context, secret *corev1.Secret, key string) (string, bool, error) {
+	return p.recordedCredential(ctx, secret, key)
+}
+
+func (p *pass) RecordCredential(ctx context.Context, secret *corev1.Secret, key, value string) error {
+	return p.recordCredential(ctx, secret, key, value)
+}
+
+func (p *pass) RecordMembers(ctx context.Context, pods []string) error {
+	return p.recordMembers(ctx, pods)
 }
 
 // syncPrimary gives primary, whose server the Pods reach by server, the replication user
 // (syncReplicationUser) and what else the engine needs for the sts Pods, then points every
-// replica that answered at it (syncReplica).
-func (p *pass) syncPrimary(ctx context.Context, r replicator, primary *member, sts int32, members []*member, server func(*member) endpoint) error {
+// replica that answered at it (SyncReplica).
+func (p *pass) syncPrimary(ctx context.Context, r engine.Replicator, primary *member, sts int32, members []*member, server func(*member) endpoint) error {
 	password, err := p.syncReplicationUser(ctx, r, primary, members, server)
 	if err != nil {
 		return err
 	}
-	if err := r.syncPrimary(ctx, p, server(primary), primary, sts); err != nil {
+	if err := r.SyncPrimary(ctx, p, server(primary), primary, sts); err != nil {
 		return err
 	}
 	for _, m := range members {
-		if m.name == primary.name || !m.standby() {
+		if m.Name == primary.Name || !m.Replica() {
 			continue
 		}
-		if err := r.syncReplica(ctx, p, server(m), m, primary.name, p.desired.Recipe.ReplicationUsername, password); err != nil {
-			return fmt.Errorf("point replica %s at %s: %w", m.name, primary.name, err)
+		if err := r.SyncReplica(ctx, p, server(m), m, primary.Name, p.desired.Recipe.ReplicationUsername, password); err != nil {
+			return fmt.Errorf("point replica %s at %s: %w", m.Name, primary.Name, err)
 		}
 	}
 	return nil
@@ -120,16 +93,16 @@ func (p *pass) syncPrimary(ctx context.Context, r replicator, primary *member, s
 // syncReplicationUser gives the primary the replication user with the Secret's replication
 // password when it has no such user (a data directory initialised before replication was
 // set up) or the password is not the one it was last given (the credentials record,
-// CredentialsKeyReplication), then records it. When it changes the password of a user that existed, it first gives
-// every standby that answers the new one (setSource), which it uses from then on: without it
-// a standby would keep the old one, and fail to reconnect after the primary restarts. A
-// standby that does not answer gets the new password from its setup when its Pod starts
-// again.
+// CredentialsKeyReplication), then records it. When it changes the password of a user that
+// existed, it first gives every replica that answers the new one (SetSource), which it uses
+// from then on: without it a replica would keep the old one, and fail to reconnect after the
+// primary restarts. A replica that does not answer gets the new password from its setup when
+// its Pod starts again.
 //
 // It returns the replication password.
-func (p *pass) syncReplicationUser(ctx context.Context, r replicator, primary *member, standbys []*member, server func(*member) endpoint) (string, error) {
+func (p *pass) syncReplicationUser(ctx context.Context, r engine.Replicator, primary *member, replicas []*member, server func(*member) endpoint) (string, error) {
 	db, user := p.db, p.desired.Recipe.ReplicationUsername
-	secret, err := p.r.listers.Secrets.Secrets(db.Namespace).Get(names.SecretName(db))
+	secret, err := p.Secret()
 	if err != nil {
 		return "", err
 	}
@@ -138,7 +111,7 @@ func (p *pass) syncReplicationUser(ctx context.Context, r replicator, primary *m
 		return "", fmt.Errorf("secret %q has no %q yet", secret.Name, names.SecretKeyReplicationPassword)
 	}
 	given := digest(password)
-	exists := r.hasUser(primary, user)
+	exists := r.HasUser(primary, user)
 	recorded, had, err := p.recordedCredential(ctx, secret, CredentialsKeyReplication)
 	if err != nil {
 		return "", err
@@ -146,18 +119,18 @@ func (p *pass) syncReplicationUser(ctx context.Context, r replicator, primary *m
 	if exists && had && recorded == given {
 		return string(password), nil
 	}
-	if err := r.setUser(ctx, server(primary), user, string(password)); err != nil {
+	if err := r.SetUser(ctx, p, server(primary), user, string(password)); err != nil {
 		return "", err
 	}
 	if exists {
-		for _, m := range standbys {
-			if !m.standby() {
+		for _, m := range replicas {
+			if !m.Replica() {
 				continue
 			}
-			if err := r.setSource(ctx, p, server(m), m.name, primary.name, user, string(password)); err != nil {
-				return "", fmt.Errorf("give standby %s the new replication password: %w", m.name, err)
+			if err := r.SetSource(ctx, p, server(m), m.Name, primary.Name, user, string(password)); err != nil {
+				return "", fmt.Errorf("give standby %s the new replication password: %w", m.Name, err)
 			}
-			p.r.event(ctx, db, corev1.EventTypeNormal, ReasonUpdated, "Gave standby %s the new replication password", m.name)
+			p.r.event(ctx, db, corev1.EventTypeNormal, ReasonUpdated, "Gave standby %s the new replication password", m.Name)
 		}
 	}
 	if err := p.recordCredential(ctx, secret, CredentialsKeyReplication, given); err != nil {

@@ -14,8 +14,8 @@ import (
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/database"
-	"example.com/database-apiserver/pkg/controller/postgres"
 	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/engine/postgresql/pgclient"
 )
 
 // restartController plays a controller process that restarts: a new Reconciler, with nothing
@@ -45,7 +45,7 @@ func startSwitchoverTo1(t *testing.T, f *fixture, fi *fakeInstances) {
 	t.Helper()
 	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Primary = "my-database-1" })
 	st := primaryState("my-database-2")
-	st.Standbys["my-database-1"] = postgres.Standby{State: "catchup"}
+	st.Standbys["my-database-1"] = pgclient.Standby{State: "catchup"}
 	fi.set(0, st)
 	_, err := f.reconcile()
 	require.NoError(t, err)

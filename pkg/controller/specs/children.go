@@ -121,12 +121,14 @@ func FillCredentials(db *examplev1.Database, d Desired, data map[string][]byte) 
 // SecretKeySuperuserUsername nor SecretKeySuperuserPassword), the keys the engine's data directory needs, and reports
 // whether it changed anything. The superuser is the one the data directory holds: the old
 // username and password where they were the superuser's (SuperuserWasUsername), else
-// SuperuserUsername with the old password (MySQL's root had the application user's). The
-// application user becomes Recipe.Username with applicationPassword only where the
-// controller creates it over SQL (PostgreSQL: the role is created with it as soon as the
-// primary answers); elsewhere the old user stays, since the image initialises users once,
-// on an empty data directory: MySQL's application user already is the one MYSQL_USER made,
-// with root's password, and MongoDB's is its root user (whose URI keeps authSource=admin).
+// SuperuserUsername with the old password (the application user's, where the old username
+// was not the superuser's). The application user becomes Recipe.Username with
+// applicationPassword only where the controller creates it over SQL (not
+// ApplicationUserAtInit: the role is created with it as soon as the primary answers);
+// elsewhere the old user stays, since the image initialises users once, on an empty data
+// directory: it already is the one the image made, with the superuser's password, or the
+// superuser itself (whose URI keeps the superuser's authSource where users belong to a
+// database).
 func MigrateCredentials(d Desired, data map[string][]byte, applicationPassword string) bool {
 	if len(data[names.SecretKeySuperuserPassword]) > 0 || len(data[names.SecretKeySuperuserUsername]) > 0 {
 		return false

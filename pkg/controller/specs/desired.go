@@ -3,7 +3,6 @@ package specs
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -35,27 +34,8 @@ type fieldError struct {
 func (e *fieldError) Error() string   { return e.field + ": " + e.err.Error() }
 func (e *fieldError) Unwrap() []error { return []error{e.kind, e.err} }
 
-// Desired is what a Database's spec resolves to, as stored by the API server: its
-// DatabaseDefaults admission plugin sets spec.replicas and spec.storage when a user omits
-// them, and nothing here substitutes a default of its own.
-type Desired struct {
-	// Recipe is the engine's.
-	Recipe engine.Recipe
-	// Image is the catalog's image for spec.version.
-	Image string
-	// Replicas is spec.replicas.
-	Replicas int32
-	// Storage is spec.storage as a quantity of bytes.
-	Storage resource.Quantity
-	// ClusterDomain is the cluster's DNS domain, which the names clients, standbys and
-	// replica set members reach Services and Pods by end with (names.ServiceHost, names.PodHost):
-	// names.DefaultClusterDomain from Resolve, the controller's --cluster-domain in a pass.
-	ClusterDomain string
-	// SuperuserSources are the address ranges the controller connects to the servers from,
-	// its --superuser-sources: the engine's superuser logs in over the network from these
-	// only. None: from any address.
-	SuperuserSources []netip.Prefix
-}
+// Desired is what a Database's spec resolves to (engine.Desired).
+type Desired = engine.Desired
 
 // Resolve checks db's spec against the catalog and the engine recipes. A spec the
 // controller cannot run (the API server's validation should have refused it, but the
@@ -96,7 +76,7 @@ func Resolve(db *examplev1.Database) (Desired, error) {
 }
 
 // ImageFrom is image pulled from registry ("registry.example:5000/mirror"): "<registry>/<image>",
-// so "postgres:15" is "registry.example:5000/mirror/postgres:15"; image itself when registry
+// so "server:15" is "registry.example:5000/mirror/server:15"; image itself when registry
 // is empty. A trailing "/" of registry is ignored.
 func ImageFrom(registry, image string) string {
 	if registry = strings.TrimSuffix(registry, "/"); registry == "" {

@@ -1,8 +1,6 @@
 package specs
 
 import (
-	_ "embed"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
@@ -11,35 +9,30 @@ import (
 )
 
 // The initialisation ConfigMap "<name>-initdb" holds the scripts the image's entrypoint runs
-// once, when it initialises an empty data directory: the official mongo image runs every
-// *.js of /docker-entrypoint-initdb.d with mongosh, as its root user, in file-name order.
+// once, when it initialises an empty data directory (engine.Engine.InitFiles), from
+// /docker-entrypoint-initdb.d, where the official images look for them.
 const (
-	// MongoDBApplicationUserKey is the MongoDB script that creates the application user.
-	MongoDBApplicationUserKey = "application-user.js"
-
 	initdbVolume    = "initdb"
 	initdbMountPath = "/docker-entrypoint-initdb.d"
 )
-
-//go:embed scripts/mongodb-application-user.js
-var mongodbApplicationUser string
 
 // InitConfigMapName is the initialisation ConfigMap's name: "<name>-initdb".
 func InitConfigMapName(db *examplev1.Database) string { return db.Name + "-initdb" }
 
 // HasInitConfigMap reports whether d's engine runs initialisation scripts of the controller
-// (MongoDB, whose application user they create).
-func HasInitConfigMap(d Desired) bool { return d.Recipe.Engine == examplev1.EngineMongoDB }
+// (engine.Engine.InitFiles).
+func HasInitConfigMap(d Desired) bool { return d.Engine().InitFiles(d) != nil }
 
 // InitConfigMap is "<name>-initdb" with d's initialisation scripts, nil for an engine without
 // any (HasInitConfigMap).
 func InitConfigMap(db *examplev1.Database, d Desired) *corev1.ConfigMap {
-	if !HasInitConfigMap(d) {
+	files := d.Engine().InitFiles(d)
+	if files == nil {
 		return nil
 	}
 	return &corev1.ConfigMap{
 		ObjectMeta: objectMeta(db, InitConfigMapName(db), ChildLabels(db)),
-		Data:       map[string]string{MongoDBApplicationUserKey: mongodbApplicationUser},
+		Data:       files,
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/specs"
 	"example.com/database-apiserver/pkg/engine"
+	"example.com/database-apiserver/pkg/engine/mongodb"
 	"example.com/database-apiserver/pkg/names"
 )
 
@@ -60,14 +61,14 @@ func TestMongoDBInitConfigMap(t *testing.T) {
 	require.Equal(t, "my-database-initdb", cm.Name)
 	require.Equal(t, []metav1.OwnerReference{specs.OwnerReference(db)}, cm.OwnerReferences)
 	require.Equal(t, specs.ChildLabels(db), cm.Labels)
-	require.Equal(t, []string{specs.MongoDBApplicationUserKey}, keys(cm.Data))
-	require.True(t, strings.HasSuffix(specs.MongoDBApplicationUserKey, ".js"), "the entrypoint runs *.js with mongosh")
+	require.Equal(t, []string{mongodb.ApplicationUserKey}, keys(cm.Data))
+	require.True(t, strings.HasSuffix(mongodb.ApplicationUserKey, ".js"), "the entrypoint runs *.js with mongosh")
 
 	// The script reads the variables the container sets, and the password from the file
 	// of the Secret's password key, which the credentials volume mounts.
-	script := cm.Data[specs.MongoDBApplicationUserKey]
-	require.Contains(t, script, "process.env."+engine.MongoDBApplicationUsernameEnv)
-	require.Contains(t, script, "process.env."+engine.MongoDBApplicationPasswordFileEnv)
+	script := cm.Data[mongodb.ApplicationUserKey]
+	require.Contains(t, script, "process.env."+mongodb.ApplicationUsernameEnv)
+	require.Contains(t, script, "process.env."+mongodb.ApplicationPasswordFileEnv)
 	require.Contains(t, script, `require("fs").readFileSync(passwordFile, "utf8")`)
 	require.Contains(t, script, `{ role: "readWrite", db: db.getName() }`)
 	require.Contains(t, script, `{ role: "dbAdmin", db: db.getName() }`)
@@ -78,15 +79,15 @@ func TestMongoDBInitConfigMap(t *testing.T) {
 	for _, e := range c.Env {
 		env[e.Name] = e
 	}
-	require.Equal(t, engine.CredentialsFile(names.SecretKeyPassword), env[engine.MongoDBApplicationPasswordFileEnv].Value)
-	require.Equal(t, names.SecretKeyUsername, env[engine.MongoDBApplicationUsernameEnv].ValueFrom.SecretKeyRef.Key)
+	require.Equal(t, engine.CredentialsFile(names.SecretKeyPassword), env[mongodb.ApplicationPasswordFileEnv].Value)
+	require.Equal(t, names.SecretKeyUsername, env[mongodb.ApplicationUsernameEnv].ValueFrom.SecretKeyRef.Key)
 	require.Equal(t, names.SecretKeyDatabase, env["MONGO_INITDB_DATABASE"].ValueFrom.SecretKeyRef.Key,
 		"the entrypoint runs the scripts against the Database's database")
 	require.Contains(t, c.VolumeMounts, corev1.VolumeMount{Name: "initdb", MountPath: "/docker-entrypoint-initdb.d", ReadOnly: true})
 	require.Contains(t, d.Recipe.PasswordKeys(), names.SecretKeyPassword)
 
 	have := cm.DeepCopy()
-	have.Data = map[string]string{specs.MongoDBApplicationUserKey: "edited", "other.js": "x"}
+	have.Data = map[string]string{mongodb.ApplicationUserKey: "edited", "other.js": "x"}
 	have.Labels = map[string]string{"team": "a"}
 	specs.SyncInitConfigMap(have, cm)
 	require.Equal(t, cm.Data, have.Data)

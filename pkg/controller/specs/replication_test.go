@@ -17,6 +17,8 @@ import (
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/specs"
 	"example.com/database-apiserver/pkg/engine"
+	"example.com/database-apiserver/pkg/engine/mysql"
+	"example.com/database-apiserver/pkg/engine/postgresql"
 	"example.com/database-apiserver/pkg/names"
 )
 
@@ -294,25 +296,25 @@ func TestPgHBANarrowsTheReplicationRoleAndTheSuperuser(t *testing.T) {
 		{"host", "all", "postgres", "all", "reject"},
 		{"host", "all", "all", "all", "scram-sha-256"},
 		{"host", "replication", "replicator", ".production.svc.corp.example.test", "scram-sha-256"},
-	}, hbaLines(specs.PostgreSQLHBA(db, d)))
+	}, hbaLines(postgresql.HBA(db, d)))
 }
 
 // The Pod template carries the digest of the rules, so other rules make a new revision.
 func TestPgHBARulesAreThePodTemplatesRevision(t *testing.T) {
 	db := database(3)
 	d := resolve(t, db)
-	before := specs.StatefulSet(db, d).Spec.Template.Annotations[specs.PostgreSQLHBAAnnotation]
+	before := specs.StatefulSet(db, d).Spec.Template.Annotations[postgresql.HBAAnnotation]
 	require.Len(t, before, 64)
 	d.SuperuserSources = []netip.Prefix{netip.MustParsePrefix("10.245.0.1/32")}
 	after := specs.StatefulSet(db, d)
-	require.NotEqual(t, before, after.Spec.Template.Annotations[specs.PostgreSQLHBAAnnotation])
+	require.NotEqual(t, before, after.Spec.Template.Annotations[postgresql.HBAAnnotation])
 
 	have := specs.StatefulSet(db, resolve(t, db))
 	specs.SyncStatefulSet(have, after)
-	require.Equal(t, after.Spec.Template.Annotations[specs.PostgreSQLHBAAnnotation], have.Spec.Template.Annotations[specs.PostgreSQLHBAAnnotation])
+	require.Equal(t, after.Spec.Template.Annotations[postgresql.HBAAnnotation], have.Spec.Template.Annotations[postgresql.HBAAnnotation])
 
 	db.Spec.Engine, db.Spec.Version = examplev1.EngineMySQL, "8.4"
-	require.NotContains(t, specs.StatefulSet(db, resolve(t, db)).Spec.Template.Annotations, specs.PostgreSQLHBAAnnotation)
+	require.NotContains(t, specs.StatefulSet(db, resolve(t, db)).Spec.Template.Annotations, postgresql.HBAAnnotation)
 }
 
 // MySQL's replication account is of any host under the namespace's Service domain; root's
@@ -322,8 +324,8 @@ func TestMySQLAccountHosts(t *testing.T) {
 	db := database(3)
 	db.Spec.Engine, db.Spec.Version = examplev1.EngineMySQL, "8.4"
 	d := resolve(t, db)
-	require.Equal(t, "%.production.svc.cluster.local", specs.MySQLReplicationHost(db, d))
-	require.Equal(t, []string{"%"}, specs.MySQLSuperuserHosts(d))
+	require.Equal(t, "%.production.svc.cluster.local", mysql.ReplicationHost(db, d))
+	require.Equal(t, []string{"%"}, mysql.SuperuserHosts(d))
 	for _, c := range specs.StatefulSet(db, d).Spec.Template.Spec.Containers {
 		for _, e := range c.Env {
 			require.NotEqual(t, "MYSQL_ROOT_HOST", e.Name, "the entrypoint's default, %%")
@@ -335,8 +337,8 @@ func TestMySQLAccountHosts(t *testing.T) {
 		netip.MustParsePrefix("10.245.0.1/32"), netip.MustParsePrefix("10.244.0.0/16"),
 		netip.MustParsePrefix("192.168.7.128/25"), netip.MustParsePrefix("fd00::7/128"),
 	}
-	require.Equal(t, "%.production.svc.corp.example.test", specs.MySQLReplicationHost(db, d))
-	require.Equal(t, []string{"10.245.0.1", "10.244.0.0/255.255.0.0", "192.168.7.128/255.255.255.128", "fd00::7"}, specs.MySQLSuperuserHosts(d))
+	require.Equal(t, "%.production.svc.corp.example.test", mysql.ReplicationHost(db, d))
+	require.Equal(t, []string{"10.245.0.1", "10.244.0.0/255.255.0.0", "192.168.7.128/255.255.255.128", "fd00::7"}, mysql.SuperuserHosts(d))
 	env := map[string]string{}
 	for _, e := range specs.StatefulSet(db, d).Spec.Template.Spec.Containers[0].Env {
 		env[e.Name] = e.Value
@@ -367,8 +369,8 @@ func TestPodOrdinalSlotNameAndDatabaseOfPod(t *testing.T) {
 		require.Equal(t, tc.ordinal, ordinal, tc.pod)
 	}
 	require.Equal(t, "my-database-4", specs.PodName(db, 4))
-	require.Equal(t, "my_database_4", specs.SlotName("my-database-4"))
-	require.Equal(t, "a_b_c_0", specs.SlotName("a-b-c-0"))
+	require.Equal(t, "my_database_4", postgresql.SlotName("my-database-4"))
+	require.Equal(t, "a_b_c_0", postgresql.SlotName("a-b-c-0"))
 
 	labels := specs.StatefulSet(db, resolve(t, db)).Spec.Template.Labels
 	got, ok := names.DatabaseOfPod(&metav1.ObjectMeta{Labels: labels})

@@ -1,8 +1,6 @@
 package specs
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -32,13 +30,13 @@ import (
 // itself, from this template (DataClaim), so that the StatefulSet controller never creates
 // one: it mounts whatever claim has the name, and a foreign one could take it in between.
 //
-// On an engine that replicates (engine.Recipe.Replicates), the Pod template also has what replicationPod
-// adds (every Pod but the primary starts as a standby of it), and the update strategy is
+// On an engine that replicates (engine.Recipe.Replicates), the Pod template also has what
+// the engine's ReplicationPod adds (every Pod but the primary starts as a standby of it), and the update strategy is
 // OnDelete: the controller picks the order in which Pods restart for a new revision.
 //
 // A restart asked for through databases/restart (status.restart) is the Pod template's
 // RestartedAtAnnotation: a new revision, rolled out as an image update is. So is a change of
-// a PostgreSQL Database's client authentication rules (PostgreSQLHBAAnnotation).
+// an engine's settings it keys by a Pod template annotation (its ReplicationPod's).
 func StatefulSet(db *examplev1.Database, d Desired) *appsv1.StatefulSet {
 	sts := &appsv1.StatefulSet{
 		ObjectMeta: objectMeta(db, names.StatefulSetName(db), workloadLabels(db)),
@@ -81,11 +79,7 @@ func StatefulSet(db *examplev1.Database, d Desired) *appsv1.StatefulSet {
 		initdbPod(db, &sts.Spec.Template.Spec)
 	}
 	if d.Recipe.Replicates() {
-		replicationPod(db, d, &sts.Spec.Template.Spec)
-		if d.Recipe.Engine == examplev1.EnginePostgreSQL {
-			sum := sha256.Sum256([]byte(PostgreSQLHBA(db, d)))
-			metav1.SetMetaDataAnnotation(&sts.Spec.Template.ObjectMeta, PostgreSQLHBAAnnotation, hex.EncodeToString(sum[:]))
-		}
+		d.Engine().ReplicationPod(db, d, &sts.Spec.Template)
 		// The controller restarts the Pods for a new revision itself, the replicas first
 		// and the primary last, wherever the primary is (a RollingUpdate goes by ordinal).
 		sts.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}
@@ -117,8 +111,8 @@ func DataClaim(sts *appsv1.StatefulSet, ordinal int32) *corev1.PersistentVolumeC
 }
 
 // SyncStatefulSet copies the fields the controller owns from want into have: labels,
-// replicas, the update strategy's type, the Pod template's labels, RestartedAtAnnotation and
-// PostgreSQLHBAAnnotation (when want has them), its security context's
+// replicas, the update strategy's type, the Pod template's labels and annotations
+// (RestartedAtAnnotation and those of the engine's ReplicationPod, when want has them), its security context's
 // user, group, fsGroup and seccomp fields, token and service-link settings, the volumes of
 // want's names, the database container's image, arguments, ports, environment, mounts,
 // resources, probes, lifecycle and security context, and the same of want's init
@@ -136,10 +130,8 @@ func SyncStatefulSet(have, want *appsv1.StatefulSet) {
 
 	tmpl, wantTmpl := &have.Spec.Template, &want.Spec.Template
 	tmpl.Labels = MergeLabels(tmpl.Labels, wantTmpl.Labels)
-	for _, key := range []string{RestartedAtAnnotation, PostgreSQLHBAAnnotation} {
-		if value, ok := wantTmpl.Annotations[key]; ok {
-			metav1.SetMetaDataAnnotation(&tmpl.ObjectMeta, key, value)
-		}
+	for key, value := range wantTmpl.Annotations {
+		metav1.SetMetaDataAnnotation(&tmpl.ObjectMeta, key, value)
 	}
 	pod, wantPod := &tmpl.Spec, &wantTmpl.Spec
 	if pod.SecurityContext == nil {

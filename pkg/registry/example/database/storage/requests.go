@@ -21,6 +21,9 @@ import (
 	"example.com/database-apiserver/pkg/apis/example"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/engine"
+
+	// The API server serves every engine of the repository.
+	_ "example.com/database-apiserver/pkg/engine/engines"
 )
 
 // ConnectionREST serves GET databases/{name}/connection: the

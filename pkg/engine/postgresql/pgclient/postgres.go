@@ -5,7 +5,7 @@
 // server (by Pod IP, as the Secret's superuser, without TLS: the servers have no
 // certificates) and closes it. No statement carries a password in clear text but in a
 // session that logs no statement (unlogged).
-package postgres
+package pgclient
 
 import (
 	"context"

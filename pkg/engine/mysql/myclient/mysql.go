@@ -7,7 +7,7 @@
 // superuser-password) and closes it. Statements are from
 // https://dev.mysql.com/doc/refman/8.4/en/replication-gtids-howto.html and the CHANGE
 // REPLICATION SOURCE TO, START REPLICA and RESET REPLICA references.
-package mysql
+package myclient
 
 import (
 	"context"

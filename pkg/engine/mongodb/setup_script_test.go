@@ -1,4 +1,4 @@
-package specs_test
+package mongodb_test
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package specs_test
+package mysql_test
 
 import (
 	"os"
@@ -9,6 +9,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 )
+
+// readPrimary is the setup script's read of the primary's name: the ConfigMap's key "primary"
+// mounted at /etc/database.
+const readPrimary = "primary=$(</etc/database/primary)"
 
 // The fake MySQL binaries of the MySQL setup script's tests. Each appends what it was asked
 // to $FAKE/calls, one line per call; the scratch server runs while $FAKE/running exists.

@@ -1,4 +1,4 @@
-package specs_test
+package postgresql_test
 
 import (
 	"os"

@@ -8,7 +8,7 @@
 // closes it. Commands and replies are from
 // https://www.mongodb.com/docs/manual/reference/command/hello/ and the replSetGetStatus,
 // replSetGetConfig, replSetInitiate and replSetReconfig references.
-package mongodb
+package mongoclient
 
 import (
 	"context"

@@ -1,0 +1,104 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+)
+
+// Engine is everything the controller and the API server know of one engine; the generic
+// controller reaches an engine only through it. An engine package implements it and
+// registers it (Register) from its init function, so a binary runs the engines whose
+// packages it imports (pkg/engine/engines imports every one).
+type Engine interface {
+	// Recipe is how the engine runs in a StatefulSet: ports, users, probes, environment.
+	Recipe() Recipe
+	// ReplicationFiles are the files of the replication ConfigMap besides
+	// ConfigMapKeyPrimary (setup scripts, client authentication rules), for an engine whose
+	// Recipe replicates.
+	ReplicationFiles(db *examplev1.Database, d Desired) map[string]string
+	// ReplicationPod adds to tmpl, the Pod template of a Database whose engine replicates,
+	// what replication needs: the setup init container, volumes, server arguments, settings,
+	// and Pod template annotations for settings the server reads only when it starts (a
+	// change makes a new revision, which the controller rolls out).
+	ReplicationPod(db *examplev1.Database, d Desired, tmpl *corev1.PodTemplateSpec)
+	// InitFiles are the scripts the image's entrypoint runs once, when it initialises an
+	// empty data directory, as the files of the initialisation ConfigMap; nil for none.
+	InitFiles(d Desired) map[string]string
+	// Observer reaches the engine's servers through its own driver: a Replicator for an
+	// engine whose primary the controller picks, a ReplicaSet for one whose members elect
+	// it; nil for an engine that does not replicate.
+	Observer() Observer
+}
+
+var (
+	registryMu sync.RWMutex
+	registry   = map[examplev1.Engine]Engine{}
+)
+
+// Register makes e the engine of spec.engine e.Recipe().Engine. It panics when that engine
+// is registered already: two packages would claim the same Databases.
+func Register(e Engine) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	name := e.Recipe().Engine
+	if _, dup := registry[name]; dup {
+		panic(fmt.Sprintf("engine %q registered twice", name))
+	}
+	registry[name] = e
+}
+
+// Unregister removes the engine of spec.engine name; for tests that register an engine of
+// their own.
+func Unregister(name examplev1.Engine) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	delete(registry, name)
+}
+
+// Lookup returns the registered engine of spec.engine name, and false for none.
+func Lookup(name examplev1.Engine) (Engine, bool) {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	e, ok := registry[name]
+	return e, ok
+}
+
+// Registered lists the spec.engine values of the registered engines, sorted.
+func Registered() []examplev1.Engine {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	out := make([]examplev1.Engine, 0, len(registry))
+	for name := range registry {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// For returns the recipe of the registered engine name, and false for an engine none
+// registered.
+func For(name examplev1.Engine) (Recipe, bool) {
+	e, ok := Lookup(name)
+	if !ok {
+		return Recipe{}, false
+	}
+	return e.Recipe(), true
+}
+
+// Observers are the Observer of every registered engine that replicates, by spec.engine.
+func Observers() map[examplev1.Engine]Observer {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	out := map[examplev1.Engine]Observer{}
+	for name, e := range registry {
+		if o := e.Observer(); o != nil {
+			out[name] = o
+		}
+	}
+	return out
+}
