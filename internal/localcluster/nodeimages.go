@@ -10,6 +10,9 @@ import (
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/catalog"
+
+	// The engines register their catalogs.
+	_ "example.com/database-apiserver/pkg/engine/engines"
 )
 
 // NodeImage is an engine image of the real node, as hack/build-node-images.sh tags it: once
@@ -48,8 +51,8 @@ func readNodeImages(dir string) ([]NodeImage, error) {
 		}
 		img, err := parseNodeImage(strings.Fields(string(b)))
 		if err != nil {
-			return nil, fmt.Errorf("the real node's %s image does not match the version catalog (pkg/catalog): %s: %w; list the release in pkg/catalog/releases.go, or build the image (hack/build-node-images.sh) from a mirror that ships a listed one",
-				name, path, err)
+			return nil, fmt.Errorf("the real node's %s image does not match the version catalog (pkg/catalog): %s: %w; list the release in pkg/engine/%s/catalog.go, or build the image (hack/build-node-images.sh) from a mirror that ships a listed one",
+				name, path, err, nodeImageEngines["library/"+name])
 		}
 		images = append(images, img)
 	}

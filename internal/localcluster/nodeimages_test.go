@@ -65,5 +65,5 @@ func TestReadNodeImagesNamesTheImageThatDoesNotMatchTheCatalog(t *testing.T) {
 	_, err = readNodeImages(dir)
 	require.ErrorContains(t, err, "the real node's mysql image does not match the version catalog (pkg/catalog): "+filepath.Join(dir, "mysql.tags"))
 	require.ErrorContains(t, err, `mysql "9.7.99" is not a published release`)
-	require.ErrorContains(t, err, "list the release in pkg/catalog/releases.go")
+	require.ErrorContains(t, err, "list the release in pkg/engine/mysql/catalog.go")
 }

@@ -8,6 +8,9 @@ import (
 
 	example "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/catalog"
+
+	// The engines register their catalogs.
+	_ "example.com/database-apiserver/pkg/engine/engines"
 )
 
 func date(year int, month time.Month, day int) time.Time {

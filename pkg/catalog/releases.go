@@ -44,7 +44,8 @@ func CheckRelease(engine examplev1.Engine, version string, extra Published) erro
 	if slices.Contains(Releases(engine, release.Line), version) || extra[string(engine)][version] {
 		return nil
 	}
-	published := ranges(release.Line, publishedReleases[string(engine)][release.Line])
+	c, _ := catalogFor(engine)
+	published := ranges(release.Line, c.Published[release.Line])
 	var added []string
 	for v := range extra[string(engine)] {
 		if strings.HasPrefix(v, release.Line+".") && !slices.Contains(Releases(engine, release.Line), v) {
@@ -74,8 +75,12 @@ func IsRelease(engine examplev1.Engine, version string) bool {
 // Releases returns the published releases of engine's line in the catalog,
 // oldest first ("16.0" … "16.15"), or nil for an unknown engine or line.
 func Releases(engine examplev1.Engine, line string) []string {
+	c, err := catalogFor(engine)
+	if err != nil {
+		return nil
+	}
 	var out []string
-	for _, p := range publishedReleases[string(engine)][line] {
+	for _, p := range c.Published[line] {
 		out = append(out, line+"."+strconv.Itoa(p))
 	}
 	return out
@@ -113,8 +118,9 @@ func ranges(line string, patches []int) []string {
 	return out
 }
 
-// span returns first to last, without the numbers in except.
-func span(first, last int, except ...int) []int {
+// Span returns first to last, without the numbers in except: the releases of a
+// line, but those its vendor withdrew or never published.
+func Span(first, last int, except ...int) []int {
 	var out []int
 	for n := first; n <= last; n++ {
 		if !slices.Contains(except, n) {
@@ -122,52 +128,4 @@ func span(first, last int, except ...int) []int {
 		}
 	}
 	return out
-}
-
-// publishedReleases lists, per engine name and line, the number after the line
-// of every release its vendor published up to November 2026, ascending: the
-// tags the official images (docker-library postgres, mysql, mongo) carry. A
-// release published later, or one this list lacks, is accepted once an
-// operator adds it to the DatabaseValidation configuration; a new line needs
-// a new catalog (its end of life and upgrade rules).
-var publishedReleases = map[string]map[string][]int{
-	// PostgreSQL release notes (https://www.postgresql.org/docs/release/):
-	// MAJOR.0 each September, then minor releases every February, May, August
-	// and November, plus out-of-cycle ones; a major's last minor release comes
-	// out at its end of life.
-	string(examplev1.EnginePostgreSQL): {
-		"13": span(0, 23),
-		"14": span(0, 24),
-		"15": span(0, 19),
-		"16": span(0, 15),
-		"17": span(0, 11),
-		"18": span(0, 5),
-	},
-	// MySQL release notes (https://dev.mysql.com/doc/relnotes/mysql/): 8.0's
-	// first GA release is 8.0.11; 8.0.29, 8.0.38, 8.4.1 and 9.0.0 were
-	// withdrawn by Oracle (an on-disk format bug, a crash at restart with many
-	// tables) and replaced by the next release; each innovation series
-	// (9.0 to 9.6) has a single release, the LTS series one each quarter; 9.7
-	// up to 9.7.4, the release Debian sid's mysql-9.7 ships in December 2026
-	// (the 9.7 manual's "What Is New" names it).
-	string(examplev1.EngineMySQL): {
-		"8.0": span(11, 46, 29, 38),
-		"8.4": span(0, 11, 1),
-		"9.0": {1},
-		"9.1": {0},
-		"9.2": {0},
-		"9.3": {0},
-		"9.4": {0},
-		"9.5": {0},
-		"9.6": {0},
-		"9.7": span(0, 4),
-	},
-	// MongoDB Server release notes
-	// (https://www.mongodb.com/docs/manual/release-notes/): patch releases
-	// roughly monthly; 7.0.10 and 7.0.13 were never released.
-	string(examplev1.EngineMongoDB): {
-		"6.0": span(0, 25),
-		"7.0": span(0, 26, 10, 13),
-		"8.0": span(0, 18),
-	},
 }

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/catalog"
 )
 
 // Engine is everything the controller and the API server know of one engine; the generic
@@ -15,6 +16,9 @@ import (
 // registers it (Register) from its init function, so a binary runs the engines whose
 // packages it imports (pkg/engine/engines imports every one).
 type Engine interface {
+	// Catalog is the engine's image, release lines and upgrade rules, which Register
+	// registers in pkg/catalog.
+	Catalog() catalog.Catalog
 	// Recipe is how the engine runs in a StatefulSet: ports, users, probes, environment.
 	Recipe() Recipe
 	// ReplicationFiles are the files of the replication ConfigMap besides
@@ -40,7 +44,8 @@ var (
 	registry   = map[examplev1.Engine]Engine{}
 )
 
-// Register makes e the engine of spec.engine e.Recipe().Engine. It panics when that engine
+// Register makes e the engine of spec.engine e.Recipe().Engine, and its Catalog that
+// engine's catalog (catalog.Register). It panics when that engine
 // is registered already: two packages would claim the same Databases.
 func Register(e Engine) {
 	registryMu.Lock()
@@ -49,14 +54,21 @@ func Register(e Engine) {
 	if _, dup := registry[name]; dup {
 		panic(fmt.Sprintf("engine %q registered twice", name))
 	}
+	if c := e.Catalog(); c.Engine != name {
+		panic(fmt.Sprintf("engine %q registers the catalog of %q", name, c.Engine))
+	}
+	catalog.Register(e.Catalog())
 	registry[name] = e
 }
 
-// Unregister removes the engine of spec.engine name; for tests that register an engine of
-// their own.
+// Unregister removes the engine of spec.engine name and its catalog; for tests that
+// register an engine of their own.
 func Unregister(name examplev1.Engine) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
+	if _, ok := registry[name]; ok {
+		catalog.Unregister(name)
+	}
 	delete(registry, name)
 }
 

@@ -20,6 +20,9 @@ import (
 	"example.com/database-apiserver/pkg/apis/example"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/catalog"
+
+	// The engines register their catalogs.
+	_ "example.com/database-apiserver/pkg/engine/engines"
 )
 
 var databasesGVR = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "databases"}
