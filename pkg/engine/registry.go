@@ -7,7 +7,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"example.com/database-apiserver/pkg/apis/example"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/apis/example/validation"
 	"example.com/database-apiserver/pkg/catalog"
 )
 
@@ -39,13 +41,20 @@ type Engine interface {
 	Observer() Observer
 }
 
+// Validating is an Engine with rules of its own on a Database's spec, which Register
+// registers with the API's validation (validation.RegisterEngineRules).
+type Validating interface {
+	ValidationRules() validation.EngineRules
+}
+
 var (
 	registryMu sync.RWMutex
 	registry   = map[examplev1.Engine]Engine{}
 )
 
-// Register makes e the engine of spec.engine e.Recipe().Engine, and its Catalog that
-// engine's catalog (catalog.Register). It panics when that engine
+// Register makes e the engine of spec.engine e.Recipe().Engine, its Catalog that
+// engine's catalog (catalog.Register), and its rules, if it is Validating, those the API's
+// validation applies to it. It panics when that engine
 // is registered already: two packages would claim the same Databases.
 func Register(e Engine) {
 	registryMu.Lock()
@@ -58,6 +67,9 @@ func Register(e Engine) {
 		panic(fmt.Sprintf("engine %q registers the catalog of %q", name, c.Engine))
 	}
 	catalog.Register(e.Catalog())
+	if v, ok := e.(Validating); ok {
+		validation.RegisterEngineRules(example.Engine(name), v.ValidationRules())
+	}
 	registry[name] = e
 }
 
@@ -66,8 +78,11 @@ func Register(e Engine) {
 func Unregister(name examplev1.Engine) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
-	if _, ok := registry[name]; ok {
+	if e, ok := registry[name]; ok {
 		catalog.Unregister(name)
+		if _, ok := e.(Validating); ok {
+			validation.UnregisterEngineRules(example.Engine(name))
+		}
 	}
 	delete(registry, name)
 }

@@ -13,8 +13,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"strconv"
-	"strings"
+	"sync"
 
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,8 +95,8 @@ func ValidateDatabaseName(name string, prefix bool) []string {
 }
 
 // ValidateDatabase validates a Database on create: its metadata (namespaced,
-// name by ValidateDatabaseName), its spec (ValidateDatabaseSpec), a MySQL
-// release that cannot replicate with more than one replica
+// name by ValidateDatabaseName), its spec (ValidateDatabaseSpec), a release
+// its engine cannot replicate with more than one replica
 // (ReplicationRelease), and spec.primary against its name and spec.replicas
 // (ValidatePrimary).
 func ValidateDatabase(db *example.Database) field.ErrorList {
@@ -109,65 +108,76 @@ func ValidateDatabase(db *example.Database) field.ErrorList {
 	return append(errs, ValidatePrimary(db.Spec.Primary, db.Name, db.Spec.Replicas, field.NewPath("spec", "primary"))...)
 }
 
-// MySQLReplicationPatch is the first MySQL 8.0 patch release with the statements the
-// controller sets up replicas with (CHANGE REPLICATION SOURCE TO, 8.0.23:
-// https://dev.mysql.com/doc/relnotes/mysql/8.0/en/news-8-0-23.html).
-const MySQLReplicationPatch = 23
+// EngineRules are an engine's own rules on a Database's spec, which its engine package
+// registers (RegisterEngineRules); an engine without any has none.
+type EngineRules struct {
+	// ReplicationRelease says why spec, of more than one replica, cannot replicate at its
+	// version ("" when it can): a sentence for a Forbidden error on spec.version.
+	ReplicationRelease func(spec *example.DatabaseSpec) string
+	// ReplicaWarnings are the warnings of replicas (more than one) for a user who may think
+	// them safer than they are.
+	ReplicaWarnings func(replicas int32) []string
+}
 
-// ReplicationRelease is Forbidden on spec.version at fldPath for a MySQL spec of more
-// than one replica pinned to an 8.0 release before MySQLReplicationPatch ("8.0.22"),
+var (
+	engineRulesMu sync.RWMutex
+	engineRules   = map[example.Engine]EngineRules{}
+)
+
+// RegisterEngineRules makes rules the rules of engine.
+func RegisterEngineRules(engine example.Engine, rules EngineRules) {
+	engineRulesMu.Lock()
+	defer engineRulesMu.Unlock()
+	engineRules[engine] = rules
+}
+
+// UnregisterEngineRules removes the rules of engine; for tests that register an engine of
+// their own.
+func UnregisterEngineRules(engine example.Engine) {
+	engineRulesMu.Lock()
+	defer engineRulesMu.Unlock()
+	delete(engineRules, engine)
+}
+
+func rulesOf(engine example.Engine) EngineRules {
+	engineRulesMu.RLock()
+	defer engineRulesMu.RUnlock()
+	return engineRules[engine]
+}
+
+// ReplicationRelease is Forbidden on spec.version at fldPath for a spec of more than one
+// replica whose engine says its version cannot replicate (EngineRules.ReplicationRelease),
 // unless oldSpec (nil on create) was stored so: an update that changes neither the
 // version nor the replication is not judged again. It holds on every write, the scale
-// subresource's included. Series ("8.0") and other lines replicate.
+// subresource's included.
 func ReplicationRelease(spec, oldSpec *example.DatabaseSpec, fldPath *field.Path) *field.Error {
-	if spec.Engine != example.EngineMySQL || ptr.Deref(spec.Replicas, 1) <= 1 {
+	rules := rulesOf(spec.Engine)
+	if rules.ReplicationRelease == nil || ptr.Deref(spec.Replicas, 1) <= 1 {
 		return nil
 	}
-	patch, found := strings.CutPrefix(spec.Version, "8.0.")
-	n, err := strconv.Atoi(patch)
-	if !found || err != nil || n >= MySQLReplicationPatch {
+	why := rules.ReplicationRelease(spec)
+	if why == "" {
 		return nil
 	}
 	if oldSpec != nil && oldSpec.Engine == spec.Engine && oldSpec.Version == spec.Version && ptr.Deref(oldSpec.Replicas, 1) > 1 {
 		return nil
 	}
-	return field.Forbidden(fldPath, fmt.Sprintf(
-		"mysql %s cannot replicate: more than one replica needs 8.0.%d or later (CHANGE REPLICATION SOURCE TO), 8.4 or 9.x; or replicas: 1",
-		spec.Version, MySQLReplicationPatch))
+	return field.Forbidden(fldPath, why)
 }
 
-// MongoDBMaxVotingMembers is the most voting members a MongoDB replica set may have
-// (https://www.mongodb.com/docs/manual/reference/limits/#mongodb-limit-Number-of-Voting-Members-of-a-Replica-Set):
-// the controller makes the members past it non-voting, with priority 0.
-const MongoDBMaxVotingMembers = 7
-
 // ReplicaWarnings are the warnings (the response's Warning header, which kubectl prints) of a
-// MongoDB spec whose replica set elects its primary less safely than the user may think:
-//   - an even number of voting members, which tolerates the loss of no more members than one
-//     fewer would (2 members tolerate none): a majority elects the primary
-//     (https://www.mongodb.com/docs/manual/core/replica-set-architectures/#consider-fault-tolerance);
-//   - more than MongoDBMaxVotingMembers, whose members past it neither vote nor become primary.
-//
-// Given on create, and on an update (oldSpec set) that changes spec.replicas; nil otherwise.
+// spec of more than one replica whose engine warns of its number
+// (EngineRules.ReplicaWarnings). Given on create, and on an update (oldSpec set) that
+// changes spec.replicas; nil otherwise.
 func ReplicaWarnings(spec, oldSpec *example.DatabaseSpec) []string {
-	if spec.Engine != example.EngineMongoDB || spec.Replicas == nil || *spec.Replicas <= 1 {
+	rules := rulesOf(spec.Engine)
+	if rules.ReplicaWarnings == nil || spec.Replicas == nil || *spec.Replicas <= 1 {
 		return nil
 	}
 	if oldSpec != nil && oldSpec.Replicas != nil && *oldSpec.Replicas == *spec.Replicas {
 		return nil
 	}
-	n := *spec.Replicas
-	voters := min(n, MongoDBMaxVotingMembers)
-	var warnings []string
-	if voters%2 == 0 {
-		warnings = append(warnings, fmt.Sprintf("spec.replicas: a MongoDB replica set of %d voting members elects its primary by a majority of %d, "+
-			"so it survives the loss of %d members, no more than %d would: use an odd number", voters, voters/2+1, (voters-1)/2, voters-1))
-	}
-	if n > MongoDBMaxVotingMembers {
-		warnings = append(warnings, fmt.Sprintf("spec.replicas: a MongoDB replica set has at most %d voting members: the other %d neither vote nor become primary",
-			MongoDBMaxVotingMembers, n-MongoDBMaxVotingMembers))
-	}
-	return warnings
+	return rules.ReplicaWarnings(*spec.Replicas)
 }
 
 // ValidatePrimary validates spec.primary at fldPath of the Database name with

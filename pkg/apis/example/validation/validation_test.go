@@ -15,6 +15,9 @@ import (
 	"example.com/database-apiserver/pkg/apis/example"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/apis/example/validation"
+
+	// The engines register their rules.
+	_ "example.com/database-apiserver/pkg/engine/engines"
 )
 
 // exampleDatabase is artifacts/examples/database.yaml as an internal object, as it is stored.

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-
-	"example.com/database-apiserver/pkg/apis/example/validation"
 )
 
 // State is what a server says of itself.
@@ -248,9 +246,11 @@ func RenameMembers(current Config, rename func(host string) string) (Config, boo
 	return next, true
 }
 
-// MaxVotingMembers is 7: a replica set has at most 7 voting members. It is the API's
-// validation.MongoDBMaxVotingMembers, whose warnings say what the members past it get.
-const MaxVotingMembers = validation.MongoDBMaxVotingMembers
+// MaxVotingMembers is the most voting members a replica set may have
+// (https://www.mongodb.com/docs/manual/reference/limits/#mongodb-limit-Number-of-Voting-Members-of-a-Replica-Set):
+// the members past it are made non-voting, with priority 0, as the engine's validation
+// warnings say.
+const MaxVotingMembers = 7
 
 // NextConfig returns the configuration one step from current toward members exactly hosts
 // (their "host:port", in the order given: the Pods' ordinals), with Version

@@ -15,6 +15,9 @@ import (
 	"example.com/database-apiserver/pkg/apis/example"
 	"example.com/database-apiserver/pkg/apis/example/install"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+
+	// The engines register their rules.
+	_ "example.com/database-apiserver/pkg/engine/engines"
 )
 
 func newTestStrategy() Strategy {
