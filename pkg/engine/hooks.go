@@ -1,0 +1,98 @@
+package engine
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+)
+
+// The optional interfaces below are what an engine implements besides Engine and its
+// Observer for failover, backup and restore, users and TLS; the controller asks an engine
+// for them with a type assertion and does without where the engine has none.
+
+// Failover is a Replicator whose primary can be replaced while it does not answer: its
+// replicas stop following it (fencing), the replica holding every other's transactions is
+// promoted, and the former primary, when it comes back, follows the new one or is kept out.
+type Failover interface {
+	Replicator
+	// StopFollowing makes the replica e stop following its primary, so a primary cut off
+	// from the controller can have no commit acknowledged by it.
+	StopFollowing(ctx context.Context, p Pass, e Endpoint) error
+	// Holds reports whether a, a replica, holds every transaction b holds (its WAL
+	// position or GTID set at least b's): the replica to promote holds every other's.
+	Holds(a, b *Member) bool
+	// Diverged reports whether former, a former primary answering as a replica, has
+	// transactions primary lacks (a forked timeline, errant GTIDs): it follows primary only
+	// once rewound or cloned again.
+	Diverged(primary, former *Member) bool
+}
+
+// Synchronous is a Replicator whose primary can wait, before acknowledging a commit, for
+// replicas to have it.
+type Synchronous interface {
+	Replicator
+	// SetSynchronous makes the primary e acknowledge a commit once any k of replicas (Pod
+	// names) have it; k 0 makes it acknowledge without waiting.
+	SetSynchronous(ctx context.Context, p Pass, e Endpoint, k int32, replicas []string) error
+}
+
+// Backups is an engine that takes backups of its primary to a store and restores a new
+// Database from them.
+type Backups interface {
+	// BackupContainer is the container that takes a backup of the primary at host into the
+	// store its environment names (store), as a Job of the Database's namespace runs it.
+	BackupContainer(db *examplev1.Database, d Desired, host string, store []corev1.EnvVar) corev1.Container
+	// RestoreContainer is the init container that fills an empty data volume from a backup
+	// in store, replaying archived changes up to pointInTime (RFC 3339; "" for all), before
+	// the server starts.
+	RestoreContainer(db *examplev1.Database, d Desired, store []corev1.EnvVar, backup, pointInTime string) corev1.Container
+	// ArchivePod adds to tmpl the continuous archiving of changes (WAL, binary log, oplog)
+	// to store.
+	ArchivePod(db *examplev1.Database, d Desired, tmpl *corev1.PodTemplateSpec, store []corev1.EnvVar)
+}
+
+// Access is what a user may do on a logical database.
+type Access string
+
+const (
+	AccessReadOnly  Access = "ReadOnly"
+	AccessReadWrite Access = "ReadWrite"
+	AccessOwner     Access = "Owner"
+)
+
+// User is one user of a Database as the primary is to have it.
+type User struct {
+	Name, Password string
+	// Database is the logical database Access is on; it is created when missing.
+	Database string
+	Access   Access
+	// ConnectionLimit is the most connections the user may hold; nil for the engine's
+	// default.
+	ConnectionLimit *int32
+}
+
+// Users is an engine whose primary keeps users other than the application user.
+type Users interface {
+	// CheckUsername says why name cannot be a user's ("" when it can): reserved by the
+	// engine or the controller, too long, or of characters the engine refuses.
+	CheckUsername(name string) string
+	// SyncUser makes u true on the primary e: created, given its password and access, set
+	// back when changed by hand.
+	SyncUser(ctx context.Context, p Pass, e Endpoint, u User) error
+	// DropUser removes the user name from the primary e, its objects reassigned where the
+	// engine needs it.
+	DropUser(ctx context.Context, p Pass, e Endpoint, name string) error
+}
+
+// TLS is an engine whose servers serve TLS with a certificate the controller gives them.
+type TLS interface {
+	// TLSPod adds to tmpl the server's TLS: the certificate, key and CA of the Secret named
+	// secret, mounted, and the settings that serve them; with required, the settings that
+	// refuse clear-text connections.
+	TLSPod(db *examplev1.Database, d Desired, tmpl *corev1.PodTemplateSpec, secret string, required bool)
+	// ReloadTLS makes the server e read its certificate and key again without a restart,
+	// and reports false when the engine cannot (the Pods are then restarted).
+	ReloadTLS(ctx context.Context, p Pass, e Endpoint) (bool, error)
+}
