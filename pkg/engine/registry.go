@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -13,10 +14,12 @@ import (
 	"example.com/database-apiserver/pkg/catalog"
 )
 
-// Engine is everything the controller and the API server know of one engine; the generic
-// controller reaches an engine only through it. An engine package implements it and
-// registers it (Register) from its init function, so a binary runs the engines whose
-// packages it imports (pkg/engine/engines imports every one).
+// Engine is everything the controller and the API server know of one engine but how its
+// servers are reached, which is its Observer; the generic controller reaches an engine only
+// through them. An engine package implements Engine and registers it (Register) from its
+// init function, so a binary runs the engines whose packages it imports
+// (pkg/engine/engines imports every one). Its driver package, beside it, registers its
+// Observer (RegisterObserver): only the controller links the drivers.
 type Engine interface {
 	// Catalog is the engine's image, release lines and upgrade rules, which Register
 	// registers in pkg/catalog.
@@ -35,10 +38,6 @@ type Engine interface {
 	// InitFiles are the scripts the image's entrypoint runs once, when it initialises an
 	// empty data directory, as the files of the initialisation ConfigMap; nil for none.
 	InitFiles(d Desired) map[string]string
-	// Observer reaches the engine's servers through its own driver: a Replicator for an
-	// engine whose primary the controller picks, a ReplicaSet for one whose members elect
-	// it; nil for an engine that does not replicate.
-	Observer() Observer
 }
 
 // Validating is an Engine with rules of its own on a Database's spec, which Register
@@ -117,15 +116,27 @@ func For(name examplev1.Engine) (Recipe, bool) {
 	return e.Recipe(), true
 }
 
-// Observers are the Observer of every registered engine that replicates, by spec.engine.
-func Observers() map[examplev1.Engine]Observer {
-	registryMu.RLock()
-	defer registryMu.RUnlock()
-	out := map[examplev1.Engine]Observer{}
-	for name, e := range registry {
-		if o := e.Observer(); o != nil {
-			out[name] = o
-		}
+var (
+	observersMu sync.RWMutex
+	observers   = map[examplev1.Engine]Observer{}
+)
+
+// RegisterObserver makes o how the controller reaches the servers of spec.engine name: a
+// Replicator for an engine whose primary the controller picks, a ReplicaSet for one whose
+// members elect it. It panics when name has one: two drivers would answer for the same
+// servers.
+func RegisterObserver(name examplev1.Engine, o Observer) {
+	observersMu.Lock()
+	defer observersMu.Unlock()
+	if _, dup := observers[name]; dup {
+		panic(fmt.Sprintf("observer of engine %q registered twice", name))
 	}
-	return out
+	observers[name] = o
+}
+
+// Observers are the registered Observers, by spec.engine.
+func Observers() map[examplev1.Engine]Observer {
+	observersMu.RLock()
+	defer observersMu.RUnlock()
+	return maps.Clone(observers)
 }

@@ -49,3 +49,38 @@ func TestOnlyTheControllerImportsTheController(t *testing.T) {
 	}
 	require.Contains(t, controllerDeps(t, "example.com/database-apiserver/cmd/controller"), controllerPackages+"/database")
 }
+
+// driverPackages are the import path prefixes of the engines' drivers.
+var driverPackages = []string{"github.com/jackc/pgx", "github.com/go-sql-driver/mysql", "go.mongodb.org/mongo-driver"}
+
+// driverDeps are the engines' driver packages among pkg's dependencies.
+func driverDeps(t *testing.T, pkg string) []string {
+	var found []string
+	for _, d := range deps(t, pkg) {
+		for _, prefix := range driverPackages {
+			if strings.HasPrefix(d, prefix) {
+				found = append(found, d)
+			}
+		}
+	}
+	return found
+}
+
+// TestOnlyTheControllerLinksTheEnginesDrivers pins the engines' boundary between what every
+// binary reads of an engine (its package: catalog, recipe, Pod) and how its servers are
+// reached (the driver package beside it, which registers the engine's Observer): the API
+// server, the kubectl plugin and the local cluster link no database driver; the controller
+// links every engine's.
+func TestOnlyTheControllerLinksTheEnginesDrivers(t *testing.T) {
+	for _, pkg := range []string{
+		"example.com/database-apiserver/cmd/apiserver",
+		"example.com/database-apiserver/cmd/kubectl-database",
+		"example.com/database-apiserver/internal/localcluster",
+	} {
+		require.Empty(t, driverDeps(t, pkg), "%s links a database driver", pkg)
+	}
+	linked := strings.Join(driverDeps(t, "example.com/database-apiserver/cmd/controller"), " ")
+	for _, prefix := range driverPackages {
+		require.Contains(t, linked, prefix)
+	}
+}

@@ -23,8 +23,8 @@ import (
 	"example.com/database-apiserver/pkg/authnready"
 	"example.com/database-apiserver/pkg/controller/database"
 	"example.com/database-apiserver/pkg/engine"
-	// The controller runs every engine of the repository.
-	_ "example.com/database-apiserver/pkg/engine/engines"
+	// The controller runs every engine of the repository and reaches their servers.
+	_ "example.com/database-apiserver/pkg/engine/engines/servers"
 
 	// client-go's REST client, workqueue and leader election metrics in legacyregistry.
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"

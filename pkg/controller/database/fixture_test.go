@@ -33,7 +33,7 @@ import (
 	"example.com/database-apiserver/pkg/controller/database"
 	"example.com/database-apiserver/pkg/engine"
 	_ "example.com/database-apiserver/pkg/engine/engines"
-	"example.com/database-apiserver/pkg/engine/postgresql"
+	"example.com/database-apiserver/pkg/engine/postgresql/pgclient"
 	dbfake "example.com/database-apiserver/pkg/generated/clientset/versioned/fake"
 	examplelisters "example.com/database-apiserver/pkg/generated/listers/example/v1"
 )
@@ -104,11 +104,11 @@ func newFixture(t *testing.T, db *examplev1.Database, kubeObjects ...runtime.Obj
 }
 
 // newFixtureWith is newFixture with a Reconciler that asks the servers through instances.
-func newFixtureWith(t *testing.T, instances postgresql.Instances, db *examplev1.Database, kubeObjects ...runtime.Object) *fixture {
+func newFixtureWith(t *testing.T, instances pgclient.Instances, db *examplev1.Database, kubeObjects ...runtime.Object) *fixture {
 	t.Helper()
 	var options database.Options
 	if instances != nil {
-		options.Observers = map[examplev1.Engine]engine.Observer{examplev1.EnginePostgreSQL: postgresql.NewReplicator(instances)}
+		options.Observers = map[examplev1.Engine]engine.Observer{examplev1.EnginePostgreSQL: pgclient.NewReplicator(instances)}
 	}
 	return newFixtureWithOptions(t, options, db, kubeObjects...)
 }

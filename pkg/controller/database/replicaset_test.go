@@ -20,7 +20,6 @@ import (
 	"example.com/database-apiserver/pkg/controller/database"
 	"example.com/database-apiserver/pkg/controller/specs"
 	"example.com/database-apiserver/pkg/engine"
-	"example.com/database-apiserver/pkg/engine/mongodb"
 	"example.com/database-apiserver/pkg/engine/mongodb/mongoclient"
 )
 
@@ -148,7 +147,7 @@ func replicaSet(t *testing.T, replicas int) (*fixture, *fakeMongoDB) {
 	fm := newFakeMongoDB()
 	db := exampleDatabase()
 	db.Spec.Engine, db.Spec.Version, db.Spec.Replicas = examplev1.EngineMongoDB, "7.0", ptr.To(int32(replicas))
-	f := newFixtureWithOptions(t, database.Options{Observers: map[examplev1.Engine]engine.Observer{examplev1.EngineMongoDB: mongodb.NewReplicaSet(fm)}}, db)
+	f := newFixtureWithOptions(t, database.Options{Observers: map[examplev1.Engine]engine.Observer{examplev1.EngineMongoDB: mongoclient.NewReplicaSet(fm)}}, db)
 	f.gracefulPodDeletion()
 	_, err := f.reconcile()
 	require.NoError(t, err)

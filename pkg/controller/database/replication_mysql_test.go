@@ -18,7 +18,6 @@ import (
 	"example.com/database-apiserver/pkg/controller/database"
 	"example.com/database-apiserver/pkg/controller/specs"
 	"example.com/database-apiserver/pkg/engine"
-	"example.com/database-apiserver/pkg/engine/mysql"
 	"example.com/database-apiserver/pkg/engine/mysql/myclient"
 )
 
@@ -176,7 +175,7 @@ func replicatingMySQLWith(t *testing.T, options database.Options) (*fixture, *fa
 	fm := newFakeMySQL()
 	db := exampleDatabase()
 	db.Spec.Engine, db.Spec.Version, db.Spec.Replicas = examplev1.EngineMySQL, "8.4", ptr.To[int32](3)
-	options.Observers = map[examplev1.Engine]engine.Observer{examplev1.EngineMySQL: mysql.NewReplicator(fm)}
+	options.Observers = map[examplev1.Engine]engine.Observer{examplev1.EngineMySQL: myclient.NewReplicator(fm)}
 	f := newFixtureWithOptions(t, options, db)
 	f.gracefulPodDeletion()
 	_, err := f.reconcile()

@@ -91,9 +91,6 @@ func (testEngine) ReplicationPod(db *examplev1.Database, d engine.Desired, tmpl 
 
 func (testEngine) InitFiles(engine.Desired) map[string]string { return nil }
 
-// Observer is nil: the tests give the Reconciler their testServers.
-func (testEngine) Observer() engine.Observer { return nil }
-
 // registerTestEngine registers testEngine for the test.
 func registerTestEngine(t *testing.T) {
 	engine.Register(testEngine{})

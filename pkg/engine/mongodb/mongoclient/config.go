@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"example.com/database-apiserver/pkg/engine/mongodb"
 )
 
 // State is what a server says of itself.
@@ -247,10 +249,8 @@ func RenameMembers(current Config, rename func(host string) string) (Config, boo
 }
 
 // MaxVotingMembers is the most voting members a replica set may have
-// (https://www.mongodb.com/docs/manual/reference/limits/#mongodb-limit-Number-of-Voting-Members-of-a-Replica-Set):
-// the members past it are made non-voting, with priority 0, as the engine's validation
-// warnings say.
-const MaxVotingMembers = 7
+// (mongodb.MaxVotingMembers): the members past it are made non-voting, with priority 0.
+const MaxVotingMembers = mongodb.MaxVotingMembers
 
 // NextConfig returns the configuration one step from current toward members exactly hosts
 // (their "host:port", in the order given: the Pods' ordinals), with Version

@@ -1,4 +1,4 @@
-package mongodb
+package mongoclient
 
 import (
 	"context"
@@ -9,16 +9,16 @@ import (
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/engine"
-	"example.com/database-apiserver/pkg/engine/mongodb/mongoclient"
+	"example.com/database-apiserver/pkg/engine/mongodb"
 	"example.com/database-apiserver/pkg/names"
 )
 
 // Instances is how the controller talks to the mongod servers of a Database's replica set
-// (mongoclient.Client); each call reaches one server.
+// (Client); each call reaches one server.
 type Instances interface {
-	Observe(ctx context.Context, s mongoclient.Server) (mongoclient.State, error)
-	Initiate(ctx context.Context, s mongoclient.Server, setName, host string) error
-	Reconfig(ctx context.Context, s mongoclient.Server, cfg mongoclient.Config) error
+	Observe(ctx context.Context, s Server) (State, error)
+	Initiate(ctx context.Context, s Server, setName, host string) error
+	Reconfig(ctx context.Context, s Server, cfg Config) error
 }
 
 // ReplicaSet is MongoDB's engine.ReplicaSet: its members elect their primary themselves;
@@ -30,12 +30,12 @@ type ReplicaSet struct{ Instances Instances }
 func NewReplicaSet(instances Instances) ReplicaSet { return ReplicaSet{instances} }
 
 // server is the endpoint as the Secret's superuser, a root user of admin.
-func server(e engine.Endpoint) mongoclient.Server {
-	return mongoclient.Server{Host: e.Host, Port: e.Port, User: e.User, Password: e.Password}
+func server(e engine.Endpoint) Server {
+	return Server{Host: e.Host, Port: e.Port, User: e.User, Password: e.Password}
 }
 
-// state is m's mongoclient.State; m answered.
-func state(m *engine.Member) *mongoclient.State { return m.State.(*mongoclient.State) }
+// state is m's State; m answered.
+func state(m *engine.Member) *State { return m.State.(*State) }
 
 func (r ReplicaSet) Observe(ctx context.Context, _ engine.Pass, e engine.Endpoint, _ []string) (bool, any, error) {
 	st, err := r.Instances.Observe(ctx, server(e))
@@ -45,7 +45,7 @@ func (r ReplicaSet) Observe(ctx context.Context, _ engine.Pass, e engine.Endpoin
 	return st.Writable, &st, nil
 }
 
-func (ReplicaSet) Refused(err error) bool { return mongoclient.IsAuthenticationFailure(err) }
+func (ReplicaSet) Refused(err error) bool { return IsAuthenticationFailure(err) }
 
 func (ReplicaSet) Initiated(m *engine.Member) bool  { return state(m).Initiated }
 func (ReplicaSet) Standalone(m *engine.Member) bool { return state(m).Standalone }
@@ -78,10 +78,10 @@ func (ReplicaSet) Follower(primary, replica *engine.Member) engine.Follower {
 	return engine.Follower{Why: "not in " + primary.Name + "'s replica set configuration"}
 }
 
-// host is the member name of the Pod named pod: its stable name (names.PodHost) and port.
-func host(p engine.Pass, pod string) string {
+// memberHost is the member name of the Pod named pod: its stable name (names.PodHost) and port.
+func memberHost(p engine.Pass, pod string) string {
 	d := p.Desired()
-	return mongoclient.Host(names.PodHost(p.Database(), d.ClusterDomain, pod), d.Recipe.Port)
+	return Host(names.PodHost(p.Database(), d.ClusterDomain, pod), d.Recipe.Port)
 }
 
 // Initiate runs replSetInitiate on m, with itself the only member by its stable name, once
@@ -95,21 +95,21 @@ func (r ReplicaSet) Initiate(ctx context.Context, p engine.Pass, e engine.Endpoi
 		return nil
 	}
 	db := p.Database()
-	h := host(p, m.Name)
-	if err := r.Instances.Initiate(ctx, server(e), ReplicaSetName(db), h); err != nil {
-		p.Event(ctx, corev1.EventTypeWarning, examplev1.ReasonReconcileError, "Initiating replica set %s on %s failed: %v", ReplicaSetName(db), m.Name, err)
+	h := memberHost(p, m.Name)
+	if err := r.Instances.Initiate(ctx, server(e), mongodb.ReplicaSetName(db), h); err != nil {
+		p.Event(ctx, corev1.EventTypeWarning, examplev1.ReasonReconcileError, "Initiating replica set %s on %s failed: %v", mongodb.ReplicaSetName(db), m.Name, err)
 		return nil
 	}
-	p.Event(ctx, corev1.EventTypeNormal, engine.ReasonCreated, "Initiated replica set %s with %s", ReplicaSetName(db), h)
+	p.Event(ctx, corev1.EventTypeNormal, engine.ReasonCreated, "Initiated replica set %s with %s", mongodb.ReplicaSetName(db), h)
 	return p.RecordMembers(ctx, []string{m.Name})
 }
 
 // SyncMembers makes the configuration of the primary (reached at e) one step closer
-// (mongoclient.NextConfig) to the members it should have: the Pods of ordinals below
+// (NextConfig) to the members it should have: the Pods of ordinals below
 // replicas that answered or are members already, and the primary, with preferred of the
 // highest priority. A configuration that names a Pod by another name of its headless
 // Service (one not fully qualified, or of another cluster domain) is first renamed, in a
-// step of its own (mongoclient.RenameMembers). It records the members of the configuration
+// step of its own (RenameMembers). It records the members of the configuration
 // it leaves in place (Pass.RecordMembers).
 func (r ReplicaSet) SyncMembers(ctx context.Context, p engine.Pass, e engine.Endpoint, primary *engine.Member, members []*engine.Member, replicas int32, preferred string) error {
 	db := p.Database()
@@ -117,23 +117,23 @@ func (r ReplicaSet) SyncMembers(ctx context.Context, p engine.Pass, e engine.End
 	if cfg == nil {
 		return nil
 	}
-	if renamed, changed := mongoclient.RenameMembers(*cfg, func(h string) string {
+	if renamed, changed := RenameMembers(*cfg, func(h string) string {
 		// A member of another name for one of the Pods (a name not fully qualified, or of
 		// another cluster domain) gets the Pod's name.
 		if pod, _, _ := strings.Cut(h, "."); strings.HasPrefix(h, pod+"."+names.HeadlessServiceName(db)+"."+db.Namespace+".svc") {
 			if _, ok := engine.PodOrdinal(db, pod); ok {
-				return host(p, pod)
+				return memberHost(p, pod)
 			}
 		}
 		return h
 	}); changed {
 		if err := r.Instances.Reconfig(ctx, server(e), renamed); err != nil {
 			p.Event(ctx, corev1.EventTypeWarning, examplev1.ReasonReconcileError, "Renaming the members of replica set %s on %s (version %d: %s) failed: %v",
-				ReplicaSetName(db), primary.Name, renamed.Version, describeMembers(renamed), err)
+				mongodb.ReplicaSetName(db), primary.Name, renamed.Version, describeMembers(renamed), err)
 			return p.RecordMembers(ctx, podsOf(*cfg))
 		}
 		p.Event(ctx, corev1.EventTypeNormal, engine.ReasonUpdated, "Renamed the members of replica set %s to their fully qualified names (version %d): %s",
-			ReplicaSetName(db), renamed.Version, describeMembers(renamed))
+			mongodb.ReplicaSetName(db), renamed.Version, describeMembers(renamed))
 		return p.RecordMembers(ctx, podsOf(renamed))
 	}
 	configured := map[string]bool{}
@@ -142,28 +142,28 @@ func (r ReplicaSet) SyncMembers(ctx context.Context, p engine.Pass, e engine.End
 	}
 	var hosts []string
 	for i, m := range members {
-		if m.Name != primary.Name && (int32(i) >= replicas || !configured[host(p, m.Name)] && !m.Answered) {
+		if m.Name != primary.Name && (int32(i) >= replicas || !configured[memberHost(p, m.Name)] && !m.Answered) {
 			continue
 		}
-		hosts = append(hosts, host(p, m.Name))
+		hosts = append(hosts, memberHost(p, m.Name))
 	}
-	next, changed := mongoclient.NextConfig(*cfg, hosts, host(p, preferred))
+	next, changed := NextConfig(*cfg, hosts, memberHost(p, preferred))
 	if changed {
 		if err := r.Instances.Reconfig(ctx, server(e), next); err != nil {
 			// Refused while the last reconfiguration is not committed to a majority, or
 			// a new member is not reachable yet: asked again next pass.
 			p.Event(ctx, corev1.EventTypeWarning, examplev1.ReasonReconcileError, "Reconfiguring replica set %s on %s (version %d: %s) failed: %v",
-				ReplicaSetName(db), primary.Name, next.Version, describeMembers(next), err)
+				mongodb.ReplicaSetName(db), primary.Name, next.Version, describeMembers(next), err)
 			return p.RecordMembers(ctx, podsOf(*cfg))
 		}
-		p.Event(ctx, corev1.EventTypeNormal, engine.ReasonUpdated, "Reconfigured replica set %s (version %d): %s", ReplicaSetName(db), next.Version, describeMembers(next))
+		p.Event(ctx, corev1.EventTypeNormal, engine.ReasonUpdated, "Reconfigured replica set %s (version %d): %s", mongodb.ReplicaSetName(db), next.Version, describeMembers(next))
 		cfg = &next
 	}
 	return p.RecordMembers(ctx, podsOf(*cfg))
 }
 
 // podsOf is the Pod names of cfg's members, the first label of each stable name.
-func podsOf(cfg mongoclient.Config) []string {
+func podsOf(cfg Config) []string {
 	var pods []string
 	for _, m := range cfg.Members {
 		pod, _, _ := strings.Cut(m.Host, ".")
@@ -173,7 +173,7 @@ func podsOf(cfg mongoclient.Config) []string {
 }
 
 // describeMembers is cfg's members for an Event: "db-0.…:27017 (priority 2), …".
-func describeMembers(cfg mongoclient.Config) string {
+func describeMembers(cfg Config) string {
 	var out []string
 	for _, m := range cfg.Members {
 		s := fmt.Sprintf("%s (priority %g", m.Host, m.Priority)
@@ -185,5 +185,4 @@ func describeMembers(cfg mongoclient.Config) string {
 	return strings.Join(out, ", ")
 }
 
-// Observer is the ReplicaSet of the servers' own driver connections (mongoclient.Client).
-func (Engine) Observer() engine.Observer { return NewReplicaSet(mongoclient.Client{}) }
+func init() { engine.RegisterObserver(examplev1.EngineMongoDB, NewReplicaSet(Client{})) }

@@ -1,4 +1,4 @@
-package postgresql
+package pgclient
 
 import (
 	"context"
@@ -7,20 +7,21 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/engine"
-	"example.com/database-apiserver/pkg/engine/postgresql/pgclient"
+	"example.com/database-apiserver/pkg/engine/postgresql"
 	"example.com/database-apiserver/pkg/names"
 )
 
 // Instances is how the controller talks to the PostgreSQL servers of a replicating Database
-// (pgclient.Client); each call reaches one server.
+// (Client); each call reaches one server.
 type Instances interface {
-	Observe(ctx context.Context, s pgclient.Server, roles []string) (pgclient.State, error)
-	SetReplicationRole(ctx context.Context, s pgclient.Server, role, password string) error
-	SetApplicationRole(ctx context.Context, s pgclient.Server, role, password string, takeOver bool) error
-	SyncSlots(ctx context.Context, s pgclient.Server, have map[string]bool, want, drop []string) error
-	Promote(ctx context.Context, s pgclient.Server) error
-	WritePassfile(ctx context.Context, s pgclient.Server, path, user, password string) error
+	Observe(ctx context.Context, s Server, roles []string) (State, error)
+	SetReplicationRole(ctx context.Context, s Server, role, password string) error
+	SetApplicationRole(ctx context.Context, s Server, role, password string, takeOver bool) error
+	SyncSlots(ctx context.Context, s Server, have map[string]bool, want, drop []string) error
+	Promote(ctx context.Context, s Server) error
+	WritePassfile(ctx context.Context, s Server, path, user, password string) error
 }
 
 // Replicator is PostgreSQL's engine.Replicator: streaming replication, a primary not in
@@ -30,12 +31,12 @@ type Replicator struct{ Instances Instances }
 // NewReplicator is the Replicator reaching the servers through instances.
 func NewReplicator(instances Instances) Replicator { return Replicator{instances} }
 
-func server(e engine.Endpoint) pgclient.Server {
-	return pgclient.Server{Host: e.Host, Port: e.Port, User: e.User, Password: e.Password, Database: e.Database}
+func server(e engine.Endpoint) Server {
+	return Server{Host: e.Host, Port: e.Port, User: e.User, Password: e.Password, Database: e.Database}
 }
 
-// state is m's pgclient.State; m answered.
-func state(m *engine.Member) *pgclient.State { return m.State.(*pgclient.State) }
+// state is m's State; m answered.
+func state(m *engine.Member) *State { return m.State.(*State) }
 
 func (r Replicator) Observe(ctx context.Context, _ engine.Pass, e engine.Endpoint, users []string) (bool, any, error) {
 	st, err := r.Instances.Observe(ctx, server(e), users)
@@ -45,7 +46,7 @@ func (r Replicator) Observe(ctx context.Context, _ engine.Pass, e engine.Endpoin
 	return !st.InRecovery, &st, nil
 }
 
-func (Replicator) Refused(err error) bool { return pgclient.IsAuthenticationFailure(err) }
+func (Replicator) Refused(err error) bool { return IsAuthenticationFailure(err) }
 
 func (Replicator) HasUser(primary *engine.Member, user string) bool {
 	return slices.Contains(state(primary).Roles, user)
@@ -59,7 +60,7 @@ func (r Replicator) SetUser(ctx context.Context, _ engine.Pass, e engine.Endpoin
 // password file (ReplicationPassfile) that the primary_conninfo of the setup script
 // names, which the WAL receiver reads at its next connection to the primary.
 func (r Replicator) SetSource(ctx context.Context, p engine.Pass, e engine.Endpoint, _, _, user, password string) error {
-	return r.Instances.WritePassfile(ctx, server(e), ReplicationPassfile(p.Desired()), user, password)
+	return r.Instances.WritePassfile(ctx, server(e), postgresql.ReplicationPassfile(p.Desired()), user, password)
 }
 
 // SyncReplica does nothing: the setup script gives every replica its primary_conninfo when
@@ -82,12 +83,12 @@ func (r Replicator) SyncPrimary(ctx context.Context, p engine.Pass, e engine.End
 		switch {
 		case pod == primary.Name:
 		case i < sts:
-			want = append(want, SlotName(pod))
+			want = append(want, postgresql.SlotName(pod))
 		case p.HasDataClaim(i):
 			// A scaled-down replica's claim is kept: its slot too, so that a scale-up finds
 			// the WAL it needs (up to max_slot_wal_keep_size).
 		default:
-			drop = append(drop, SlotName(pod))
+			drop = append(drop, postgresql.SlotName(pod))
 		}
 	}
 	return r.Instances.SyncSlots(ctx, server(e), state(primary).Slots, want, drop)
@@ -100,7 +101,7 @@ func (r Replicator) SyncPrimary(ctx context.Context, p engine.Pass, e engine.End
 // yet: a new Database, or a Secret whose username was the superuser) the role also takes
 // over the superuser's objects in the database, which the clients made while they connected
 // as the superuser.
-func (r Replicator) syncApplicationRole(ctx context.Context, p engine.Pass, s pgclient.Server) error {
+func (r Replicator) syncApplicationRole(ctx context.Context, p engine.Pass, s Server) error {
 	secret, err := p.Secret()
 	if err != nil {
 		return err
@@ -172,5 +173,4 @@ func (r Replicator) Promote(ctx context.Context, _ engine.Pass, e engine.Endpoin
 // standby.signal), so a restarted primary does not come back in recovery.
 func (Replicator) Detached(*engine.Member) bool { return false }
 
-// Observer is the Replicator of the servers' own SQL connections (pgclient.Client).
-func (Engine) Observer() engine.Observer { return NewReplicator(pgclient.Client{}) }
+func init() { engine.RegisterObserver(examplev1.EnginePostgreSQL, NewReplicator(Client{})) }

@@ -1,4 +1,4 @@
-package mysql
+package myclient
 
 import (
 	"context"
@@ -8,19 +8,20 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/engine"
-	"example.com/database-apiserver/pkg/engine/mysql/myclient"
+	"example.com/database-apiserver/pkg/engine/mysql"
 	"example.com/database-apiserver/pkg/names"
 )
 
 // Instances is how the controller talks to the MySQL servers of a replicating Database
-// (myclient.Client); each call reaches one server.
+// (Client); each call reaches one server.
 type Instances interface {
-	Observe(ctx context.Context, s myclient.Server, host string, users []string) (myclient.State, error)
-	SetReplicationUser(ctx context.Context, s myclient.Server, user, host, password string) error
-	SetSuperuserHosts(ctx context.Context, s myclient.Server, hosts []string) error
-	SetSource(ctx context.Context, s myclient.Server, host string, port int32, user, password string) error
-	Promote(ctx context.Context, s myclient.Server) error
+	Observe(ctx context.Context, s Server, host string, users []string) (State, error)
+	SetReplicationUser(ctx context.Context, s Server, user, host, password string) error
+	SetSuperuserHosts(ctx context.Context, s Server, hosts []string) error
+	SetSource(ctx context.Context, s Server, host string, port int32, user, password string) error
+	Promote(ctx context.Context, s Server) error
 }
 
 // Replicator is MySQL's engine.Replicator: GTID replication, a primary that is not
@@ -34,29 +35,29 @@ type Replicator struct{ Instances Instances }
 func NewReplicator(instances Instances) Replicator { return Replicator{instances} }
 
 // server is the endpoint as root, whose password is the Secret's (MYSQL_ROOT_PASSWORD_FILE).
-func server(e engine.Endpoint) myclient.Server {
-	return myclient.Server{Host: e.Host, Port: e.Port, User: myclient.RootUser, Password: e.Password}
+func server(e engine.Endpoint) Server {
+	return Server{Host: e.Host, Port: e.Port, User: RootUser, Password: e.Password}
 }
 
-// state is m's myclient.State; m answered.
-func state(m *engine.Member) *myclient.State { return m.State.(*myclient.State) }
+// state is m's State; m answered.
+func state(m *engine.Member) *State { return m.State.(*State) }
 
 func (r Replicator) Observe(ctx context.Context, p engine.Pass, e engine.Endpoint, users []string) (bool, any, error) {
-	st, err := r.Instances.Observe(ctx, server(e), ReplicationHost(p.Database(), p.Desired()), users)
+	st, err := r.Instances.Observe(ctx, server(e), mysql.ReplicationHost(p.Database(), p.Desired()), users)
 	if err != nil {
 		return false, nil, err
 	}
 	return !st.ReadOnly, &st, nil
 }
 
-func (Replicator) Refused(err error) bool { return myclient.IsAuthenticationFailure(err) }
+func (Replicator) Refused(err error) bool { return IsAuthenticationFailure(err) }
 
 func (Replicator) HasUser(primary *engine.Member, user string) bool {
 	return slices.Contains(state(primary).Users, user)
 }
 
 func (r Replicator) SetUser(ctx context.Context, p engine.Pass, e engine.Endpoint, user, password string) error {
-	return r.Instances.SetReplicationUser(ctx, server(e), user, ReplicationHost(p.Database(), p.Desired()), password)
+	return r.Instances.SetReplicationUser(ctx, server(e), user, mysql.ReplicationHost(p.Database(), p.Desired()), password)
 }
 
 // SetSource points the replica's default channel at the primary's stable name.
@@ -86,7 +87,7 @@ func (r Replicator) SyncReplica(ctx context.Context, p engine.Pass, e engine.End
 // and a new replica clones it rather than reading it from the start: nothing else to do.
 func (r Replicator) SyncPrimary(ctx context.Context, p engine.Pass, e engine.Endpoint, primary *engine.Member, _ int32) error {
 	have := state(primary).SuperuserHosts
-	want := slices.Sorted(slices.Values(SuperuserHosts(p.Desired())))
+	want := slices.Sorted(slices.Values(mysql.SuperuserHosts(p.Desired())))
 	if slices.Equal(have, want) {
 		return nil
 	}
@@ -99,7 +100,7 @@ func (r Replicator) SyncPrimary(ctx context.Context, p engine.Pass, e engine.End
 }
 
 // Follower is what the replica says of its channel: streaming when it reads from the
-// primary and applies, and its apply lag in seconds (myclient.Source.LagSeconds) while its
+// primary and applies, and its apply lag in seconds (Source.LagSeconds) while its
 // channel reads the primary; MySQL reports no lag in bytes.
 func (Replicator) Follower(primary, replica *engine.Member) engine.Follower {
 	if !replica.Answered {
@@ -146,5 +147,4 @@ func (r Replicator) Promote(ctx context.Context, _ engine.Pass, e engine.Endpoin
 // wrote when the Pod started as a replica, super-read-only=ON among them.
 func (Replicator) Detached(m *engine.Member) bool { return state(m).Source == nil }
 
-// Observer is the Replicator of the servers' own SQL connections (myclient.Client).
-func (Engine) Observer() engine.Observer { return NewReplicator(myclient.Client{}) }
+func init() { engine.RegisterObserver(examplev1.EngineMySQL, NewReplicator(Client{})) }
