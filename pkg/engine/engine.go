@@ -1,6 +1,5 @@
 // Package engine is the boundary between the generic database controller and the engines:
-// the Engine interface every engine package implements (pkg/engine/postgresql, mysql,
-// mongodb), the registry they register themselves in, keyed by spec.engine, and what an
+// the Engine interface every engine package implements (pkg/engine/<engine>), the registry they register themselves in, keyed by spec.engine, and what an
 // engine's Recipe says of how it runs in a StatefulSet: its port, data directory,
 // credentials environment, probes, file-system group and resource requests. The API server
 // reads the recipes too (the connection subresource); the image comes from pkg/catalog.
@@ -41,25 +40,25 @@ type Recipe struct {
 	// SuperuserUsername is the engine's superuser, names.SecretKeySuperuserUsername.
 	SuperuserUsername string
 	// ApplicationUserAtInit says whether the application user is made when the image
-	// initialises an empty data directory (MySQL's MYSQL_USER; MongoDB's by the controller's
-	// initialisation script), with the password file of names.SecretKeyPassword. Otherwise the
-	// controller creates it and keeps its password in step with the Secret's over SQL, as
-	// the superuser (PostgreSQL).
+	// initialises an empty data directory (by the image's own variables, or by the engine's
+	// InitFiles), with the password file of names.SecretKeyPassword. Otherwise the
+	// controller creates it and keeps its password in step with the Secret's, as the
+	// superuser, through the engine's Replicator.
 	ApplicationUserAtInit bool
 	// SuperuserWasUsername says whether, in a Secret written before the superuser keys,
-	// names.SecretKeyUsername and names.SecretKeyPassword were the superuser's (PostgreSQL, MongoDB);
-	// MySQL's were its application user's, with the same password as root.
+	// names.SecretKeyUsername and names.SecretKeyPassword were the superuser's; otherwise they
+	// were the application user's, with the same password as the superuser.
 	SuperuserWasUsername bool
 	// HasDatabase says whether the Database has a named database (names.SecretKeyDatabase and the
-	// URI's path), which the engine creates at initialisation (MongoDB on first write).
+	// URI's path), which the engine creates at initialisation or on first write.
 	HasDatabase bool
 	// UsersPerDatabase says whether a user belongs to one database and authenticates
-	// against it, named by the URI's authSource (MongoDB): the application user to the
-	// Database's database, the superuser to admin. A URI for the superuser (a Secret written
+	// against it, named by the URI's authSource: the application user to the Database's
+	// database, the superuser to SuperuserDatabase. A URI for the superuser (a Secret written
 	// before the application user, whose username is the superuser) names no database and
-	// authSource=admin, as such Secrets always had it.
+	// SuperuserDatabase as its authSource, as such Secrets always had it.
 	UsersPerDatabase bool
-	// User and Group are the uid and gid the image's server runs as (999:999 in all three
+	// User and Group are the uid and gid the image's server runs as (ImageUser in the
 	// official images): the Pod runs as them (runAsUser, runAsGroup), never as root, and
 	// Group is its fsGroup, so the server can write a freshly provisioned volume.
 	User, Group int64
@@ -68,7 +67,7 @@ type Recipe struct {
 	// servers of which only the first is served.
 	ReplicationUsername string
 	// ReplicaSet says whether the replicas form a replica set the engine runs itself
-	// (MongoDB): the members authenticate to each other with a shared key
+	// (its Observer is a ReplicaSet): the members authenticate to each other with a shared key
 	// (names.SecretKeyKeyFile), not a replication user, and elect their primary among them; the
 	// controller initiates the set, keeps its members those of the StatefulSet, and gives
 	// the Pod it wants primary the highest priority.
@@ -97,12 +96,11 @@ type Recipe struct {
 // replica set (ReplicaSet).
 func (r Recipe) Replicates() bool { return r.ReplicationUsername != "" || r.ReplicaSet }
 
-// Env returns the container environment: the engine's user and database variables read from
-// the Secret named secret (names.SecretKeySuperuserUsername, names.SecretKeyUsername for MySQL's
-// application user, names.SecretKeyDatabase), its password variables as <VAR>_FILE naming
-// CredentialsFile of the password keys, plus what the engine needs besides (PGDATA for
-// PostgreSQL; for MongoDB the application user's variables of its initialisation script and
-// POD_IP for its probe).
+// Env returns the container environment (Environment): the engine's user and database
+// variables read from the Secret named secret (names.SecretKeySuperuserUsername,
+// names.SecretKeyUsername where the image makes the application user,
+// names.SecretKeyDatabase), its password variables as <VAR>_FILE naming CredentialsFile of
+// the password keys, plus what else the engine's image, scripts and probes read.
 func (r Recipe) Env(secret string) []corev1.EnvVar { return r.Environment(secret) }
 
 // Container returns the database container running image with the credentials of the Secret
@@ -181,12 +179,10 @@ func (r Recipe) Probes() (startup, readiness, liveness *corev1.Probe) {
 		probe(LivenessFailureThreshold, r.ProbeCommand())
 }
 
-// ProbeCommand returns the exec command of the startup, readiness and liveness probes. None
-// can pass while the image's entrypoint initialises the data directory, because each
-// entrypoint runs its initialisation server where the probe does not look: PostgreSQL's
-// listens on the Unix socket only (the probe uses TCP on 127.0.0.1), MySQL's runs with
-// --skip-networking (the probe uses TCP on 127.0.0.1), and MongoDB's binds 127.0.0.1 only
-// (the probe connects to the Pod IP).
+// ProbeCommand returns the exec command of the startup, readiness and liveness probes
+// (ProbeExec). None may pass while the image's entrypoint initialises the data directory: an
+// engine's probe reaches the server where the entrypoint's initialisation server does not
+// listen (its recipe says where).
 func (r Recipe) ProbeCommand() []string { return append([]string(nil), r.ProbeExec...) }
 
 // ReadinessCommand returns the exec command of the readiness probe: ProbeCommand, or for a

@@ -45,7 +45,9 @@ var recipe = engine.Recipe{
 			engine.SecretEnv("MYSQL_DATABASE", secret, names.SecretKeyDatabase),
 		}
 	},
-	// mysqladmin ping exits 0 whenever the server answers, even "access denied".
+	// mysqladmin ping exits 0 whenever the server answers, even "access denied"; over TCP on
+	// 127.0.0.1, where the entrypoint's initialisation server (--skip-networking) does not
+	// listen.
 	ProbeExec: []string{"mysqladmin", "ping", "-h", "127.0.0.1", "-P", "3306", "--silent"},
 	URIScheme: "mysql",
 }
@@ -78,8 +80,8 @@ func (Engine) InitFiles(engine.Desired) map[string]string { return nil }
 // Database's servers (replication requires it) and never 0, which refuses replication.
 const ServerIDBase = 100
 
-// ReplicationHost is the host part of the MySQL replication account, by the rule of
-// PostgreSQL's pg_hba.conf replication line: "%.<namespace>.svc.<domain>", a host name
+// ReplicationHost is the host part of the MySQL replication account: any Pod of the
+// Database's namespace (names.NamespaceDomain), "%.<namespace>.svc.<domain>", a host name
 // pattern the server matches against the client's name (reverse lookup, then forward
 // confirmation: https://dev.mysql.com/doc/refman/8.4/en/host-cache.html), which the setup
 // script's settings keep on (skip-name-resolve OFF) and never cache (host_cache_size 0: an

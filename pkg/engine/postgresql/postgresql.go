@@ -53,8 +53,9 @@ var recipe = engine.Recipe{
 			{Name: "PGDATA", Value: "/var/lib/postgresql/data/pgdata"},
 		}
 	},
-	// -U and -d name the initialised user and database so the server logs no
-	// failed connection for each probe.
+	// TCP on 127.0.0.1: the entrypoint's initialisation server listens on the Unix socket
+	// only, so the probe cannot pass during initialisation. -U and -d name the initialised
+	// user and database so the server logs no failed connection for each probe.
 	ProbeExec: []string{"sh", "-c", `exec pg_isready -h 127.0.0.1 -p 5432 -U "$POSTGRES_USER" -d "$POSTGRES_DB"`},
 	URIScheme: "postgresql",
 }
