@@ -497,6 +497,11 @@ func (c *Cluster) startKubeAPIServer(ctx context.Context) error {
 		// Loopback addresses are refused by the endpoint reconciler.
 		"--endpoint-reconciler-type=none",
 		"--authorization-mode=Node,RBAC",
+		// No Service may take an external IP: kube-proxy sends traffic for such an address,
+		// a Database's ClusterIP or Pod IP included, to the Service's Pods, so a tenant who
+		// may create Services in any namespace would receive another's connections and
+		// passwords (CVE-2020-8554, https://github.com/kubernetes/kubernetes/issues/97076).
+		"--enable-admission-plugins=DenyServiceExternalIPs",
 		"--allow-privileged=true",
 		"--requestheader-client-ca-file=" + p.FrontProxyCA.CertFile,
 		"--requestheader-allowed-names=" + FrontProxyClientName,

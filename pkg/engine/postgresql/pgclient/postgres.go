@@ -395,9 +395,13 @@ var sessionSettings = map[string]string{
 	"default_transaction_read_only": "off",
 }
 
-// connConfig is the connection configuration for s: no TLS, ConnectTimeout, sessionSettings.
+// connConfig is the connection configuration for s: no TLS, ConnectTimeout, sessionSettings,
+// and SCRAM-SHA-256 as the only authentication (require_auth,
+// https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-CONNECT-REQUIRE-AUTH): the
+// method of the servers' pg_hba.conf, and one that sends no password, so a server that asks
+// for it in clear text or as MD5 (whoever answers at the Pod's address) gets none.
 func connConfig(s Server) (*pgx.ConnConfig, error) {
-	cfg, err := pgx.ParseConfig("sslmode=disable")
+	cfg, err := pgx.ParseConfig("sslmode=disable require_auth=scram-sha-256")
 	if err != nil {
 		return nil, err
 	}

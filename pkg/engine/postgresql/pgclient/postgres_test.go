@@ -1,8 +1,11 @@
 package pgclient
 
 import (
+	"net"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/stretchr/testify/require"
 )
 
@@ -66,4 +69,51 @@ func TestConnectionSettingsOverrideTheDatabaseOwners(t *testing.T) {
 	require.Equal(t, "off", cfg.RuntimeParams["default_transaction_read_only"])
 	require.Equal(t, "database-controller", cfg.RuntimeParams["application_name"])
 	require.Equal(t, "app", cfg.Database)
+}
+
+// A server that asks for the password in clear text (AuthenticationCleartextPassword) or as
+// MD5 gets no password message: the controller authenticates by SCRAM-SHA-256 only, the
+// method of the servers' pg_hba.conf, so whoever answers at a Pod's address (a Service of
+// another namespace whose externalIPs hold it) learns nothing from the superuser's login.
+func TestConnectRefusesToSendThePasswordButBySCRAM(t *testing.T) {
+	for _, auth := range []struct {
+		name, method string
+		msg          pgproto3.BackendMessage
+	}{
+		{"cleartext", "password", &pgproto3.AuthenticationCleartextPassword{}},
+		{"md5", "md5", &pgproto3.AuthenticationMD5Password{Salt: [4]byte{1, 2, 3, 4}}},
+	} {
+		t.Run(auth.name, func(t *testing.T) {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			defer l.Close()
+			got := make(chan pgproto3.FrontendMessage, 1)
+			go func() {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				backend := pgproto3.NewBackend(c, c)
+				if _, err := backend.ReceiveStartupMessage(); err != nil {
+					return
+				}
+				backend.Send(auth.msg)
+				if err := backend.Flush(); err != nil {
+					return
+				}
+				backend.SetAuthType(pgproto3.AuthTypeCleartextPassword)
+				_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+				if m, err := backend.Receive(); err == nil {
+					got <- m
+				}
+				close(got)
+			}()
+			port := l.Addr().(*net.TCPAddr).Port
+			_, err = connect(t.Context(), Server{Host: "127.0.0.1", Port: int32(port), User: "postgres", Password: "the-superuser-password", Database: "postgres"})
+			require.ErrorContains(t, err, "server requested "+auth.method+" authentication")
+			m, ok := <-got
+			require.False(t, ok, "the client answered %T %+v", m, m)
+		})
+	}
 }
