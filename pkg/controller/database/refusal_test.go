@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -68,9 +70,16 @@ func (f *fixture) statefulSetEvent(eventName string, uid types.UID, reason, mess
 	if change != nil {
 		change(event)
 	}
-	err := f.kube.Tracker().Update(events, event, namespace)
+	f.put(events, event)
+}
+
+// put stores obj, a kind of resource in the fixture's namespace, in the fake clientset: an
+// update of the object of its name, or a create when there is none.
+func (f *fixture) put(resource schema.GroupVersionResource, obj runtime.Object) {
+	f.t.Helper()
+	err := f.kube.Tracker().Update(resource, obj, namespace)
 	if apierrors.IsNotFound(err) {
-		err = f.kube.Tracker().Add(event)
+		err = f.kube.Tracker().Add(obj)
 	}
 	require.NoError(f.t, err)
 }
@@ -79,13 +88,20 @@ func (f *fixture) statefulSetEvent(eventName string, uid types.UID, reason, mess
 // Ready and Progressing False, Degraded True, each with reason FailedCreate.
 func requireRefused(t *testing.T, db *examplev1.Database, phase examplev1.DatabasePhase, message string) {
 	t.Helper()
+	requirePodsHeld(t, db, phase, "FailedCreate", message)
+}
+
+// requirePodsHeld checks that the example Database reports why its Pods are held, message: in
+// phase, Ready and Progressing False, Degraded True, each with reason.
+func requirePodsHeld(t *testing.T, db *examplev1.Database, phase examplev1.DatabasePhase, reason, message string) {
+	t.Helper()
 	require.Equal(t, phase, db.Status.Phase)
 	for typ, status := range map[string]metav1.ConditionStatus{
 		"Ready": metav1.ConditionFalse, "Progressing": metav1.ConditionFalse, "Degraded": metav1.ConditionTrue,
 	} {
 		c := condition(db, typ)
 		require.Equal(t, status, c.Status, typ)
-		require.Equal(t, "FailedCreate", c.Reason, typ)
+		require.Equal(t, reason, c.Reason, typ)
 		require.Equal(t, message, c.Message, typ)
 	}
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -58,26 +57,14 @@ func (f *fixture) schedulePod(ordinal int) {
 
 func (f *fixture) putPod(pod *corev1.Pod) {
 	f.t.Helper()
-	err := f.kube.Tracker().Update(pods, pod, namespace)
-	if apierrors.IsNotFound(err) {
-		err = f.kube.Tracker().Add(pod)
-	}
-	require.NoError(f.t, err)
+	f.put(pods, pod)
 }
 
 // requireUnschedulable checks that the example Database reports message: in phase, Ready and
 // Progressing False, Degraded True, each with reason Unschedulable.
 func requireUnschedulable(t *testing.T, db *examplev1.Database, phase examplev1.DatabasePhase, message string) {
 	t.Helper()
-	require.Equal(t, phase, db.Status.Phase)
-	for typ, status := range map[string]metav1.ConditionStatus{
-		"Ready": metav1.ConditionFalse, "Progressing": metav1.ConditionFalse, "Degraded": metav1.ConditionTrue,
-	} {
-		c := condition(db, typ)
-		require.Equal(t, status, c.Status, typ)
-		require.Equal(t, "Unschedulable", c.Reason, typ)
-		require.Equal(t, message, c.Message, typ)
-	}
+	requirePodsHeld(t, db, phase, "Unschedulable", message)
 }
 
 func TestUnschedulablePodWithNoReplicaReadyFailsUntilPlaced(t *testing.T) {
