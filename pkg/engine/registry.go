@@ -53,7 +53,7 @@ var (
 
 // Register makes e the engine of spec.engine e.Recipe().Engine, its Catalog that
 // engine's catalog (catalog.Register), and its rules, if it is Validating, those the API's
-// validation applies to it. It panics when that engine
+// validation applies to it, with EngineRules.ElectsPrimary its recipe's ReplicaSet. It panics when that engine
 // is registered already: two packages would claim the same Databases.
 func Register(e Engine) {
 	registryMu.Lock()
@@ -66,9 +66,12 @@ func Register(e Engine) {
 		panic(fmt.Sprintf("engine %q registers the catalog of %q", name, c.Engine))
 	}
 	catalog.Register(e.Catalog())
+	var rules validation.EngineRules
 	if v, ok := e.(Validating); ok {
-		validation.RegisterEngineRules(example.Engine(name), v.ValidationRules())
+		rules = v.ValidationRules()
 	}
+	rules.ElectsPrimary = e.Recipe().ReplicaSet
+	validation.RegisterEngineRules(example.Engine(name), rules)
 	registry[name] = e
 }
 

@@ -115,7 +115,45 @@ type DatabaseSpec struct {
 	// "<name>" that admits to the engine's port only the Pods it names, the
 	// Database's own Pods and the controller's. Nil: no NetworkPolicy.
 	NetworkPolicy *DatabaseNetworkPolicy
+	// Failover is Automatic or Manual; empty means Automatic, on an engine
+	// whose primary the controller picks (EngineRules.Failover).
+	Failover FailoverPolicy
+	// FailoverDelaySeconds is how long the primary must not take writes
+	// before an automatic failover, MinFailoverDelaySeconds to
+	// MaxFailoverDelaySeconds; nil means DefaultFailoverDelaySeconds.
+	FailoverDelaySeconds *int32
+	// Durability is Asynchronous or Synchronous; empty means Asynchronous.
+	Durability Durability
 }
+
+// FailoverPolicy is spec.failover.
+type FailoverPolicy string
+
+const (
+	FailoverAutomatic FailoverPolicy = "Automatic"
+	FailoverManual    FailoverPolicy = "Manual"
+)
+
+// SupportedFailoverPolicies are the values of spec.failover.
+var SupportedFailoverPolicies = []FailoverPolicy{FailoverAutomatic, FailoverManual}
+
+// The bounds and default of spec.failoverDelaySeconds.
+const (
+	MinFailoverDelaySeconds     = 1
+	MaxFailoverDelaySeconds     = 3600
+	DefaultFailoverDelaySeconds = 10
+)
+
+// Durability is spec.durability.
+type Durability string
+
+const (
+	DurabilityAsynchronous Durability = "Asynchronous"
+	DurabilitySynchronous  Durability = "Synchronous"
+)
+
+// SupportedDurabilities are the values of spec.durability.
+var SupportedDurabilities = []Durability{DurabilityAsynchronous, DurabilitySynchronous}
 
 // DatabaseNetworkPolicy names the clients admitted to a Database's Pods.
 type DatabaseNetworkPolicy struct {
@@ -165,6 +203,12 @@ type DatabaseStatus struct {
 	// (MongoDB), as the controller last read or wrote it; empty until it has
 	// reached the set's primary. Only the controller writes it.
 	ReplicaSetMembers []string
+	// PrimaryLastWritableTime is, while the primary does not take writes,
+	// the last time the controller saw it take them; nil while it does.
+	PrimaryLastWritableTime *metav1.Time
+	// Failover is the automatic failover under way or refused; nil when
+	// none is due. Only the controller writes it.
+	Failover *DatabaseFailoverStatus
 	// Username is the user the credentials Secret gives clients, as the
 	// controller last wrote it; empty until then.
 	Username string
@@ -205,6 +249,25 @@ type DatabaseSwitchoverProgress struct {
 	// Step is what the switchover is at.
 	Step SwitchoverStep
 }
+
+// DatabaseFailoverStatus is an automatic failover: From, the primary it
+// replaces; To, the replica it promotes (empty while Refused); the replicas
+// that answered and the number needed; when it was decided.
+type DatabaseFailoverStatus struct {
+	From, To          string
+	Phase             FailoverPhase
+	ReachableReplicas int32
+	NeededReplicas    int32
+	StartTime         metav1.Time
+}
+
+// FailoverPhase is the phase of an automatic failover.
+type FailoverPhase string
+
+const (
+	FailoverPhasePromoting FailoverPhase = "Promoting"
+	FailoverPhaseRefused   FailoverPhase = "Refused"
+)
 
 // SwitchoverStep is the step a switchover is at.
 type SwitchoverStep string

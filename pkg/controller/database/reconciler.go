@@ -117,6 +117,8 @@ type Reconciler struct {
 	options   Options
 	// credentials are the credentials records this process read or wrote.
 	credentials credentialsRecords
+	// writable is when this process last saw each Database's primary take writes.
+	writable writableSeen
 }
 
 // Options are the Reconciler's settings beyond its clients.
@@ -263,6 +265,14 @@ func requeue(obs observation, status examplev1.DatabaseStatus) Result {
 		return Result{RequeueAfter: RequeueAfterExternal}
 	case rep != nil && rep.fenced && rep.observed:
 		return Result{RequeueAfter: RequeueAfterSwitchover}
+	case rep != nil && rep.requeueAfter > 0:
+		// The failover delay runs out then, unless the primary answers first.
+		return Result{RequeueAfter: min(rep.requeueAfter, RequeueAfterPrimaryCheck)}
+	case rep != nil && rep.lastWritable != nil && rep.observed:
+		// No server takes writes: a failover refused may be possible once a replica answers.
+		return Result{RequeueAfter: RequeueAfterPrimaryCheck}
+	case rep != nil && rep.watched && rep.switchover == "":
+		return Result{RequeueAfter: RequeueAfterPrimaryCheck}
 	case rep != nil && rep.switchover != "":
 		// Waiting for the target to stream or the primary to answer: no WAL position to watch.
 		return Result{RequeueAfter: RequeueAfterNotReady}

@@ -45,8 +45,25 @@ type replication struct {
 	// observed is false when the controller could not ask the servers at all.
 	observed bool
 	// fenced is true while the replication ConfigMap names another Pod than the confirmed
-	// primary (steps 2 and 3 of a switchover): the confirmed primary takes no writes.
+	// primary (steps 2 and 3 of a switchover), or a failover fenced it: the confirmed
+	// primary takes no writes.
 	fenced bool
+	// lastWritable is status.primaryLastWritableTime: set while the confirmed primary, seen
+	// writable before, does not take writes.
+	lastWritable *metav1.Time
+	// failover is status.failover, and failoverWhy what the failover waits for or why it is
+	// refused, for the conditions.
+	failover    *examplev1.DatabaseFailoverStatus
+	failoverWhy string
+	// watched is true when the confirmed primary took writes this pass and would be failed
+	// over automatically: the servers are asked every RequeueAfterPrimaryCheck.
+	watched bool
+	// requeueAfter, when positive, is when the failover delay runs out.
+	requeueAfter time.Duration
+	// diverged lists the replicas that have transactions the primary lacks
+	// (engine.Failover.Diverged): no Service routes to them and nothing points them at the
+	// primary.
+	diverged []string
 }
 
 // confirmedPrimary is the Pod the controller last confirmed primary, status.primary; at
@@ -197,8 +214,22 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 		byName[m.Name] = m
 	}
 	old, target := byName[rep.primary], targetPrimary(db, replicas)
+	now := p.r.clock.Now()
+	f, _ := r.(engine.Failover)
+	if !asked {
+		// Nothing was asked: what status says of a failover stands.
+		rep.lastWritable, rep.failover = db.Status.PrimaryLastWritableTime, db.Status.Failover
+	}
+	fo := failingOver(db, rep.primary)
+	if fo != nil && f != nil {
+		// A failover under way goes on; no switchover moves the primary meanwhile.
+		rep.lastWritable = db.Status.PrimaryLastWritableTime
+		if designated, err = p.promoteFailover(ctx, f, fo, old, byName, members, &rep, server); err != nil {
+			return rep, err
+		}
+	}
 
-	if designated == rep.primary && old != nil && old.Replica() && r.Detached(old) && !slices.ContainsFunc(members, (*member).Primary) {
+	if fo == nil && designated == rep.primary && old != nil && old.Replica() && r.Detached(old) && !slices.ContainsFunc(members, (*member).Primary) {
 		// The confirmed primary, out of any switchover, answers read-only with no primary
 		// to follow (engine.Replicator.Detached: a server restarted inside its Pod that
 		// came back read-only), and no other
@@ -210,7 +241,17 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 		old.Writable = true
 	}
 
+	if fo == nil && r != nil && designated == rep.primary && p.watchPrimary(old, &rep, sts, now) && f != nil {
+		others := slices.DeleteFunc(slices.Clone(members), func(m *member) bool { return m.Name == rep.primary })
+		if err := p.startFailover(ctx, f, old, others, &rep, sts, server, now); err != nil {
+			return rep, err
+		}
+	}
+	rep.watched = r != nil && old != nil && old.Primary() && automaticFailover(db) && sts > 1 && f != nil
+
 	switch {
+	case fo != nil || rep.failover != nil:
+		// A failover decides where the primary goes.
 	case designated != rep.primary:
 		// Steps 2 and 3.
 		next := byName[designated]
@@ -241,7 +282,7 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 		next := byName[target]
 		switch {
 		case old == nil || !old.Primary():
-			rep.switchingOver(rep.primary, target, examplev1.SwitchoverStepPreparing, fmt.Sprintf("waiting for %s to answer as the primary (there is no automatic failover)", rep.primary))
+			rep.switchingOver(rep.primary, target, examplev1.SwitchoverStepPreparing, fmt.Sprintf("waiting for %s to answer as the primary", rep.primary))
 		case next == nil || !next.Replica() || !r.Follower(old, next).Streaming:
 			// The primary's view of its standbys may list one the controller cannot reach
 			// (step 3 must, to promote it) or that took writes of its own.
@@ -266,10 +307,17 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 		}
 	}
 
-	rep.fenced = designated != rep.primary
+	rep.fenced = designated != rep.primary || (rep.failover != nil && rep.failover.Phase == examplev1.FailoverPhasePromoting)
 	primary := byName[rep.primary]
 	if !rep.fenced && primary != nil && primary.Primary() {
-		if err := p.syncPrimary(ctx, r, primary, sts, members, server); err != nil {
+		if f != nil {
+			for _, m := range members {
+				if m != primary && m.Replica() && f.Diverged(primary, m) {
+					rep.diverged = append(rep.diverged, m.Name)
+				}
+			}
+		}
+		if err := p.syncPrimary(ctx, r, primary, sts, members, rep.diverged, server); err != nil {
 			return rep, err
 		}
 	}
@@ -451,8 +499,9 @@ const maxReplicas = 10
 // labelRoles sets specs.RoleLabel on every member's Pod: RolePrimary on the confirmed primary
 // unless it is fenced (the ConfigMap names another Pod) or answered as a standby, RoleReplica
 // on every other Pod that did not answer as a primary (a server with data of its own, which
-// no Service may route to; one that does not answer at all is still a standby by its setup,
-// and the read Service routes to it only while it is Ready), and no role otherwise.
+// no Service may route to) nor has transactions the primary lacks (rep.diverged; one that
+// does not answer at all is still a standby by its setup, and the read Service routes to it
+// only while it is Ready), and no role otherwise.
 func (p *pass) labelRoles(ctx context.Context, members []*member, rep replication) error {
 	for _, m := range members {
 		if m.Pod == nil {
@@ -464,7 +513,7 @@ func (p *pass) labelRoles(ctx context.Context, members []*member, rep replicatio
 			if !rep.fenced && !m.Replica() {
 				role = specs.RolePrimary
 			}
-		case !m.Primary():
+		case !m.Primary() && !slices.Contains(rep.diverged, m.Name):
 			role = specs.RoleReplica
 		}
 		if _, err := p.setRole(ctx, m.Pod, role); err != nil {
@@ -538,6 +587,8 @@ func memberStatus(o engine.Observer, members []*member, rep replication, n int32
 			why = "not running"
 		case m.Primary():
 			why = "a primary of its own, not a replica of " + rep.primary
+		case slices.Contains(rep.diverged, m.Name):
+			why = "has transactions " + rep.primary + " lacks: kept out of the Services; delete its data claim and Pod to clone it again"
 		case primary == nil:
 			why = "the primary is not answering"
 		default:

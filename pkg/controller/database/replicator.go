@@ -3,6 +3,7 @@ package database
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -69,9 +70,11 @@ func (p *pass) RecordMembers(ctx context.Context, pods []string) error {
 }
 
 // syncPrimary gives primary, whose server the Pods reach by server, the replication user
-// (syncReplicationUser) and what else the engine needs for the sts Pods, then points every
-// replica that answered at it (SyncReplica).
-func (p *pass) syncPrimary(ctx context.Context, r engine.Replicator, primary *member, sts int32, members []*member, server func(*member) endpoint) error {
+// (syncReplicationUser) and what else the engine needs for the sts Pods, the replicas its
+// commits wait for (engine.Synchronous: one of the other Pods with Synchronous durability,
+// none otherwise), then points every replica that answered, but those diverged, at it
+// (SyncReplica).
+func (p *pass) syncPrimary(ctx context.Context, r engine.Replicator, primary *member, sts int32, members []*member, diverged []string, server func(*member) endpoint) error {
 	password, err := p.syncReplicationUser(ctx, r, primary, members, server)
 	if err != nil {
 		return err
@@ -79,8 +82,23 @@ func (p *pass) syncPrimary(ctx context.Context, r engine.Replicator, primary *me
 	if err := r.SyncPrimary(ctx, p, server(primary), primary, sts); err != nil {
 		return err
 	}
+	if s, ok := r.(engine.Synchronous); ok {
+		var k int32
+		var replicas []string
+		for _, m := range members[:min(int(sts), len(members))] {
+			if m.Name != primary.Name {
+				replicas = append(replicas, m.Name)
+			}
+		}
+		if synchronous(p.db) && len(replicas) > 0 {
+			k = 1
+		}
+		if err := s.SetSynchronous(ctx, p, server(primary), k, replicas); err != nil {
+			return fmt.Errorf("set the synchronous replicas of %s: %w", primary.Name, err)
+		}
+	}
 	for _, m := range members {
-		if m.Name == primary.Name || !m.Replica() {
+		if m.Name == primary.Name || !m.Replica() || slices.Contains(diverged, m.Name) {
 			continue
 		}
 		if err := r.SyncReplica(ctx, p, server(m), m, primary.Name, p.desired.Recipe.ReplicationUsername, password); err != nil {

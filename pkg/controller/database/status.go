@@ -235,10 +235,12 @@ func computeStatus(db *examplev1.Database, obs observation, now time.Time) examp
 		// The controller does not replicate this engine: nothing of replication is this
 		// Database's.
 		status.Primary, status.Members, status.SwitchoverProgress, status.ReplicaSetMembers = "", nil, nil, nil
+		status.PrimaryLastWritableTime, status.Failover = nil, nil
 		meta.RemoveStatusCondition(&status.Conditions, examplev1.ConditionReplicating)
 	}
 	if rep := obs.replication; rep != nil {
 		status.Primary, status.Members, status.SwitchoverProgress = rep.primary, rep.members, rep.progress
+		status.PrimaryLastWritableTime, status.Failover = rep.lastWritable, rep.failover
 		if rep.switchover != "" && !stopped {
 			conditions[1].cond = cond{metav1.ConditionTrue, examplev1.ReasonSwitchover, rep.switchover}
 		}
@@ -247,6 +249,15 @@ func computeStatus(db *examplev1.Database, obs observation, now time.Time) examp
 			// writes, and the client Service has no endpoint.
 			c := cond{metav1.ConditionFalse, examplev1.ReasonSwitchover, rep.switchover}
 			conditions[0].cond, conditions[2].cond = c, cond{metav1.ConditionTrue, examplev1.ReasonSwitchover, rep.switchover}
+			if status.Phase == examplev1.DatabasePhaseReady {
+				status.Phase = examplev1.DatabasePhaseDegraded
+			}
+		}
+		if rep.lastWritable != nil && !stopped {
+			// No server takes writes (a failover promotes one).
+			reason, msg := notWritable(db, *rep, now)
+			c := cond{metav1.ConditionFalse, reason, msg}
+			conditions[0].cond, conditions[2].cond = c, cond{metav1.ConditionTrue, reason, msg}
 			if status.Phase == examplev1.DatabasePhaseReady {
 				status.Phase = examplev1.DatabasePhaseDegraded
 			}
@@ -289,6 +300,27 @@ func computeStatus(db *examplev1.Database, obs observation, now time.Time) examp
 		})
 	}
 	return status
+}
+
+// notWritable is the reason and message of Ready while no server takes writes: the
+// failover under way or refused, or the primary not writable since rep.lastWritable, with
+// when a failover begins (or that it is Manual).
+func notWritable(db *examplev1.Database, rep replication, now time.Time) (string, string) {
+	since := rep.lastWritable.UTC().Format(time.RFC3339)
+	switch f := rep.failover; {
+	case f != nil && f.Phase == examplev1.FailoverPhaseRefused:
+		return ReasonFailoverRefused, rep.failoverWhy
+	case f != nil && rep.failoverWhy != "":
+		return ReasonFailover, rep.failoverWhy
+	case f != nil:
+		return ReasonFailover, fmt.Sprintf("failing over from %s, which has taken no writes since %s, to %s", f.From, since, f.To)
+	case !automaticFailover(db):
+		return ReasonPrimaryNotWritable, fmt.Sprintf("%s, the primary, has taken no writes since %s; spec.failover is Manual: "+
+			"no server takes writes until it does or a switchover names another Pod", rep.primary, since)
+	default:
+		return ReasonPrimaryNotWritable, fmt.Sprintf("%s, the primary, has taken no writes since %s; failing over %s after that unless it answers",
+			rep.primary, since, failoverDelay(db))
+	}
 }
 
 // restartDone reports whether the restart db.Status.Restart asks for is carried out: the

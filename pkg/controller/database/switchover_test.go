@@ -96,7 +96,7 @@ func requireSwitchover(t *testing.T, db *examplev1.Database, message string) {
 	}
 }
 
-// There is no automatic failover: a switchover asked for while the primary does not answer as
+// With spec.failover Manual, a switchover asked for while the primary does not answer as
 // one (down, refusing the Secret's password, read-only, its Pod not running) waits, and
 // stops, names or promotes nothing; once it answers, the switchover starts.
 func TestASwitchoverAskedWhileThePrimaryDoesNotAnswerStopsNothing(t *testing.T) {
@@ -120,20 +120,22 @@ func TestASwitchoverAskedWhileThePrimaryDoesNotAnswerStopsNothing(t *testing.T) 
 			f, fi := replicating(t, 3, nil)
 			_, err := f.reconcile()
 			require.NoError(t, err)
-			f.updateDatabase(func(db *examplev1.Database) { db.Spec.Primary = "my-database-1" })
+			f.updateDatabase(func(db *examplev1.Database) {
+				db.Spec.Primary, db.Spec.Failover = "my-database-1", examplev1.FailoverManual
+			})
 			tc.break_(f, fi)
 			fi.reset()
 
 			result, err := f.reconcile()
 			require.NoError(t, err)
-			require.Equal(t, database.Result{RequeueAfter: database.RequeueAfterNotReady}, result)
+			require.Equal(t, database.Result{RequeueAfter: database.RequeueAfterPrimaryCheck}, result, "the primary is asked again soon")
 			require.Equal(t, "my-database-0", f.configMapPrimary())
 			require.NotContains(t, f.actions, "patch configmaps my-database-replication", "the ConfigMap is not written")
 			require.Empty(t, f.podDeletions())
 			require.Empty(t, fi.recorded(), "nothing promoted, nothing written to any server")
 			require.Equal(t, []string{tc.role, "replica", "replica"}, f.roles(3))
 			requireSwitchover(t, f.database(),
-				"switching over from my-database-0 to my-database-1: waiting for my-database-0 to answer as the primary (there is no automatic failover)")
+				"switching over from my-database-0 to my-database-1: waiting for my-database-0 to answer as the primary")
 
 			// The primary answers again: step 1.
 			f.setPodPhase(0, corev1.PodRunning)

@@ -34,6 +34,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 	// Group=example.com, Version=v1
 	case v1.SchemeGroupVersion.WithKind("Database"):
 		return &examplev1.DatabaseApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("DatabaseFailoverStatus"):
+		return &examplev1.DatabaseFailoverStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DatabaseMember"):
 		return &examplev1.DatabaseMemberApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DatabaseNetworkPolicy"):

@@ -37,6 +37,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 	return map[string]common.OpenAPIDefinition{
 		v1.Database{}.OpenAPIModelName():                                    schema_pkg_apis_example_v1_Database(ref),
 		v1.DatabaseConnection{}.OpenAPIModelName():                          schema_pkg_apis_example_v1_DatabaseConnection(ref),
+		v1.DatabaseFailoverStatus{}.OpenAPIModelName():                      schema_pkg_apis_example_v1_DatabaseFailoverStatus(ref),
 		v1.DatabaseList{}.OpenAPIModelName():                                schema_pkg_apis_example_v1_DatabaseList(ref),
 		v1.DatabaseMember{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_DatabaseMember(ref),
 		v1.DatabaseNetworkPolicy{}.OpenAPIModelName():                       schema_pkg_apis_example_v1_DatabaseNetworkPolicy(ref),
@@ -304,6 +305,68 @@ func schema_pkg_apis_example_v1_DatabaseConnection(ref common.ReferenceCallback)
 		},
 		Dependencies: []string{
 			metav1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_DatabaseFailoverStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DatabaseFailoverStatus is an automatic failover: the primary it replaces, the replica it promotes, and the arithmetic that allows or refuses it.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"from": {
+						SchemaProps: spec.SchemaProps{
+							Description: "From is the primary that stopped taking writes: status.primary.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"to": {
+						SchemaProps: spec.SchemaProps{
+							Description: "To is the replica being promoted; empty while the failover is refused.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"phase": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Phase is Promoting (From is fenced; To is promoted once it answers and From no longer takes writes) or Refused (the reachable replicas are too few to be sure one holds every acknowledged commit, or none holds every other's transactions; the controller tries again at each pass).\n\nPossible enum values:\n - `\"Promoting\"` : the old primary is fenced; the replica is promoted next.\n - `\"Refused\"` : no replica can be promoted safely.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Promoting", "Refused"},
+						},
+					},
+					"reachableReplicas": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ReachableReplicas is the number of replicas that answered.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"neededReplicas": {
+						SchemaProps: spec.SchemaProps{
+							Description: "NeededReplicas is the number of replicas that must answer: 1 with Asynchronous durability; with Synchronous, where a commit is on at least 1 of the N replicas, N (so one of those answering has it).",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"startTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StartTime is when the controller decided on the failover.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"from", "phase", "startTime"},
+			},
+		},
+		Dependencies: []string{
+			metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -625,6 +688,31 @@ func schema_pkg_apis_example_v1_DatabaseSpec(ref common.ReferenceCallback) commo
 							Ref:         ref(v1.DatabaseNetworkPolicy{}.OpenAPIModelName()),
 						},
 					},
+					"failover": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Failover is what the controller does when the primary stops taking writes (it does not answer, its container or Pod is gone, its node is NotReady) for failoverDelaySeconds: Automatic (empty: the default) fences it (its replicas stop following it, its Pod loses the primary label and is deleted), promotes the replica that holds every other reachable replica's transactions, and the client Service follows; Manual leaves the Database without a writable server until the primary comes back or a switchover names another Pod. Only for an engine whose primary the controller picks (not MongoDB, whose replica set elects its own).\n\nPossible enum values:\n - `\"Automatic\"` : the controller fails over by itself.\n - `\"Manual\"` : only a switchover moves the primary.",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Automatic", "Manual"},
+						},
+					},
+					"failoverDelaySeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "FailoverDelaySeconds is how long the primary must not take writes before an automatic failover begins, 1 to 3600. Unset: 10. A primary whose Pod was recreated has, besides, the time its server needs to start (2 minutes) before it counts as not taking writes.",
+							Minimum:     ptr.To[float64](1),
+							Maximum:     ptr.To[float64](3600),
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"durability": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Durability is when the primary acknowledges a commit: Asynchronous (empty: the default) once it has it, so a failover may lose the commits the promoted replica had not received yet; Synchronous once at least one replica has it too, so a failover loses no acknowledged commit, and commits wait while no replica is streaming. Synchronous needs spec.replicas of 2 or more. Only for an engine whose primary the controller picks (not MongoDB, where a write's durability is its write concern).\n\nPossible enum values:\n - `\"Asynchronous\"` : a commit is acknowledged once the primary has it.\n - `\"Synchronous\"` : a commit is acknowledged once a replica has it too.",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Asynchronous", "Synchronous"},
+						},
+					},
 				},
 				Required: []string{"engine", "version"},
 			},
@@ -758,6 +846,18 @@ func schema_pkg_apis_example_v1_DatabaseStatus(ref common.ReferenceCallback) com
 							},
 						},
 					},
+					"primaryLastWritableTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PrimaryLastWritableTime is, while the primary does not take writes, the last time the controller saw it take them; unset while it does. The failover delay counts from it. Only the controller writes it.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"failover": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Failover is the automatic failover the controller is carrying out, or the one it refuses and why; unset when none is due. Only the controller writes it, through databases/status: it is its record of a failover it started, kept across its restarts.",
+							Ref:         ref(v1.DatabaseFailoverStatus{}.OpenAPIModelName()),
+						},
+					},
 					"username": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Username is the user clients connect as: the \"username\" key of the credentials Secret as the controller last wrote it. It is the engine's application user, except on a Database whose data was initialised before the engine had one (a MongoDB Database of an earlier release keeps its root user). databases/connection reports it. Empty until the controller has written the Secret.",
@@ -769,7 +869,7 @@ func schema_pkg_apis_example_v1_DatabaseStatus(ref common.ReferenceCallback) com
 			},
 		},
 		Dependencies: []string{
-			v1.DatabaseMember{}.OpenAPIModelName(), v1.DatabaseRestartStatus{}.OpenAPIModelName(), v1.DatabaseSwitchoverProgress{}.OpenAPIModelName(), v1.DatabaseSwitchoverStatus{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName()},
+			v1.DatabaseFailoverStatus{}.OpenAPIModelName(), v1.DatabaseMember{}.OpenAPIModelName(), v1.DatabaseRestartStatus{}.OpenAPIModelName(), v1.DatabaseSwitchoverProgress{}.OpenAPIModelName(), v1.DatabaseSwitchoverStatus{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 

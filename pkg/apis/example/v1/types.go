@@ -138,7 +138,62 @@ type DatabaseSpec struct {
 	// implements NetworkPolicy.
 	// +optional
 	NetworkPolicy *DatabaseNetworkPolicy `json:"networkPolicy,omitempty" protobuf:"bytes,7,opt,name=networkPolicy"`
+	// Failover is what the controller does when the primary stops taking
+	// writes (it does not answer, its container or Pod is gone, its node is
+	// NotReady) for failoverDelaySeconds: Automatic (empty: the default)
+	// fences it (its replicas stop following it, its Pod loses the primary
+	// label and is deleted), promotes the replica that holds every other
+	// reachable replica's transactions, and the client Service follows;
+	// Manual leaves the Database without a writable server until the
+	// primary comes back or a switchover names another Pod. Only for an
+	// engine whose primary the controller picks (not MongoDB, whose replica
+	// set elects its own).
+	// +optional
+	Failover FailoverPolicy `json:"failover,omitempty" protobuf:"bytes,8,opt,name=failover,casttype=FailoverPolicy"`
+	// FailoverDelaySeconds is how long the primary must not take writes
+	// before an automatic failover begins, 1 to 3600. Unset: 10. A primary
+	// whose Pod was recreated has, besides, the time its server needs to
+	// start (2 minutes) before it counts as not taking writes.
+	// +optional
+	// +k8s:validation:minimum=1
+	// +k8s:validation:maximum=3600
+	FailoverDelaySeconds *int32 `json:"failoverDelaySeconds,omitempty" protobuf:"varint,9,opt,name=failoverDelaySeconds"`
+	// Durability is when the primary acknowledges a commit: Asynchronous
+	// (empty: the default) once it has it, so a failover may lose the
+	// commits the promoted replica had not received yet; Synchronous once
+	// at least one replica has it too, so a failover loses no acknowledged
+	// commit, and commits wait while no replica is streaming. Synchronous
+	// needs spec.replicas of 2 or more. Only for an engine whose primary the
+	// controller picks (not MongoDB, where a write's durability is its write
+	// concern).
+	// +optional
+	Durability Durability `json:"durability,omitempty" protobuf:"bytes,10,opt,name=durability,casttype=Durability"`
 }
+
+// DefaultFailoverDelaySeconds is spec.failoverDelaySeconds when unset.
+const DefaultFailoverDelaySeconds = 10
+
+// FailoverPolicy is spec.failover.
+// +enum
+type FailoverPolicy string
+
+const (
+	// FailoverAutomatic: the controller fails over by itself.
+	FailoverAutomatic FailoverPolicy = "Automatic"
+	// FailoverManual: only a switchover moves the primary.
+	FailoverManual FailoverPolicy = "Manual"
+)
+
+// Durability is spec.durability.
+// +enum
+type Durability string
+
+const (
+	// DurabilityAsynchronous: a commit is acknowledged once the primary has it.
+	DurabilityAsynchronous Durability = "Asynchronous"
+	// DurabilitySynchronous: a commit is acknowledged once a replica has it too.
+	DurabilitySynchronous Durability = "Synchronous"
+)
 
 // DatabaseNetworkPolicy names the clients admitted to a Database's Pods.
 type DatabaseNetworkPolicy struct {
@@ -225,6 +280,17 @@ type DatabaseStatus struct {
 	// +optional
 	// +listType=set
 	ReplicaSetMembers []string `json:"replicaSetMembers,omitempty" protobuf:"bytes,12,rep,name=replicaSetMembers"`
+	// PrimaryLastWritableTime is, while the primary does not take writes,
+	// the last time the controller saw it take them; unset while it does.
+	// The failover delay counts from it. Only the controller writes it.
+	// +optional
+	PrimaryLastWritableTime *metav1.Time `json:"primaryLastWritableTime,omitempty" protobuf:"bytes,13,opt,name=primaryLastWritableTime"`
+	// Failover is the automatic failover the controller is carrying out, or
+	// the one it refuses and why; unset when none is due. Only the
+	// controller writes it, through databases/status: it is its record of a
+	// failover it started, kept across its restarts.
+	// +optional
+	Failover *DatabaseFailoverStatus `json:"failover,omitempty" protobuf:"bytes,14,opt,name=failover"`
 	// Username is the user clients connect as: the "username" key of the
 	// credentials Secret as the controller last wrote it. It is the engine's
 	// application user, except on a Database whose data was initialised
@@ -292,6 +358,47 @@ type DatabaseSwitchoverProgress struct {
 	// +required
 	Step SwitchoverStep `json:"step" protobuf:"bytes,3,opt,name=step,casttype=SwitchoverStep"`
 }
+
+// DatabaseFailoverStatus is an automatic failover: the primary it replaces,
+// the replica it promotes, and the arithmetic that allows or refuses it.
+type DatabaseFailoverStatus struct {
+	// From is the primary that stopped taking writes: status.primary.
+	// +required
+	From string `json:"from" protobuf:"bytes,1,opt,name=from"`
+	// To is the replica being promoted; empty while the failover is refused.
+	// +optional
+	To string `json:"to,omitempty" protobuf:"bytes,2,opt,name=to"`
+	// Phase is Promoting (From is fenced; To is promoted once it answers
+	// and From no longer takes writes) or Refused (the reachable replicas
+	// are too few to be sure one holds every acknowledged commit, or none
+	// holds every other's transactions; the controller tries again at each
+	// pass).
+	// +required
+	Phase FailoverPhase `json:"phase" protobuf:"bytes,3,opt,name=phase,casttype=FailoverPhase"`
+	// ReachableReplicas is the number of replicas that answered.
+	// +optional
+	ReachableReplicas int32 `json:"reachableReplicas" protobuf:"varint,4,opt,name=reachableReplicas"`
+	// NeededReplicas is the number of replicas that must answer: 1 with
+	// Asynchronous durability; with Synchronous, where a commit is on at
+	// least 1 of the N replicas, N (so one of those answering has it).
+	// +optional
+	NeededReplicas int32 `json:"neededReplicas" protobuf:"varint,5,opt,name=neededReplicas"`
+	// StartTime is when the controller decided on the failover.
+	// +required
+	StartTime metav1.Time `json:"startTime" protobuf:"bytes,6,opt,name=startTime"`
+}
+
+// FailoverPhase is the phase of an automatic failover.
+// +enum
+type FailoverPhase string
+
+const (
+	// FailoverPhasePromoting: the old primary is fenced; the replica is
+	// promoted next.
+	FailoverPhasePromoting FailoverPhase = "Promoting"
+	// FailoverPhaseRefused: no replica can be promoted safely.
+	FailoverPhaseRefused FailoverPhase = "Refused"
+)
 
 // SwitchoverStep is the step a switchover is at.
 // +enum

@@ -32,6 +32,11 @@ func (in DatabaseConnection) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DatabaseFailoverStatus) OpenAPIModelName() string {
+	return "com.example.v1.DatabaseFailoverStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in DatabaseList) OpenAPIModelName() string {
 	return "com.example.v1.DatabaseList"
 }

@@ -117,6 +117,10 @@ type EngineRules struct {
 	// ReplicaWarnings are the warnings of replicas (more than one) for a user who may think
 	// them safer than they are.
 	ReplicaWarnings func(replicas int32) []string
+	// ElectsPrimary says that the engine's members elect their primary among them (a
+	// replica set), so spec.failover, spec.failoverDelaySeconds and spec.durability, which
+	// rule how the controller replaces a primary, do not apply: Forbidden when set.
+	ElectsPrimary bool
 }
 
 var (
@@ -262,6 +266,47 @@ func ValidateDatabaseSpec(spec *example.DatabaseSpec, fldPath *field.Path) field
 	}
 	if spec.NetworkPolicy != nil {
 		errs = append(errs, ValidateNetworkPolicy(spec.NetworkPolicy, fldPath.Child("networkPolicy"))...)
+	}
+	return append(errs, ValidateFailover(spec, fldPath)...)
+}
+
+// ValidateFailover validates spec.failover, spec.failoverDelaySeconds and spec.durability
+// of spec at fldPath (spec): failover NotSupported unless empty or one of
+// SupportedFailoverPolicies; failoverDelaySeconds Invalid outside MinFailoverDelaySeconds to
+// MaxFailoverDelaySeconds; durability NotSupported unless empty or one of
+// SupportedDurabilities, and Invalid when Synchronous with fewer than 2 replicas (a commit
+// would wait for a replica that does not exist). On an engine whose members elect their
+// primary (EngineRules.ElectsPrimary), each is Forbidden when set.
+func ValidateFailover(spec *example.DatabaseSpec, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	failoverPath, delayPath, durabilityPath := fldPath.Child("failover"), fldPath.Child("failoverDelaySeconds"), fldPath.Child("durability")
+	if rulesOf(spec.Engine).ElectsPrimary {
+		why := fmt.Sprintf("%s elects its primary among its members by itself; the controller does not replace it", spec.Engine)
+		if spec.Failover != "" {
+			errs = append(errs, field.Forbidden(failoverPath, why))
+		}
+		if spec.FailoverDelaySeconds != nil {
+			errs = append(errs, field.Forbidden(delayPath, why))
+		}
+		if spec.Durability != "" {
+			errs = append(errs, field.Forbidden(durabilityPath, fmt.Sprintf("%s: a write's durability is the write concern its client asks for", why)))
+		}
+		return errs
+	}
+	if spec.Failover != "" && !slices.Contains(example.SupportedFailoverPolicies, spec.Failover) {
+		errs = append(errs, field.NotSupported(failoverPath, string(spec.Failover), example.SupportedFailoverPolicies))
+	}
+	if d := spec.FailoverDelaySeconds; d != nil && (*d < example.MinFailoverDelaySeconds || *d > example.MaxFailoverDelaySeconds) {
+		errs = append(errs, field.Invalid(delayPath, *d, fmt.Sprintf("must be a number of seconds from %d to %d",
+			example.MinFailoverDelaySeconds, example.MaxFailoverDelaySeconds)))
+	}
+	switch {
+	case spec.Durability == "":
+	case !slices.Contains(example.SupportedDurabilities, spec.Durability):
+		errs = append(errs, field.NotSupported(durabilityPath, string(spec.Durability), example.SupportedDurabilities))
+	case spec.Durability == example.DurabilitySynchronous && spec.Replicas != nil && *spec.Replicas < 2:
+		errs = append(errs, field.Invalid(durabilityPath, spec.Durability,
+			"needs spec.replicas of 2 or more: a commit is acknowledged once a replica has it too"))
 	}
 	return errs
 }

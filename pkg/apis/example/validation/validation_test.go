@@ -597,3 +597,68 @@ func TestValidateNetworkPolicyAcceptsMaxNetworkPolicyTerms(t *testing.T) {
 		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: manyValues(validation.MaxNetworkPolicyTerms - 1)}}}}}}
 	require.Empty(t, validation.ValidateDatabase(db))
 }
+
+func TestValidateFailoverAcceptsEveryPolicyDurabilityAndDelayInBounds(t *testing.T) {
+	for _, failover := range append([]example.FailoverPolicy{""}, example.SupportedFailoverPolicies...) {
+		for _, durability := range append([]example.Durability{""}, example.SupportedDurabilities...) {
+			for _, delay := range []*int32{nil, ptr.To[int32](1), ptr.To[int32](3600)} {
+				for _, engine := range []example.Engine{example.EnginePostgreSQL, example.EngineMySQL} {
+					db := exampleDatabase()
+					db.Spec.Engine, db.Spec.Version = engine, "8.4"
+					db.Spec.Failover, db.Spec.Durability, db.Spec.FailoverDelaySeconds = failover, durability, delay
+					require.Empty(t, validation.ValidateDatabase(db), "%+v", db.Spec)
+				}
+			}
+		}
+	}
+}
+
+func TestValidateFailoverReportsEachBrokenRuleOnItsField(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*example.DatabaseSpec)
+		want   want
+	}{
+		{"unknown failover", func(s *example.DatabaseSpec) { s.Failover = "Sometimes" },
+			want{field.ErrorTypeNotSupported, "spec.failover", `supported values: "Automatic", "Manual"`}},
+		{"failover in the wrong case", func(s *example.DatabaseSpec) { s.Failover = "automatic" },
+			want{field.ErrorTypeNotSupported, "spec.failover", ""}},
+		{"zero delay", func(s *example.DatabaseSpec) { s.FailoverDelaySeconds = ptr.To[int32](0) },
+			want{field.ErrorTypeInvalid, "spec.failoverDelaySeconds", "must be a number of seconds from 1 to 3600"}},
+		{"negative delay", func(s *example.DatabaseSpec) { s.FailoverDelaySeconds = ptr.To[int32](-5) },
+			want{field.ErrorTypeInvalid, "spec.failoverDelaySeconds", "from 1 to 3600"}},
+		{"delay above an hour", func(s *example.DatabaseSpec) { s.FailoverDelaySeconds = ptr.To[int32](3601) },
+			want{field.ErrorTypeInvalid, "spec.failoverDelaySeconds", "from 1 to 3600"}},
+		{"unknown durability", func(s *example.DatabaseSpec) { s.Durability = "Eventual" },
+			want{field.ErrorTypeNotSupported, "spec.durability", `supported values: "Asynchronous", "Synchronous"`}},
+		{"synchronous with one server", func(s *example.DatabaseSpec) {
+			s.Durability, s.Replicas = example.DurabilitySynchronous, ptr.To[int32](1)
+		}, want{field.ErrorTypeInvalid, "spec.durability", "needs spec.replicas of 2 or more"}},
+		{"failover on a replica set", func(s *example.DatabaseSpec) {
+			s.Engine, s.Version, s.Failover = example.EngineMongoDB, "7.0", example.FailoverManual
+		},
+			want{field.ErrorTypeForbidden, "spec.failover", "mongodb elects its primary among its members by itself"}},
+		{"delay on a replica set", func(s *example.DatabaseSpec) {
+			s.Engine, s.Version, s.FailoverDelaySeconds = example.EngineMongoDB, "7.0", ptr.To[int32](10)
+		}, want{field.ErrorTypeForbidden, "spec.failoverDelaySeconds", "by itself"}},
+		{"durability on a replica set", func(s *example.DatabaseSpec) {
+			s.Engine, s.Version, s.Durability = example.EngineMongoDB, "7.0", example.DurabilitySynchronous
+		}, want{field.ErrorTypeForbidden, "spec.durability", "the write concern its client asks for"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db := exampleDatabase()
+			tt.mutate(&db.Spec)
+			requireErrors(t, validation.ValidateDatabaseSpec(&db.Spec, field.NewPath("spec")), tt.want)
+		})
+	}
+}
+
+func TestValidateDatabaseUpdateRefusesAScaleToOneServerOfASynchronousDatabase(t *testing.T) {
+	stored := exampleDatabase()
+	stored.Spec.Durability = example.DurabilitySynchronous
+	scaled := stored.DeepCopy()
+	scaled.Spec.Replicas = ptr.To[int32](1)
+	requireErrors(t, validation.ValidateDatabaseUpdate(scaled, stored),
+		want{field.ErrorTypeInvalid, "spec.durability", "needs spec.replicas of 2 or more"})
+}

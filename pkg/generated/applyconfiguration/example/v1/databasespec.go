@@ -60,6 +60,31 @@ type DatabaseSpecApplyConfiguration struct {
 	// namespace's own policies apply. Enforced only by a network plugin that
 	// implements NetworkPolicy.
 	NetworkPolicy *DatabaseNetworkPolicyApplyConfiguration `json:"networkPolicy,omitempty"`
+	// Failover is what the controller does when the primary stops taking
+	// writes (it does not answer, its container or Pod is gone, its node is
+	// NotReady) for failoverDelaySeconds: Automatic (empty: the default)
+	// fences it (its replicas stop following it, its Pod loses the primary
+	// label and is deleted), promotes the replica that holds every other
+	// reachable replica's transactions, and the client Service follows;
+	// Manual leaves the Database without a writable server until the
+	// primary comes back or a switchover names another Pod. Only for an
+	// engine whose primary the controller picks (not MongoDB, whose replica
+	// set elects its own).
+	Failover *examplev1.FailoverPolicy `json:"failover,omitempty"`
+	// FailoverDelaySeconds is how long the primary must not take writes
+	// before an automatic failover begins, 1 to 3600. Unset: 10. A primary
+	// whose Pod was recreated has, besides, the time its server needs to
+	// start (2 minutes) before it counts as not taking writes.
+	FailoverDelaySeconds *int32 `json:"failoverDelaySeconds,omitempty"`
+	// Durability is when the primary acknowledges a commit: Asynchronous
+	// (empty: the default) once it has it, so a failover may lose the
+	// commits the promoted replica had not received yet; Synchronous once
+	// at least one replica has it too, so a failover loses no acknowledged
+	// commit, and commits wait while no replica is streaming. Synchronous
+	// needs spec.replicas of 2 or more. Only for an engine whose primary the
+	// controller picks (not MongoDB, where a write's durability is its write
+	// concern).
+	Durability *examplev1.Durability `json:"durability,omitempty"`
 }
 
 // DatabaseSpecApplyConfiguration constructs a declarative configuration of the DatabaseSpec type for use with
@@ -121,5 +146,29 @@ func (b *DatabaseSpecApplyConfiguration) WithPrimary(value string) *DatabaseSpec
 // If called multiple times, the NetworkPolicy field is set to the value of the last call.
 func (b *DatabaseSpecApplyConfiguration) WithNetworkPolicy(value *DatabaseNetworkPolicyApplyConfiguration) *DatabaseSpecApplyConfiguration {
 	b.NetworkPolicy = value
+	return b
+}
+
+// WithFailover sets the Failover field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Failover field is set to the value of the last call.
+func (b *DatabaseSpecApplyConfiguration) WithFailover(value examplev1.FailoverPolicy) *DatabaseSpecApplyConfiguration {
+	b.Failover = &value
+	return b
+}
+
+// WithFailoverDelaySeconds sets the FailoverDelaySeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the FailoverDelaySeconds field is set to the value of the last call.
+func (b *DatabaseSpecApplyConfiguration) WithFailoverDelaySeconds(value int32) *DatabaseSpecApplyConfiguration {
+	b.FailoverDelaySeconds = &value
+	return b
+}
+
+// WithDurability sets the Durability field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Durability field is set to the value of the last call.
+func (b *DatabaseSpecApplyConfiguration) WithDurability(value examplev1.Durability) *DatabaseSpecApplyConfiguration {
+	b.Durability = &value
 	return b
 }

@@ -20,6 +20,7 @@ package v1
 
 import (
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	apismetav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1 "k8s.io/client-go/applyconfigurations/meta/v1"
 )
 
@@ -68,6 +69,15 @@ type DatabaseStatusApplyConfiguration struct {
 	// others keep a majority. Only the controller writes it, through
 	// databases/status.
 	ReplicaSetMembers []string `json:"replicaSetMembers,omitempty"`
+	// PrimaryLastWritableTime is, while the primary does not take writes,
+	// the last time the controller saw it take them; unset while it does.
+	// The failover delay counts from it. Only the controller writes it.
+	PrimaryLastWritableTime *apismetav1.Time `json:"primaryLastWritableTime,omitempty"`
+	// Failover is the automatic failover the controller is carrying out, or
+	// the one it refuses and why; unset when none is due. Only the
+	// controller writes it, through databases/status: it is its record of a
+	// failover it started, kept across its restarts.
+	Failover *DatabaseFailoverStatusApplyConfiguration `json:"failover,omitempty"`
 	// Username is the user clients connect as: the "username" key of the
 	// credentials Secret as the controller last wrote it. It is the engine's
 	// application user, except on a Database whose data was initialised
@@ -180,6 +190,22 @@ func (b *DatabaseStatusApplyConfiguration) WithReplicaSetMembers(values ...strin
 	for i := range values {
 		b.ReplicaSetMembers = append(b.ReplicaSetMembers, values[i])
 	}
+	return b
+}
+
+// WithPrimaryLastWritableTime sets the PrimaryLastWritableTime field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PrimaryLastWritableTime field is set to the value of the last call.
+func (b *DatabaseStatusApplyConfiguration) WithPrimaryLastWritableTime(value apismetav1.Time) *DatabaseStatusApplyConfiguration {
+	b.PrimaryLastWritableTime = &value
+	return b
+}
+
+// WithFailover sets the Failover field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Failover field is set to the value of the last call.
+func (b *DatabaseStatusApplyConfiguration) WithFailover(value *DatabaseFailoverStatusApplyConfiguration) *DatabaseStatusApplyConfiguration {
+	b.Failover = value
 	return b
 }
 

@@ -1,0 +1,328 @@
+package database
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/engine"
+)
+
+// An automatic failover replaces a primary that has stopped taking writes. A pass that finds
+// the confirmed primary not writable for the Database's failover delay (failoverDeadline)
+// decides on it (startFailover): it counts the replicas that answer, refuses when they are
+// too few to be sure one holds every acknowledged commit, picks the one that holds every
+// other's transactions, fences the primary (its role label is removed, so the client Service
+// drops it; every answering replica stops following it, so it can have no commit
+// acknowledged by one), and records the failover in status.failover, phase Promoting. The
+// passes after it (promoteFailover) name the replica the primary in the replication
+// ConfigMap, delete the old primary's Pod (which restarts as a replica of the new one, or is
+// kept out when it diverged), and promote the replica once the old primary no longer answers
+// as writable. A controller that restarts in the middle finds the failover in status, which
+// only it writes, and goes on from there.
+
+// Reasons of the failover's conditions and Events.
+const (
+	// ReasonPrimaryNotWritable: the primary does not take writes, and the failover delay has
+	// not run out (or failover is Manual).
+	ReasonPrimaryNotWritable = "PrimaryNotWritable"
+	// ReasonFailover: an automatic failover is under way, or done (its Event).
+	ReasonFailover = "Failover"
+	// ReasonFailoverRefused: no replica can be promoted safely.
+	ReasonFailoverRefused = "FailoverRefused"
+	// ReasonDiverged: a replica has transactions the primary lacks and is kept out.
+	ReasonDiverged = "Diverged"
+)
+
+// StartupAllowance is how long the server of a primary whose Pod was created after it was last
+// seen writable (a restart, a roll, a Pod deleted by hand) has to start before the failover
+// delay counts: a server starting is not a server that stopped.
+const StartupAllowance = time.Minute
+
+// RequeueAfterPrimaryCheck is how often the Reconciler asks the servers of a Database with
+// automatic failover whether its primary takes writes: the failover delay counts from the
+// last time it did.
+const RequeueAfterPrimaryCheck = 5 * time.Second
+
+// writableSeen is the last time this process saw each Database's primary take writes, by
+// the Database's UID; status.primaryLastWritableTime keeps it once the primary stops, for
+// a controller that restarts.
+type writableSeen struct {
+	mu   sync.Mutex
+	seen map[types.UID]time.Time
+}
+
+func (w *writableSeen) set(uid types.UID, at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.seen == nil {
+		w.seen = map[types.UID]time.Time{}
+	}
+	w.seen[uid] = at
+}
+
+func (w *writableSeen) get(uid types.UID) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	at, ok := w.seen[uid]
+	return at, ok
+}
+
+func (w *writableSeen) forget(uid types.UID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.seen, uid)
+}
+
+// automaticFailover reports whether db's spec.failover is Automatic (empty is).
+func automaticFailover(db *examplev1.Database) bool {
+	return db.Spec.Failover == "" || db.Spec.Failover == examplev1.FailoverAutomatic
+}
+
+// failoverDelay is spec.failoverDelaySeconds, or the default.
+func failoverDelay(db *examplev1.Database) time.Duration {
+	return time.Duration(ptr.Deref(db.Spec.FailoverDelaySeconds, examplev1.DefaultFailoverDelaySeconds)) * time.Second
+}
+
+// synchronous reports whether db's commits wait for a replica (spec.durability).
+func synchronous(db *examplev1.Database) bool {
+	return db.Spec.Durability == examplev1.DurabilitySynchronous
+}
+
+// failingOver is db's failover under way from the Pod from: status.failover in phase
+// Promoting from it; nil when none is.
+func failingOver(db *examplev1.Database, from string) *examplev1.DatabaseFailoverStatus {
+	f := db.Status.Failover
+	if f == nil || f.Phase != examplev1.FailoverPhasePromoting || f.From != from || f.To == "" {
+		return nil
+	}
+	return f
+}
+
+// neededReplicas is the number of replicas that must answer before one can be promoted, of
+// the replicas the primary had (the Pods of the StatefulSet but the primary): with
+// Synchronous durability a commit is on at least one of them, so all must answer for one of
+// them to surely have it (with ANY k of N, N-k+1); with Asynchronous one is enough, and the
+// commits it lacks are lost.
+func neededReplicas(db *examplev1.Database, replicas int32) int32 {
+	if synchronous(db) {
+		return replicas
+	}
+	return 1
+}
+
+// lastWritable is when the confirmed primary old was last seen taking writes, and whether it
+// ever was: status.primaryLastWritableTime once recorded; else this process's memory;
+// else, when the last status written saw it answer as the primary (status.members), now.
+// A primary never seen writable (a Database whose servers the controller never reached) is
+// not failed over: nothing says it ever ran.
+func (p *pass) lastWritable(old string, now time.Time) (time.Time, bool) {
+	db := p.db
+	if t := db.Status.PrimaryLastWritableTime; t != nil {
+		return t.Time, true
+	}
+	if at, ok := p.r.writable.get(db.UID); ok {
+		return at, true
+	}
+	for _, m := range db.Status.Members {
+		if m.Name == old && m.Role == examplev1.MemberRolePrimary {
+			return now, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// failoverDeadline is when an automatic failover of the primary old, last seen writable at
+// last, begins: the failover delay after last; for a Pod created since (its server is
+// starting) or being deleted (it is to restart: a roll, a restart, a deletion by hand),
+// StartupAllowance plus the delay after its creation or deletion.
+func failoverDeadline(db *examplev1.Database, old *member, last time.Time) time.Time {
+	deadline := last.Add(failoverDelay(db))
+	if old == nil || old.Pod == nil {
+		return deadline
+	}
+	if created := old.Pod.CreationTimestamp; created.After(last) {
+		deadline = later(deadline, created.Add(StartupAllowance+failoverDelay(db)))
+	}
+	if deleted := old.Pod.DeletionTimestamp; deleted != nil {
+		deadline = later(deadline, deleted.Add(StartupAllowance+failoverDelay(db)))
+	}
+	return deadline
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// watchPrimary records in rep whether the confirmed primary old takes writes, and decides on
+// a failover when it has not for the delay: it returns true when the pass is to start one
+// (rep.failover is then what it starts). sts is the number of Pods the StatefulSet runs.
+func (p *pass) watchPrimary(old *member, rep *replication, sts int32, now time.Time) bool {
+	db := p.db
+	if old != nil && old.Primary() {
+		p.r.writable.set(db.UID, now)
+		return false
+	}
+	last, known := p.lastWritable(rep.primary, now)
+	if !known {
+		return false
+	}
+	rep.lastWritable = &metav1.Time{Time: last.Truncate(time.Second)}
+	if !automaticFailover(db) || sts < 2 {
+		return false
+	}
+	deadline := failoverDeadline(db, old, last)
+	if wait := deadline.Sub(now); wait > 0 {
+		rep.requeueAfter = wait
+		return false
+	}
+	return true
+}
+
+// startFailover decides on the failover of the primary old (fencing it and recording
+// status.failover Promoting) or refuses it (status.failover Refused), with an Event at each
+// decision. replicas are the other members; sts the Pods the StatefulSet runs.
+func (p *pass) startFailover(ctx context.Context, f engine.Failover, old *member, replicas []*member, rep *replication, sts int32, server func(*member) endpoint, now time.Time) error {
+	db := p.db
+	var reachable []*member
+	for _, m := range replicas {
+		if m.Replica() {
+			reachable = append(reachable, m)
+		}
+	}
+	status := &examplev1.DatabaseFailoverStatus{
+		From: rep.primary, StartTime: metav1.NewTime(now).Rfc3339Copy(),
+		ReachableReplicas: int32(len(reachable)), NeededReplicas: neededReplicas(db, sts-1),
+	}
+	if prev := db.Status.Failover; prev != nil && prev.From == rep.primary {
+		status.StartTime = prev.StartTime
+	}
+	next := holder(f, reachable)
+	if why := refusal(status, next, reachable); why != "" {
+		status.Phase = examplev1.FailoverPhaseRefused
+		rep.failover, rep.failoverWhy = status, why
+		if prev := db.Status.Failover; prev == nil || prev.Phase != examplev1.FailoverPhaseRefused || prev.ReachableReplicas != status.ReachableReplicas {
+			p.r.event(ctx, db, corev1.EventTypeWarning, ReasonFailoverRefused, "%s", why)
+		}
+		return nil
+	}
+	// Fencing: clients and replicas leave the old primary before anything is promoted.
+	if old != nil && old.Pod != nil {
+		pod, err := p.setRole(ctx, old.Pod, "")
+		if err != nil {
+			return err
+		}
+		old.Pod = pod
+	}
+	for _, m := range reachable {
+		if err := f.StopFollowing(ctx, p, server(m)); err != nil {
+			return fmt.Errorf("fence %s: stop replica %s following it: %w", rep.primary, m.Name, err)
+		}
+	}
+	status.Phase, status.To = examplev1.FailoverPhasePromoting, next.Name
+	rep.failover = status
+	p.r.event(ctx, db, corev1.EventTypeWarning, ReasonFailover,
+		"%s has taken no writes since %s: fenced it (%d of %d replicas answered, %d needed); promoting %s, which holds every answering replica's transactions",
+		rep.primary, rep.lastWritable.UTC().Format(time.RFC3339), status.ReachableReplicas, sts-1, status.NeededReplicas, next.Name)
+	return nil
+}
+
+// holder is the replica of reachable that holds every other's transactions (Failover.Holds),
+// nil when none does (or reachable is empty).
+func holder(f engine.Failover, reachable []*member) *member {
+	for _, m := range reachable {
+		all := true
+		for _, o := range reachable {
+			if o != m && !f.Holds(m, o) {
+				all = false
+				break
+			}
+		}
+		if all {
+			return m
+		}
+	}
+	return nil
+}
+
+// refusal says why the failover status describes cannot promote next ("" when it can).
+func refusal(status *examplev1.DatabaseFailoverStatus, next *member, reachable []*member) string {
+	switch {
+	case status.ReachableReplicas < status.NeededReplicas:
+		return fmt.Sprintf("not failing over from %s: %d replicas answer, %d needed to be sure one has every acknowledged commit",
+			status.From, status.ReachableReplicas, status.NeededReplicas)
+	case next == nil:
+		var names []string
+		for _, m := range reachable {
+			names = append(names, m.Name)
+		}
+		return fmt.Sprintf("not failing over from %s: no replica holds every other's transactions (%s)", status.From, strings.Join(names, ", "))
+	}
+	return ""
+}
+
+// promoteFailover carries out the failover fo from the confirmed primary old: it names the
+// replica to promote the primary (picking again the one that holds every answering replica's
+// transactions, should that be another now), deletes the old primary's Pod, and promotes the
+// replica once the old primary no longer answers as writable. It returns the Pod the
+// ConfigMap names.
+func (p *pass) promoteFailover(ctx context.Context, f engine.Failover, fo *examplev1.DatabaseFailoverStatus, old *member, byName map[string]*member, members []*member, rep *replication, server func(*member) endpoint) (string, error) {
+	db := p.db
+	status := fo.DeepCopy()
+	rep.failover = status
+	if next := byName[status.To]; next != nil && next.Primary() {
+		// Promoted by a pass that stopped before it could say so.
+		rep.primary = status.To
+		return status.To, nil
+	}
+	var reachable []*member
+	for _, m := range members {
+		if m.Name != rep.primary && m.Replica() {
+			reachable = append(reachable, m)
+		}
+	}
+	if h := holder(f, reachable); h != nil && h.Name != status.To && !f.Holds(byName[status.To], h) {
+		status.To = h.Name
+	}
+	if err := p.designate(ctx, status.To); err != nil {
+		return rep.primary, err
+	}
+	if old != nil && old.Pod != nil && old.Pod.DeletionTimestamp == nil {
+		if err := p.fence(ctx, old); err != nil {
+			return status.To, err
+		}
+	}
+	next := byName[status.To]
+	switch {
+	case old != nil && old.Primary():
+		rep.failoverWhy = fmt.Sprintf("failing over from %s to %s: waiting for %s, deleted, to stop taking writes", rep.primary, status.To, rep.primary)
+		return status.To, nil
+	case next == nil || !next.Replica():
+		rep.failoverWhy = fmt.Sprintf("failing over from %s to %s: waiting for %s to answer", rep.primary, status.To, status.To)
+		return status.To, nil
+	}
+	if err := f.Promote(ctx, p, server(next)); err != nil {
+		return status.To, err
+	}
+	since := "it was fenced"
+	if t := db.Status.PrimaryLastWritableTime; t != nil {
+		since = t.UTC().Format(time.RFC3339)
+	}
+	p.r.event(ctx, db, corev1.EventTypeNormal, ReasonFailover, "Promoted %s in place of %s, which had taken no writes since %s", status.To, rep.primary, since)
+	next.Writable = true
+	rep.primary = status.To
+	rep.failover, rep.lastWritable = nil, nil
+	p.r.writable.forget(db.UID)
+	return status.To, nil
+}

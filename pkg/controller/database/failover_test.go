@@ -1,0 +1,280 @@
+package database_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/controller/database"
+	"example.com/database-apiserver/pkg/engine"
+)
+
+// failoverServers are testServers that can be failed over (engine.Failover) and wait for
+// replicas (engine.Synchronous): a replica stopped following has no source; a server holds
+// another's transactions when its position reaches it; one marked errant has diverged.
+type failoverServers struct {
+	*testServers
+	errant map[string]bool
+}
+
+var (
+	_ engine.Failover    = failoverServers{}
+	_ engine.Synchronous = failoverServers{}
+)
+
+func (s failoverServers) StopFollowing(_ context.Context, _ engine.Pass, e engine.Endpoint) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.record("stop-following " + e.Host)
+	s.servers[e.Host].source = ""
+	return nil
+}
+
+func (failoverServers) Holds(a, b *engine.Member) bool {
+	return testState(a).position >= testState(b).position
+}
+
+func (s failoverServers) Diverged(_, former *engine.Member) bool { return s.errant[former.Name] }
+
+func (s failoverServers) SetSynchronous(_ context.Context, _ engine.Pass, e engine.Endpoint, k int32, replicas []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.record("synchronous " + e.Host + " " + strconv.Itoa(int(k)) + " " + strings.Join(replicas, ","))
+	return nil
+}
+
+// failingOver is a Database of the test engine, replicas: 3, with spec changed by change,
+// Ready with my-database-0 its primary, seen writable; my-database-1 and -2 stream from it,
+// at positions 120 and 130.
+func failingOver(t *testing.T, change func(*examplev1.Database)) (*fixture, failoverServers) {
+	registerTestEngine(t)
+	servers := failoverServers{&testServers{servers: map[string]*testServer{}}, map[string]bool{}}
+	db := exampleDatabase()
+	db.Spec.Engine, db.Spec.Version = testEngineName, "1"
+	if change != nil {
+		change(db)
+	}
+	f := newFixtureWithOptions(t, database.Options{Observers: map[examplev1.Engine]engine.Observer{testEngineName: servers}}, db)
+	f.gracefulPodDeletion()
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	f.createClaims(3)
+	f.setStatefulSetStatus(3, "rev-1", "rev-1")
+	f.addPods(3)
+	servers.set(0, testServer{writable: true, position: 130, users: []string{"streamer"}})
+	servers.set(1, testServer{position: 120, source: "my-database-0"})
+	servers.set(2, testServer{position: 130, source: "my-database-0"})
+	check := database.RequeueAfterPrimaryCheck
+	if db.Spec.Failover == examplev1.FailoverManual {
+		check = database.RequeueAfterReplication
+	}
+	for range 2 {
+		result, err := f.reconcile()
+		require.NoError(t, err)
+		require.Equal(t, database.Result{RequeueAfter: check}, result, "a primary failed over automatically is checked often")
+	}
+	got := f.database()
+	require.Equal(t, examplev1.DatabasePhaseReady, got.Status.Phase)
+	require.Equal(t, []string{"primary", "replica", "replica"}, f.roles(3))
+	servers.mu.Lock()
+	servers.calls = nil
+	servers.mu.Unlock()
+	return f, servers
+}
+
+// A primary that stops answering makes the Database not Ready at once; once it has taken no
+// writes for the failover delay, the controller fences it (its role label removed, every
+// replica stopped following it) and records the failover, then names the replica that holds
+// every other's transactions the primary, deletes the old primary's Pod, and promotes it;
+// the other replica follows it, and the Services route to it.
+func TestAPrimaryThatStopsTakingWritesIsFailedOverAfterTheDelay(t *testing.T) {
+	f, servers := failingOver(t, nil)
+	seen := f.clock.Now()
+	f.clock.SetTime(f.clock.Now().Add(time.Second))
+	delete(servers.servers, podIP(0))
+
+	result, err := f.reconcile()
+	require.NoError(t, err)
+	got := f.database()
+	require.Equal(t, seen.Truncate(time.Second), got.Status.PrimaryLastWritableTime.Time, "status.primaryLastWritableTime")
+	ready := condition(got, "Ready")
+	require.Equal(t, metav1.ConditionFalse, ready.Status)
+	require.Equal(t, database.ReasonPrimaryNotWritable, ready.Reason)
+	require.Contains(t, ready.Message, "my-database-0, the primary, has taken no writes since")
+	require.Equal(t, metav1.ConditionTrue, condition(got, "Degraded").Status)
+	require.Equal(t, examplev1.DatabasePhaseDegraded, got.Status.Phase)
+	require.Equal(t, database.Result{RequeueAfter: database.RequeueAfterPrimaryCheck}, result)
+	require.Empty(t, servers.recorded(), "nothing fenced before the delay")
+	require.Equal(t, []string{"primary", "replica", "replica"}, f.roles(3))
+
+	f.clock.SetTime(f.clock.Now().Add(9 * time.Second))
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	got = f.database()
+	require.Equal(t, &examplev1.DatabaseFailoverStatus{
+		From: "my-database-0", To: "my-database-2", Phase: examplev1.FailoverPhasePromoting,
+		ReachableReplicas: 2, NeededReplicas: 1, StartTime: metav1.NewTime(f.clock.Now()).Rfc3339Copy(),
+	}, got.Status.Failover)
+	require.Equal(t, []string{"stop-following 10.0.0.2", "stop-following 10.0.0.3"}, servers.recorded())
+	require.Equal(t, []string{"", "replica", "replica"}, f.roles(3), "fenced: no Service routes to my-database-0")
+	require.Equal(t, "my-database-0", f.configMapPrimary(), "not named before status records the failover")
+	require.Equal(t, database.ReasonFailover, condition(got, "Ready").Reason)
+	require.Contains(t, f.events(), "Warning Failover my-database-0 has taken no writes since "+seen.UTC().Truncate(time.Second).Format(time.RFC3339)+
+		": fenced it (2 of 2 replicas answered, 1 needed); promoting my-database-2, which holds every answering replica's transactions")
+
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, "my-database-2", f.configMapPrimary())
+	require.NotNil(t, f.pod(0).DeletionTimestamp, "the old primary's Pod is deleted")
+	require.Contains(t, servers.recorded(), "promote 10.0.0.3")
+	got = f.database()
+	require.Equal(t, "my-database-2", got.Status.Primary)
+	require.Nil(t, got.Status.Failover)
+	require.Nil(t, got.Status.PrimaryLastWritableTime)
+	require.Contains(t, servers.recorded(), "set-source 10.0.0.2 my-database-2", "the other replica follows the new primary")
+	require.Contains(t, servers.recorded(), "synchronous 10.0.0.3 0 my-database-0,my-database-1", "asynchronous: no replica waited for")
+	require.Equal(t, []string{"replica", "replica", "primary"}, f.roles(3))
+	require.Contains(t, strings.Join(f.events(), "\n"), "Normal Failover Promoted my-database-2 in place of my-database-0")
+
+	// The old primary restarts as a replica of the new one; Ready again once it streams.
+	f.restartPod(0, "my-database-0-uid-2")
+	servers.set(0, testServer{position: 130, source: "my-database-2"})
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	got = f.database()
+	require.Equal(t, metav1.ConditionTrue, condition(got, "Ready").Status)
+	require.Equal(t, metav1.ConditionTrue, condition(got, "Replicating").Status, condition(got, "Replicating").Message)
+}
+
+// With Synchronous durability a commit is on at least one of the two replicas: both must
+// answer for one of them to surely hold it. With one of them down as well, the failover is
+// refused, nothing is fenced, and status says the arithmetic; it goes on once both answer.
+func TestASynchronousFailoverIsRefusedUntilEveryReplicaAnswers(t *testing.T) {
+	f, servers := failingOver(t, func(db *examplev1.Database) { db.Spec.Durability = examplev1.DurabilitySynchronous })
+	delete(servers.servers, podIP(0))
+	delete(servers.servers, podIP(1))
+	f.clock.SetTime(f.clock.Now().Add(11 * time.Second))
+
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	got := f.database()
+	require.Equal(t, examplev1.FailoverPhaseRefused, got.Status.Failover.Phase)
+	require.Equal(t, []int32{1, 2}, []int32{got.Status.Failover.ReachableReplicas, got.Status.Failover.NeededReplicas})
+	ready := condition(got, "Ready")
+	require.Equal(t, database.ReasonFailoverRefused, ready.Reason)
+	require.Equal(t, "not failing over from my-database-0: 1 replicas answer, 2 needed to be sure one has every acknowledged commit", ready.Message)
+	require.Empty(t, servers.recorded(), "nothing fenced, nothing promoted")
+	require.Equal(t, "my-database-0", f.configMapPrimary())
+	require.Nil(t, f.pod(0).DeletionTimestamp)
+	require.Contains(t, f.events(), "Warning FailoverRefused "+ready.Message)
+
+	servers.set(1, testServer{position: 125})
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, examplev1.FailoverPhasePromoting, f.database().Status.Failover.Phase)
+	require.Equal(t, "my-database-2", f.database().Status.Failover.To)
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, "my-database-2", f.database().Status.Primary)
+	require.Contains(t, servers.recorded(), "synchronous 10.0.0.3 1 my-database-0,my-database-1", "the new primary's commits wait for a replica")
+}
+
+// With spec.failover Manual the Database says no server takes writes and waits.
+func TestAManualFailoverPolicyLeavesThePrimaryInPlace(t *testing.T) {
+	f, servers := failingOver(t, func(db *examplev1.Database) { db.Spec.Failover = examplev1.FailoverManual })
+	delete(servers.servers, podIP(0))
+	f.clock.SetTime(f.clock.Now().Add(time.Hour))
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	got := f.database()
+	require.Nil(t, got.Status.Failover)
+	require.Contains(t, condition(got, "Ready").Message, "spec.failover is Manual")
+	require.Empty(t, servers.recorded())
+	require.Equal(t, "my-database-0", got.Status.Primary)
+}
+
+// A controller that restarts after recording a failover goes on with it from status (its
+// memory of the primary is gone).
+func TestAFailoverGoesOnAcrossControllerRestarts(t *testing.T) {
+	f, servers := failingOver(t, nil)
+	delete(servers.servers, podIP(0))
+	f.clock.SetTime(f.clock.Now().Add(11 * time.Second))
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, examplev1.FailoverPhasePromoting, f.database().Status.Failover.Phase)
+
+	f.restartController()
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, "my-database-2", f.database().Status.Primary)
+
+}
+
+// A controller that restarts after promoting but before status says so finds the new
+// primary and takes it, without promoting it twice.
+func TestAFailoverPromotedBeforeAControllerRestartIsNotPromotedTwice(t *testing.T) {
+	f2, servers2 := failingOver(t, nil)
+	delete(servers2.servers, podIP(0))
+	f2.clock.SetTime(f2.clock.Now().Add(11 * time.Second))
+	_, err := f2.reconcile()
+	require.NoError(t, err)
+	servers2.set(2, testServer{writable: true, position: 130, users: []string{"streamer"}})
+	f2.restartController()
+	_, err = f2.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, "my-database-2", f2.database().Status.Primary)
+	require.NotContains(t, servers2.recorded(), "promote 10.0.0.3", "not promoted twice")
+}
+
+// A former primary that comes back with transactions the new primary lacks is kept out of
+// the Services and not pointed at the primary; status says so.
+func TestADivergedFormerPrimaryIsKeptOut(t *testing.T) {
+	f, servers := failingOver(t, nil)
+	delete(servers.servers, podIP(0))
+	f.clock.SetTime(f.clock.Now().Add(11 * time.Second))
+	for range 2 {
+		_, err := f.reconcile()
+		require.NoError(t, err)
+	}
+	f.restartPod(0, "my-database-0-uid-2")
+	servers.set(0, testServer{position: 140})
+	servers.errant["my-database-0"] = true
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, []string{"", "replica", "primary"}, f.roles(3))
+	require.NotContains(t, servers.recorded(), "set-source 10.0.0.1 my-database-2")
+	require.Contains(t, condition(f.database(), "Replicating").Message, "my-database-0 (has transactions my-database-2 lacks")
+}
+
+// A Database whose primary the controller never saw take writes (servers it never
+// reached) is never failed over, and its readiness is the Pods'.
+func TestAPrimaryNeverSeenWritableIsNotFailedOver(t *testing.T) {
+	registerTestEngine(t)
+	servers := failoverServers{&testServers{servers: map[string]*testServer{}}, map[string]bool{}}
+	db := exampleDatabase()
+	db.Spec.Engine, db.Spec.Version = testEngineName, "1"
+	f := newFixtureWithOptions(t, database.Options{Observers: map[examplev1.Engine]engine.Observer{testEngineName: servers}}, db)
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	f.createClaims(3)
+	f.setStatefulSetStatus(3, "rev-1", "rev-1")
+	f.addPods(3)
+	for range 3 {
+		f.clock.SetTime(f.clock.Now().Add(time.Minute))
+		_, err = f.reconcile()
+		require.NoError(t, err)
+	}
+	got := f.database()
+	require.Nil(t, got.Status.Failover)
+	require.Nil(t, got.Status.PrimaryLastWritableTime)
+	require.Equal(t, metav1.ConditionTrue, condition(got, "Ready").Status)
+	require.Empty(t, servers.recorded())
+	require.Equal(t, ptr.To("my-database-0"), ptr.To(f.configMapPrimary()))
+}
