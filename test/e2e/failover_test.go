@@ -1,0 +1,265 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+)
+
+// failoverEngine is what the failover scenario needs of one engine: its release, how many
+// Pods, a client, the writer's insert (which prints 1 for a row written, 0 once the stop row
+// exists) and the tables it writes to.
+type failoverEngine struct {
+	engine   examplev1.Engine
+	version  string
+	replicas int
+	sqlAt    sqlAt
+	// writer is the writeLoop Pod's manifest, inserting through host.
+	writer func(ns, db, host string) string
+	// createLoad creates the tables "writes" and "writes_stop"; stop writes the stop row.
+	createLoad, stop string
+}
+
+// TestRealFailover freezes the primary of a replicated PostgreSQL (3 Pods) and of a
+// replicated MySQL (2 Pods), both with Synchronous durability and the default failover
+// delay, side by side on the real node, each under a steady write load through its client
+// Service (one insert per connection). The primary's server container is frozen (the cgroup
+// freezer: a hung process, a stalled node) for longer than the delay, then thawed. The
+// controller fails over by itself: Ready turns False while no server takes writes, the
+// replica is promoted, the writer's inserts are acknowledged again through the same Service,
+// every acknowledged row is on the new primary (none lost), no two Pods are ever labelled
+// primary, and the thawed former primary comes back as a replica that streams from the new
+// one. It logs the time without acknowledged writes (RTO) and the time the former primary
+// took to stream again.
+func TestRealFailover(t *testing.T) {
+	requireRealNode(t)
+	pg, my := realNodeImage(t, examplev1.EnginePostgreSQL), realNodeImage(t, examplev1.EngineMySQL)
+	for _, e := range []failoverEngine{{
+		engine: examplev1.EnginePostgreSQL, version: pg.Release, replicas: 3, sqlAt: psqlAt,
+		writer: func(ns, db, host string) string {
+			w := pod(ns, "writer", db, writeLoop(writeLimit,
+				`timeout 15 psql -v ON_ERROR_STOP=1 --no-psqlrc --quiet --tuples-only --no-align -h "$HOST" -p "$PGPORT" -c "WITH w AS (INSERT INTO writes SELECT $i WHERE NOT EXISTS (SELECT 1 FROM writes_stop) RETURNING 1) SELECT count(*) FROM w"`), "", "")
+			return strings.Replace(w, "    env:\n", "    env:\n    - {name: HOST, value: "+host+"}\n", 1)
+		},
+		createLoad: "CREATE TABLE writes (id int PRIMARY KEY); CREATE TABLE writes_stop (id int PRIMARY KEY);",
+		stop:       "INSERT INTO writes_stop VALUES (1);",
+	}, {
+		engine: examplev1.EngineMySQL, version: my.Line, replicas: 2, sqlAt: mysqlAt,
+		writer: func(ns, db, host string) string {
+			return mysqlPod(ns, "writer", db, host, writeLoop(writeLimit,
+				`timeout 15 $MYSQL -e "INSERT INTO writes SELECT $i FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM writes_stop); SELECT ROW_COUNT();"`), "", false)
+		},
+		createLoad: "CREATE TABLE writes (id int PRIMARY KEY); CREATE TABLE writes_stop (id int PRIMARY KEY);",
+		stop:       "INSERT INTO writes_stop VALUES (1);",
+	}} {
+		t.Run(string(e.engine), func(t *testing.T) {
+			t.Parallel()
+			testFailover(t, e)
+		})
+	}
+}
+
+func testFailover(t *testing.T, e failoverEngine) {
+	ns := restrictedNamespace(t, "e2e-failover-"+string(e.engine))
+	const db = "orders"
+	kubectlIn(t, fmt.Sprintf(`apiVersion: example.com/v1
+kind: Database
+metadata:
+  name: %s
+  namespace: %s
+spec:
+  engine: %s
+  version: "%s"
+  replicas: %d
+  storage: 1Gi
+  durability: Synchronous
+`, db, ns, e.engine, e.version, e.replicas), "apply", "-f", "-")
+	old := db + "-0"
+	waitReplicating(t, ns, db, old, e.replicas)
+	primaries := watchPrimaries(t, ns, db)
+
+	host := db + "." + ns + ".svc.cluster.local"
+	phase, out := e.sqlAt(t, ns, "create-load", db, host, e.createLoad)
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	kubectlIn(t, e.writer(ns, db, host), "apply", "-f", "-")
+	waitAcks(t, ns, "writer", time.Time{}, 20)
+
+	thaw := freeze(t, ns, old)
+	frozen := time.Now()
+	// No server takes writes: Ready says so before the delay runs out.
+	eventually(t, time.Minute, func() error {
+		d, err := getDatabase(t, ns, db)
+		if err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(d.Status.Conditions, examplev1.ConditionReady); c == nil || c.Status != metav1.ConditionFalse {
+			return fmt.Errorf("ready: %+v", c)
+		}
+		return nil
+	})
+	var promoted string
+	eventually(t, 3*time.Minute, func() error {
+		d, err := getDatabase(t, ns, db)
+		if err != nil {
+			return err
+		}
+		if d.Status.Primary == old || d.Status.Primary == "" {
+			return fmt.Errorf("status.primary is %q; status.failover %+v", d.Status.Primary, d.Status.Failover)
+		}
+		promoted = d.Status.Primary
+		return nil
+	})
+	failedOver := time.Now()
+	t.Logf("measured: %s promoted %v after %s was frozen", promoted, failedOver.Sub(frozen).Round(100*time.Millisecond), old)
+	waitAcks(t, ns, "writer", failedOver, 20)
+	require.Equal(t, []string{promoted}, podsWithRole(t, ns, db, "primary"))
+	events := kubectl(t, "get", "events", "-n", ns, "--field-selector", "reason=Failover", "-o", "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}")
+	require.Contains(t, events, "Promoted "+promoted+" in place of "+old)
+
+	// Thawed, the former primary (its Pod deleted by the failover) comes back as a replica
+	// of the new primary and streams from it.
+	thaw()
+	thawed := time.Now()
+	waitReplicating(t, ns, db, promoted, e.replicas)
+	t.Logf("measured: %s streams from %s %v after it was thawed", old, promoted, time.Since(thawed).Round(time.Second))
+
+	phase, out = e.sqlAt(t, ns, "stop-writer", db, host, e.stop)
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	pod, log := waitPodDone(t, ns, "writer")
+	require.Equal(t, corev1.PodSucceeded, pod.Status.Phase, "the writer ends on the stop row: %s", lastLines(log, 3))
+	acks := parseAcks(t, log)
+	var before, after int
+	var rto time.Duration
+	for i, a := range acks {
+		switch {
+		case a.at.Before(frozen):
+			before++
+		default:
+			after++
+			if i > 0 && acks[i-1].at.Before(frozen) {
+				rto = a.at.Sub(frozen)
+			}
+		}
+	}
+	t.Logf("measured: %d inserts acknowledged, %d before the freeze, %d after; writes accepted again %v after the primary was frozen (RTO)",
+		len(acks), before, after, rto.Round(100*time.Millisecond))
+	require.Positive(t, before)
+	require.Positive(t, after)
+
+	// Synchronous: every acknowledged row is on the new primary, and on the former one once
+	// it streams.
+	present := "SELECT count(*) FROM writes WHERE id IN (" + ackIDs(acks) + ");"
+	phase, out = e.sqlAt(t, ns, "check-new-primary", db, host, present)
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	require.Equal(t, strconv.Itoa(len(acks)), lastLines(out, 1), "acknowledged rows lost in the failover: %s", out)
+	waitAnswer(t, e.sqlAt, ns, "check-former-primary", db, memberHost(ns, db, 0), present, strconv.Itoa(len(acks)))
+	require.Equal(t, 1, primaries.most(), "never two Pods labelled primary")
+}
+
+// freeze freezes the database container of the Pod name through the cgroup (v1) freezer, as
+// a hung server or a stalled node is, and returns the function that thaws it (also run at
+// the end of the test).
+func freeze(t *testing.T, ns, name string) (thaw func()) {
+	t.Helper()
+	p, err := kube(t).CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	var id string
+	for _, s := range p.Status.ContainerStatuses {
+		if s.Name == "database" {
+			_, id, _ = strings.Cut(s.ContainerID, "://")
+		}
+	}
+	require.NotEmpty(t, id, "the database container's ID: %+v", p.Status.ContainerStatuses)
+	var state string
+	err = filepath.WalkDir("/sys/fs/cgroup/freezer", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() && strings.Contains(d.Name(), id) {
+			state = filepath.Join(path, "freezer.state")
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.NotEmpty(t, state, "no freezer cgroup of container %s", id)
+	require.NoError(t, os.WriteFile(state, []byte("FROZEN"), 0))
+	eventually(t, time.Minute, func() error {
+		b, err := os.ReadFile(state)
+		if err != nil || strings.TrimSpace(string(b)) != "FROZEN" {
+			return fmt.Errorf("freezer state %q: %v", b, err)
+		}
+		return nil
+	})
+	var once sync.Once
+	thaw = func() {
+		once.Do(func() {
+			// The cgroup is gone once the container was killed.
+			if err := os.WriteFile(state, []byte("THAWED"), 0); err != nil && !os.IsNotExist(err) {
+				t.Errorf("thaw %s: %v", name, err)
+			}
+		})
+	}
+	t.Cleanup(thaw)
+	return thaw
+}
+
+// primaryWatch counts the Pods of a Database labelled primary at each change it watches.
+type primaryWatch struct {
+	mu      sync.Mutex
+	labeled map[string]bool
+	max     int
+}
+
+func (w *primaryWatch) most() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.max
+}
+
+// watchPrimaries watches the Pods of the Database db for the rest of the test and records
+// the most that were labelled primary at once.
+func watchPrimaries(t *testing.T, ns, db string) *primaryWatch {
+	t.Helper()
+	w := &primaryWatch{labeled: map[string]bool{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	watcher, err := kube(t).CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/instance": db}).String(),
+	})
+	require.NoError(t, err)
+	go func() {
+		for ev := range watcher.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			w.mu.Lock()
+			w.labeled[p.Name] = ev.Type != watch.Deleted && p.Labels["database.example.com/role"] == "primary"
+			n := 0
+			for _, l := range w.labeled {
+				if l {
+					n++
+				}
+			}
+			w.max = max(w.max, n)
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
