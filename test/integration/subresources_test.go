@@ -539,3 +539,34 @@ func caughtUp(name string) []examplev1.DatabaseMember {
 		{Name: name + "-1", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](0)},
 	}
 }
+
+// A switchover asked while the controller fails over (status.failover in phase Promoting) is
+// refused with a 409 naming the failover, and nothing is recorded; once it is done, it is
+// accepted.
+func TestSwitchoverIsRefusedDuringAFailover(t *testing.T) {
+	client, _ := clientFor(t)
+	ns := namespace(t)
+	ctx := context.Background()
+	dbs := client.ExampleV1().Databases(ns)
+	db := newDatabase(ns, "shop", examplev1.EnginePostgreSQL, "16")
+	db.Spec.Replicas = ptrInt32(2)
+	db = reportMembers(t, dbs, create(t, client, db), caughtUp("shop")...)
+	db.Status.Failover = &examplev1.DatabaseFailoverStatus{From: "shop-0", To: "shop-1", Phase: examplev1.FailoverPhasePromoting,
+		ReachableReplicas: 1, NeededReplicas: 1, StartTime: metav1.Now().Rfc3339Copy()}
+	db, err := dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "shop-1", db.Status.Failover.To, "status.failover is stored")
+
+	_, err = dbs.Switchover(ctx, "shop", &examplev1.DatabaseSwitchover{Target: "shop-1"}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsConflict(err), "got %v", err)
+	require.ErrorContains(t, err, "a failover from shop-0 to shop-1 is under way (status.failover); ask again once it is done")
+	stored, err := dbs.Get(ctx, "shop", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, db.ResourceVersion, stored.ResourceVersion, "nothing recorded")
+
+	db.Status.Failover = nil
+	_, err = dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	_, err = dbs.Switchover(ctx, "shop", &examplev1.DatabaseSwitchover{Target: "shop-1"}, metav1.CreateOptions{})
+	require.NoError(t, err)
+}

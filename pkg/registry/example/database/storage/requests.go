@@ -336,6 +336,9 @@ func (r *SwitchoverREST) check(db *example.Database, req *example.DatabaseSwitch
 	if db.Spec.Primary != "" && db.Spec.Primary != primary {
 		return errors.NewConflict(resource, db.Name, fmt.Errorf("a switchover to %s is under way (spec.primary); status.primary is %q", db.Spec.Primary, primary))
 	}
+	if f := db.Status.Failover; f != nil && f.Phase == example.FailoverPhasePromoting {
+		return errors.NewConflict(resource, db.Name, fmt.Errorf("a failover from %s to %s is under way (status.failover); ask again once it is done", f.From, f.To))
+	}
 	if err := restartUnderWay(db); err != nil {
 		return err
 	}
