@@ -436,6 +436,27 @@ func TestDescribeShowsTheSwitchoverUnderWay(t *testing.T) {
 	assert.Contains(t, out, "\nSwitchover Progress:\n  From:  shop-0\n  To:    shop-1\n  Step:  StoppingPrimary\nConditions:\n")
 }
 
+// A failover under way is described from status.failover, with the time the primary last
+// took writes.
+func TestDescribeShowsTheFailoverUnderWay(t *testing.T) {
+	api := newFakeAPI(t)
+	describeFixture(api)
+	db := shopDatabase()
+	db.Spec.Durability = examplev1.DurabilitySynchronous
+	db.Status.PrimaryLastWritableTime = &metav1.Time{Time: testNow.Add(-20 * time.Second)}
+	db.Status.Failover = &examplev1.DatabaseFailoverStatus{From: "shop-0", To: "shop-1", Phase: examplev1.FailoverPhasePromoting,
+		ReachableReplicas: 1, NeededReplicas: 1, StartTime: metav1.NewTime(testNow.Add(-5 * time.Second))}
+	api.on(http.MethodGet, dbPath, http.StatusOK, db)
+
+	code, out, errOut := api.run("describe", "shop", "-n", "production")
+
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "  Durability:              Synchronous\n")
+	assert.Contains(t, out, "  Primary Last Writable:  Wed, 04 Mar 2026 11:59:40 +0000 (20s ago)\n")
+	assert.Contains(t, out, "\nFailover:\n  Phase:               Promoting\n  From:                shop-0\n  To:                  shop-1\n"+
+		"  Replicas Answering:  1 (1 needed)\n  Started:             Wed, 04 Mar 2026 11:59:55 +0000 (5s ago)\nConditions:\n")
+}
+
 func TestDescribeShowsSpecStatusMembersChildrenAndEvents(t *testing.T) {
 	api := newFakeAPI(t)
 	describeFixture(api)
@@ -447,13 +468,16 @@ func TestDescribeShowsSpecStatusMembersChildrenAndEvents(t *testing.T) {
 Namespace:  production
 Created:    Wed, 04 Mar 2026 11:50:00 +0000 (10m ago)
 Spec:
-  Engine:           postgresql
-  Version:          15.8
-  Replicas:         2
-  Storage:          10Gi
-  Deletion Policy:  <none>
-  Primary:          <none>
-  Network Policy:   pods app=shop; pods tier in (api) in namespaces team=payments; every pod in namespaces team=reports; every pod of its namespace; pods app=probe in every namespace
+  Engine:                  postgresql
+  Version:                 15.8
+  Replicas:                2
+  Storage:                 10Gi
+  Deletion Policy:         <none>
+  Primary:                 <none>
+  Network Policy:          pods app=shop; pods tier in (api) in namespaces team=payments; every pod in namespaces team=reports; every pod of its namespace; pods app=probe in every namespace
+  Failover:                <none>
+  Failover Delay Seconds:  <none>
+  Durability:              <none>
 Status:
   Phase:                Ready
   Ready Replicas:       2

@@ -69,11 +69,17 @@ func (o *DescribeOptions) describeDatabase(w *prefixWriter, db *examplev1.Databa
 	w.Write(1, "Deletion Policy:\t%s\n", orNone(string(db.Spec.DeletionPolicy)))
 	w.Write(1, "Primary:\t%s\n", orNone(db.Spec.Primary))
 	w.Write(1, "Network Policy:\t%s\n", networkPolicyClients(db.Spec.NetworkPolicy))
+	w.Write(1, "Failover:\t%s\n", orNone(string(db.Spec.Failover)))
+	w.Write(1, "Failover Delay Seconds:\t%s\n", int32OrNone(db.Spec.FailoverDelaySeconds))
+	w.Write(1, "Durability:\t%s\n", orNone(string(db.Spec.Durability)))
 	w.Write(0, "Status:\n")
 	w.Write(1, "Phase:\t%s\n", orNone(string(db.Status.Phase)))
 	w.Write(1, "Ready Replicas:\t%d\n", db.Status.ReadyReplicas)
 	w.Write(1, "Primary:\t%s\n", orNone(db.Status.Primary))
 	w.Write(1, "Observed Generation:\t%d (generation %d)\n", db.Status.ObservedGeneration, db.Generation)
+	if t := db.Status.PrimaryLastWritableTime; t != nil {
+		w.Write(1, "Primary Last Writable:\t%s (%s ago)\n", t.UTC().Format(time.RFC1123Z), o.age(t.Time))
+	}
 
 	if r := db.Status.Restart; r != nil {
 		w.Write(0, "Restart:\n")
@@ -97,6 +103,14 @@ func (o *DescribeOptions) describeDatabase(w *prefixWriter, db *examplev1.Databa
 		w.Write(1, "From:\t%s\n", sp.From)
 		w.Write(1, "To:\t%s\n", sp.To)
 		w.Write(1, "Step:\t%s\n", sp.Step)
+	}
+	if f := db.Status.Failover; f != nil {
+		w.Write(0, "Failover:\n")
+		w.Write(1, "Phase:\t%s\n", f.Phase)
+		w.Write(1, "From:\t%s\n", f.From)
+		w.Write(1, "To:\t%s\n", orNone(f.To))
+		w.Write(1, "Replicas Answering:\t%d (%d needed)\n", f.ReachableReplicas, f.NeededReplicas)
+		w.Write(1, "Started:\t%s (%s ago)\n", f.StartTime.UTC().Format(time.RFC1123Z), o.age(f.StartTime.Time))
 	}
 
 	if len(db.Status.Conditions) == 0 {
