@@ -135,9 +135,37 @@ spec:
 	require.Contains(t, events, "Promoted "+promoted+" in place of "+old)
 
 	// Thawed, the former primary (its Pod deleted by the failover) comes back as a replica
-	// of the new primary and streams from it.
+	// of the new primary and streams from it, rewound (PostgreSQL); or, when it holds a
+	// transaction it wrote but never had acknowledged (MySQL: an errant GTID), it is kept out
+	// of the Services and reported, and streams once cloned again, as the docs say.
 	thaw()
 	thawed := time.Now()
+	var diverged bool
+	eventually(t, realPodTimeout, func() error {
+		d, err := getDatabase(t, ns, db)
+		if err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(d.Status.Conditions, examplev1.ConditionReplicating)
+		switch {
+		case c == nil:
+			return fmt.Errorf("no Replicating condition")
+		case strings.Contains(c.Message, old+" (has transactions "+promoted+" lacks"):
+			diverged = true
+			return nil
+		case c.Status == metav1.ConditionTrue && d.Status.Phase == examplev1.DatabasePhaseReady && d.Status.ReadyReplicas == int32(e.replicas):
+			return nil
+		}
+		return fmt.Errorf("%s: %s %s", d.Status.Phase, c.Reason, c.Message)
+	})
+	if diverged {
+		require.Equal(t, examplev1.EngineMySQL, e.engine, "a PostgreSQL former primary is rewound, never kept out")
+		t.Logf("measured: %s came back with transactions %s lacks (never acknowledged) %v after it was thawed: kept out, cloned again",
+			old, promoted, time.Since(thawed).Round(time.Second))
+		require.Empty(t, podsWithRole(t, ns, db, "replica"), "kept out of the read Service")
+		kubectl(t, "delete", "pvc", "-n", ns, "data-"+old, "--wait=false")
+		kubectl(t, "delete", "pod", "-n", ns, old, "--wait=true")
+	}
 	waitReplicating(t, ns, db, promoted, e.replicas)
 	t.Logf("measured: %s streams from %s %v after it was thawed", old, promoted, time.Since(thawed).Round(time.Second))
 
