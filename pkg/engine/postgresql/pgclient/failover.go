@@ -16,7 +16,7 @@ const StopFollowingTimeout = 10 * time.Second
 const stopFollowingPoll = 100 * time.Millisecond
 
 // StopFollowing makes the standby s stop streaming from its primary: it sets
-// primary_conninfo to ” (ALTER SYSTEM, in postgresql.auto.conf, so a restart of the server
+// primary_conninfo to the empty string (ALTER SYSTEM, in postgresql.auto.conf, so a restart of the server
 // keeps it) and reloads the configuration, which shuts the WAL receiver down and starts none
 // while primary_conninfo is empty
 // (https://www.postgresql.org/docs/current/runtime-config-replication.html#GUC-PRIMARY-CONNINFO),

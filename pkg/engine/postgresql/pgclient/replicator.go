@@ -152,7 +152,7 @@ func (Replicator) Diverged(primary, former *engine.Member) bool {
 }
 
 // SetSynchronous: synchronous_standby_names 'ANY k ("<pod>", ...)' on the primary e
-// (SynchronousStandbyNames), ” for k 0; written and reloaded only when it differs.
+// (SynchronousStandbyNames), empty for k 0; written and reloaded only when it differs.
 func (r Replicator) SetSynchronous(ctx context.Context, _ engine.Pass, e engine.Endpoint, k int32, replicas []string) error {
 	value, err := SynchronousStandbyNames(k, replicas)
 	if err != nil {
@@ -168,7 +168,7 @@ func (r Replicator) SetSynchronous(ctx context.Context, _ engine.Pass, e engine.
 // SynchronousStandbyNames is the synchronous_standby_names that makes a primary acknowledge a
 // commit once any k of the standbys named replicas (their application_name, the Pod name)
 // have flushed it: 'ANY k ("<name>", ...)', the names sorted and each in double quotes (" in
-// a name doubled), or ” for k 0 (no wait)
+// a name doubled), or the empty string for k 0 (no wait)
 // (https://www.postgresql.org/docs/current/runtime-config-replication.html#GUC-SYNCHRONOUS-STANDBY-NAMES).
 // It fails for k below 0 or above the number of replicas: such a primary would never
 // acknowledge a commit.
