@@ -212,6 +212,11 @@ func testPostgresClient(t *testing.T, ns, db string) {
 		want := []string{appUser, replUser}
 		slices.Sort(want)
 		require.Equal(t, want, st.Roles, "the asked roles that exist, sorted")
+		require.Equal(t, []string{appUser}, st.RolesWithoutRewind, "the replication role was made with pg_rewind's functions")
+		require.Equal(t, uint32(1), st.Timeline, "a primary never replaced")
+		require.Empty(t, st.History)
+		require.False(t, st.NotFollowing)
+		require.Empty(t, st.SynchronousStandbyNames)
 		require.Equal(t, map[string]bool{postgresql.SlotName(standbyName): true}, st.Slots, "the standby's slot, in use")
 		require.Len(t, st.Standbys, 1, "%+v", st.Standbys)
 		sb, ok := st.Standbys[standbyName]
@@ -238,6 +243,8 @@ func testPostgresClient(t *testing.T, ns, db string) {
 		})
 		require.True(t, st.InRecovery)
 		require.GreaterOrEqual(t, st.ReceivedLSN, uint64(written))
+		require.Equal(t, uint32(1), st.Timeline)
+		require.False(t, st.NotFollowing, "it streams")
 		require.Nil(t, st.Standbys, "a standby's State holds its recovery only")
 		require.Nil(t, st.Slots)
 		require.Nil(t, st.Roles)
@@ -299,6 +306,16 @@ func testPostgresClient(t *testing.T, ns, db string) {
 		require.NoError(t, c.SetReplicationRole(ctx, primary, role, first))
 		require.Equal(t, "login replication", pgRoleAttributes(t, primary, role))
 		pgVerifier(t, primary, role)
+		// pg_rewind's functions, granted.
+		st, err := c.Observe(ctx, primary, []string{role})
+		require.NoError(t, err)
+		require.Equal(t, []string{role}, st.Roles)
+		require.Empty(t, st.RolesWithoutRewind)
+		for _, f := range pgclient.RewindFunctions {
+			var may bool
+			pgRow(t, primary, `SELECT has_function_privilege($1, $2, 'EXECUTE')`, []any{role, f}, &may)
+			require.True(t, may, f)
+		}
 		who, err := pgLogin(ctx, primary, role, first)
 		require.NoError(t, err)
 		require.Equal(t, role, who)
@@ -551,6 +568,139 @@ CREATE SCHEMA own`)
 		})
 	})
 
+	t.Run("StopFollowing", func(t *testing.T) {
+		ctx := t.Context()
+		receivers := func() int {
+			t.Helper()
+			var n int
+			pgRow(t, standby, `SELECT count(*) FROM pg_stat_wal_receiver`, nil, &n)
+			return n
+		}
+		senders := func() (int, error) {
+			conn, err := pgDial(ctx, primary)
+			if err != nil {
+				return 0, err
+			}
+			defer conn.Close(context.Background())
+			var n int
+			err = conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication WHERE application_name = $1`, standbyName).Scan(&n)
+			return n, err
+		}
+		// What the setup script wrote is what SyncReplica writes back.
+		var conninfo string
+		pgRow(t, standby, `SELECT current_setting('primary_conninfo')`, nil, &conninfo)
+		d := engine.Desired{Recipe: postgresql.Engine{}.Recipe(), ClusterDomain: names.DefaultClusterDomain}
+		want := postgresql.PrimaryConninfo(&examplev1.Database{ObjectMeta: metav1.ObjectMeta{Name: db, Namespace: ns}}, d, replUser, standbyName)
+		require.Equal(t, want, conninfo)
+		before, err := c.Observe(ctx, standby, nil)
+		require.NoError(t, err)
+		require.Equal(t, 1, receivers())
+
+		// Stopped: no WAL receiver once it returns, the primary's WAL sender gone, and
+		// Observe says so. (The controller resumes it at a later pass: SyncReplica.)
+		require.NoError(t, c.StopFollowing(ctx, standby))
+		require.Zero(t, receivers())
+		stopped, err := c.Observe(ctx, standby, nil)
+		require.NoError(t, err)
+		require.True(t, stopped.NotFollowing)
+		eventually(t, time.Minute, func() error {
+			n, err := senders()
+			if err == nil && n != 0 {
+				err = fmt.Errorf("the primary still has %d WAL senders to %s", n, standbyName)
+			}
+			return err
+		})
+		// Again, and on the primary: nothing to stop.
+		require.NoError(t, c.StopFollowing(ctx, standby))
+		require.NoError(t, c.StopFollowing(ctx, primary))
+		var primaryConninfo string
+		pgRow(t, primary, `SELECT current_setting('primary_conninfo')`, nil, &primaryConninfo)
+		require.Empty(t, primaryConninfo, "the primary was never a standby")
+
+		// Resumed with the setup script's conninfo: it streams what the primary commits.
+		pgExec(t, primary, `INSERT INTO e2e_observe VALUES (4)`)
+		require.NoError(t, c.Follow(ctx, standby, want))
+		var after pgclient.State
+		eventually(t, time.Minute, func() error {
+			n, err := senders()
+			if err != nil {
+				return err
+			}
+			var rows int
+			pgRow(t, standby, `SELECT count(*) FROM e2e_observe WHERE id = 4`, nil, &rows)
+			if n != 1 || rows != 1 {
+				return fmt.Errorf("%d WAL senders to %s, %d rows of the insert on it", n, standbyName, rows)
+			}
+			after, err = c.Observe(ctx, standby, nil)
+			return err
+		})
+		require.False(t, after.NotFollowing)
+		pgRow(t, standby, `SELECT current_setting('primary_conninfo')`, nil, &conninfo)
+		require.Equal(t, want, conninfo)
+
+		// Holds and Diverged on these States: the later holds the earlier, not the other
+		// way round; one timeline, nothing diverged.
+		var r pgclient.Replicator
+		m := func(st pgclient.State) *engine.Member {
+			return &engine.Member{Name: standbyName, Answered: true, State: &st}
+		}
+		require.Greater(t, max(after.ReceivedLSN, after.ReplayedLSN), max(before.ReceivedLSN, before.ReplayedLSN))
+		require.True(t, r.Holds(m(after), m(before)))
+		require.False(t, r.Holds(m(before), m(after)))
+		require.True(t, r.Holds(m(stopped), m(before)))
+		p, err := c.Observe(ctx, primary, nil)
+		require.NoError(t, err)
+		require.False(t, r.Diverged(&engine.Member{Name: db + "-0", Answered: true, Writable: true, State: &p}, m(after)))
+	})
+
+	t.Run("SetSynchronousStandbyNames", func(t *testing.T) {
+		ctx := t.Context()
+		value, err := pgclient.SynchronousStandbyNames(1, []string{standbyName})
+		require.NoError(t, err)
+		require.Equal(t, `ANY 1 ("`+standbyName+`")`, value)
+		require.NoError(t, c.SetSynchronousStandbyNames(ctx, primary, value))
+		eventually(t, time.Minute, func() error {
+			st, err := c.Observe(ctx, primary, nil)
+			if err != nil {
+				return err
+			}
+			var syncState string
+			pgRow(t, primary, `SELECT sync_state FROM pg_stat_replication WHERE application_name = $1`, []any{standbyName}, &syncState)
+			if st.SynchronousStandbyNames != value || syncState != "quorum" {
+				return fmt.Errorf("synchronous_standby_names %q, %s's sync_state %q", st.SynchronousStandbyNames, standbyName, syncState)
+			}
+			return nil
+		})
+		var commit string
+		pgRow(t, primary, `SELECT current_setting('synchronous_commit')`, nil, &commit)
+		require.Equal(t, "on", commit)
+		// A commit is acknowledged once the streaming standby has flushed it.
+		commitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		conn, err := pgDial(commitCtx, primary)
+		require.NoError(t, err)
+		_, err = conn.Exec(commitCtx, `INSERT INTO e2e_observe VALUES (5)`)
+		conn.Close(context.Background())
+		require.NoError(t, err, "a commit with the standby streaming")
+
+		// The same value again: nothing written, no reload.
+		var loaded, reloaded time.Time
+		pgRow(t, primary, `SELECT pg_conf_load_time()`, nil, &loaded)
+		require.NoError(t, c.SetSynchronousStandbyNames(ctx, primary, value))
+		pgRow(t, primary, `SELECT pg_conf_load_time()`, nil, &reloaded)
+		require.Equal(t, loaded, reloaded)
+
+		// Back to none, for what follows.
+		require.NoError(t, c.SetSynchronousStandbyNames(ctx, primary, ""))
+		eventually(t, time.Minute, func() error {
+			st, err := c.Observe(ctx, primary, nil)
+			if err == nil && st.SynchronousStandbyNames != "" {
+				err = fmt.Errorf("synchronous_standby_names %q", st.SynchronousStandbyNames)
+			}
+			return err
+		})
+	})
+
 	t.Run("Promote", func(t *testing.T) {
 		ctx := t.Context()
 		err := c.Promote(ctx, primary)
@@ -565,7 +715,7 @@ CREATE SCHEMA own`)
 		pgExec(t, standby, `INSERT INTO e2e_observe VALUES (3)`)
 		var rows int
 		pgRow(t, standby, `SELECT count(*) FROM e2e_observe`, nil, &rows)
-		require.Equal(t, 3, rows, "the promoted standby takes a write")
+		require.Equal(t, 5, rows, "the promoted standby takes a write")
 	})
 	// Two primaries now: the Database goes.
 	kubectl(t, "delete", "database", db, "-n", ns, "--wait=false")

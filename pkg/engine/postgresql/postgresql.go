@@ -92,12 +92,18 @@ func (Engine) InitFiles(engine.Desired) map[string]string { return nil }
 func SlotName(pod string) string { return strings.ReplaceAll(pod, "-", "_") }
 
 // HBA is the pg_hba.conf of db's PostgreSQL Pods (scripts/pg_hba.conf): the Unix
-// socket trusted; the replication role (d.Recipe.ReplicationUsername) refused ordinary
-// sessions; the superuser (d.Recipe.SuperuserUsername) refused but from d.SuperuserSources
-// when there are any; everyone else by password (SCRAM-SHA-256) from anywhere; and
-// replication connections for the replication role only, from addresses whose DNS name
-// (reverse lookup, then forward confirmation) ends with the namespace's Service domain
-// (names.NamespaceDomain).
+// socket trusted; the superuser (d.Recipe.SuperuserUsername) refused but from
+// d.SuperuserSources when there are any; the replication role (d.Recipe.ReplicationUsername)
+// refused ordinary sessions but to RewindDatabase (pg_rewind's) from addresses whose DNS
+// name (reverse lookup, then forward confirmation) ends with the namespace's Service domain
+// (names.NamespaceDomain); everyone else by password (SCRAM-SHA-256) from anywhere; and
+// replication connections for the replication role only, from the namespace's addresses.
+//
+// PostgreSQL matches a line's address before its database and user (check_hba,
+// src/backend/libpq/hba.c), so every
+// TCP connection that reaches the replication role's pg_rewind line, the clients' included,
+// has its address looked up; the superuser's lines come first, so the controller's
+// connections do not wait for it.
 //
 // The namespace, not the Database's own Services, bounds the replicas: the cluster DNS
 // answers a Pod address's reverse lookup with one name per Service the Pod backs, in no set
@@ -107,9 +113,9 @@ func SlotName(pod string) string { return strings.ReplaceAll(pod, "-", "_") }
 func HBA(db *examplev1.Database, d engine.Desired) string {
 	var b strings.Builder
 	err := hbaTemplate.Execute(&b, struct {
-		ReplicationUser, Superuser, NamespaceDomain string
-		SuperuserSources                            []netip.Prefix
-	}{d.Recipe.ReplicationUsername, d.Recipe.SuperuserUsername, names.NamespaceDomain(db, d.ClusterDomain), d.SuperuserSources})
+		ReplicationUser, RewindDatabase, Superuser, NamespaceDomain string
+		SuperuserSources                                            []netip.Prefix
+	}{d.Recipe.ReplicationUsername, RewindDatabase, d.Recipe.SuperuserUsername, names.NamespaceDomain(db, d.ClusterDomain), d.SuperuserSources})
 	if err != nil {
 		// The template is ours and its data plain strings and prefixes.
 		panic("pg_hba.conf: " + err.Error())
@@ -151,6 +157,41 @@ var serverArgs = []string{
 // kernel's SYN retries, about two minutes.
 const PrimaryConnectTimeoutSeconds = 5
 
+// RewindDatabase is the database pg_rewind's source connection, an ordinary session as the
+// replication role, opens: the one pg_hba.conf admits that role to (HBA), which initdb
+// creates in every cluster. The setup script names it too.
+const RewindDatabase = "postgres"
+
+// standbySource is how a standby of a Database reaches its primary: the client Service's
+// fully qualified name (which routes to the Pod labelled primary), the engine port, the
+// password file, and the connection timeout. The setup script's environment
+// (ReplicationPod) and PrimaryConninfo are both made from it.
+type standbySource struct {
+	host, passfile string
+	port           int32
+	connectTimeout int
+}
+
+func sourceOf(db *examplev1.Database, d engine.Desired) standbySource {
+	return standbySource{
+		host:           engine.PrimaryHost(db, d.ClusterDomain),
+		port:           d.Recipe.Port,
+		passfile:       ReplicationPassfile(d),
+		connectTimeout: PrimaryConnectTimeoutSeconds,
+	}
+}
+
+// PrimaryConninfo is the primary_conninfo of db's standby pod streaming as user: the one the
+// setup script writes (its follow), "host=<client Service> port=<port> user=<user>
+// passfile=<ReplicationPassfile> application_name=<pod> connect_timeout=<seconds>", with no
+// password (the password file holds it). The primary names the standby by its
+// application_name in pg_stat_replication and synchronous_standby_names.
+func PrimaryConninfo(db *examplev1.Database, d engine.Desired, user, pod string) string {
+	src := sourceOf(db, d)
+	return "host=" + src.host + " port=" + strconv.Itoa(int(src.port)) + " user=" + user + " passfile=" + src.passfile +
+		" application_name=" + pod + " connect_timeout=" + strconv.Itoa(src.connectTimeout)
+}
+
 // ReplicationPassfile is where a PostgreSQL replica's WAL receiver reads the replication
 // password: a libpq password file, named by primary_conninfo's passfile, on the data volume
 // beside PGDATA (not in it: pg_basebackup does not copy it into a clone). The setup script
@@ -177,14 +218,15 @@ func (Engine) ReplicationPod(db *examplev1.Database, d engine.Desired, tmpl *cor
 		Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "kill -INT 1"}},
 	}}
 
+	src := sourceOf(db, d)
 	env := append([]corev1.EnvVar{}, c.Env...)
 	env = append(env,
 		engine.SecretEnv("REPLICATION_USER", secret, names.SecretKeyReplicationUsername),
 		corev1.EnvVar{Name: "REPLICATION_PASSWORD_FILE", Value: engine.CredentialsFile(names.SecretKeyReplicationPassword)},
-		corev1.EnvVar{Name: "PGPORT", Value: strconv.Itoa(int(d.Recipe.Port))},
-		corev1.EnvVar{Name: "PRIMARY_HOST", Value: engine.PrimaryHost(db, d.ClusterDomain)},
-		corev1.EnvVar{Name: "PRIMARY_CONNECT_TIMEOUT", Value: strconv.Itoa(PrimaryConnectTimeoutSeconds)},
-		corev1.EnvVar{Name: "REPLICATION_PASSFILE", Value: ReplicationPassfile(d)},
+		corev1.EnvVar{Name: "PGPORT", Value: strconv.Itoa(int(src.port))},
+		corev1.EnvVar{Name: "PRIMARY_HOST", Value: src.host},
+		corev1.EnvVar{Name: "PRIMARY_CONNECT_TIMEOUT", Value: strconv.Itoa(src.connectTimeout)},
+		corev1.EnvVar{Name: "REPLICATION_PASSFILE", Value: src.passfile},
 	)
 	pod.InitContainers = []corev1.Container{{
 		Name:    engine.SetupContainerName,

@@ -4,10 +4,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/engine"
+	"example.com/database-apiserver/pkg/engine/postgresql"
 )
 
 // readPrimary is the setup script's read of the primary's name: the ConfigMap's key "primary"
@@ -27,15 +34,77 @@ echo 16 >"${dir}/PG_VERSION"
 echo 'restore_command = '"'"'true'"'"'' >"${dir}/postgresql.auto.conf"
 `
 
+// fakeControldata prints the control file's state line as pg_controldata does, the state
+// $CLUSTER_STATE.
+const fakeControldata = `#!/bin/bash
+printf 'pg_control version number:            1300\nDatabase cluster state:               %s\npg_control last modified:             now\n' "${CLUSTER_STATE}"
+`
+
+// fakePsql records its arguments in $CALLS_LOG ("psql <args>") and answers as the line of
+// $PSQL_ANSWERS of its call's number (the last line once past them): "f" or "t" printed,
+// "fail" an error.
+const fakePsql = `#!/bin/bash
+set -o errexit -o nounset
+echo "psql $*" >>"${CALLS_LOG}"
+n=$(grep -c '^psql ' "${CALLS_LOG}")
+answer=$(sed -n "${n}p" "${PSQL_ANSWERS}")
+[[ -n ${answer} ]] || answer=$(tail -n 1 "${PSQL_ANSWERS}")
+if [[ ${answer} == fail ]]; then
+	echo "psql: error: connection to server failed" >&2
+	exit 2
+fi
+echo "${answer}"
+`
+
+// fakeRewind records its arguments in $CALLS_LOG ("pg_rewind <args>") and exits with
+// $REWIND_STATUS, after marking the data directory rewound when 0.
+const fakeRewind = `#!/bin/bash
+set -o errexit -o nounset
+echo "pg_rewind $*" >>"${CALLS_LOG}"
+if [[ ${REWIND_STATUS} != 0 ]]; then
+	echo "pg_rewind: error: could not find common ancestor" >&2
+	exit "${REWIND_STATUS}"
+fi
+echo rewound >"${PGDATA}/rewound"
+`
+
+// fakeSleep records its argument in $CALLS_LOG ("sleep <seconds>") and returns at once.
+const fakeSleep = `#!/bin/bash
+echo "sleep $*" >>"${CALLS_LOG}"
+`
+
 // setupRun is one run of the setup script in a temporary directory: PGDATA is dir/data/pgdata,
-// the primary's name is read from dir/primary instead of /etc/database/primary, and pg_basebackup is
-// fakeBasebackup.
+// the primary's name is read from dir/primary instead of /etc/database/primary, and
+// pg_basebackup, pg_controldata, psql, pg_rewind and sleep are fakes.
 type setupRun struct {
 	t                 *testing.T
 	dir, pgdata, log  string
 	hostname, primary string
 	// password is the replication password's file content, "s3cret" unless set.
 	password string
+	// state is the control file's cluster state, "shut down" unless set.
+	state string
+	// psqlAnswers are the answers of psql's calls in turn (fakePsql), ["fail"] unless set.
+	psqlAnswers []string
+	// rewindStatus is pg_rewind's exit status.
+	rewindStatus int
+	// env overrides the environment's variables of these names.
+	env map[string]string
+}
+
+// calls are the fakes' calls (psql, pg_rewind and sleep), in order.
+func (r *setupRun) calls() []string {
+	b, err := os.ReadFile(filepath.Join(r.dir, "calls.log"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	require.NoError(r.t, err)
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+}
+
+// rewindSource is pg_rewind's --source-server of a run.
+func (r *setupRun) rewindSource() string {
+	return "host=my-database.production.svc.cluster.local port=5432 user=replicator passfile=" + r.passfile() + " dbname=postgres connect_timeout=5"
 }
 
 // passfile is the setup's REPLICATION_PASSFILE: beside PGDATA, on the data volume.
@@ -55,9 +124,12 @@ func (r *setupRun) requirePassfile(line string) {
 func newSetupRun(t *testing.T, hostname, primary string) *setupRun {
 	dir := t.TempDir()
 	r := &setupRun{t: t, dir: dir, pgdata: filepath.Join(dir, "data", "pgdata"), log: filepath.Join(dir, "basebackup.log"),
-		hostname: hostname, primary: primary, password: "s3cret"}
+		hostname: hostname, primary: primary, password: "s3cret", state: "shut down", psqlAnswers: []string{"fail"}}
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "bin"), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "bin", "pg_basebackup"), []byte(fakeBasebackup), 0o755))
+	for name, content := range map[string]string{"pg_basebackup": fakeBasebackup, "pg_controldata": fakeControldata,
+		"psql": fakePsql, "pg_rewind": fakeRewind, "sleep": fakeSleep} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "bin", name), []byte(content), 0o755))
+	}
 	require.NoError(t, os.MkdirAll(filepath.Dir(r.pgdata), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "primary"), []byte(primary), 0o644))
 	return r
@@ -82,6 +154,8 @@ func (r *setupRun) start() (string, error) {
 	require.NoError(r.t, os.WriteFile(path, script, 0o644))
 	passwordFile := filepath.Join(r.dir, "replication-password")
 	require.NoError(r.t, os.WriteFile(passwordFile, []byte(r.password), 0o400))
+	answers := filepath.Join(r.dir, "psql-answers")
+	require.NoError(r.t, os.WriteFile(answers, []byte(strings.Join(r.psqlAnswers, "\n")+"\n"), 0o644))
 	cmd := exec.Command("bash", path)
 	cmd.Env = []string{
 		"PATH=" + filepath.Join(r.dir, "bin") + ":" + os.Getenv("PATH"),
@@ -94,6 +168,13 @@ func (r *setupRun) start() (string, error) {
 		"REPLICATION_PASSFILE=" + r.passfile(),
 		"HOSTNAME=" + r.hostname,
 		"BASEBACKUP_LOG=" + r.log,
+		"CLUSTER_STATE=" + r.state,
+		"CALLS_LOG=" + filepath.Join(r.dir, "calls.log"),
+		"PSQL_ANSWERS=" + answers,
+		"REWIND_STATUS=" + strconv.Itoa(r.rewindStatus),
+	}
+	for k, v := range r.env {
+		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
@@ -209,6 +290,108 @@ func TestSetupScript(t *testing.T) {
 		require.True(t, os.IsNotExist(err))
 	})
 
+	t.Run("a former primary shut down cleanly, the primary answering: rewound, then following", func(t *testing.T) {
+		r := newSetupRun(t, "my-database-1", "my-database-0")
+		r.write("PG_VERSION", "16\n")
+		r.psqlAnswers = []string{"f"}
+		out := r.run()
+		require.Equal(t, []string{
+			"psql " + r.rewindSource() + " --no-psqlrc --tuples-only --no-align --command=SELECT pg_is_in_recovery()",
+			"pg_rewind --target-pgdata=" + r.pgdata + " --source-server=" + r.rewindSource(),
+		}, r.calls())
+		require.True(t, r.exists("rewound"))
+		require.False(t, r.cloned())
+		require.True(t, r.exists("standby.signal"))
+		require.Equal(t, standbyConf(r), r.read("postgresql.auto.conf"))
+		r.requirePassfile("*:*:*:replicator:s3cret")
+		require.NotContains(t, out, "cloning")
+	})
+
+	t.Run("pg_rewind failing: the primary cloned again, said on stderr", func(t *testing.T) {
+		r := newSetupRun(t, "my-database-1", "my-database-0")
+		r.write("PG_VERSION", "15\n")
+		r.write("diverged", "")
+		r.psqlAnswers = []string{"f"}
+		r.rewindStatus = 1
+		out := r.run()
+		require.Len(t, r.calls(), 2, "asked once, rewound once")
+		require.Contains(t, out, "pg_rewind could not rewind my-database-1 to my-database-0's timeline: cloning my-database-0 again")
+		require.True(t, r.cloned())
+		require.Equal(t, "16\n", r.read("PG_VERSION"), "the clone is the data directory")
+		require.False(t, r.exists("diverged"))
+		require.True(t, r.exists("standby.signal"))
+		require.Equal(t, "restore_command = 'true'\n"+standbyConf(r), r.read("postgresql.auto.conf"))
+	})
+
+	t.Run("a former primary not shut down cleanly: the primary asked every 5s until it answers out of recovery", func(t *testing.T) {
+		r := newSetupRun(t, "my-database-1", "my-database-0")
+		r.write("PG_VERSION", "16\n")
+		r.state = "in production"
+		// Unreachable, then a standby still (not promoted yet), then the primary.
+		r.psqlAnswers = []string{"fail", "fail", "t", "f"}
+		r.run()
+		calls := r.calls()
+		require.Len(t, calls, 8, "%q", calls)
+		for i, c := range calls[:6] {
+			want := "sleep 5"
+			if i%2 == 0 {
+				want = "psql "
+			}
+			require.True(t, strings.HasPrefix(c, want), "call %d: %q", i, c)
+		}
+		require.True(t, strings.HasPrefix(calls[6], "psql "), calls[6])
+		require.True(t, strings.HasPrefix(calls[7], "pg_rewind "), calls[7])
+		require.True(t, r.exists("rewound"))
+		require.True(t, r.exists("standby.signal"))
+	})
+
+	t.Run("a former primary not shut down cleanly, the primary never answering: following after a minute, not rewound", func(t *testing.T) {
+		r := newSetupRun(t, "my-database-1", "my-database-0")
+		r.write("PG_VERSION", "16\n")
+		r.state = "in production"
+		out := r.run()
+		calls := r.calls()
+		require.Equal(t, 12, countPrefix(calls, "psql "), "%q", calls)
+		require.Equal(t, 11, countPrefix(calls, "sleep 5"), "%q", calls)
+		require.Zero(t, countPrefix(calls, "pg_rewind "))
+		require.Contains(t, out, "my-database-0 does not answer as the primary through my-database.production.svc.cluster.local: my-database-1 follows it without pg_rewind")
+		require.False(t, r.cloned())
+		require.True(t, r.exists("standby.signal"))
+	})
+
+	t.Run("a former primary shut down cleanly, no primary answering (a switchover's): following at once", func(t *testing.T) {
+		r := newSetupRun(t, "my-database-1", "my-database-0")
+		r.write("PG_VERSION", "16\n")
+		r.psqlAnswers = []string{"t"}
+		r.run()
+		require.Len(t, r.calls(), 1, "asked once, no sleep")
+		require.False(t, r.exists("rewound"))
+		require.True(t, r.exists("standby.signal"))
+	})
+
+	t.Run("a standby shut down cleanly: rewound when the primary answers", func(t *testing.T) {
+		r := newSetupRun(t, "my-database-1", "my-database-0")
+		r.write("PG_VERSION", "16\n")
+		r.write("standby.signal", "")
+		r.state = "shut down in recovery"
+		r.psqlAnswers = []string{"f"}
+		r.run()
+		require.Len(t, r.calls(), 2)
+		require.True(t, r.exists("rewound"))
+		require.Equal(t, standbyConf(r), r.read("postgresql.auto.conf"))
+	})
+
+	t.Run("a standby not shut down cleanly: following, not rewound", func(t *testing.T) {
+		r := newSetupRun(t, "my-database-1", "my-database-0")
+		r.write("PG_VERSION", "16\n")
+		r.write("standby.signal", "")
+		r.state = "in archive recovery"
+		r.psqlAnswers = []string{"f"}
+		r.run()
+		require.Empty(t, r.calls(), "pg_rewind's crash recovery runs no standby")
+		require.Equal(t, standbyConf(r), r.read("postgresql.auto.conf"))
+	})
+
 	t.Run("the primary with data: left alone", func(t *testing.T) {
 		r := newSetupRun(t, "my-database-0", "my-database-0")
 		r.write("PG_VERSION", "16\n")
@@ -216,5 +399,47 @@ func TestSetupScript(t *testing.T) {
 		require.False(t, r.cloned())
 		require.False(t, r.exists("standby.signal"))
 		require.False(t, r.exists("postgresql.auto.conf"))
+		require.Empty(t, r.calls())
 	})
+}
+
+func countPrefix(lines []string, prefix string) int {
+	n := 0
+	for _, l := range lines {
+		if strings.HasPrefix(l, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// The primary_conninfo the setup script writes from the environment ReplicationPod gives it
+// is PrimaryConninfo's, which SyncReplica sets back after StopFollowing; pg_rewind's source
+// connection names the database pg_hba.conf admits the replication role to.
+func TestSetupScriptWritesPrimaryConninfo(t *testing.T) {
+	db := &examplev1.Database{ObjectMeta: metav1.ObjectMeta{Name: "my-database", Namespace: "production"}}
+	d := engine.Desired{Recipe: postgresql.Engine{}.Recipe(), ClusterDomain: "corp.example.test"}
+	tmpl := &corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: engine.ContainerName}}}}
+	postgresql.Engine{}.ReplicationPod(db, d, tmpl)
+	r := newSetupRun(t, "my-database-2", "my-database-0")
+	r.env = map[string]string{}
+	for _, e := range tmpl.Spec.InitContainers[0].Env {
+		switch e.Name {
+		case "PRIMARY_HOST", "PGPORT", "PRIMARY_CONNECT_TIMEOUT":
+			r.env[e.Name] = e.Value
+		case "REPLICATION_PASSFILE":
+			require.Equal(t, postgresql.ReplicationPassfile(d), e.Value)
+		}
+	}
+	require.Len(t, r.env, 3)
+	r.write("PG_VERSION", "16\n")
+	r.psqlAnswers = []string{"f"}
+	r.run()
+
+	want := strings.Replace(postgresql.PrimaryConninfo(db, d, "replicator", "my-database-2"),
+		"passfile="+postgresql.ReplicationPassfile(d), "passfile="+r.passfile(), 1)
+	require.Equal(t, "host=my-database.production.svc.corp.example.test port=5432 user=replicator passfile="+r.passfile()+
+		" application_name=my-database-2 connect_timeout=5", want)
+	require.Equal(t, "primary_conninfo = '"+want+"'\nprimary_slot_name = 'my_database_2'\n", r.read("postgresql.auto.conf"))
+	require.Contains(t, r.calls()[1], "dbname="+postgresql.RewindDatabase+" ")
 }

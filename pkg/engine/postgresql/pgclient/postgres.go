@@ -48,6 +48,33 @@ type State struct {
 	Slots map[string]bool
 	// Roles are the roles among the ones Observe was asked about that exist.
 	Roles []string
+	// RolesWithoutRewind are the roles among Roles that may not call the functions
+	// pg_rewind's source connection calls (RewindFunctions).
+	RolesWithoutRewind []string
+	// Timeline is the timeline the server's WAL is on: on a primary, the one it writes
+	// (pg_walfile_name of pg_current_wal_lsn()); on a standby, the newest of the WAL
+	// segment files in pg_wal (pg_ls_waldir(): a segment file is named after the timeline
+	// whose WAL it holds, and a standby writes the WAL it receives under the timeline it
+	// receives it on), and at least its last restartpoint's (pg_control_checkpoint()).
+	Timeline uint32
+	// History is Timeline's history file (pg_wal/<timeline>.history, which a promotion
+	// writes and a standby, a clone or pg_rewind fetches): the timelines it branched from,
+	// oldest first, each with the WAL position where it ended. Empty on timeline 1, and
+	// when the file is missing.
+	History []TimelineSwitch
+	// NotFollowing is true on a standby whose primary_conninfo is empty (StopFollowing):
+	// its WAL receiver does not run.
+	NotFollowing bool
+	// SynchronousStandbyNames is a primary's synchronous_standby_names.
+	SynchronousStandbyNames string
+}
+
+// TimelineSwitch is one line of a timeline history file
+// (https://www.postgresql.org/docs/current/continuous-archiving.html#BACKUP-TIMELINES):
+// Timeline ended at the WAL position End (a byte position), where the next one begins.
+type TimelineSwitch struct {
+	Timeline uint32
+	End      uint64
 }
 
 // Standby is one row of a primary's pg_stat_replication.
@@ -74,14 +101,46 @@ func (Client) Observe(ctx context.Context, s Server, roles []string) (State, err
 	defer conn.Close(context.WithoutCancel(ctx))
 
 	var st State
-	var received, replayed int64
+	var received, replayed, checkpointTimeline int64
+	var segmentTimeline, conninfo string
+	// A WAL segment file's name is 24 hexadecimal digits, the first 8 its timeline
+	// (https://www.postgresql.org/docs/current/wal-internals.html); CASE calls
+	// pg_walfile_name, which fails during recovery, on a primary only.
 	err = conn.QueryRow(ctx, `SELECT pg_is_in_recovery(),
 		COALESCE(pg_wal_lsn_diff(pg_last_wal_receive_lsn(), '0/0'), 0)::bigint,
-		COALESCE(pg_wal_lsn_diff(pg_last_wal_replay_lsn(), '0/0'), 0)::bigint`).Scan(&st.InRecovery, &received, &replayed)
+		COALESCE(pg_wal_lsn_diff(pg_last_wal_replay_lsn(), '0/0'), 0)::bigint,
+		CASE WHEN pg_is_in_recovery()
+			THEN COALESCE((SELECT max(substr(name, 1, 8)) FROM pg_ls_waldir() WHERE name ~ '^[0-9A-F]{24}$'), '')
+			ELSE substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) END,
+		(SELECT timeline_id FROM pg_control_checkpoint())::bigint,
+		current_setting('primary_conninfo'),
+		current_setting('synchronous_standby_names')`).Scan(&st.InRecovery, &received, &replayed,
+		&segmentTimeline, &checkpointTimeline, &conninfo, &st.SynchronousStandbyNames)
 	if err != nil {
 		return State{}, fmt.Errorf("query the recovery state of %s: %w", s.Host, err)
 	}
 	st.ReceivedLSN, st.ReplayedLSN = uint64(received), uint64(replayed)
+	st.NotFollowing = st.InRecovery && conninfo == ""
+	st.Timeline = uint32(checkpointTimeline)
+	if segmentTimeline != "" {
+		tli, err := strconv.ParseUint(segmentTimeline, 16, 32)
+		if err != nil {
+			return State{}, fmt.Errorf("read the timeline of %s: %w", s.Host, err)
+		}
+		st.Timeline = max(st.Timeline, uint32(tli))
+	}
+	if st.Timeline > 1 {
+		// pg_read_file(..., missing_ok): NULL when the file is missing.
+		var history *string
+		if err := conn.QueryRow(ctx, `SELECT pg_read_file($1, 0, 1048576, true)`, historyFile(st.Timeline)).Scan(&history); err != nil {
+			return State{}, fmt.Errorf("read the timeline history of %s: %w", s.Host, err)
+		}
+		if history != nil {
+			if st.History, err = parseHistory(*history); err != nil {
+				return State{}, fmt.Errorf("read the timeline history of %s: %w", s.Host, err)
+			}
+		}
+	}
 	if st.InRecovery {
 		return st, nil
 	}
@@ -114,30 +173,115 @@ func (Client) Observe(ctx context.Context, s Server, roles []string) (State, err
 		return State{}, fmt.Errorf("read pg_replication_slots of %s: %w", s.Host, err)
 	}
 
-	rows, err = conn.Query(ctx, `SELECT rolname FROM pg_roles WHERE rolname = ANY($1)`, roles)
+	rows, err = conn.Query(ctx, `SELECT rolname, `+rewindPrivileges("rolname")+` FROM pg_roles WHERE rolname = ANY($1)`, roles)
 	if err != nil {
 		return State{}, fmt.Errorf("query pg_roles of %s: %w", s.Host, err)
 	}
-	if _, err := pgx.ForEachRow(rows, []any{&name}, func() error {
+	var rewind bool
+	if _, err := pgx.ForEachRow(rows, []any{&name, &rewind}, func() error {
 		st.Roles = append(st.Roles, name)
+		if !rewind {
+			st.RolesWithoutRewind = append(st.RolesWithoutRewind, name)
+		}
 		return nil
 	}); err != nil {
 		return State{}, fmt.Errorf("read pg_roles of %s: %w", s.Host, err)
 	}
 	slices.Sort(st.Roles)
+	slices.Sort(st.RolesWithoutRewind)
 	return st, nil
+}
+
+// historyFile is the path, relative to the data directory, of timeline tli's history file:
+// its number in 8 hexadecimal digits.
+func historyFile(tli uint32) string { return fmt.Sprintf("pg_wal/%08X.history", tli) }
+
+// parseHistory reads a timeline history file: one line per timeline the current one
+// branched from, "<timeline>\t<end LSN>\t<reason>", oldest first; blank lines and lines
+// starting with # are skipped (readTimeLineHistory, src/backend/access/transam/timeline.c).
+func parseHistory(content string) ([]TimelineSwitch, error) {
+	var out []TimelineSwitch
+	for _, line := range strings.Split(content, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {
+			continue
+		}
+		if len(fields) < 2 {
+			return nil, fmt.Errorf("history line %q has no end position", line)
+		}
+		tli, err := strconv.ParseUint(fields[0], 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("history line %q: %w", line, err)
+		}
+		end, err := parseLSN(fields[1])
+		if err != nil {
+			return nil, fmt.Errorf("history line %q: %w", line, err)
+		}
+		out = append(out, TimelineSwitch{Timeline: uint32(tli), End: end})
+	}
+	return out, nil
+}
+
+// parseLSN reads a WAL position as PostgreSQL prints it, "<high>/<low>" in hexadecimal, as a
+// byte position.
+func parseLSN(s string) (uint64, error) {
+	hi, lo, ok := strings.Cut(s, "/")
+	if !ok {
+		return 0, fmt.Errorf("WAL position %q is not <high>/<low>", s)
+	}
+	h, err := strconv.ParseUint(hi, 16, 32)
+	if err != nil {
+		return 0, fmt.Errorf("WAL position %q: %w", s, err)
+	}
+	l, err := strconv.ParseUint(lo, 16, 32)
+	if err != nil {
+		return 0, fmt.Errorf("WAL position %q: %w", s, err)
+	}
+	return h<<32 | l, nil
+}
+
+// RewindFunctions are the functions pg_rewind calls on its source server, which a role
+// other than a superuser may call once granted EXECUTE on them
+// (https://www.postgresql.org/docs/current/app-pgrewind.html).
+var RewindFunctions = []string{
+	"pg_catalog.pg_ls_dir(text, boolean, boolean)",
+	"pg_catalog.pg_stat_file(text, boolean)",
+	"pg_catalog.pg_read_binary_file(text)",
+	"pg_catalog.pg_read_binary_file(text, bigint, bigint, boolean)",
+}
+
+// rewindPrivileges is an SQL expression true when the role named by the expression role
+// may execute every one of RewindFunctions.
+func rewindPrivileges(role string) string {
+	var terms []string
+	for _, f := range RewindFunctions {
+		terms = append(terms, "has_function_privilege("+role+", "+quoteLiteral(f)+", 'EXECUTE')")
+	}
+	return "(" + strings.Join(terms, " AND ") + ")"
 }
 
 // SetReplicationRole makes role, on the primary s, a LOGIN REPLICATION role with password
 // (sent as a SCRAM-SHA-256 verifier, setRole): it creates it, or, when it exists, sets its
 // attributes and password.
+//
+// It also grants role EXECUTE on RewindFunctions (GRANT is idempotent), so that a former
+// primary's pg_rewind can read this server's files as role.
 func (Client) SetReplicationRole(ctx context.Context, s Server, role, password string) error {
 	conn, err := connect(ctx, s)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	return setRole(ctx, conn, s, role, "LOGIN REPLICATION", password)
+	if err := setRole(ctx, conn, s, role, "LOGIN REPLICATION", password); err != nil {
+		return err
+	}
+	name := pgx.Identifier{role}.Sanitize()
+	for _, f := range RewindFunctions {
+		if _, err := conn.Exec(ctx, "GRANT EXECUTE ON FUNCTION "+f+" TO "+name); err != nil {
+			return fmt.Errorf("grant role %q EXECUTE on %s on %s: %w", role, f, s.Host, err)
+		}
+	}
+	return nil
 }
 
 // setRole creates role on s's server through conn WITH attributes and password, or, when

@@ -3,7 +3,9 @@ package pgclient
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -24,9 +26,34 @@ type Instances interface {
 	WritePassfile(ctx context.Context, s Server, path, user, password string) error
 }
 
+// FailoverInstances is Instances that also stop and resume a standby's streaming and set a
+// primary's synchronous standbys (Client): what Replicator's engine.Failover and
+// engine.Synchronous calls need. Those calls fail on a Replicator whose Instances is not one.
+type FailoverInstances interface {
+	Instances
+	StopFollowing(ctx context.Context, s Server) error
+	Follow(ctx context.Context, s Server, conninfo string) error
+	SetSynchronousStandbyNames(ctx context.Context, s Server, value string) error
+}
+
 // Replicator is PostgreSQL's engine.Replicator: streaming replication, a primary not in
-// recovery, replicas streaming through a physical slot each.
+// recovery, replicas streaming through a physical slot each. It is also an engine.Failover
+// and an engine.Synchronous.
 type Replicator struct{ Instances Instances }
+
+var (
+	_ engine.Replicator  = Replicator{}
+	_ engine.Failover    = Replicator{}
+	_ engine.Synchronous = Replicator{}
+)
+
+func (r Replicator) failover() (FailoverInstances, error) {
+	fi, ok := r.Instances.(FailoverInstances)
+	if !ok {
+		return nil, fmt.Errorf("%T cannot stop or resume streaming or set synchronous standbys", r.Instances)
+	}
+	return fi, nil
+}
 
 // NewReplicator is the Replicator reaching the servers through instances.
 func NewReplicator(instances Instances) Replicator { return Replicator{instances} }
@@ -48,8 +75,11 @@ func (r Replicator) Observe(ctx context.Context, _ engine.Pass, e engine.Endpoin
 
 func (Replicator) Refused(err error) bool { return IsAuthenticationFailure(err) }
 
+// HasUser: the role exists and may call pg_rewind's functions (RewindFunctions); a role
+// without them (made before they were granted) is given them by SetUser.
 func (Replicator) HasUser(primary *engine.Member, user string) bool {
-	return slices.Contains(state(primary).Roles, user)
+	st := state(primary)
+	return slices.Contains(st.Roles, user) && !slices.Contains(st.RolesWithoutRewind, user)
 }
 
 func (r Replicator) SetUser(ctx context.Context, _ engine.Pass, e engine.Endpoint, user, password string) error {
@@ -63,10 +93,137 @@ func (r Replicator) SetSource(ctx context.Context, p engine.Pass, e engine.Endpo
 	return r.Instances.WritePassfile(ctx, server(e), postgresql.ReplicationPassfile(p.Desired()), user, password)
 }
 
-// SyncReplica does nothing: the setup script gives every replica its primary_conninfo when
-// its Pod starts, through the client Service, which follows the primary.
-func (Replicator) SyncReplica(context.Context, engine.Pass, engine.Endpoint, *engine.Member, string, string, string) error {
+// SyncReplica undoes StopFollowing: the setup script gives every replica its
+// primary_conninfo when its Pod starts, through the client Service, which follows the
+// primary; a replica that answered with an empty one (State.NotFollowing) is given it back
+// (PrimaryConninfo, as user) and streams again, from whichever Pod the client Service routes
+// to. A replica that follows is left alone: nothing is written at each pass.
+func (r Replicator) SyncReplica(ctx context.Context, p engine.Pass, e engine.Endpoint, replica *engine.Member, _, user, _ string) error {
+	if !state(replica).NotFollowing {
+		return nil
+	}
+	fi, err := r.failover()
+	if err != nil {
+		return err
+	}
+	if err := fi.Follow(ctx, server(e), postgresql.PrimaryConninfo(p.Database(), p.Desired(), user, replica.Name)); err != nil {
+		return err
+	}
+	p.Event(ctx, corev1.EventTypeNormal, engine.ReasonUpdated, "%s streams from the primary again", replica.Name)
 	return nil
+}
+
+// StopFollowing: Client.StopFollowing, which returns once the replica's WAL receiver has
+// exited. Observe reports it (State.NotFollowing) until SyncReplica resumes it or the Pod
+// restarts (the setup script writes primary_conninfo again).
+func (r Replicator) StopFollowing(ctx context.Context, _ engine.Pass, e engine.Endpoint) error {
+	fi, err := r.failover()
+	if err != nil {
+		return err
+	}
+	return fi.StopFollowing(ctx, server(e))
+}
+
+// Holds: b's WAL is a prefix of a's: a's position is at least b's, and b's position is not
+// past the point where their timeline histories part (forkPoint). Positions are the greater
+// of received and replayed (a standby replays all it has received, WAL it fetched on
+// its own timeline included); States must be observed after StopFollowing returned, so that
+// neither receives more.
+func (Replicator) Holds(a, b *engine.Member) bool {
+	sa, sb := state(a), state(b)
+	return sa.position() >= sb.position() && sb.position() <= forkPoint(sa, sb)
+}
+
+// Diverged: former has WAL primary's history does not: its position is past the point where
+// their timeline histories part (forkPoint), or its timeline is newer than primary's (a WAL
+// receiver does not follow a primary whose timeline is older than its own). It is
+// PostgreSQL's own rule for a standby that finds a newer timeline ("new timeline forked off
+// current database system timeline before current recovery point", rescanLatestTimeLine,
+// src/backend/access/transam/xlogrecovery.c), applied to the received position as well as
+// the replayed one: a standby replays what it has received on its own timeline before it
+// looks for a newer one. Such a server follows primary only once rewound (pg_rewind, which
+// the setup script runs when its Pod starts and the primary answers) or cloned again.
+//
+// Two timelines of one number (two servers promoted from the same point) cannot be told apart
+// by number and position; the controller promotes one server per failover.
+func (Replicator) Diverged(primary, former *engine.Member) bool {
+	sp, sf := state(primary), state(former)
+	return sf.Timeline > sp.Timeline || sf.position() > forkPoint(sp, sf)
+}
+
+// SetSynchronous: synchronous_standby_names 'ANY k ("<pod>", ...)' on the primary e
+// (SynchronousStandbyNames), empty for k 0; written and reloaded only when it differs.
+func (r Replicator) SetSynchronous(ctx context.Context, _ engine.Pass, e engine.Endpoint, k int32, replicas []string) error {
+	value, err := SynchronousStandbyNames(k, replicas)
+	if err != nil {
+		return err
+	}
+	fi, err := r.failover()
+	if err != nil {
+		return err
+	}
+	return fi.SetSynchronousStandbyNames(ctx, server(e), value)
+}
+
+// SynchronousStandbyNames is the synchronous_standby_names that makes a primary acknowledge a
+// commit once any k of the standbys named replicas (their application_name, the Pod name)
+// have flushed it: 'ANY k ("<name>", ...)', the names sorted and each in double quotes (" in
+// a name doubled), or the empty string for k 0 (no wait)
+// (https://www.postgresql.org/docs/current/runtime-config-replication.html#GUC-SYNCHRONOUS-STANDBY-NAMES).
+// It fails for k below 0 or above the number of replicas: such a primary would never
+// acknowledge a commit.
+func SynchronousStandbyNames(k int32, replicas []string) (string, error) {
+	if k == 0 {
+		return "", nil
+	}
+	if k < 0 || int(k) > len(replicas) {
+		return "", fmt.Errorf("synchronous standbys: %d of %d replicas cannot acknowledge a commit", k, len(replicas))
+	}
+	names := slices.Clone(replicas)
+	slices.Sort(names)
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = `"` + strings.ReplaceAll(n, `"`, `""`) + `"`
+	}
+	return fmt.Sprintf("ANY %d (%s)", k, strings.Join(quoted, ", ")), nil
+}
+
+// position is the end of the WAL s holds: the greater of received and replayed.
+func (s *State) position() uint64 { return max(s.ReceivedLSN, s.ReplayedLSN) }
+
+// timelineSpan is one stretch of a server's WAL history: timeline, up to the position end
+// (exclusive; the next span starts there).
+type timelineSpan struct {
+	timeline uint32
+	end      uint64
+}
+
+// spans is s's WAL history: History's timelines, then Timeline up to no end. A server on a
+// timeline above 1 whose history file is missing counts as on Timeline from the start, so
+// that it parts from every other history at once.
+func (s *State) spans() []timelineSpan {
+	out := make([]timelineSpan, 0, len(s.History)+1)
+	for _, h := range s.History {
+		out = append(out, timelineSpan{h.Timeline, h.End})
+	}
+	return append(out, timelineSpan{s.Timeline, math.MaxUint64})
+}
+
+// forkPoint is the first WAL position at which a's and b's histories are on different
+// timelines: the WAL before it is the same on both.
+func forkPoint(a, b *State) uint64 {
+	sa, sb := a.spans(), b.spans()
+	var agreed uint64
+	for i := 0; i < len(sa) && i < len(sb); i++ {
+		if sa[i].timeline != sb[i].timeline {
+			return agreed
+		}
+		if sa[i].end != sb[i].end {
+			return min(sa[i].end, sb[i].end)
+		}
+		agreed = sa[i].end
+	}
+	return agreed
 }
 
 // SyncPrimary gives the primary the application role (syncApplicationRole), keeps on it a

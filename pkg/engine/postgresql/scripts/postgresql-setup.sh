@@ -7,8 +7,13 @@
 #   - any other Pod with an empty data directory: a copy of the primary's, taken with
 #     pg_basebackup through its replication slot, set up as a hot standby that follows it;
 #   - any other Pod with data: a hot standby that follows the primary, with the connection
-#     settings written again (the replication password may have changed); that makes a primary
-#     the controller switched away from (shut down cleanly first) a standby of the new one.
+#     settings written again (the replication password may have changed). When the primary
+#     answers, pg_rewind first rewinds the data directory to the primary's timeline where it
+#     went past the point the primary's timeline forked from it (a primary replaced while it
+#     still wrote, a standby that received WAL the new primary never had); it does nothing
+#     where it did not ("no rewind required": a primary the controller switched away from,
+#     shut down cleanly, whose WAL the new primary received). When pg_rewind fails, the
+#     primary is cloned again.
 # Standbys reach the primary through the client Service, which routes to the Pod the
 # controller labels primary, so they follow a switchover without being set up again.
 # Environment: PGDATA, PGPORT, PRIMARY_HOST (the client Service's fully qualified DNS name),
@@ -57,31 +62,90 @@ CONF
 	touch "${PGDATA}/standby.signal"
 }
 
+# clone replaces the data directory with a copy of the primary's, taken through the Pod's
+# slot; it retries until the primary can be copied. Cloned into a sibling directory and
+# renamed, so a clone cut short is never taken for data.
+clone() {
+	local copy=${PGDATA}.clone
+	rm -rf "${copy}"
+	echo "postgresql-setup: cloning ${primary} through ${PRIMARY_HOST} (slot ${slot})"
+	until PGPASSWORD=${replication_password} pg_basebackup --pgdata="${copy}" --host="${PRIMARY_HOST}" \
+		--port="${PGPORT}" --username="${REPLICATION_USER}" --no-password --wal-method=stream \
+		--slot="${slot}" --checkpoint=fast; do
+		rm -rf "${copy}"
+		echo "postgresql-setup: the primary cannot be cloned yet; retrying in 5s"
+		sleep 5
+	done
+	rm -rf "${PGDATA}"
+	mv "${copy}" "${PGDATA}"
+}
+
+# rewind_source is pg_rewind's source server: the primary through the client Service, an
+# ordinary session of the replication role, which pg_hba.conf admits to the database postgres
+# only and the controller grants pg_rewind's functions
+# (https://www.postgresql.org/docs/current/app-pgrewind.html), its password in the password
+# file.
+rewind_source="host=${PRIMARY_HOST} port=${PGPORT} user=${REPLICATION_USER} passfile=${REPLICATION_PASSFILE} dbname=postgres connect_timeout=${PRIMARY_CONNECT_TIMEOUT}"
+
+# primary_answers succeeds when the primary answers rewind_source out of recovery: pg_rewind
+# refuses a source in recovery, and a switchover's target is one until the controller
+# promotes it.
+primary_answers() {
+	[[ $(psql "${rewind_source}" --no-psqlrc --tuples-only --no-align --command='SELECT pg_is_in_recovery()') == f ]]
+}
+
+# cluster_state is the data directory's state as its control file says
+# (pg_controldata: "shut down", "shut down in recovery", "in production", "in archive
+# recovery"...).
+cluster_state() {
+	LC_ALL=C pg_controldata --pgdata="${PGDATA}" | sed -n 's/^Database cluster state:[[:space:]]*//p'
+}
+
 if [[ -s ${PGDATA}/PG_VERSION ]]; then
-	if [[ ${me} != "${primary}" ]]; then
-		if [[ ! -e ${PGDATA}/standby.signal ]]; then
-			echo "postgresql-setup: ${primary} is the primary: ${me} follows it as a standby"
-		fi
-		# Written again at every start: the replication password may have changed.
-		follow
+	if [[ ${me} == "${primary}" ]]; then
+		exit 0
 	fi
+	write_passfile
+	state=$(cluster_state) || state=unknown
+	# How many times the primary is asked, 5s apart, before the Pod follows it without
+	# pg_rewind: once for a server shut down cleanly (a switchover's former primary
+	# answers as a standby before its target is promoted, which the controller waits for);
+	# for a minute for a former primary that was not (killed, crashed: it may hold WAL its
+	# standbys never received; pg_rewind runs its crash recovery first). A standby that was
+	# not shut down cleanly is not rewound (pg_rewind's crash recovery runs no standby).
+	attempts=0
+	if [[ ! -e ${PGDATA}/standby.signal ]]; then
+		echo "postgresql-setup: ${primary} is the primary: ${me}, a primary before (${state}), follows it as a standby"
+		attempts=1
+		if [[ ${state} != "shut down" ]]; then
+			attempts=12
+		fi
+	elif [[ ${state} == "shut down in recovery" ]]; then
+		attempts=1
+	fi
+	for ((i = 1; i <= attempts; i++)); do
+		if primary_answers; then
+			if ! pg_rewind --target-pgdata="${PGDATA}" --source-server="${rewind_source}"; then
+				echo "postgresql-setup: pg_rewind could not rewind ${me} to ${primary}'s timeline: cloning ${primary} again" >&2
+				clone
+			fi
+			break
+		fi
+		if ((i == attempts)); then
+			echo "postgresql-setup: ${primary} does not answer as the primary through ${PRIMARY_HOST}: ${me} follows it without pg_rewind"
+		else
+			echo "postgresql-setup: ${primary} does not answer as the primary through ${PRIMARY_HOST} yet; retrying in 5s"
+			sleep 5
+		fi
+	done
+	# Written again at every start: the replication password may have changed.
+	follow
 	exit 0
 fi
 if [[ ${me} == "${primary}" ]]; then
 	exit 0
 fi
 
-# Cloned into a sibling directory and renamed, so a clone cut short is never taken for data.
-clone=${PGDATA}.clone
-echo "postgresql-setup: cloning ${primary} through ${PRIMARY_HOST} (slot ${slot})"
-until PGPASSWORD=${replication_password} pg_basebackup --pgdata="${clone}" --host="${PRIMARY_HOST}" \
-	--port="${PGPORT}" --username="${REPLICATION_USER}" --no-password --wal-method=stream \
-	--slot="${slot}" --checkpoint=fast; do
-	rm -rf "${clone}"
-	echo "postgresql-setup: the primary cannot be cloned yet; retrying in 5s"
-	sleep 5
-done
-rm -rf "${PGDATA}"
-mv "${clone}" "${PGDATA}"
+clone
 follow
 echo "postgresql-setup: ${me} is a standby of ${primary}"
