@@ -33,9 +33,10 @@ type Failover interface {
 // replicas to have it.
 type Synchronous interface {
 	Replicator
-	// SetSynchronous makes the primary e acknowledge a commit once any k of replicas (Pod
-	// names) have it; k 0 makes it acknowledge without waiting.
-	SetSynchronous(ctx context.Context, p Pass, e Endpoint, k int32, replicas []string) error
+	// SetSynchronous makes the primary e, which answered as primary, acknowledge a commit
+	// once any k of replicas (Pod names) have it; k 0 makes it acknowledge without waiting.
+	// Nothing is written when primary's answer has that setting already.
+	SetSynchronous(ctx context.Context, p Pass, e Endpoint, primary *Member, k int32, replicas []string) error
 }
 
 // Backups is an engine that takes backups of its primary to a store and restores a new

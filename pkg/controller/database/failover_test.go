@@ -43,7 +43,7 @@ func (failoverServers) Holds(a, b *engine.Member) bool {
 
 func (s failoverServers) Diverged(_, former *engine.Member) bool { return s.errant[former.Name] }
 
-func (s failoverServers) SetSynchronous(_ context.Context, _ engine.Pass, e engine.Endpoint, k int32, replicas []string) error {
+func (s failoverServers) SetSynchronous(_ context.Context, _ engine.Pass, e engine.Endpoint, _ *engine.Member, k int32, replicas []string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.record("synchronous " + e.Host + " " + strconv.Itoa(int(k)) + " " + strings.Join(replicas, ","))

@@ -173,6 +173,18 @@ func (fi *fakeInstances) WritePassfile(_ context.Context, s pgclient.Server, pat
 	return fi.record(s, fmt.Sprintf("write-passfile %s %s %s %s", s.Host, path, user, password))
 }
 
+func (fi *fakeInstances) StopFollowing(_ context.Context, s pgclient.Server) error {
+	return fi.record(s, "stop-following "+s.Host)
+}
+
+func (fi *fakeInstances) Follow(_ context.Context, s pgclient.Server, conninfo string) error {
+	return fi.record(s, "follow "+s.Host+" "+conninfo)
+}
+
+func (fi *fakeInstances) SetSynchronousStandbyNames(_ context.Context, s pgclient.Server, value string) error {
+	return fi.record(s, "synchronous "+s.Host+" "+value)
+}
+
 func (fi *fakeInstances) Promote(_ context.Context, s pgclient.Server) error {
 	return fi.record(s, "promote "+s.Host)
 }
@@ -485,7 +497,7 @@ func TestSteadyStateLabelsTheRolesCreatesTheSlotsAndReportsStreaming(t *testing.
 
 	result, err := f.reconcile()
 	require.NoError(t, err)
-	require.Equal(t, database.Result{RequeueAfter: database.RequeueAfterReplication}, result, "the servers are asked again")
+	require.Equal(t, database.Result{RequeueAfter: database.RequeueAfterPrimaryCheck}, result, "the servers are asked again, soon: the primary fails over automatically")
 	require.Equal(t, map[string]int{podIP(0): 1, podIP(1): 1, podIP(2): 1}, fi.observed, "every Pod asked once")
 	secret := f.secret()
 	require.Equal(t, []string{

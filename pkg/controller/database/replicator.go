@@ -93,7 +93,7 @@ func (p *pass) syncPrimary(ctx context.Context, r engine.Replicator, primary *me
 		if synchronous(p.db) && len(replicas) > 0 {
 			k = 1
 		}
-		if err := s.SetSynchronous(ctx, p, server(primary), k, replicas); err != nil {
+		if err := s.SetSynchronous(ctx, p, server(primary), primary, k, replicas); err != nil {
 			return fmt.Errorf("set the synchronous replicas of %s: %w", primary.Name, err)
 		}
 	}

@@ -36,9 +36,6 @@ func (ri *recordingInstances) SetSynchronousStandbyNames(_ context.Context, s Se
 	return nil
 }
 
-// onlyInstances is an Instances and no FailoverInstances.
-type onlyInstances struct{ Instances }
-
 // pass is the engine.Pass of a Database my-database in production; it records Events.
 type pass struct {
 	engine.Pass
@@ -73,7 +70,7 @@ func TestReplicatorIsAFailoverAndSynchronous(t *testing.T) {
 	require.True(t, ok)
 	_, ok = r.(engine.Synchronous)
 	require.True(t, ok)
-	var _ FailoverInstances = Client{}
+	var _ Instances = Client{}
 }
 
 // Holds: on one timeline, the WAL position decides (the greater of received and replayed);
@@ -167,17 +164,12 @@ func TestSyncReplicaResumesOnlyAStoppedReplica(t *testing.T) {
 	require.Equal(t, []string{"Follow 10.0.0.2 host=my-database.production.svc.cluster.local port=5432 user=replicator " +
 		"passfile=/var/lib/postgresql/data/replication.pgpass application_name=my-database-1 connect_timeout=5"}, ri.calls)
 	require.Equal(t, []string{corev1.EventTypeNormal + " Updated my-database-1 streams from the primary again"}, p.events)
-
-	// Instances without the failover calls: the resume fails, saying so.
-	err := NewReplicator(onlyInstances{}).SyncReplica(t.Context(), p, e, member("my-database-1", stopped), "my-database-0", "replicator", "pw")
-	require.ErrorContains(t, err, "cannot stop or resume streaming")
 }
 
 func TestStopFollowingReachesTheReplica(t *testing.T) {
 	ri := &recordingInstances{}
 	require.NoError(t, NewReplicator(ri).StopFollowing(t.Context(), &pass{}, engine.Endpoint{Host: "10.0.0.3"}))
 	require.Equal(t, []string{"StopFollowing 10.0.0.3"}, ri.calls)
-	require.Error(t, NewReplicator(onlyInstances{}).StopFollowing(t.Context(), &pass{}, engine.Endpoint{Host: "10.0.0.3"}))
 }
 
 // SetSynchronous: ANY k of the replicas' names, sorted and quoted; empty for k 0; refused for
@@ -186,16 +178,20 @@ func TestSetSynchronousNamesAnyKOfTheReplicas(t *testing.T) {
 	ri := &recordingInstances{}
 	r := NewReplicator(ri)
 	e := engine.Endpoint{Host: "10.0.0.1"}
-	require.NoError(t, r.SetSynchronous(t.Context(), &pass{}, e, 1, []string{"db-2", "db-1"}))
-	require.NoError(t, r.SetSynchronous(t.Context(), &pass{}, e, 0, []string{"db-2", "db-1"}))
-	require.NoError(t, r.SetSynchronous(t.Context(), &pass{}, e, 2, []string{"db-2", `we"ird`, "db-1"}))
+	primary := func(names string) *engine.Member { return member("db-0", State{SynchronousStandbyNames: names}) }
+	require.NoError(t, r.SetSynchronous(t.Context(), &pass{}, e, primary(""), 1, []string{"db-2", "db-1"}))
+	require.NoError(t, r.SetSynchronous(t.Context(), &pass{}, e, primary(`ANY 1 ("db-1", "db-2")`), 0, []string{"db-2", "db-1"}))
+	require.NoError(t, r.SetSynchronous(t.Context(), &pass{}, e, primary(""), 2, []string{"db-2", `we"ird`, "db-1"}))
 	require.Equal(t, []string{
 		`SetSynchronousStandbyNames 10.0.0.1 ANY 1 ("db-1", "db-2")`,
 		`SetSynchronousStandbyNames 10.0.0.1 `,
 		`SetSynchronousStandbyNames 10.0.0.1 ANY 2 ("db-1", "db-2", "we""ird")`,
 	}, ri.calls)
+	// The primary's answer has the setting already: nothing is written.
+	require.NoError(t, r.SetSynchronous(t.Context(), &pass{}, e, primary(`ANY 1 ("db-1", "db-2")`), 1, []string{"db-1", "db-2"}))
+	require.NoError(t, r.SetSynchronous(t.Context(), &pass{}, e, primary(""), 0, []string{"db-1", "db-2"}))
 	for _, k := range []int32{-1, 3} {
-		require.ErrorContains(t, r.SetSynchronous(t.Context(), &pass{}, e, k, []string{"db-1", "db-2"}), "cannot acknowledge a commit", "k %d", k)
+		require.ErrorContains(t, r.SetSynchronous(t.Context(), &pass{}, e, primary(""), k, []string{"db-1", "db-2"}), "cannot acknowledge a commit", "k %d", k)
 	}
 	require.Len(t, ri.calls, 3)
 }

@@ -24,13 +24,6 @@ type Instances interface {
 	SyncSlots(ctx context.Context, s Server, have map[string]bool, want, drop []string) error
 	Promote(ctx context.Context, s Server) error
 	WritePassfile(ctx context.Context, s Server, path, user, password string) error
-}
-
-// FailoverInstances is Instances that also stop and resume a standby's streaming and set a
-// primary's synchronous standbys (Client): what Replicator's engine.Failover and
-// engine.Synchronous calls need. Those calls fail on a Replicator whose Instances is not one.
-type FailoverInstances interface {
-	Instances
 	StopFollowing(ctx context.Context, s Server) error
 	Follow(ctx context.Context, s Server, conninfo string) error
 	SetSynchronousStandbyNames(ctx context.Context, s Server, value string) error
@@ -46,14 +39,6 @@ var (
 	_ engine.Failover    = Replicator{}
 	_ engine.Synchronous = Replicator{}
 )
-
-func (r Replicator) failover() (FailoverInstances, error) {
-	fi, ok := r.Instances.(FailoverInstances)
-	if !ok {
-		return nil, fmt.Errorf("%T cannot stop or resume streaming or set synchronous standbys", r.Instances)
-	}
-	return fi, nil
-}
 
 // NewReplicator is the Replicator reaching the servers through instances.
 func NewReplicator(instances Instances) Replicator { return Replicator{instances} }
@@ -102,11 +87,7 @@ func (r Replicator) SyncReplica(ctx context.Context, p engine.Pass, e engine.End
 	if !state(replica).NotFollowing {
 		return nil
 	}
-	fi, err := r.failover()
-	if err != nil {
-		return err
-	}
-	if err := fi.Follow(ctx, server(e), postgresql.PrimaryConninfo(p.Database(), p.Desired(), user, replica.Name)); err != nil {
+	if err := r.Instances.Follow(ctx, server(e), postgresql.PrimaryConninfo(p.Database(), p.Desired(), user, replica.Name)); err != nil {
 		return err
 	}
 	p.Event(ctx, corev1.EventTypeNormal, engine.ReasonUpdated, "%s streams from the primary again", replica.Name)
@@ -117,11 +98,7 @@ func (r Replicator) SyncReplica(ctx context.Context, p engine.Pass, e engine.End
 // exited. Observe reports it (State.NotFollowing) until SyncReplica resumes it or the Pod
 // restarts (the setup script writes primary_conninfo again).
 func (r Replicator) StopFollowing(ctx context.Context, _ engine.Pass, e engine.Endpoint) error {
-	fi, err := r.failover()
-	if err != nil {
-		return err
-	}
-	return fi.StopFollowing(ctx, server(e))
+	return r.Instances.StopFollowing(ctx, server(e))
 }
 
 // Holds: b's WAL is a prefix of a's: a's position is at least b's, and b's position is not
@@ -152,17 +129,14 @@ func (Replicator) Diverged(primary, former *engine.Member) bool {
 }
 
 // SetSynchronous: synchronous_standby_names 'ANY k ("<pod>", ...)' on the primary e
-// (SynchronousStandbyNames), empty for k 0; written and reloaded only when it differs.
-func (r Replicator) SetSynchronous(ctx context.Context, _ engine.Pass, e engine.Endpoint, k int32, replicas []string) error {
+// (SynchronousStandbyNames), empty for k 0; written and reloaded only when it differs from
+// primary's answer.
+func (r Replicator) SetSynchronous(ctx context.Context, _ engine.Pass, e engine.Endpoint, primary *engine.Member, k int32, replicas []string) error {
 	value, err := SynchronousStandbyNames(k, replicas)
-	if err != nil {
+	if err != nil || value == state(primary).SynchronousStandbyNames {
 		return err
 	}
-	fi, err := r.failover()
-	if err != nil {
-		return err
-	}
-	return fi.SetSynchronousStandbyNames(ctx, server(e), value)
+	return r.Instances.SetSynchronousStandbyNames(ctx, server(e), value)
 }
 
 // SynchronousStandbyNames is the synchronous_standby_names that makes a primary acknowledge a
