@@ -254,10 +254,10 @@ func (Replicator) Diverged(primary, former *engine.Member) bool {
 // SetSynchronous makes the primary e wait, before acknowledging a commit, for k replicas
 // to acknowledge that they have written it to their relay log; k 0 makes it not wait
 // (Client.SetSemiSync, which writes only the settings that differ). Semi-synchronous
-// replication names no replica: any k of the replicas connected acknowledge, so replicas
-// only counts. Fewer than k replicas connected: commits wait (no timeout) until enough are.
-// The settings are persisted, and the controller sets them again at its next pass where
-// they differ.
+// replication names no replica: the acknowledgements of any k of the replicas connected
+// count, and replicas only names them in the Event. With fewer than k replicas connected,
+// commits wait (no timeout) until enough are. The settings are persisted, so a restarted
+// primary has them; the controller sets them again at its next pass where they differ.
 func (r Replicator) SetSynchronous(ctx context.Context, p engine.Pass, e engine.Endpoint, k int32, replicas []string) error {
 	set, err := r.Instances.SetSemiSync(ctx, server(e), k)
 	if err != nil {
