@@ -95,8 +95,9 @@ func (r Replicator) SyncReplica(ctx context.Context, p engine.Pass, e engine.End
 //   - a channel that reads primary (its stable name, port and user) with its receiver not
 //     stopped is left as it is;
 //   - else the replica must hold no transaction primary lacks (errant), or it is not
-//     touched and SyncReplicaOf fails: once it followed, the two would hold different
-//     data for good (it is cloned again instead);
+//     touched and SyncReplicaOf fails: following, it would keep changes the primary never
+//     had, served to clients as the primary's and handed on to the others were it promoted
+//     (only a new clone of the primary mends it);
 //   - a channel that reads primary with its receiver stopped (StopFollowing) is started
 //     again (START REPLICA);
 //   - any other (missing: a new clone, a former primary; another server, user or port) is
