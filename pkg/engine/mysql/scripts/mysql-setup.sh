@@ -50,7 +50,9 @@ write_config() {
 		echo 'log-error-suppression-list=MY-010055'
 		echo 'plugin-load-add=semisync_source.so'
 		echo 'plugin-load-add=semisync_replica.so'
-		echo 'rpl-semi-sync-replica-enabled=ON'
+		# loose-: the entrypoint's initialisation (mysqld --initialize) loads no plugin, and
+		# refuses an unknown option.
+		echo 'loose-rpl-semi-sync-replica-enabled=ON'
 		if [[ ${me} != "${primary}" ]]; then
 			echo 'super-read-only=ON'
 		fi
