@@ -883,12 +883,19 @@ func testMySQLClient(t *testing.T, ns, db string) {
 	require.NoError(t, cluster.StopComponent(localcluster.ControllerName))
 	t.Cleanup(func() { require.NoError(t, cluster.StartController(context.Background())) })
 	r := myclient.NewReplicator(c)
-	// globalStatus is the server's status variable name as a number.
-	globalStatus := func(t *testing.T, on *sql.DB, name string) int64 {
+	// globalStatus is the server's status variable name.
+	globalStatus := func(t *testing.T, on *sql.DB, name string) string {
 		t.Helper()
-		var v int64
+		var v string
 		require.NoError(t, on.QueryRowContext(t.Context(), `SELECT VARIABLE_VALUE FROM performance_schema.global_status WHERE VARIABLE_NAME = ?`, name).Scan(&v), name)
 		return v
+	}
+	// counter is the server's status variable name, a count.
+	counter := func(t *testing.T, on *sql.DB, name string) int64 {
+		t.Helper()
+		n, err := strconv.ParseInt(globalStatus(t, on, name), 10, 64)
+		require.NoError(t, err, name)
+		return n
 	}
 	// observe is the Member of the Pod name whose server is s, as a pass sees it.
 	observe := func(t *testing.T, s myclient.Server, name string) *engine.Member {
@@ -931,10 +938,10 @@ func testMySQLClient(t *testing.T, ns, db string) {
 		require.NoError(t, onPrimary.QueryRowContext(ctx, `SELECT @@global.server_uuid`).Scan(&uuid))
 		require.Equal(t, strings.ToLower(uuid), st.UUID)
 		eventually(t, time.Minute, func() error {
-			if n := globalStatus(t, onReplica, "Rpl_semi_sync_replica_status"); n != 1 {
-				return fmt.Errorf("the replica's Rpl_semi_sync_replica_status is %d", n)
+			if v := globalStatus(t, onReplica, "Rpl_semi_sync_replica_status"); v != "ON" {
+				return fmt.Errorf("the replica's Rpl_semi_sync_replica_status is %s", v)
 			}
-			if n := globalStatus(t, onPrimary, "Rpl_semi_sync_source_clients"); n != 1 {
+			if n := counter(t, onPrimary, "Rpl_semi_sync_source_clients"); n != 1 {
 				return fmt.Errorf("the primary has %d semi-synchronous replicas", n)
 			}
 			return nil
@@ -953,10 +960,10 @@ func testMySQLClient(t *testing.T, ns, db string) {
 		require.Equal(t, map[string]string{"rpl_semi_sync_source_timeout": maxTimeout, "rpl_semi_sync_source_enabled": "ON"}, persisted(t, onPrimary))
 
 		// A commit returns once the replica has acknowledged it.
-		yes := globalStatus(t, onPrimary, "Rpl_semi_sync_source_yes_tx")
+		yes := counter(t, onPrimary, "Rpl_semi_sync_source_yes_tx")
 		insert(t, onPrimary, 10)
-		require.Greater(t, globalStatus(t, onPrimary, "Rpl_semi_sync_source_yes_tx"), yes)
-		require.Equal(t, int64(1), globalStatus(t, onPrimary, "Rpl_semi_sync_source_status"), "semi-synchronous, not fallen back")
+		require.Greater(t, counter(t, onPrimary, "Rpl_semi_sync_source_yes_tx"), yes)
+		require.Equal(t, "ON", globalStatus(t, onPrimary, "Rpl_semi_sync_source_status"), "semi-synchronous, not fallen back")
 		waitReplicaRows(t, 3)
 	})
 
@@ -979,7 +986,7 @@ func testMySQLClient(t *testing.T, ns, db string) {
 			done <- err
 		}()
 		eventually(t, time.Minute, func() error {
-			if n := globalStatus(t, onPrimary, "Rpl_semi_sync_source_wait_sessions"); n != 1 {
+			if n := counter(t, onPrimary, "Rpl_semi_sync_source_wait_sessions"); n != 1 {
 				return fmt.Errorf("%d sessions wait for an acknowledgement", n)
 			}
 			return nil
@@ -992,7 +999,7 @@ func testMySQLClient(t *testing.T, ns, db string) {
 
 		// The receiver started again, as SyncReplica does to a stopped one that reads the
 		// primary: the replica receives the commit and acknowledges it.
-		yes := globalStatus(t, onPrimary, "Rpl_semi_sync_source_yes_tx")
+		yes := counter(t, onPrimary, "Rpl_semi_sync_source_yes_tx")
 		require.NoError(t, c.StartReplica(ctx, replica))
 		require.NoError(t, c.StartReplica(ctx, replica), "a running receiver")
 		select {
@@ -1001,7 +1008,7 @@ func testMySQLClient(t *testing.T, ns, db string) {
 		case <-time.After(time.Minute):
 			t.Fatal("the commit did not return within a minute of the replica following again")
 		}
-		require.Greater(t, globalStatus(t, onPrimary, "Rpl_semi_sync_source_yes_tx"), yes)
+		require.Greater(t, counter(t, onPrimary, "Rpl_semi_sync_source_yes_tx"), yes)
 		waitReplicaRows(t, 4)
 		ch, err = readChannel(ctx)
 		require.NoError(t, err)
@@ -1022,10 +1029,10 @@ func testMySQLClient(t *testing.T, ns, db string) {
 		require.Equal(t, map[string]string{"rpl_semi_sync_source_timeout": maxTimeout, "rpl_semi_sync_source_enabled": "OFF"}, persisted(t, onPrimary))
 		// Not waiting: the replica's receiver stopped, a commit returns.
 		require.NoError(t, c.StopFollowing(ctx, replica))
-		no := globalStatus(t, onPrimary, "Rpl_semi_sync_source_no_tx")
+		no := counter(t, onPrimary, "Rpl_semi_sync_source_no_tx")
 		insert(t, onPrimary, 12)
-		require.Equal(t, int64(0), globalStatus(t, onPrimary, "Rpl_semi_sync_source_status"))
-		require.Equal(t, no, globalStatus(t, onPrimary, "Rpl_semi_sync_source_no_tx"), "disabled, not fallen back")
+		require.Equal(t, "OFF", globalStatus(t, onPrimary, "Rpl_semi_sync_source_status"))
+		require.Equal(t, no, counter(t, onPrimary, "Rpl_semi_sync_source_no_tx"), "disabled, not fallen back")
 		require.NoError(t, c.StartReplica(ctx, replica))
 		waitReplicaRows(t, 5)
 	})
