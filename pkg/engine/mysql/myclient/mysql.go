@@ -83,7 +83,8 @@ type Source struct {
 	LastError string
 	// Received is the transactions the receiver has written to the relay log
 	// (RECEIVED_TRANSACTION_SET, Retrieved_Gtid_Set) but the one it is in the middle of
-	// (QUEUEING_TRANSACTION), applied or not: with Executed, what the replica holds.
+	// (QUEUEING_TRANSACTION), applied or not, since the channel was last set (CHANGE
+	// REPLICATION SOURCE TO empties the relay log): with Executed, what the replica holds.
 	Received GTIDSet
 	// LagSeconds is the applier's lag in whole seconds: how long ago, by the replica's
 	// clock, the primary committed the transactions it is applying (lagSeconds has the
