@@ -127,9 +127,10 @@ type Replicator interface {
 	// SetSource makes the replica e, the Pod named replica, stream from the primary, the Pod
 	// named primary, as user with password from now on.
 	SetSource(ctx context.Context, p Pass, e Endpoint, replica, primary, user, password string) error
-	// SyncReplica points the replica, which answered, at the primary when its own setup
-	// does not (MySQL's replication channel), through SetSource.
-	SyncReplica(ctx context.Context, p Pass, e Endpoint, replica *Member, primary, user, password string) error
+	// SyncReplica points the replica, which answered, at primary, which answered as the
+	// primary, when its own setup does not (MySQL's replication channel), through SetSource,
+	// and makes a replica that StopFollowing stopped follow it again.
+	SyncReplica(ctx context.Context, p Pass, e Endpoint, replica, primary *Member, user, password string) error
 	// SyncPrimary does what else the primary needs for the sts Pods (PostgreSQL's slots and
 	// application role, MySQL's superuser accounts).
 	SyncPrimary(ctx context.Context, p Pass, e Endpoint, primary *Member, sts int32) error

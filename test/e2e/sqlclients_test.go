@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"example.com/database-apiserver/internal/localcluster"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/engine"
 	"example.com/database-apiserver/pkg/engine/mysql/myclient"
@@ -1024,6 +1025,242 @@ func testMySQLClient(t *testing.T, ns, db string) {
 		_, err = onPrimary.ExecContext(ctx, `INSERT INTO e2e_observe VALUES (2)`)
 		require.NoError(t, err)
 		waitReplicaRows(t, 2)
+	})
+
+	// The calls below stop, start and fence the replica behind the controller's back: the
+	// controller, which would start a stopped receiver again at its next pass, is stopped
+	// until this part ends.
+	require.NoError(t, cluster.StopComponent(localcluster.ControllerName))
+	t.Cleanup(func() { require.NoError(t, cluster.StartController(context.Background())) })
+	r := myclient.NewReplicator(c)
+	// globalStatus is the server's status variable name.
+	globalStatus := func(t *testing.T, on *sql.DB, name string) string {
+		t.Helper()
+		var v string
+		require.NoError(t, on.QueryRowContext(t.Context(), `SELECT VARIABLE_VALUE FROM performance_schema.global_status WHERE VARIABLE_NAME = ?`, name).Scan(&v), name)
+		return v
+	}
+	// counter is the server's status variable name, a count.
+	counter := func(t *testing.T, on *sql.DB, name string) int64 {
+		t.Helper()
+		n, err := strconv.ParseInt(globalStatus(t, on, name), 10, 64)
+		require.NoError(t, err, name)
+		return n
+	}
+	// observe is the Member of the Pod name whose server is s, as a pass sees it.
+	observe := func(t *testing.T, s myclient.Server, name string) *engine.Member {
+		t.Helper()
+		st, err := c.Observe(t.Context(), s, replHost, nil)
+		require.NoError(t, err)
+		return &engine.Member{Name: name, Answered: true, Writable: !st.ReadOnly, State: &st}
+	}
+	// persisted is the server's persisted rpl_semi_sync_source_* settings (mysqld-auto.cnf).
+	persisted := func(t *testing.T, on *sql.DB) map[string]string {
+		t.Helper()
+		rows, err := on.QueryContext(t.Context(), `SELECT VARIABLE_NAME, VARIABLE_VALUE FROM performance_schema.persisted_variables
+			WHERE VARIABLE_NAME LIKE 'rpl\_semi\_sync\_source\_%'`)
+		require.NoError(t, err)
+		defer rows.Close()
+		vars := map[string]string{}
+		for rows.Next() {
+			var name, value string
+			require.NoError(t, rows.Scan(&name, &value))
+			vars[name] = value
+		}
+		require.NoError(t, rows.Err())
+		return vars
+	}
+	insert := func(t *testing.T, on *sql.DB, id int) {
+		t.Helper()
+		_, err := on.ExecContext(t.Context(), `INSERT INTO e2e_observe VALUES (?)`, id)
+		require.NoError(t, err, "insert %d", id)
+	}
+	maxTimeout := strconv.FormatUint(myclient.SemiSyncTimeoutMillis, 10)
+
+	t.Run("SetSemiSync", func(t *testing.T) {
+		ctx := t.Context()
+		// The setup's settings: both plugins loaded, the replica side enabled, the source
+		// side not (the plugin's defaults).
+		st, err := c.Observe(ctx, primary, replHost, nil)
+		require.NoError(t, err)
+		require.Equal(t, &myclient.SemiSync{WaitForReplicaCount: 1, WaitPoint: "AFTER_SYNC", TimeoutMillis: 10000, WaitNoReplica: true}, st.SemiSync)
+		var uuid string
+		require.NoError(t, onPrimary.QueryRowContext(ctx, `SELECT @@global.server_uuid`).Scan(&uuid))
+		require.Equal(t, strings.ToLower(uuid), st.UUID)
+		eventually(t, time.Minute, func() error {
+			if v := globalStatus(t, onReplica, "Rpl_semi_sync_replica_status"); v != "ON" {
+				return fmt.Errorf("the replica's Rpl_semi_sync_replica_status is %s", v)
+			}
+			if n := counter(t, onPrimary, "Rpl_semi_sync_source_clients"); n != 1 {
+				return fmt.Errorf("the primary has %d semi-synchronous replicas", n)
+			}
+			return nil
+		})
+
+		set, err := c.SetSemiSync(ctx, primary, 1)
+		require.NoError(t, err)
+		require.Equal(t, []myclient.Setting{{Variable: "rpl_semi_sync_source_timeout", Value: maxTimeout}, {Variable: "rpl_semi_sync_source_enabled", Value: "ON"}}, set,
+			"what differs from the plugin's defaults")
+		set, err = c.SetSemiSync(ctx, primary, 1)
+		require.NoError(t, err)
+		require.Empty(t, set, "nothing differs")
+		st, err = c.Observe(ctx, primary, replHost, nil)
+		require.NoError(t, err)
+		require.Equal(t, &myclient.SemiSync{Enabled: true, WaitForReplicaCount: 1, WaitPoint: "AFTER_SYNC", TimeoutMillis: myclient.SemiSyncTimeoutMillis, WaitNoReplica: true}, st.SemiSync)
+		require.Equal(t, map[string]string{"rpl_semi_sync_source_timeout": maxTimeout, "rpl_semi_sync_source_enabled": "ON"}, persisted(t, onPrimary))
+
+		// A commit returns once the replica has acknowledged it.
+		yes := counter(t, onPrimary, "Rpl_semi_sync_source_yes_tx")
+		insert(t, onPrimary, 10)
+		require.Greater(t, counter(t, onPrimary, "Rpl_semi_sync_source_yes_tx"), yes)
+		require.Equal(t, "ON", globalStatus(t, onPrimary, "Rpl_semi_sync_source_status"), "semi-synchronous, not fallen back")
+		waitReplicaRows(t, 3)
+	})
+
+	t.Run("StopFollowing", func(t *testing.T) {
+		ctx := t.Context()
+		require.NoError(t, c.StopFollowing(ctx, replica))
+		require.NoError(t, c.StopFollowing(ctx, replica), "a stopped receiver")
+		ch, err := readChannel(ctx)
+		require.NoError(t, err)
+		require.Equal(t, "OFF ON", ch.receiving+" "+ch.applying, "the applier goes on")
+		st, err := c.Observe(ctx, replica, replHost, nil)
+		require.NoError(t, err)
+		require.Equal(t, "OFF", st.Source.Receiving)
+		require.False(t, st.Source.Streaming())
+
+		// A commit on the primary waits: its only replica acknowledges nothing.
+		done := make(chan error, 1)
+		go func() {
+			_, err := onPrimary.ExecContext(ctx, `INSERT INTO e2e_observe VALUES (11)`)
+			done <- err
+		}()
+		eventually(t, time.Minute, func() error {
+			if n := counter(t, onPrimary, "Rpl_semi_sync_source_wait_sessions"); n != 1 {
+				return fmt.Errorf("%d sessions wait for an acknowledgement", n)
+			}
+			return nil
+		})
+		select {
+		case err := <-done:
+			t.Fatalf("the commit returned (%v) while no replica follows", err)
+		default:
+		}
+
+		// The receiver started again, as SyncReplica does to a stopped one that reads the
+		// primary: the replica receives the commit and acknowledges it.
+		yes := counter(t, onPrimary, "Rpl_semi_sync_source_yes_tx")
+		require.NoError(t, c.StartReplica(ctx, replica))
+		require.NoError(t, c.StartReplica(ctx, replica), "a running receiver")
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(time.Minute):
+			t.Fatal("the commit did not return within a minute of the replica following again")
+		}
+		require.Greater(t, counter(t, onPrimary, "Rpl_semi_sync_source_yes_tx"), yes)
+		waitReplicaRows(t, 4)
+		ch, err = readChannel(ctx)
+		require.NoError(t, err)
+		require.Equal(t, "ON ON", ch.receiving+" "+ch.applying)
+	})
+
+	t.Run("SetSemiSync off", func(t *testing.T) {
+		ctx := t.Context()
+		set, err := c.SetSemiSync(ctx, primary, 0)
+		require.NoError(t, err)
+		require.Equal(t, []myclient.Setting{{Variable: "rpl_semi_sync_source_enabled", Value: "OFF"}}, set)
+		set, err = c.SetSemiSync(ctx, primary, 0)
+		require.NoError(t, err)
+		require.Empty(t, set)
+		st, err := c.Observe(ctx, primary, replHost, nil)
+		require.NoError(t, err)
+		require.False(t, st.SemiSync.Enabled)
+		require.Equal(t, map[string]string{"rpl_semi_sync_source_timeout": maxTimeout, "rpl_semi_sync_source_enabled": "OFF"}, persisted(t, onPrimary))
+		// Not waiting: the replica's receiver stopped, a commit returns.
+		require.NoError(t, c.StopFollowing(ctx, replica))
+		no := counter(t, onPrimary, "Rpl_semi_sync_source_no_tx")
+		insert(t, onPrimary, 12)
+		require.Equal(t, "OFF", globalStatus(t, onPrimary, "Rpl_semi_sync_source_status"))
+		require.Equal(t, no, counter(t, onPrimary, "Rpl_semi_sync_source_no_tx"), "disabled, not fallen back")
+		require.NoError(t, c.StartReplica(ctx, replica))
+		waitReplicaRows(t, 5)
+	})
+
+	t.Run("Promote waits for the applier", func(t *testing.T) {
+		ctx := t.Context()
+		// The replica receives a transaction its stopped applier does not apply.
+		_, err := onReplica.ExecContext(ctx, `STOP REPLICA SQL_THREAD`)
+		require.NoError(t, err)
+		_, before := gtidExecuted(t, onPrimary)
+		insert(t, onPrimary, 13)
+		_, written := gtidExecuted(t, onPrimary)
+		// The relay log's set starts where the channel was last set (SetSource).
+		inserted := written.Subtract(before)
+		require.Equal(t, uint64(1), inserted.Count(), "%v", inserted)
+		var rm *engine.Member
+		eventually(t, time.Minute, func() error {
+			rm = observe(t, replica, db+"-1")
+			if received := rm.State.(*myclient.State).Source.Received; !received.Contains(inserted) {
+				return fmt.Errorf("the replica has received %v, not %v", received, inserted)
+			}
+			return nil
+		})
+		pm := observe(t, primary, db+"-0")
+		require.False(t, rm.State.(*myclient.State).Executed.Contains(inserted))
+		require.True(t, r.Holds(rm, pm), "received counts")
+		require.False(t, r.CaughtUp(rm, pm), "not applied")
+
+		err = c.Promote(ctx, replica)
+		require.ErrorContains(t, err, "did not apply every transaction it received within "+myclient.ApplyWait.String())
+		st, err := c.Observe(ctx, replica, replHost, nil)
+		require.NoError(t, err)
+		require.True(t, st.ReadOnly, "not promoted")
+		require.NotNil(t, st.Source, "its channel kept")
+		require.Equal(t, "OFF OFF", st.Source.Receiving+" "+st.Source.Applying)
+
+		require.NoError(t, c.StartReplica(ctx, replica))
+		waitReplicaRows(t, 6)
+	})
+
+	t.Run("Holds and Diverged", func(t *testing.T) {
+		ctx := t.Context()
+		var pm, rm *engine.Member
+		eventually(t, time.Minute, func() error {
+			pm, rm = observe(t, primary, db+"-0"), observe(t, replica, db+"-1")
+			if !r.Holds(rm, pm) {
+				return fmt.Errorf("the replica holds %v, not every one of %v", rm.State.(*myclient.State).Executed, pm.State.(*myclient.State).Executed)
+			}
+			return nil
+		})
+		require.True(t, r.Holds(pm, rm))
+		require.False(t, r.Diverged(pm, rm))
+
+		// Behind: its receiver stopped, a commit on the primary.
+		require.NoError(t, c.StopFollowing(ctx, replica))
+		insert(t, onPrimary, 14)
+		pm, rm = observe(t, primary, db+"-0"), observe(t, replica, db+"-1")
+		require.False(t, r.Holds(rm, pm))
+		require.True(t, r.Holds(pm, rm))
+		require.False(t, r.Diverged(pm, rm), "behind, not diverged")
+
+		// Errant: a transaction of its own, written with super_read_only off for it. Left
+		// in place: the promotion below ends this part.
+		conn, err := onReplica.Conn(ctx)
+		require.NoError(t, err)
+		defer conn.Close()
+		for _, stmt := range []string{`SET GLOBAL super_read_only = OFF`, `INSERT INTO e2e_observe VALUES (1000)`, `SET GLOBAL super_read_only = ON`} {
+			_, err := conn.ExecContext(ctx, stmt)
+			require.NoError(t, err, stmt)
+		}
+		rm = observe(t, replica, db+"-1")
+		rs, ps := rm.State.(*myclient.State), pm.State.(*myclient.State)
+		require.True(t, r.Diverged(pm, rm), "%v against %v", rs.Executed, ps.Executed)
+		require.False(t, r.Holds(pm, rm))
+		extra := rs.Executed.Subtract(ps.Executed)
+		require.Equal(t, uint64(1), extra.Count(), "the errant transaction: %v", extra)
+		require.True(t, strings.HasPrefix(extra.String(), rs.UUID+":"), "%v is the replica's own, %s", extra, rs.UUID)
+		require.False(t, gtidSubset(t, rs.Executed.String(), ps.Executed.String()), "the server agrees")
 	})
 
 	t.Run("Promote", func(t *testing.T) {

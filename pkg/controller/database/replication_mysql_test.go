@@ -123,6 +123,23 @@ func (fm *fakeMySQL) SetSource(_ context.Context, s myclient.Server, host string
 	return fm.record(s, fmt.Sprintf("set-source %s %s %d %s %s", s.Host, host, port, user, password))
 }
 
+func (fm *fakeMySQL) StopFollowing(_ context.Context, s myclient.Server) error {
+	return fm.record(s, "stop-following "+s.Host)
+}
+
+func (fm *fakeMySQL) StartReplica(_ context.Context, s myclient.Server) error {
+	return fm.record(s, "start-replica "+s.Host)
+}
+
+// SetSemiSync plays a server whose semi-synchronous replication plugin is not loaded:
+// waiting for none is what it does already.
+func (fm *fakeMySQL) SetSemiSync(_ context.Context, s myclient.Server, k int32) ([]myclient.Setting, error) {
+	if k == 0 {
+		return nil, nil
+	}
+	return nil, fm.record(s, fmt.Sprintf("semi-sync %s %d", s.Host, k))
+}
+
 func (fm *fakeMySQL) Promote(_ context.Context, s myclient.Server) error {
 	return fm.record(s, "promote "+s.Host)
 }

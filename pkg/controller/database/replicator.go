@@ -101,7 +101,7 @@ func (p *pass) syncPrimary(ctx context.Context, r engine.Replicator, primary *me
 		if m.Name == primary.Name || !m.Replica() || slices.Contains(diverged, m.Name) {
 			continue
 		}
-		if err := r.SyncReplica(ctx, p, server(m), m, primary.Name, p.desired.Recipe.ReplicationUsername, password); err != nil {
+		if err := r.SyncReplica(ctx, p, server(m), m, primary, p.desired.Recipe.ReplicationUsername, password); err != nil {
 			return fmt.Errorf("point replica %s at %s: %w", m.Name, primary.Name, err)
 		}
 	}

@@ -174,11 +174,11 @@ func (s *testServers) SetSource(_ context.Context, _ engine.Pass, e engine.Endpo
 	return nil
 }
 
-func (s *testServers) SyncReplica(ctx context.Context, p engine.Pass, e engine.Endpoint, replica *engine.Member, primary, user, password string) error {
-	if testState(replica).source == primary {
+func (s *testServers) SyncReplica(ctx context.Context, p engine.Pass, e engine.Endpoint, replica, primary *engine.Member, user, password string) error {
+	if testState(replica).source == primary.Name {
 		return nil
 	}
-	return s.SetSource(ctx, p, e, replica.Name, primary, user, password)
+	return s.SetSource(ctx, p, e, replica.Name, primary.Name, user, password)
 }
 
 func (*testServers) SyncPrimary(context.Context, engine.Pass, engine.Endpoint, *engine.Member, int32) error {

@@ -115,8 +115,9 @@ func SuperuserHosts(d engine.Desired) []string {
 // replication needs: the setup init container (mysql-setup.sh) on the database image with
 // the data volume, the replication user's credentials and the configVolume it writes
 // the server's settings to (server-id from the ordinal, GTIDs, the binary log, the CLONE
-// plugin, super-read-only on every Pod but the primary, host name resolution for the
-// replication account's host, ReplicationHost), mounted at configPath in the server
+// plugin, the semi-synchronous replication plugins with the replica side enabled,
+// super-read-only on every Pod but the primary, host name resolution for the replication
+// account's host, ReplicationHost), mounted at configPath in the server
 // container, and the replication ConfigMap; with SuperuserSources, MYSQL_ROOT_HOST.
 // The server is the image's entrypoint with its default command; SIGTERM is mysqld's normal
 // shutdown.

@@ -2,6 +2,7 @@ package myclient
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -94,6 +95,75 @@ func (s GTIDSet) Contains(other GTIDSet) bool {
 		}
 	}
 	return true
+}
+
+// Union is the transactions of s and of other, a new set (neither is changed).
+func (s GTIDSet) Union(other GTIDSet) GTIDSet {
+	u := GTIDSet{}
+	for _, set := range []GTIDSet{s, other} {
+		for key, ivs := range set {
+			u[key] = append(u[key], ivs...)
+		}
+	}
+	for key, ivs := range u {
+		u[key] = merge(ivs)
+	}
+	return u
+}
+
+// Subtract is the transactions of s that are not in other, a new set (MySQL's
+// GTID_SUBTRACT(s, other)).
+func (s GTIDSet) Subtract(other GTIDSet) GTIDSet {
+	d := GTIDSet{}
+	for key, ivs := range s {
+		var left []interval
+		for _, iv := range ivs {
+			rest := []interval{iv}
+			for _, o := range other[key] {
+				var next []interval
+				for _, r := range rest {
+					if o.last < r.first || r.last < o.first {
+						next = append(next, r)
+						continue
+					}
+					if r.first < o.first {
+						next = append(next, interval{r.first, o.first - 1})
+					}
+					if o.last < r.last {
+						next = append(next, interval{o.last + 1, r.last})
+					}
+				}
+				rest = next
+			}
+			left = append(left, rest...)
+		}
+		if len(left) > 0 {
+			d[key] = left
+		}
+	}
+	return d
+}
+
+// sourceUUID is the server UUID of key, a key of a GTIDSet ("uuid" or "uuid:tag").
+func sourceUUID(key string) string {
+	uuid, _, _ := strings.Cut(key, ":")
+	return uuid
+}
+
+// String is s in MySQL's text form, its keys sorted: "uuid:1-5:7,uuid:tag:1-3".
+func (s GTIDSet) String() string {
+	parts := make([]string, 0, len(s))
+	for _, key := range slices.Sorted(maps.Keys(s)) {
+		part := key
+		for _, iv := range s[key] {
+			part += ":" + strconv.FormatUint(iv.first, 10)
+			if iv.last != iv.first {
+				part += "-" + strconv.FormatUint(iv.last, 10)
+			}
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, ",")
 }
 
 // Count is the number of transactions in s.

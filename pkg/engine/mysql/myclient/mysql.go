@@ -1,8 +1,9 @@
 // Package mysql is how the Database controller talks to the MySQL servers (8.0.23 and later)
 // of a replicating Database, which replicate by GTID auto-positioning: it asks each server
-// whether it is read-only, its executed GTIDs, its replication channel and root's accounts,
-// creates the replication user on the primary and sets the hosts root may connect from,
-// points a replica at its source, and promotes a replica.
+// whether it is read-only, its executed GTIDs, its replication channel, its semi-synchronous
+// replication settings and root's accounts, creates the replication user on the primary and
+// sets the hosts root may connect from, points a replica at its source, stops and starts its
+// receiver, sets the primary's semi-synchronous replication, and promotes a replica.
 // Each call opens one connection to one server (by Pod IP, as root with the Secret's
 // superuser-password) and closes it. Statements are from
 // https://dev.mysql.com/doc/refman/8.4/en/replication-gtids-howto.html and the CHANGE
@@ -14,6 +15,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"regexp"
 	"slices"
@@ -48,8 +50,14 @@ type State struct {
 	// ReadOnly is @@read_only or @@super_read_only: true on a replica, which takes no
 	// writes.
 	ReadOnly bool
+	// UUID is @@server_uuid, lower case: the source part of the GTIDs of the transactions
+	// the server commits itself.
+	UUID string
 	// Executed is @@gtid_executed: every transaction the server has committed.
 	Executed GTIDSet
+	// SemiSync is the source side of semi-synchronous replication; nil when the server has
+	// not loaded the semisync_source plugin.
+	SemiSync *SemiSync
 	// Source is the default replication channel's, nil when none is configured.
 	Source *Source
 	// Users are the users among the ones Observe was asked about whose accounts are as
@@ -73,6 +81,11 @@ type Source struct {
 	Applying string
 	// LastError is the receiver's last error message, "" when none.
 	LastError string
+	// Received is the transactions the receiver has written to the relay log
+	// (RECEIVED_TRANSACTION_SET, Retrieved_Gtid_Set) but the one it is in the middle of
+	// (QUEUEING_TRANSACTION), applied or not, since the channel was last set (CHANGE
+	// REPLICATION SOURCE TO empties the relay log): with Executed, what the replica holds.
+	Received GTIDSet
 	// LagSeconds is the applier's lag in whole seconds: how long ago, by the replica's
 	// clock, the primary committed the transactions it is applying (lagSeconds has the
 	// rule); nil when unknown.
@@ -81,6 +94,28 @@ type Source struct {
 
 // Streaming reports whether the channel receives from its source and applies.
 func (s *Source) Streaming() bool { return s != nil && s.Receiving == "ON" && s.Applying == "ON" }
+
+// SemiSync is the source side of semi-synchronous replication: the variables of the
+// semisync_source plugin (rpl_semi_sync_source_*), as performance_schema.global_variables
+// shows them
+// (https://dev.mysql.com/doc/refman/9.7/en/replication-options-source.html).
+type SemiSync struct {
+	// Enabled is rpl_semi_sync_source_enabled: a commit waits for acknowledgements.
+	Enabled bool
+	// WaitForReplicaCount is rpl_semi_sync_source_wait_for_replica_count: how many
+	// replicas' acknowledgements a commit waits for.
+	WaitForReplicaCount int64
+	// WaitPoint is rpl_semi_sync_source_wait_point: AFTER_SYNC (the commit waits before the
+	// storage engine commits, so no client sees it before a replica has it) or AFTER_COMMIT.
+	WaitPoint string
+	// TimeoutMillis is rpl_semi_sync_source_timeout: the milliseconds a commit waits before
+	// the source falls back to asynchronous replication.
+	TimeoutMillis uint64
+	// WaitNoReplica is rpl_semi_sync_source_wait_no_replica: ON, a commit waits out the
+	// timeout even while fewer replicas than the count are connected; OFF, the source falls
+	// back at once.
+	WaitNoReplica bool
+}
 
 // Client talks to MySQL servers.
 type Client struct{}
@@ -97,19 +132,22 @@ func (Client) Observe(ctx context.Context, s Server, host string, users []string
 
 	var st State
 	var executed string
-	if err := db.QueryRowContext(ctx, `SELECT @@global.read_only OR @@global.super_read_only, @@global.gtid_executed`).Scan(&st.ReadOnly, &executed); err != nil {
+	if err := db.QueryRowContext(ctx, `SELECT @@global.read_only OR @@global.super_read_only, LOWER(@@global.server_uuid), @@global.gtid_executed`).Scan(&st.ReadOnly, &st.UUID, &executed); err != nil {
 		return State{}, fmt.Errorf("query the state of %s: %w", s.Host, err)
 	}
 	if st.Executed, err = ParseGTIDSet(executed); err != nil {
 		return State{}, fmt.Errorf("read gtid_executed of %s: %w", s.Host, err)
 	}
+	if st.SemiSync, err = semiSync(ctx, db); err != nil {
+		return State{}, fmt.Errorf("query the semi-synchronous replication of %s: %w", s.Host, err)
+	}
 
 	var src Source
-	var lastError sql.NullString
+	var lastError, received sql.NullString
 	var applying, applied sql.NullInt64
 	var caughtUp sql.NullBool
 	err = db.QueryRowContext(ctx, channelQuery).Scan(&src.Host, &src.Port, &src.User, &src.Receiving, &src.Applying, &lastError,
-		&applying, &applied, &caughtUp)
+		&applying, &applied, &caughtUp, &received)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
@@ -117,6 +155,9 @@ func (Client) Observe(ctx context.Context, s Server, host string, users []string
 	default:
 		src.LastError = lastError.String
 		src.LagSeconds = lagSeconds(&src, applying, applied, caughtUp.Valid && caughtUp.Bool)
+		if src.Received, err = ParseGTIDSet(received.String); err != nil {
+			return State{}, fmt.Errorf("read the received transactions of %s: %w", s.Host, err)
+		}
 		st.Source = &src
 	}
 
@@ -188,7 +229,8 @@ func hostsOf(ctx context.Context, db *sql.DB, user, except string) ([]string, er
 //     is applying to NOW(6), NULL when none is;
 //   - the microseconds from the original commit of the newest transaction an applier thread
 //     has applied to NOW(6), NULL when none has since the applier started;
-//   - whether every transaction the receiver has received is in gtid_executed.
+//   - whether every transaction the receiver has received is in gtid_executed;
+//   - the transactions the receiver has received but the one it is in the middle of.
 //
 // replication_applier_status_by_worker holds the applier threads: the single one when
 // replica_parallel_workers is 0, else one row per worker (the coordinator, in
@@ -206,7 +248,8 @@ const channelQuery = `SELECT c.HOST, c.PORT, c.USER, s.SERVICE_STATE, a.SERVICE_
 	(SELECT TIMESTAMPDIFF(MICROSECOND, MAX(w.LAST_APPLIED_TRANSACTION_ORIGINAL_COMMIT_TIMESTAMP), NOW(6))
 		FROM performance_schema.replication_applier_status_by_worker w
 		WHERE w.CHANNEL_NAME = c.CHANNEL_NAME AND UNIX_TIMESTAMP(w.LAST_APPLIED_TRANSACTION_ORIGINAL_COMMIT_TIMESTAMP) > 0),
-	GTID_SUBSET(s.RECEIVED_TRANSACTION_SET, @@global.gtid_executed)
+	GTID_SUBSET(s.RECEIVED_TRANSACTION_SET, @@global.gtid_executed),
+	GTID_SUBTRACT(s.RECEIVED_TRANSACTION_SET, COALESCE(s.QUEUEING_TRANSACTION, ''))
 	FROM performance_schema.replication_connection_configuration c
 	JOIN performance_schema.replication_connection_status s ON s.CHANNEL_NAME = c.CHANNEL_NAME
 	JOIN performance_schema.replication_applier_status a ON a.CHANNEL_NAME = c.CHANNEL_NAME
@@ -417,15 +460,45 @@ func (Client) SetSource(ctx context.Context, s Server, host string, port int32, 
 	return nil
 }
 
-// Promote makes the replica s take writes: STOP REPLICA, RESET REPLICA ALL (the channel is
-// forgotten, so it does not start again at a restart), then super_read_only and read_only
-// off. The caller makes sure s has applied every transaction of the former primary first.
+// ApplyWait bounds how long Promote waits for the replica to apply what it has received:
+// below IOTimeout, the driver's bound on reading the answer.
+const ApplyWait = 8 * time.Second
+
+// Promote makes the replica s take writes: STOP REPLICA IO_THREAD (it receives nothing
+// more), then it waits until the applier has applied every transaction received
+// (WAIT_FOR_EXECUTED_GTID_SET of the received set, which gtid_executed already holds the
+// rest of), for at most ApplyWait or what is left of ctx (applyWait), and fails without
+// promoting when it has not; then STOP REPLICA, RESET REPLICA ALL (the channel is
+// forgotten, so it does not start again at a restart), and super_read_only and read_only
+// off. The caller makes sure s holds every transaction of the former primary first (it
+// has received them: CaughtUp, Holds). A promoted server has no channel: the statements
+// before RESET REPLICA ALL do nothing there, so a second Promote makes the same server.
 func (Client) Promote(ctx context.Context, s Server) error {
 	db, err := open(s)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	if _, err := db.ExecContext(ctx, `STOP REPLICA IO_THREAD`); err != nil {
+		return fmt.Errorf("promote %s: stop its receiver: %w", s.Host, err)
+	}
+	var received sql.NullString
+	err = db.QueryRowContext(ctx, `SELECT GTID_SUBTRACT(RECEIVED_TRANSACTION_SET, COALESCE(QUEUEING_TRANSACTION, ''))
+		FROM performance_schema.replication_connection_status WHERE CHANNEL_NAME = ''`).Scan(&received)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("promote %s: read what it received: %w", s.Host, err)
+	}
+	wait := applyWait(ctx, ApplyWait)
+	if wait <= 0 {
+		return fmt.Errorf("promote %s: no time left to wait for its applier: %w", s.Host, context.DeadlineExceeded)
+	}
+	var timedOut sql.NullInt64
+	if err := db.QueryRowContext(ctx, `SELECT WAIT_FOR_EXECUTED_GTID_SET(?, ?)`, received.String, wait.Seconds()).Scan(&timedOut); err != nil {
+		return fmt.Errorf("promote %s: wait for its applier: %w", s.Host, err)
+	}
+	if err := applied(timedOut, wait); err != nil {
+		return fmt.Errorf("promote %s: %w", s.Host, err)
+	}
 	for _, stmt := range []string{`STOP REPLICA`, `RESET REPLICA ALL`, `SET GLOBAL super_read_only = OFF`, `SET GLOBAL read_only = OFF`} {
 		if _, err := db.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("promote %s: %s: %w", s.Host, stmt, err)
@@ -433,6 +506,208 @@ func (Client) Promote(ctx context.Context, s Server) error {
 	}
 	return nil
 }
+
+// applyWait is limit, or what is left until ctx's deadline when that is sooner (0 or less:
+// none is).
+func applyWait(ctx context.Context, limit time.Duration) time.Duration {
+	if deadline, ok := ctx.Deadline(); ok {
+		return min(limit, time.Until(deadline))
+	}
+	return limit
+}
+
+// applied is WAIT_FOR_EXECUTED_GTID_SET's answer after waiting at most wait: 0 when every
+// transaction of the set was applied, 1 when the wait timed out; NULL (an argument it
+// cannot read) or any other value is an error too
+// (https://dev.mysql.com/doc/refman/9.7/en/gtid-functions.html).
+func applied(result sql.NullInt64, wait time.Duration) error {
+	switch {
+	case !result.Valid:
+		return errors.New("WAIT_FOR_EXECUTED_GTID_SET answered NULL")
+	case result.Int64 == 0:
+		return nil
+	case result.Int64 == 1:
+		return fmt.Errorf("its applier did not apply every transaction it received within %v", wait)
+	default:
+		return fmt.Errorf("WAIT_FOR_EXECUTED_GTID_SET answered %d", result.Int64)
+	}
+}
+
+// StopFollowing stops the replica s's receiver: STOP REPLICA IO_THREAD. Its applier goes
+// on applying what was received. A stopped receiver, or no channel, is left as it is (the
+// server only notes it).
+func (Client) StopFollowing(ctx context.Context, s Server) error {
+	return exec(ctx, s, "stop the receiver of", `STOP REPLICA IO_THREAD`)
+}
+
+// StartReplica starts the replica s's receiver and applier where they are stopped: START
+// REPLICA (a running one is only noted). It fails on a server without a channel.
+func (Client) StartReplica(ctx context.Context, s Server) error {
+	return exec(ctx, s, "start the replication of", `START REPLICA`)
+}
+
+// exec runs stmt on s.
+func exec(ctx context.Context, s Server, what, stmt string) error {
+	db, err := open(s)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, stmt); err != nil {
+		return fmt.Errorf("%s %s: %w", what, s.Host, err)
+	}
+	return nil
+}
+
+// The source side's settings that SetSemiSync writes for a wait count above 0.
+const (
+	// SemiSyncWaitPoint: a commit waits for the acknowledgements after it is written to the
+	// binary log and before the storage engine commits it, so no client sees a transaction
+	// that no replica has (loss-less semi-synchronous replication).
+	SemiSyncWaitPoint = "AFTER_SYNC"
+	// SemiSyncTimeoutMillis is rpl_semi_sync_source_timeout's maximum (MAX_VALUE in
+	// performance_schema.variables_info on 9.7): a commit waits for its acknowledgements
+	// rather than fall back to asynchronous replication.
+	SemiSyncTimeoutMillis uint64 = math.MaxUint64
+)
+
+// Setting is one system variable and the value, a literal, it is to have.
+type Setting struct{ Variable, Value string }
+
+func (s Setting) String() string { return s.Variable + " = " + s.Value }
+
+// semiSyncVariables are the semisync_source plugin's variables Observe reads.
+var semiSyncVariables = []string{
+	"rpl_semi_sync_source_enabled",
+	"rpl_semi_sync_source_wait_for_replica_count",
+	"rpl_semi_sync_source_wait_point",
+	"rpl_semi_sync_source_timeout",
+	"rpl_semi_sync_source_wait_no_replica",
+}
+
+// semiSync reads the semisync_source plugin's variables on db; nil when the plugin is not
+// loaded (performance_schema.global_variables has no such variables).
+func semiSync(ctx context.Context, db *sql.DB) (*SemiSync, error) {
+	rows, err := db.QueryContext(ctx, `SELECT VARIABLE_NAME, VARIABLE_VALUE FROM performance_schema.global_variables
+		WHERE VARIABLE_NAME LIKE 'rpl\_semi\_sync\_source\_%'`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	values := map[string]string{}
+	for rows.Next() {
+		var name, value string
+		if err := rows.Scan(&name, &value); err != nil {
+			return nil, err
+		}
+		values[name] = value
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return parseSemiSync(values)
+}
+
+// parseSemiSync is the SemiSync of the variables values (name to value as
+// performance_schema.global_variables shows it); nil when none of them is there.
+func parseSemiSync(values map[string]string) (*SemiSync, error) {
+	if len(values) == 0 {
+		return nil, nil
+	}
+	for _, name := range semiSyncVariables {
+		if _, ok := values[name]; !ok {
+			return nil, fmt.Errorf("%s is missing", name)
+		}
+	}
+	ss := &SemiSync{
+		Enabled:       values["rpl_semi_sync_source_enabled"] == "ON",
+		WaitPoint:     values["rpl_semi_sync_source_wait_point"],
+		WaitNoReplica: values["rpl_semi_sync_source_wait_no_replica"] == "ON",
+	}
+	var err error
+	if ss.WaitForReplicaCount, err = strconv.ParseInt(values["rpl_semi_sync_source_wait_for_replica_count"], 10, 64); err != nil {
+		return nil, fmt.Errorf("rpl_semi_sync_source_wait_for_replica_count: %w", err)
+	}
+	if ss.TimeoutMillis, err = strconv.ParseUint(values["rpl_semi_sync_source_timeout"], 10, 64); err != nil {
+		return nil, fmt.Errorf("rpl_semi_sync_source_timeout: %w", err)
+	}
+	return ss, nil
+}
+
+// semiSyncSettings are the settings that make have what a wait count of k asks, in the
+// order they are to be written (enabled last, once the rest is in place): for k above 0,
+// AFTER_SYNC, waiting with fewer replicas connected, the longest timeout, a wait count of k
+// and enabled; for k 0, disabled (the rest is then unused and left as it is). None when
+// have is so already.
+func semiSyncSettings(have SemiSync, k int32) []Setting {
+	var set []Setting
+	if k <= 0 {
+		if have.Enabled {
+			set = append(set, Setting{"rpl_semi_sync_source_enabled", "OFF"})
+		}
+		return set
+	}
+	if have.WaitPoint != SemiSyncWaitPoint {
+		set = append(set, Setting{"rpl_semi_sync_source_wait_point", SemiSyncWaitPoint})
+	}
+	if !have.WaitNoReplica {
+		set = append(set, Setting{"rpl_semi_sync_source_wait_no_replica", "ON"})
+	}
+	if have.TimeoutMillis != SemiSyncTimeoutMillis {
+		set = append(set, Setting{"rpl_semi_sync_source_timeout", strconv.FormatUint(SemiSyncTimeoutMillis, 10)})
+	}
+	if have.WaitForReplicaCount != int64(k) {
+		set = append(set, Setting{"rpl_semi_sync_source_wait_for_replica_count", strconv.Itoa(int(k))})
+	}
+	if !have.Enabled {
+		set = append(set, Setting{"rpl_semi_sync_source_enabled", "ON"})
+	}
+	return set
+}
+
+// SetSemiSync makes the server s's source side of semi-synchronous replication wait for k
+// replicas' acknowledgements of each commit (semiSyncSettings; k 0: not wait), and returns
+// the settings it wrote, none when s had them already. It reads the settings and writes
+// those that differ in one connection, each with SET PERSIST: the server has them at once
+// and, from mysqld-auto.cnf in its data directory, when it restarts, so a primary whose
+// container restarts waits for acknowledgements from its first commit on, before the
+// controller's next pass (SET GLOBAL would leave it acknowledging commits no replica has
+// until then). A server with the source side enabled that is not the primary, a former
+// primary, is given k 0 (Replicator.SyncReplica): its applier's commits would wait for
+// acknowledgements no replica sends. The CLONE plugin copies no persisted settings
+// (https://dev.mysql.com/doc/refman/9.7/en/clone-plugin-limitations.html). It fails when
+// s has not loaded the semisync_source plugin and k is above 0.
+func (Client) SetSemiSync(ctx context.Context, s Server, k int32) ([]Setting, error) {
+	db, err := open(s)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	have, err := semiSync(ctx, db)
+	if err != nil {
+		return nil, fmt.Errorf("query the semi-synchronous replication of %s: %w", s.Host, err)
+	}
+	if have == nil {
+		if k <= 0 {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("%s has not loaded the semisync_source plugin: its settings load it when its Pod restarts", s.Host)
+	}
+	set := semiSyncSettings(*have, k)
+	for i, v := range set {
+		if !literal.MatchString(v.Variable) || !literal.MatchString(v.Value) {
+			return set[:i], fmt.Errorf("set %s on %s: not a variable name and a literal", v, s.Host)
+		}
+		if _, err := db.ExecContext(ctx, `SET PERSIST `+v.Variable+` = `+v.Value); err != nil {
+			return set[:i], fmt.Errorf("set %s on %s: %w", v, s.Host, err)
+		}
+	}
+	return set, nil
+}
+
+// literal is what a Setting's variable and value look like: each is written into SET
+// PERSIST as is (a quoted number is refused for an integer variable).
+var literal = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 
 // IsAuthenticationFailure reports whether err is the server refusing the credentials:
 // ER_ACCESS_DENIED_ERROR, 1045

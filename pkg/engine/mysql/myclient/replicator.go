@@ -21,6 +21,9 @@ type Instances interface {
 	SetReplicationUser(ctx context.Context, s Server, user, host, password string) error
 	SetSuperuserHosts(ctx context.Context, s Server, hosts []string) error
 	SetSource(ctx context.Context, s Server, host string, port int32, user, password string) error
+	StopFollowing(ctx context.Context, s Server) error
+	StartReplica(ctx context.Context, s Server) error
+	SetSemiSync(ctx context.Context, s Server, k int32) ([]Setting, error)
 	Promote(ctx context.Context, s Server) error
 }
 
@@ -28,8 +31,20 @@ type Instances interface {
 // read-only, replicas (super_read_only, which their setup sets) whose default channel reads
 // the primary's binary log through its stable name (names.PodHost) by auto-positioning. The
 // replication user's account is of ReplicationHost, root's accounts but root@localhost
-// those of SuperuserHosts.
+// those of SuperuserHosts. It is an engine.Failover, the way MOCO fails a MySQL primary
+// over with no agent in the Pod: the replicas' receivers are stopped, so the former
+// primary, which may still run, gets no acknowledgement of a semi-synchronous commit, the
+// replica holding every other's received transactions is promoted once it has applied them,
+// and a former primary with transactions the new one lacks (errant GTIDs) is never pointed
+// at it. It is an engine.Synchronous through semi-synchronous replication, whose plugins
+// every server loads (the setup's settings), the replica side enabled: a replica
+// acknowledges when its source asks (https://dev.mysql.com/doc/refman/9.7/en/replication-semisync.html).
 type Replicator struct{ Instances Instances }
+
+var (
+	_ engine.Failover    = Replicator{}
+	_ engine.Synchronous = Replicator{}
+)
 
 // NewReplicator is the Replicator reaching the servers through instances.
 func NewReplicator(instances Instances) Replicator { return Replicator{instances} }
@@ -66,12 +81,45 @@ func (r Replicator) SetSource(ctx context.Context, p engine.Pass, e engine.Endpo
 	return r.Instances.SetSource(ctx, server(e), names.PodHost(p.Database(), d.ClusterDomain, primary), d.Recipe.Port, user, password)
 }
 
-// SyncReplica points the replica at the primary when its channel is missing (a new clone, a
-// former primary) or reads another server, as another user, or from another port.
-func (r Replicator) SyncReplica(ctx context.Context, p engine.Pass, e engine.Endpoint, replica *engine.Member, primary, user, password string) error {
+// SyncReplica makes the replica, which answered, follow primary, which answered as the
+// primary:
+//   - a replica with the source side of semi-synchronous replication enabled (a former
+//     primary, SetSemiSync persists it) has it disabled first: its applier's commits would
+//     wait for acknowledgements no replica sends;
+//   - a channel that reads primary (its stable name, port and user) with its receiver not
+//     stopped is left as it is;
+//   - else the replica must hold no transaction primary lacks (errant), or it is not
+//     touched and SyncReplica fails: following, it would keep changes the primary never
+//     had, served to clients as the primary's and handed on to the others were it promoted
+//     (only a new clone of the primary mends it);
+//   - a channel that reads primary with its receiver stopped (StopFollowing) is started
+//     again (START REPLICA);
+//   - any other (missing: a new clone, a former primary; another server, user or port) is
+//     pointed at primary (SetSource).
+func (r Replicator) SyncReplica(ctx context.Context, p engine.Pass, e engine.Endpoint, replica, primaryMember *engine.Member, user, password string) error {
+	primary, primarySt := primaryMember.Name, state(primaryMember)
 	d := p.Desired()
-	src := state(replica).Source
-	if src != nil && src.Host == names.PodHost(p.Database(), d.ClusterDomain, primary) && src.Port == d.Recipe.Port && src.User == user {
+	st := state(replica)
+	if st.SemiSync != nil && st.SemiSync.Enabled {
+		set, err := r.Instances.SetSemiSync(ctx, server(e), 0)
+		if err != nil {
+			return fmt.Errorf("turn the source side of semi-synchronous replication off on replica %s: %w", replica.Name, err)
+		}
+		p.Event(ctx, corev1.EventTypeNormal, engine.ReasonUpdated, "Set %s on replica %s", settings(set), replica.Name)
+	}
+	src := st.Source
+	reads := src != nil && src.Host == names.PodHost(p.Database(), d.ClusterDomain, primary) && src.Port == d.Recipe.Port && src.User == user
+	if reads && src.Receiving != "OFF" {
+		return nil
+	}
+	if extra := errant(primarySt, st); len(extra) > 0 {
+		return fmt.Errorf("replica %s has %d transactions %s lacks (errant GTIDs %s): it is not pointed at %s", replica.Name, extra.Count(), primary, extra, primary)
+	}
+	if reads {
+		if err := r.Instances.StartReplica(ctx, server(e)); err != nil {
+			return err
+		}
+		p.Event(ctx, corev1.EventTypeNormal, engine.ReasonUpdated, "Started the receiver of replica %s again, which follows %s", replica.Name, primary)
 		return nil
 	}
 	if err := r.SetSource(ctx, p, e, replica.Name, primary, user, password); err != nil {
@@ -79,6 +127,29 @@ func (r Replicator) SyncReplica(ctx context.Context, p engine.Pass, e engine.End
 	}
 	p.Event(ctx, corev1.EventTypeNormal, engine.ReasonUpdated, "Pointed replica %s at %s", replica.Name, primary)
 	return nil
+}
+
+// errant is the transactions replica holds that primary lacks, but those of primary's own
+// server UUID: a primary has every transaction it committed itself, and those the replica
+// holds beyond primary's State were committed after primary answered (each server is
+// asked at its own moment).
+func errant(primary, replica *State) GTIDSet {
+	extra := replica.Executed.Subtract(primary.Executed)
+	for key := range extra {
+		if sourceUUID(key) == primary.UUID {
+			delete(extra, key)
+		}
+	}
+	return extra
+}
+
+// settings is set as "a = 1, b = ON".
+func settings(set []Setting) string {
+	s := make([]string, len(set))
+	for i, v := range set {
+		s[i] = v.String()
+	}
+	return strings.Join(s, ", ")
 }
 
 // SyncPrimary gives root the accounts of SuperuserHosts, and no others but root@localhost,
@@ -138,8 +209,61 @@ func (Replicator) Lacks(next, old *engine.Member) string {
 		next.Name, state(next).Executed.Count(), state(old).Executed.Count(), old.Name)
 }
 
+// Promote makes the replica e take writes once it has applied every transaction it
+// received (Client.Promote), and fails without promoting when it has not within ApplyWait.
 func (r Replicator) Promote(ctx context.Context, _ engine.Pass, e engine.Endpoint) error {
 	return r.Instances.Promote(ctx, server(e))
+}
+
+// StopFollowing stops the replica e's receiver (STOP REPLICA IO_THREAD): it acknowledges no
+// more semi-synchronous commits, and its applier goes on applying what it received.
+// SyncReplicaOf starts it again.
+func (r Replicator) StopFollowing(ctx context.Context, _ engine.Pass, e engine.Endpoint) error {
+	return r.Instances.StopFollowing(ctx, server(e))
+}
+
+// Holds: the transactions a has applied or received (the relay log's, which Promote waits
+// for it to apply) include those b has applied or received.
+func (Replicator) Holds(a, b *engine.Member) bool { return held(state(a)).Contains(held(state(b))) }
+
+// held is the transactions st's server has applied or received.
+func held(st *State) GTIDSet {
+	if st.Source == nil {
+		return st.Executed
+	}
+	return st.Executed.Union(st.Source.Received)
+}
+
+// Diverged: former has applied transactions primary lacks (errant GTIDs), but those of
+// primary's own server UUID (errant).
+func (Replicator) Diverged(primary, former *engine.Member) bool {
+	return len(errant(state(primary), state(former))) > 0
+}
+
+// SetSynchronous makes the primary e wait, before acknowledging a commit, for k replicas
+// to acknowledge that they have written it to their relay log; k 0 makes it not wait
+// (Client.SetSemiSync, which writes only the settings that differ). Semi-synchronous
+// replication names no replica: the acknowledgements of any k of the replicas connected
+// count, and replicas only names them in the Event. With fewer than k replicas connected,
+// commits wait (no timeout) until enough are. The settings are persisted, so a restarted
+// primary has them; the controller sets them again at its next pass where they differ.
+func (r Replicator) SetSynchronous(ctx context.Context, p engine.Pass, e engine.Endpoint, primary *engine.Member, k int32, replicas []string) error {
+	if have := state(primary).SemiSync; (have == nil && k <= 0) || (have != nil && len(semiSyncSettings(*have, k)) == 0) {
+		return nil
+	}
+	set, err := r.Instances.SetSemiSync(ctx, server(e), k)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(set) == 0:
+	case k > 0:
+		p.Event(ctx, corev1.EventTypeNormal, engine.ReasonUpdated, "Made the primary wait for %d of the replicas %s to acknowledge each commit: %s",
+			k, strings.Join(replicas, ", "), settings(set))
+	default:
+		p.Event(ctx, corev1.EventTypeNormal, engine.ReasonUpdated, "Made the primary acknowledge commits without waiting for replicas: %s", settings(set))
+	}
+	return nil
 }
 
 // Detached: read-only without a replication channel. A promoted replica has none (RESET

@@ -9,6 +9,11 @@
 #     client's host name looked up at every connection (skip-name-resolve OFF, no host cache):
 #     the replication account's host is a name pattern; the warning of an address without a
 #     name (MY-010055: a client Pod that backs no Service, the controller) is not logged;
+#     both semi-synchronous replication plugins, the replica side enabled (a replica
+#     acknowledges a transaction once in its relay log when its source asks for it), the
+#     source side left to the controller, which enables it on the primary for a Database
+#     whose durability is Synchronous
+#     (https://dev.mysql.com/doc/refman/9.7/en/replication-semisync-installation.html);
 #   - every Pod but the primary: super-read-only ON, so it takes no writes (the controller
 #     points it at the primary, and turns it off on the replica it promotes);
 #   - the primary with an empty data directory: nothing more; the image's entrypoint
@@ -43,6 +48,11 @@ write_config() {
 		echo 'skip-name-resolve=OFF'
 		echo 'host-cache-size=0'
 		echo 'log-error-suppression-list=MY-010055'
+		echo 'plugin-load-add=semisync_source.so'
+		echo 'plugin-load-add=semisync_replica.so'
+		# loose-: the entrypoint's initialisation (mysqld --initialize) loads no plugin, and
+		# refuses an unknown option.
+		echo 'loose-rpl-semi-sync-replica-enabled=ON'
 		if [[ ${me} != "${primary}" ]]; then
 			echo 'super-read-only=ON'
 		fi

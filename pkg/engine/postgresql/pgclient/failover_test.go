@@ -154,13 +154,13 @@ func TestSyncReplicaResumesOnlyAStoppedReplica(t *testing.T) {
 	r := NewReplicator(ri)
 	p := &pass{}
 	e := engine.Endpoint{Host: "10.0.0.2", Port: 5432}
-	require.NoError(t, r.SyncReplica(t.Context(), p, e, member("my-database-1", standby(1, nil, 10, 10)), "my-database-0", "replicator", "pw"))
+	require.NoError(t, r.SyncReplica(t.Context(), p, e, member("my-database-1", standby(1, nil, 10, 10)), member("my-database-0", State{}), "replicator", "pw"))
 	require.Empty(t, ri.calls)
 	require.Empty(t, p.events)
 
 	stopped := standby(1, nil, 10, 10)
 	stopped.NotFollowing = true
-	require.NoError(t, r.SyncReplica(t.Context(), p, e, member("my-database-1", stopped), "my-database-0", "replicator", "pw"))
+	require.NoError(t, r.SyncReplica(t.Context(), p, e, member("my-database-1", stopped), member("my-database-0", State{}), "replicator", "pw"))
 	require.Equal(t, []string{"Follow 10.0.0.2 host=my-database.production.svc.cluster.local port=5432 user=replicator " +
 		"passfile=/var/lib/postgresql/data/replication.pgpass application_name=my-database-1 connect_timeout=5"}, ri.calls)
 	require.Equal(t, []string{corev1.EventTypeNormal + " Updated my-database-1 streams from the primary again"}, p.events)

@@ -83,7 +83,7 @@ func (r Replicator) SetSource(ctx context.Context, p engine.Pass, e engine.Endpo
 // primary; a replica that answered with an empty one (State.NotFollowing) is given it back
 // (PrimaryConninfo, as user) and streams again, from whichever Pod the client Service routes
 // to. A replica that follows is left alone: nothing is written at each pass.
-func (r Replicator) SyncReplica(ctx context.Context, p engine.Pass, e engine.Endpoint, replica *engine.Member, _, user, _ string) error {
+func (r Replicator) SyncReplica(ctx context.Context, p engine.Pass, e engine.Endpoint, replica, _ *engine.Member, user, _ string) error {
 	if !state(replica).NotFollowing {
 		return nil
 	}
