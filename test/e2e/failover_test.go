@@ -92,6 +92,18 @@ spec:
   storage: 1Gi
   durability: Synchronous
 `, db, ns, e.engine, e.version, e.replicas), "apply", "-f", "-")
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		// What the controller and the servers did, for the failure's reader.
+		out, _, _ := kubectlAs(cluster.KubeconfigPath, "", "get", "events", "-n", ns, "--sort-by=.lastTimestamp")
+		t.Logf("events of %s:\n%s", ns, out)
+		for i := range e.replicas {
+			out, _, _ := kubectlAs(cluster.KubeconfigPath, "", "logs", "-n", ns, fmt.Sprintf("%s-%d", db, i), "-c", "database", "--tail=40")
+			t.Logf("%s-%d:\n%s", db, i, out)
+		}
+	})
 	old := db + "-0"
 	waitReplicating(t, ns, db, old, e.replicas)
 	primaries := watchPrimaries(t, ns, db)
@@ -133,6 +145,8 @@ spec:
 	require.Equal(t, []string{promoted}, podsWithRole(t, ns, db, "primary"))
 	events := kubectl(t, "get", "events", "-n", ns, "--field-selector", "reason=Failover", "-o", "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}")
 	require.Contains(t, events, "Promoted "+promoted+" in place of "+old)
+	setBack := kubectl(t, "get", "events", "-n", ns, "--field-selector", "reason=InvalidChild", "-o", "name")
+	require.Empty(t, strings.TrimSpace(setBack), "the failover's ConfigMap is the controller's own: never set back")
 
 	// Thawed, the former primary (its Pod deleted by the failover) comes back as a replica
 	// of the new primary and streams from it, rewound (PostgreSQL); or, when it holds a

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/controller/specs"
 	"example.com/database-apiserver/pkg/engine"
 )
 
@@ -315,6 +316,13 @@ func (p *pass) promoteFailover(ctx context.Context, f engine.Failover, fo *examp
 	if err := f.Promote(ctx, p, server(next)); err != nil {
 		return status.To, err
 	}
+	// The client Service routes to it at once: the replicas resumed in this pass reach it
+	// through that Service.
+	pod, err := p.setRole(ctx, next.Pod, specs.RolePrimary)
+	if err != nil {
+		return status.To, err
+	}
+	next.Pod = pod
 	since := "it was fenced"
 	if t := db.Status.PrimaryLastWritableTime; t != nil {
 		since = t.UTC().Format(time.RFC3339)

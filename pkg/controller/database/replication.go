@@ -108,7 +108,8 @@ func heldReplicas(db *examplev1.Database, replicas, running int32, designated st
 
 // ensureReplicationConfigMap makes the replication ConfigMap exist with our scripts, naming
 // the confirmed primary when it is new, and returns the primary it names. One that names
-// another Pod than the confirmed primary, not by a switchover the controller started, or none
+// another Pod than the confirmed primary, not by a switchover or failover the controller
+// started (status.failover names the replica it promotes), or none
 // of the Database's Pods, was edited by hand: it is set back, with a Warning Event; kept, it
 // would have the primary stopped as for a switchover, without the checks that keep it safe,
 // or every Pod start as a standby of no one. A switchover the controller started is one the
@@ -142,7 +143,8 @@ func (p *pass) ensureReplicationConfigMap(ctx context.Context) (string, *halt, e
 		pods = max(pods, ordinal+1)
 	}
 	ordinal, ok := specs.PodOrdinal(db, named)
-	ours := named == confirmed || switchoverUnderWay(db, confirmed, named)
+	fo := failingOver(db, confirmed)
+	ours := named == confirmed || switchoverUnderWay(db, confirmed, named) || (fo != nil && fo.To == named)
 	if !ok || ordinal >= pods || !ours {
 		if err := p.designate(ctx, confirmed); err != nil {
 			return "", nil, err

@@ -70,10 +70,10 @@ func (p *pass) RecordMembers(ctx context.Context, pods []string) error {
 }
 
 // syncPrimary gives primary, whose server the Pods reach by server, the replication user
-// (syncReplicationUser) and what else the engine needs for the sts Pods, the replicas its
+// (syncReplicationUser) and what else the engine needs for the sts Pods, points every
+// replica that answered, but those diverged, at it (SyncReplica), then sets the replicas its
 // commits wait for (engine.Synchronous: one of the other Pods with Synchronous durability,
-// none otherwise), then points every replica that answered, but those diverged, at it
-// (SyncReplica).
+// none otherwise), once those it can have are following it.
 func (p *pass) syncPrimary(ctx context.Context, r engine.Replicator, primary *member, sts int32, members []*member, diverged []string, server func(*member) endpoint) error {
 	password, err := p.syncReplicationUser(ctx, r, primary, members, server)
 	if err != nil {
@@ -81,6 +81,14 @@ func (p *pass) syncPrimary(ctx context.Context, r engine.Replicator, primary *me
 	}
 	if err := r.SyncPrimary(ctx, p, server(primary), primary, sts); err != nil {
 		return err
+	}
+	for _, m := range members {
+		if m.Name == primary.Name || !m.Replica() || slices.Contains(diverged, m.Name) {
+			continue
+		}
+		if err := r.SyncReplica(ctx, p, server(m), m, primary, p.desired.Recipe.ReplicationUsername, password); err != nil {
+			return fmt.Errorf("point replica %s at %s: %w", m.Name, primary.Name, err)
+		}
 	}
 	if s, ok := r.(engine.Synchronous); ok {
 		var k int32
@@ -95,14 +103,6 @@ func (p *pass) syncPrimary(ctx context.Context, r engine.Replicator, primary *me
 		}
 		if err := s.SetSynchronous(ctx, p, server(primary), primary, k, replicas); err != nil {
 			return fmt.Errorf("set the synchronous replicas of %s: %w", primary.Name, err)
-		}
-	}
-	for _, m := range members {
-		if m.Name == primary.Name || !m.Replica() || slices.Contains(diverged, m.Name) {
-			continue
-		}
-		if err := r.SyncReplica(ctx, p, server(m), m, primary, p.desired.Recipe.ReplicationUsername, password); err != nil {
-			return fmt.Errorf("point replica %s at %s: %w", m.Name, primary.Name, err)
 		}
 	}
 	return nil

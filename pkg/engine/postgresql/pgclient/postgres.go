@@ -531,12 +531,17 @@ func isDuplicate(err error) bool {
 // place of the system's (the rule for code that runs with raised privileges,
 // https://www.postgresql.org/docs/current/sql-createfunction.html#SQL-CREATEFUNCTION-SECURITY);
 // standard_conforming_strings on, which quoteLiteral and the password file's COPY rely on;
-// and default_transaction_read_only off, so the controller's writes are not refused.
+// default_transaction_read_only off, so the controller's writes are not refused; and
+// synchronous_commit local, so the controller's own writes (roles, slots) never wait for a
+// synchronous standby: on a primary whose standbys a failover stopped, or that has none
+// streaming, they would wait until the controller itself makes one stream again
+// (https://www.postgresql.org/docs/current/runtime-config-wal.html#GUC-SYNCHRONOUS-COMMIT).
 var sessionSettings = map[string]string{
 	"application_name":              "database-controller",
 	"search_path":                   "pg_catalog, pg_temp",
 	"standard_conforming_strings":   "on",
 	"default_transaction_read_only": "off",
+	"synchronous_commit":            "local",
 }
 
 // connConfig is the connection configuration for s: no TLS, ConnectTimeout, sessionSettings,
