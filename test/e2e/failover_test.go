@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"example.com/database-apiserver/internal/localcluster"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 )
 
@@ -38,17 +40,20 @@ type failoverEngine struct {
 	createLoad, stop string
 }
 
-// TestRealFailover freezes the primary of a replicated PostgreSQL (3 Pods) and of a
-// replicated MySQL (2 Pods), both with Synchronous durability and the default failover
-// delay, side by side on the real node, each under a steady write load through its client
-// Service (one insert per connection). The primary's server container is frozen (the cgroup
-// freezer: a hung process, a stalled node) for longer than the delay, then thawed. The
-// controller fails over by itself: Ready turns False while no server takes writes, the
-// replica is promoted, the writer's inserts are acknowledged again through the same Service,
-// every acknowledged row is on the new primary (none lost), no two Pods are ever labelled
-// primary, and the thawed former primary comes back as a replica that streams from the new
-// one. It logs the time without acknowledged writes (RTO) and the time the former primary
-// took to stream again.
+// TestRealFailover fails over a replicated PostgreSQL (3 Pods) and a replicated MySQL (2
+// Pods), both with Synchronous durability and the default failover delay, side by side on
+// the real node, each under a steady write load through its client Service (one insert per
+// connection), twice: the primary's server container frozen (the cgroup freezer: a hung
+// process, a stalled node) for longer than the delay, then thawed; then the new primary
+// isolated from the network by rules in its Pod's network namespace while it keeps running,
+// then healed, the controller SIGKILLed in the middle of that failover (PostgreSQL). Each
+// time the controller fails over by itself: Ready turns False while no server takes writes,
+// a replica is promoted, the writer's inserts are acknowledged again through the same
+// Service, and the former primary comes back as a replica that streams from the new one (or,
+// with a transaction it never had acknowledged, is kept out and cloned again). In the end
+// every acknowledged row is on every server (none lost), and no two Pods were ever labelled
+// primary. It logs each failover's time, the time without acknowledged writes (RTO) and the
+// time the former primary took to stream again.
 func TestRealFailover(t *testing.T) {
 	requireRealNode(t)
 	pg, my := realNodeImage(t, examplev1.EnginePostgreSQL), realNodeImage(t, examplev1.EngineMySQL)
@@ -114,8 +119,61 @@ spec:
 	kubectlIn(t, e.writer(ns, db, host), "apply", "-f", "-")
 	waitAcks(t, ns, "writer", time.Time{}, 20)
 
-	thaw := freeze(t, ns, old)
+	// The primary frozen, then thawed; then the new primary isolated from the network while
+	// it keeps running, then healed, with (PostgreSQL) the controller SIGKILLed in the
+	// middle of that failover.
 	frozen := time.Now()
+	promoted := failOver(t, e, ns, db, old, func() func() { return freeze(t, ns, old) }, false)
+	isolated := time.Now()
+	again := failOver(t, e, ns, db, promoted, func() func() { return isolate(t, ns, promoted) }, e.engine == examplev1.EnginePostgreSQL)
+
+	phase, out = e.sqlAt(t, ns, "stop-writer", db, host, e.stop)
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	pod, log := waitPodDone(t, ns, "writer")
+	require.Equal(t, corev1.PodSucceeded, pod.Status.Phase, "the writer ends on the stop row: %s", lastLines(log, 3))
+	acks := parseAcks(t, log)
+	rto := func(fault time.Time) (time.Duration, int) {
+		for i, a := range acks {
+			if !a.at.Before(fault) {
+				return a.at.Sub(fault), i
+			}
+		}
+		return 0, len(acks)
+	}
+	rto1, before := rto(frozen)
+	rto2, between := rto(isolated)
+	t.Logf("measured: %d inserts acknowledged, %d before the freeze, %d between the failovers, %d after; writes accepted again %v after the primary was frozen, %v after it was isolated (RTO)",
+		len(acks), before, between-before, len(acks)-between, rto1.Round(100*time.Millisecond), rto2.Round(100*time.Millisecond))
+	require.Positive(t, before)
+	require.Greater(t, between, before)
+	require.Greater(t, len(acks), between)
+
+	// Synchronous: every acknowledged row is on the new primary, and on the former one once
+	// it streams.
+	present := "SELECT count(*) FROM writes WHERE id IN (" + ackIDs(acks) + ");"
+	phase, out = e.sqlAt(t, ns, "check-new-primary", db, host, present)
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	require.Equal(t, strconv.Itoa(len(acks)), lastLines(out, 1), "acknowledged rows lost in the failovers: %s", out)
+	for i := range e.replicas {
+		if name := fmt.Sprintf("%s-%d", db, i); name != again {
+			waitAnswer(t, e.sqlAt, ns, "check-"+name, db, memberHost(ns, db, i), present, strconv.Itoa(len(acks)))
+		}
+	}
+	require.Equal(t, 1, primaries.most(), "never two Pods labelled primary")
+}
+
+// failOver brings the fault on the primary from (fault returns what heals it) and waits
+// for the controller to fail over: Ready False meanwhile, a replica promoted and confirmed in
+// status.primary, the writer acknowledged again, the Events. With killController the
+// controller is SIGKILLed once status.failover records the failover, and started again.
+// Healed, the former primary comes back as a replica and streams from the new one; or, when
+// it holds a transaction it wrote but never had acknowledged (MySQL: an errant GTID), it is
+// kept out of the Services and reported, and streams once cloned again, as the docs say. It
+// returns the new primary.
+func failOver(t *testing.T, e failoverEngine, ns, db, from string, fault func() (heal func()), killController bool) string {
+	t.Helper()
+	heal := fault()
+	start := time.Now()
 	// No server takes writes: Ready says so before the delay runs out.
 	eventually(t, time.Minute, func() error {
 		d, err := getDatabase(t, ns, db)
@@ -127,33 +185,44 @@ spec:
 		}
 		return nil
 	})
+	if killController {
+		eventually(t, 2*time.Minute, func() error {
+			d, err := getDatabase(t, ns, db)
+			if err != nil {
+				return err
+			}
+			if f := d.Status.Failover; f == nil || f.Phase != examplev1.FailoverPhasePromoting || d.Status.Primary != from {
+				return fmt.Errorf("no failover recorded yet: %+v, primary %s", f, d.Status.Primary)
+			}
+			return nil
+		})
+		require.NoError(t, cluster.Kill(localcluster.ControllerName))
+		t.Logf("killed the controller in the middle of the failover from %s", from)
+		require.NoError(t, cluster.StartController(context.Background()))
+	}
 	var promoted string
 	eventually(t, 3*time.Minute, func() error {
 		d, err := getDatabase(t, ns, db)
 		if err != nil {
 			return err
 		}
-		if d.Status.Primary == old || d.Status.Primary == "" {
+		if d.Status.Primary == from || d.Status.Primary == "" {
 			return fmt.Errorf("status.primary is %q; status.failover %+v", d.Status.Primary, d.Status.Failover)
 		}
 		promoted = d.Status.Primary
 		return nil
 	})
 	failedOver := time.Now()
-	t.Logf("measured: %s promoted %v after %s was frozen", promoted, failedOver.Sub(frozen).Round(100*time.Millisecond), old)
+	t.Logf("measured: %s promoted %v after the fault on %s", promoted, failedOver.Sub(start).Round(100*time.Millisecond), from)
 	waitAcks(t, ns, "writer", failedOver, 20)
 	require.Equal(t, []string{promoted}, podsWithRole(t, ns, db, "primary"))
 	events := kubectl(t, "get", "events", "-n", ns, "--field-selector", "reason=Failover", "-o", "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}")
-	require.Contains(t, events, "Promoted "+promoted+" in place of "+old)
+	require.Contains(t, events, "Promoted "+promoted+" in place of "+from)
 	setBack := kubectl(t, "get", "events", "-n", ns, "--field-selector", "reason=InvalidChild", "-o", "name")
 	require.Empty(t, strings.TrimSpace(setBack), "the failover's ConfigMap is the controller's own: never set back")
 
-	// Thawed, the former primary (its Pod deleted by the failover) comes back as a replica
-	// of the new primary and streams from it, rewound (PostgreSQL); or, when it holds a
-	// transaction it wrote but never had acknowledged (MySQL: an errant GTID), it is kept out
-	// of the Services and reported, and streams once cloned again, as the docs say.
-	thaw()
-	thawed := time.Now()
+	heal()
+	healed := time.Now()
 	var diverged bool
 	eventually(t, realPodTimeout, func() error {
 		d, err := getDatabase(t, ns, db)
@@ -164,7 +233,7 @@ spec:
 		switch {
 		case c == nil:
 			return fmt.Errorf("no Replicating condition")
-		case strings.Contains(c.Message, old+" (has transactions "+promoted+" lacks"):
+		case strings.Contains(c.Message, from+" (has transactions "+promoted+" lacks"):
 			diverged = true
 			return nil
 		case c.Status == metav1.ConditionTrue && d.Status.Phase == examplev1.DatabasePhaseReady && d.Status.ReadyReplicas == int32(e.replicas):
@@ -174,52 +243,65 @@ spec:
 	})
 	if diverged {
 		require.Equal(t, examplev1.EngineMySQL, e.engine, "a PostgreSQL former primary is rewound, never kept out")
-		t.Logf("measured: %s came back with transactions %s lacks (never acknowledged) %v after it was thawed: kept out, cloned again",
-			old, promoted, time.Since(thawed).Round(time.Second))
-		require.Empty(t, podsWithRole(t, ns, db, "replica"), "kept out of the read Service")
-		kubectl(t, "delete", "pvc", "-n", ns, "data-"+old, "--wait=false")
-		kubectl(t, "delete", "pod", "-n", ns, old, "--wait=true")
+		t.Logf("measured: %s came back with transactions %s lacks (never acknowledged) %v after it was healed: kept out, cloned again",
+			from, promoted, time.Since(healed).Round(time.Second))
+		require.NotContains(t, podsWithRole(t, ns, db, "replica"), from, "kept out of the read Service")
+		kubectl(t, "delete", "pvc", "-n", ns, "data-"+from, "--wait=false")
+		kubectl(t, "delete", "pod", "-n", ns, from, "--wait=true")
 	}
 	waitReplicating(t, ns, db, promoted, e.replicas)
-	t.Logf("measured: %s streams from %s %v after it was thawed", old, promoted, time.Since(thawed).Round(time.Second))
-
-	phase, out = e.sqlAt(t, ns, "stop-writer", db, host, e.stop)
-	require.Equal(t, corev1.PodSucceeded, phase, out)
-	pod, log := waitPodDone(t, ns, "writer")
-	require.Equal(t, corev1.PodSucceeded, pod.Status.Phase, "the writer ends on the stop row: %s", lastLines(log, 3))
-	acks := parseAcks(t, log)
-	var before, after int
-	var rto time.Duration
-	for i, a := range acks {
-		switch {
-		case a.at.Before(frozen):
-			before++
-		default:
-			after++
-			if i > 0 && acks[i-1].at.Before(frozen) {
-				rto = a.at.Sub(frozen)
-			}
-		}
-	}
-	t.Logf("measured: %d inserts acknowledged, %d before the freeze, %d after; writes accepted again %v after the primary was frozen (RTO)",
-		len(acks), before, after, rto.Round(100*time.Millisecond))
-	require.Positive(t, before)
-	require.Positive(t, after)
-
-	// Synchronous: every acknowledged row is on the new primary, and on the former one once
-	// it streams.
-	present := "SELECT count(*) FROM writes WHERE id IN (" + ackIDs(acks) + ");"
-	phase, out = e.sqlAt(t, ns, "check-new-primary", db, host, present)
-	require.Equal(t, corev1.PodSucceeded, phase, out)
-	require.Equal(t, strconv.Itoa(len(acks)), lastLines(out, 1), "acknowledged rows lost in the failover: %s", out)
-	waitAnswer(t, e.sqlAt, ns, "check-former-primary", db, memberHost(ns, db, 0), present, strconv.Itoa(len(acks)))
-	require.Equal(t, 1, primaries.most(), "never two Pods labelled primary")
+	t.Logf("measured: %s streams from %s %v after it was healed", from, promoted, time.Since(healed).Round(time.Second))
+	return promoted
 }
 
-// freeze freezes the database container of the Pod name through the cgroup (v1) freezer, as
-// a hung server or a stalled node is, and returns the function that thaws it (also run at
-// the end of the test).
-func freeze(t *testing.T, ns, name string) (thaw func()) {
+// isolate drops every packet to and from the Pod name but its loopback's, by rules in its
+// network namespace (iptables through nsenter, as root on the real node), while its server
+// keeps running; it returns what removes them (a no-op once the Pod is gone: its namespace
+// goes with it).
+func isolate(t *testing.T, ns, name string) (heal func()) {
+	t.Helper()
+	pid := serverPID(t, ns, name)
+	netns := fmt.Sprintf("/proc/%s/ns/net", pid)
+	for _, chain := range []string{"INPUT", "OUTPUT"} {
+		iface := "-i"
+		if chain == "OUTPUT" {
+			iface = "-o"
+		}
+		out, err := exec.Command("nsenter", "--net="+netns, "iptables", "-w", "-I", chain, "!", iface, "lo", "-j", "DROP").CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	var once sync.Once
+	heal = func() {
+		once.Do(func() {
+			for _, chain := range []string{"INPUT", "OUTPUT"} {
+				iface := "-i"
+				if chain == "OUTPUT" {
+					iface = "-o"
+				}
+				// The namespace is gone once the Pod was deleted.
+				_ = exec.Command("nsenter", "--net="+netns, "iptables", "-w", "-D", chain, "!", iface, "lo", "-j", "DROP").Run()
+			}
+		})
+	}
+	t.Cleanup(heal)
+	return heal
+}
+
+// serverPID is the process ID of a process of the database container of the Pod name, read
+// from its freezer cgroup.
+func serverPID(t *testing.T, ns, name string) string {
+	t.Helper()
+	dir := containerCgroup(t, ns, name)
+	b, err := os.ReadFile(filepath.Join(dir, "tasks"))
+	require.NoError(t, err)
+	pid, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	require.NotEmpty(t, pid, "no process in %s", dir)
+	return pid
+}
+
+// containerCgroup is the freezer (cgroup v1) directory of the database container of the
+// Pod name.
+func containerCgroup(t *testing.T, ns, name string) string {
 	t.Helper()
 	p, err := kube(t).CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
 	require.NoError(t, err)
@@ -230,16 +312,25 @@ func freeze(t *testing.T, ns, name string) (thaw func()) {
 		}
 	}
 	require.NotEmpty(t, id, "the database container's ID: %+v", p.Status.ContainerStatuses)
-	var state string
+	var dir string
 	err = filepath.WalkDir("/sys/fs/cgroup/freezer", func(path string, d fs.DirEntry, err error) error {
 		if err == nil && d.IsDir() && strings.Contains(d.Name(), id) {
-			state = filepath.Join(path, "freezer.state")
+			dir = path
 			return filepath.SkipAll
 		}
 		return nil
 	})
 	require.NoError(t, err)
-	require.NotEmpty(t, state, "no freezer cgroup of container %s", id)
+	require.NotEmpty(t, dir, "no freezer cgroup of container %s", id)
+	return dir
+}
+
+// freeze freezes the database container of the Pod name through the cgroup (v1) freezer, as
+// a hung server or a stalled node is, and returns the function that thaws it (also run at
+// the end of the test).
+func freeze(t *testing.T, ns, name string) (thaw func()) {
+	t.Helper()
+	state := filepath.Join(containerCgroup(t, ns, name), "freezer.state")
 	require.NoError(t, os.WriteFile(state, []byte("FROZEN"), 0))
 	eventually(t, time.Minute, func() error {
 		b, err := os.ReadFile(state)
