@@ -132,13 +132,24 @@ spec:
 	pod, log := waitPodDone(t, ns, "writer")
 	require.Equal(t, corev1.PodSucceeded, pod.Status.Phase, "the writer ends on the stop row: %s", lastLines(log, 3))
 	acks := parseAcks(t, log)
+	// rto is how long after fault writes were acknowledged again: the end of the longest
+	// pause between two acknowledged inserts that ends after it (an insert already under
+	// way may be acknowledged just after the fault), and the number of inserts acknowledged
+	// before the fault.
 	rto := func(fault time.Time) (time.Duration, int) {
+		var pause time.Duration
+		var end time.Time
+		n := len(acks)
 		for i, a := range acks {
-			if !a.at.Before(fault) {
-				return a.at.Sub(fault), i
+			if a.at.Before(fault) {
+				continue
+			}
+			n = min(n, i)
+			if i > 0 && a.at.Sub(acks[i-1].at) > pause {
+				pause, end = a.at.Sub(acks[i-1].at), a.at
 			}
 		}
-		return 0, len(acks)
+		return end.Sub(fault), n
 	}
 	rto1, before := rto(frozen)
 	rto2, between := rto(isolated)
