@@ -133,15 +133,15 @@ spec:
 	require.Equal(t, corev1.PodSucceeded, pod.Status.Phase, "the writer ends on the stop row: %s", lastLines(log, 3))
 	acks := parseAcks(t, log)
 	// rto is how long after fault writes were acknowledged again: the end of the longest
-	// pause between two acknowledged inserts that ends after it (an insert already under
-	// way may be acknowledged just after the fault), and the number of inserts acknowledged
-	// before the fault.
-	rto := func(fault time.Time) (time.Duration, int) {
+	// pause between two acknowledged inserts that ends after it and before until (an insert
+	// already under way may be acknowledged just after the fault), and the number of inserts
+	// acknowledged before the fault.
+	rto := func(fault, until time.Time) (time.Duration, int) {
 		var pause time.Duration
 		var end time.Time
 		n := len(acks)
 		for i, a := range acks {
-			if a.at.Before(fault) {
+			if a.at.Before(fault) || a.at.After(until) {
 				continue
 			}
 			n = min(n, i)
@@ -151,8 +151,8 @@ spec:
 		}
 		return end.Sub(fault), n
 	}
-	rto1, before := rto(frozen)
-	rto2, between := rto(isolated)
+	rto1, before := rto(frozen, isolated)
+	rto2, between := rto(isolated, time.Now())
 	t.Logf("measured: %d inserts acknowledged, %d before the freeze, %d between the failovers, %d after; writes accepted again %v after the primary was frozen, %v after it was isolated (RTO)",
 		len(acks), before, between-before, len(acks)-between, rto1.Round(100*time.Millisecond), rto2.Round(100*time.Millisecond))
 	require.Positive(t, before)
