@@ -52,6 +52,8 @@ import (
 // seen must not be left to the garbage collector under Retain. Any error is returned (the
 // finalizer stays) after trying every other child, with a Warning Event and in status.
 func (r *Reconciler) reconcileDelete(ctx context.Context, db *examplev1.Database) (Result, error) {
+	// A Database being deleted is not failed over: its primary is not watched.
+	r.writable.forget(db.UID)
 	if !slices.Contains(db.Finalizers, FinalizerName) {
 		return Result{}, nil
 	}

@@ -317,6 +317,8 @@ func notWritable(db *examplev1.Database, rep replication, now time.Time) (string
 	case !automaticFailover(db):
 		return ReasonPrimaryNotWritable, fmt.Sprintf("%s, the primary, has taken no writes since %s; spec.failover is Manual: "+
 			"no server takes writes until it does or a switchover names another Pod", rep.primary, since)
+	case len(rep.members) < 2:
+		return ReasonPrimaryNotWritable, fmt.Sprintf("%s, the primary, has taken no writes since %s; there is no replica to fail over to", rep.primary, since)
 	default:
 		return ReasonPrimaryNotWritable, fmt.Sprintf("%s, the primary, has taken no writes since %s; failing over %s after that unless it answers",
 			rep.primary, since, failoverDelay(db))
