@@ -300,7 +300,7 @@ func (p *pass) promoteFailover(ctx context.Context, f engine.Failover, fo *examp
 		return rep.primary, err
 	}
 	if old != nil && old.Pod != nil && old.Pod.DeletionTimestamp == nil {
-		if err := p.fence(ctx, old); err != nil {
+		if err := p.deletePodWithin(ctx, old.Pod, ptr.To[int64](FencedPodGracePeriod), "to stop the fenced primary"); err != nil {
 			return status.To, err
 		}
 	}

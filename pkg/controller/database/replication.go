@@ -382,10 +382,26 @@ func rolloutObserved(sts *appsv1.StatefulSet) bool {
 	return sts != nil && sts.Status.ObservedGeneration == sts.Generation && sts.Status.UpdateRevision != ""
 }
 
-// deletePod deletes pod, the one the pass saw (by UID); a Pod already gone or made again
-// meanwhile is left alone. why says what for, in the error.
+// deletePod deletes pod, the one the pass saw (by UID), gracefully; a Pod already gone or
+// made again meanwhile is left alone. why says what for, in the error.
 func (p *pass) deletePod(ctx context.Context, pod *corev1.Pod, why string) error {
-	err := p.r.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(pod.UID))})
+	return p.deletePodWithin(ctx, pod, nil, why)
+}
+
+// FencedPodGracePeriod is the grace period, in seconds, of the Pod of a primary a failover
+// fences: its server is not asked to shut down cleanly (it does not answer; its WAL or
+// binary log past the replicas' is what a rewind or a new clone discards), and its
+// StatefulSet makes it again, as a replica of the new primary, as soon as it is gone. It is
+// not 0, which would remove the Pod from the API before the kubelet has stopped its
+// containers, and let the StatefulSet start another server on the same volume.
+const FencedPodGracePeriod = 1
+
+// deletePodWithin deletes pod as deletePod does, with the grace period grace (seconds; nil
+// for the Pod's own).
+func (p *pass) deletePodWithin(ctx context.Context, pod *corev1.Pod, grace *int64, why string) error {
+	err := p.r.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		Preconditions: metav1.NewUIDPreconditions(string(pod.UID)), GracePeriodSeconds: grace,
+	})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("delete Pod %q %s: %w", pod.Name, why, err)
 	}
