@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -46,7 +47,8 @@ type failoverEngine struct {
 // connection), twice: the primary's server container frozen (the cgroup freezer: a hung
 // process, a stalled node) for longer than the delay, then thawed; then the new primary
 // isolated from the network by rules in its Pod's network namespace while it keeps running,
-// then healed, the controller SIGKILLed in the middle of that failover (PostgreSQL). Each
+// then healed, the controller SIGKILLed in the middle of that failover (PostgreSQL); then
+// the server of the third primary killed (SIGKILL) each time the kubelet starts it again. Each
 // time the controller fails over by itself: Ready turns False while no server takes writes,
 // a replica is promoted, the writer's inserts are acknowledged again through the same
 // Service, and the former primary comes back as a replica that streams from the new one (or,
@@ -126,6 +128,8 @@ spec:
 	promoted := failOver(t, e, ns, db, old, func() func() { return freeze(t, ns, old) }, false)
 	isolated := time.Now()
 	again := failOver(t, e, ns, db, promoted, func() func() { return isolate(t, ns, promoted) }, e.engine == examplev1.EnginePostgreSQL)
+	crashed := time.Now()
+	last := failOver(t, e, ns, db, again, func() func() { return crashLoop(t, ns, again) }, false)
 
 	phase, out = e.sqlAt(t, ns, "stop-writer", db, host, e.stop)
 	require.Equal(t, corev1.PodSucceeded, phase, out)
@@ -152,12 +156,14 @@ spec:
 		return end.Sub(fault), n
 	}
 	rto1, before := rto(frozen, isolated)
-	rto2, between := rto(isolated, time.Now())
-	t.Logf("measured: %d inserts acknowledged, %d before the freeze, %d between the failovers, %d after; writes accepted again %v after the primary was frozen, %v after it was isolated (RTO)",
-		len(acks), before, between-before, len(acks)-between, rto1.Round(100*time.Millisecond), rto2.Round(100*time.Millisecond))
+	rto2, between := rto(isolated, crashed)
+	rto3, beforeCrash := rto(crashed, time.Now())
+	t.Logf("measured: %d inserts acknowledged, %d before the freeze, %d before the isolation, %d before the crash loop; writes accepted again %v after the primary was frozen, %v after it was isolated, %v after it began crashing (RTO)",
+		len(acks), before, between, beforeCrash, rto1.Round(100*time.Millisecond), rto2.Round(100*time.Millisecond), rto3.Round(100*time.Millisecond))
 	require.Positive(t, before)
 	require.Greater(t, between, before)
-	require.Greater(t, len(acks), between)
+	require.Greater(t, beforeCrash, between)
+	require.Greater(t, len(acks), beforeCrash)
 
 	// Synchronous: every acknowledged row is on the new primary, and on the former one once
 	// it streams.
@@ -166,7 +172,7 @@ spec:
 	require.Equal(t, corev1.PodSucceeded, phase, out)
 	require.Equal(t, strconv.Itoa(len(acks)), lastLines(out, 1), "acknowledged rows lost in the failovers: %s", out)
 	for i := range e.replicas {
-		if name := fmt.Sprintf("%s-%d", db, i); name != again {
+		if name := fmt.Sprintf("%s-%d", db, i); name != last {
 			waitAnswer(t, e.sqlAt, ns, "check-"+name, db, memberHost(ns, db, i), present, strconv.Itoa(len(acks)))
 		}
 	}
@@ -263,6 +269,56 @@ func failOver(t *testing.T, e failoverEngine, ns, db, from string, fault func() 
 	waitReplicating(t, ns, db, promoted, e.replicas)
 	t.Logf("measured: %s streams from %s %v after it was healed", from, promoted, time.Since(healed).Round(time.Second))
 	return promoted
+}
+
+// crashLoop kills (SIGKILL) every process of the database container of the Pod name each
+// time the kubelet starts it again, as a server that crashes at every start, until the Pod
+// is being deleted or replaced (a failover deletes it) or the returned function is called.
+func crashLoop(t *testing.T, ns, name string) (stop func()) {
+	t.Helper()
+	first, err := kube(t).CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			p, err := kube(t).CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil || p.UID != first.UID || p.DeletionTimestamp != nil {
+				return
+			}
+			for _, s := range p.Status.ContainerStatuses {
+				if _, id, _ := strings.Cut(s.ContainerID, "://"); s.Name == "database" && id != "" {
+					killContainer(id)
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+// killContainer sends SIGKILL to every process of the container id, found through its
+// freezer cgroup; a container that is not running has none.
+func killContainer(id string) {
+	_ = filepath.WalkDir("/sys/fs/cgroup/freezer", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() || !strings.Contains(d.Name(), id) {
+			return nil
+		}
+		b, _ := os.ReadFile(filepath.Join(path, "tasks"))
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		return filepath.SkipAll
+	})
 }
 
 // isolate drops every packet to and from the Pod name but its loopback's, by rules in its
