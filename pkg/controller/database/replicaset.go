@@ -108,6 +108,9 @@ func (p *pass) reconcileReplicaSet(ctx context.Context, statefulSet *appsv1.Stat
 		// No client, or no Secret yet: the first Pod stays the primary it is taken for.
 	case elected != nil:
 		rep.primary = elected.Name
+		// The set elects another primary without an event the informers see: the role
+		// labels follow it at the next check.
+		rep.watched = sts > 1
 		target := preferredPrimary(db, elected.Name, replicas)
 		if err := set.SyncMembers(ctx, p, server(elected), elected, members, replicas, target); err != nil {
 			return rep, err
