@@ -27,6 +27,10 @@ type Failover interface {
 	// transactions primary lacks (a forked timeline, errant GTIDs): it follows primary only
 	// once rewound or cloned again.
 	Diverged(primary, former *Member) bool
+	// Rewinds reports whether a diverged replica follows the primary once its Pod starts
+	// again, its setup having rewound it (pg_rewind): the controller then restarts it;
+	// otherwise it stays out of the Services until it is cloned anew.
+	Rewinds() bool
 }
 
 // Synchronous is a Replicator whose primary can wait, before acknowledging a commit, for

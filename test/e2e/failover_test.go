@@ -186,7 +186,8 @@ spec:
 // Healed, the former primary comes back as a replica and streams from the new one; or, when
 // it holds a transaction it wrote but never had acknowledged (MySQL: an errant GTID), it is
 // kept out of the Services and reported, and streams once cloned again, as the docs say. It
-// returns the new primary.
+// returns the new primary. A PostgreSQL former primary that answers with WAL past the fork
+// (started before the new primary was promoted) is restarted by the controller and rewound.
 func failOver(t *testing.T, e failoverEngine, ns, db, from string, fault func() (heal func()), killController bool) string {
 	t.Helper()
 	heal := fault()
@@ -250,7 +251,7 @@ func failOver(t *testing.T, e failoverEngine, ns, db, from string, fault func() 
 		switch {
 		case c == nil:
 			return fmt.Errorf("no Replicating condition")
-		case strings.Contains(c.Message, from+" (has transactions "+promoted+" lacks"):
+		case strings.Contains(c.Message, from+" (has transactions "+promoted+" lacks") && e.engine == examplev1.EngineMySQL:
 			diverged = true
 			return nil
 		case c.Status == metav1.ConditionTrue && d.Status.Phase == examplev1.DatabasePhaseReady && d.Status.ReadyReplicas == int32(e.replicas):
@@ -259,7 +260,6 @@ func failOver(t *testing.T, e failoverEngine, ns, db, from string, fault func() 
 		return fmt.Errorf("%s: %s %s", d.Status.Phase, c.Reason, c.Message)
 	})
 	if diverged {
-		require.Equal(t, examplev1.EngineMySQL, e.engine, "a PostgreSQL former primary is rewound, never kept out")
 		t.Logf("measured: %s came back with transactions %s lacks (never acknowledged) %v after it was healed: kept out, cloned again",
 			from, promoted, time.Since(healed).Round(time.Second))
 		require.NotContains(t, podsWithRole(t, ns, db, "replica"), from, "kept out of the read Service")

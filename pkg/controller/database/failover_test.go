@@ -22,6 +22,8 @@ import (
 type failoverServers struct {
 	*testServers
 	errant map[string]bool
+	// rewinds says whether an errant server follows once its Pod restarts.
+	rewinds bool
 }
 
 var (
@@ -43,6 +45,8 @@ func (failoverServers) Holds(a, b *engine.Member) bool {
 
 func (s failoverServers) Diverged(_, former *engine.Member) bool { return s.errant[former.Name] }
 
+func (s failoverServers) Rewinds() bool { return s.rewinds }
+
 func (s failoverServers) SetSynchronous(_ context.Context, _ engine.Pass, e engine.Endpoint, _ *engine.Member, k int32, replicas []string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -53,9 +57,9 @@ func (s failoverServers) SetSynchronous(_ context.Context, _ engine.Pass, e engi
 // failingOver is a Database of the test engine, replicas: 3, with spec changed by change,
 // Ready with my-database-0 its primary, seen writable; my-database-1 and -2 stream from it,
 // at positions 120 and 130.
-func failingOver(t *testing.T, change func(*examplev1.Database)) (*fixture, failoverServers) {
+func failingOver(t *testing.T, change func(*examplev1.Database)) (*fixture, *failoverServers) {
 	registerTestEngine(t)
-	servers := failoverServers{&testServers{servers: map[string]*testServer{}}, map[string]bool{}}
+	servers := &failoverServers{testServers: &testServers{servers: map[string]*testServer{}}, errant: map[string]bool{}}
 	db := exampleDatabase()
 	db.Spec.Engine, db.Spec.Version = testEngineName, "1"
 	if change != nil {
@@ -251,13 +255,21 @@ func TestADivergedFormerPrimaryIsKeptOut(t *testing.T) {
 	require.Equal(t, []string{"", "replica", "primary"}, f.roles(3))
 	require.NotContains(t, servers.recorded(), "set-source 10.0.0.1 my-database-2")
 	require.Contains(t, condition(f.database(), "Replicating").Message, "my-database-0 (has transactions my-database-2 lacks")
+	require.Nil(t, f.pod(0).DeletionTimestamp, "an engine that cannot rewind: kept out until cloned anew")
+
+	// An engine that rewinds at the Pod's start (pg_rewind): its Pod is restarted.
+	servers.rewinds = true
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.NotNil(t, f.pod(0).DeletionTimestamp, "restarted, to rewind")
+	require.Contains(t, f.events(), "Normal Diverged Restarting my-database-0, which has transactions my-database-2 lacks, to rewind it")
 }
 
 // A Database whose primary the controller never saw take writes (servers it never
 // reached) is never failed over, and its readiness is the Pods'.
 func TestAPrimaryNeverSeenWritableIsNotFailedOver(t *testing.T) {
 	registerTestEngine(t)
-	servers := failoverServers{&testServers{servers: map[string]*testServer{}}, map[string]bool{}}
+	servers := failoverServers{testServers: &testServers{servers: map[string]*testServer{}}, errant: map[string]bool{}}
 	db := exampleDatabase()
 	db.Spec.Engine, db.Spec.Version = testEngineName, "1"
 	f := newFixtureWithOptions(t, database.Options{Observers: map[examplev1.Engine]engine.Observer{testEngineName: servers}}, db)

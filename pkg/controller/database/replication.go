@@ -314,8 +314,15 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 	if !rep.fenced && primary != nil && primary.Primary() {
 		if f != nil {
 			for _, m := range members {
-				if m != primary && m.Replica() && f.Diverged(primary, m) {
-					rep.diverged = append(rep.diverged, m.Name)
+				if m == primary || !m.Replica() || !f.Diverged(primary, m) {
+					continue
+				}
+				rep.diverged = append(rep.diverged, m.Name)
+				if f.Rewinds() {
+					if err := p.deletePod(ctx, m.Pod, "to rewind it"); err != nil {
+						return rep, err
+					}
+					p.r.event(ctx, db, corev1.EventTypeNormal, ReasonDiverged, "Restarting %s, which has transactions %s lacks, to rewind it", m.Name, primary.Name)
 				}
 			}
 		}

@@ -225,6 +225,7 @@ func (Engine) ReplicationPod(db *examplev1.Database, d engine.Desired, tmpl *cor
 		corev1.EnvVar{Name: "REPLICATION_PASSWORD_FILE", Value: engine.CredentialsFile(names.SecretKeyReplicationPassword)},
 		corev1.EnvVar{Name: "PGPORT", Value: strconv.Itoa(int(src.port))},
 		corev1.EnvVar{Name: "PRIMARY_HOST", Value: src.host},
+		corev1.EnvVar{Name: "PODS_DOMAIN", Value: names.PodsDomain(db, d.ClusterDomain)},
 		corev1.EnvVar{Name: "PRIMARY_CONNECT_TIMEOUT", Value: strconv.Itoa(src.connectTimeout)},
 		corev1.EnvVar{Name: "REPLICATION_PASSFILE", Value: src.passfile},
 	)

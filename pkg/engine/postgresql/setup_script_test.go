@@ -104,7 +104,7 @@ func (r *setupRun) calls() []string {
 
 // rewindSource is pg_rewind's --source-server of a run.
 func (r *setupRun) rewindSource() string {
-	return "host=my-database.production.svc.cluster.local port=5432 user=replicator passfile=" + r.passfile() + " dbname=postgres connect_timeout=5"
+	return "host=my-database-0.my-database-headless.production.svc.cluster.local port=5432 user=replicator passfile=" + r.passfile() + " dbname=postgres connect_timeout=5"
 }
 
 // passfile is the setup's REPLICATION_PASSFILE: beside PGDATA, on the data volume.
@@ -162,6 +162,7 @@ func (r *setupRun) start() (string, error) {
 		"PGDATA=" + r.pgdata,
 		"PGPORT=5432",
 		"PRIMARY_HOST=my-database.production.svc.cluster.local",
+		"PODS_DOMAIN=my-database-headless.production.svc.cluster.local",
 		"PRIMARY_CONNECT_TIMEOUT=5",
 		"REPLICATION_USER=replicator",
 		"REPLICATION_PASSWORD_FILE=" + passwordFile,
@@ -323,48 +324,52 @@ func TestSetupScript(t *testing.T) {
 		require.Equal(t, "restore_command = 'true'\n"+standbyConf(r), r.read("postgresql.auto.conf"))
 	})
 
-	t.Run("a former primary not shut down cleanly: the primary asked every 5s until it answers out of recovery", func(t *testing.T) {
-		r := newSetupRun(t, "my-database-1", "my-database-0")
-		r.write("PG_VERSION", "16\n")
-		r.state = "in production"
-		// Unreachable, then a standby still (not promoted yet), then the primary.
-		r.psqlAnswers = []string{"fail", "fail", "t", "f"}
-		r.run()
-		calls := r.calls()
-		require.Len(t, calls, 8, "%q", calls)
-		for i, c := range calls[:6] {
-			want := "sleep 5"
-			if i%2 == 0 {
-				want = "psql "
+	for _, state := range []string{"in production", "shut down"} {
+		t.Run("a former primary, "+state+", the primary asked every 5s until it answers, then rewound", func(t *testing.T) {
+			r := newSetupRun(t, "my-database-1", "my-database-0")
+			r.write("PG_VERSION", "16\n")
+			r.state = state
+			// Unreachable (or refusing a Pod whose address has no DNS name yet) twice, then the
+			// primary.
+			r.psqlAnswers = []string{"fail", "fail", "f"}
+			r.run()
+			calls := r.calls()
+			require.Len(t, calls, 6, "%q", calls)
+			for i, c := range calls[:4] {
+				want := "sleep 5"
+				if i%2 == 0 {
+					want = "psql "
+				}
+				require.True(t, strings.HasPrefix(c, want), "call %d: %q", i, c)
 			}
-			require.True(t, strings.HasPrefix(c, want), "call %d: %q", i, c)
-		}
-		require.True(t, strings.HasPrefix(calls[6], "psql "), calls[6])
-		require.True(t, strings.HasPrefix(calls[7], "pg_rewind "), calls[7])
-		require.True(t, r.exists("rewound"))
-		require.True(t, r.exists("standby.signal"))
-	})
+			require.True(t, strings.HasPrefix(calls[4], "psql "), calls[4])
+			require.True(t, strings.HasPrefix(calls[5], "pg_rewind "), calls[5])
+			require.True(t, r.exists("rewound"))
+			require.True(t, r.exists("standby.signal"))
+		})
+	}
 
-	t.Run("a former primary not shut down cleanly, the primary never answering: following after a minute, not rewound", func(t *testing.T) {
+	t.Run("a former primary, the primary never answering: following after two minutes, not rewound", func(t *testing.T) {
 		r := newSetupRun(t, "my-database-1", "my-database-0")
 		r.write("PG_VERSION", "16\n")
 		r.state = "in production"
 		out := r.run()
 		calls := r.calls()
-		require.Equal(t, 12, countPrefix(calls, "psql "), "%q", calls)
-		require.Equal(t, 11, countPrefix(calls, "sleep 5"), "%q", calls)
+		require.Equal(t, 24, countPrefix(calls, "psql "), "%q", calls)
+		require.Equal(t, 23, countPrefix(calls, "sleep 5"), "%q", calls)
 		require.Zero(t, countPrefix(calls, "pg_rewind "))
-		require.Contains(t, out, "my-database-0 does not answer as the primary through my-database.production.svc.cluster.local: my-database-1 follows it without pg_rewind")
+		require.Contains(t, out, "my-database-0 does not answer at my-database-0.my-database-headless.production.svc.cluster.local: my-database-1 follows it without pg_rewind")
 		require.False(t, r.cloned())
 		require.True(t, r.exists("standby.signal"))
 	})
 
-	t.Run("a former primary shut down cleanly, no primary answering (a switchover's): following at once", func(t *testing.T) {
+	t.Run("a former primary, the named primary in recovery (a switchover's target): following at once, not rewound", func(t *testing.T) {
 		r := newSetupRun(t, "my-database-1", "my-database-0")
 		r.write("PG_VERSION", "16\n")
 		r.psqlAnswers = []string{"t"}
-		r.run()
+		out := r.run()
 		require.Len(t, r.calls(), 1, "asked once, no sleep")
+		require.Contains(t, out, "my-database-0 is not promoted yet: my-database-1 follows it, nothing to rewind")
 		require.False(t, r.exists("rewound"))
 		require.True(t, r.exists("standby.signal"))
 	})
@@ -425,13 +430,13 @@ func TestSetupScriptWritesPrimaryConninfo(t *testing.T) {
 	r.env = map[string]string{}
 	for _, e := range tmpl.Spec.InitContainers[0].Env {
 		switch e.Name {
-		case "PRIMARY_HOST", "PGPORT", "PRIMARY_CONNECT_TIMEOUT":
+		case "PRIMARY_HOST", "PODS_DOMAIN", "PGPORT", "PRIMARY_CONNECT_TIMEOUT":
 			r.env[e.Name] = e.Value
 		case "REPLICATION_PASSFILE":
 			require.Equal(t, postgresql.ReplicationPassfile(d), e.Value)
 		}
 	}
-	require.Len(t, r.env, 3)
+	require.Len(t, r.env, 4)
 	r.write("PG_VERSION", "16\n")
 	r.psqlAnswers = []string{"f"}
 	r.run()

@@ -266,6 +266,10 @@ func (r Replicator) SetSynchronous(ctx context.Context, p engine.Pass, e engine.
 	return nil
 }
 
+// Rewinds is false: MySQL cannot take back a transaction that was committed; a replica with
+// errant GTIDs is cloned anew (its Pod and data claim deleted).
+func (Replicator) Rewinds() bool { return false }
+
 // Detached: read-only without a replication channel. A promoted replica has none (RESET
 // REPLICA ALL); when its server restarts inside its Pod, it reads the settings its setup
 // wrote when the Pod started as a replica, super-read-only=ON among them.

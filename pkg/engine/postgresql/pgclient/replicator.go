@@ -111,6 +111,9 @@ func (Replicator) Holds(a, b *engine.Member) bool {
 	return sa.position() >= sb.position() && sb.position() <= forkPoint(sa, sb)
 }
 
+// Rewinds: the setup script runs pg_rewind against the primary when the Pod starts.
+func (Replicator) Rewinds() bool { return true }
+
 // Diverged: former has WAL primary's history does not: its position is past the point where
 // their timeline histories part (forkPoint), or its timeline is newer than primary's (a WAL
 // receiver does not follow a primary whose timeline is older than its own). It is

@@ -17,6 +17,8 @@
 # Standbys reach the primary through the client Service, which routes to the Pod the
 # controller labels primary, so they follow a switchover without being set up again.
 # Environment: PGDATA, PGPORT, PRIMARY_HOST (the client Service's fully qualified DNS name),
+# PODS_DOMAIN (the headless Service's "<name>-headless.<namespace>.svc.<cluster domain>": a Pod's
+# own name is "<pod>.${PODS_DOMAIN}"),
 # PRIMARY_CONNECT_TIMEOUT (seconds), REPLICATION_USER,
 # REPLICATION_PASSWORD_FILE (the credentials Secret's key, mounted), REPLICATION_PASSFILE (the
 # password file to write, on the data volume), HOSTNAME (the Pod's name).
@@ -80,18 +82,19 @@ clone() {
 	mv "${copy}" "${PGDATA}"
 }
 
-# rewind_source is pg_rewind's source server: the primary through the client Service, an
-# ordinary session of the replication role, which pg_hba.conf admits to the database postgres
-# only and the controller grants pg_rewind's functions
+# rewind_source is pg_rewind's source server: the Pod the ConfigMap names, by its own name
+# under the headless Service (the client Service routes to no Pod while a switchover's target
+# is not promoted yet), an ordinary session of the replication role, which pg_hba.conf admits
+# to the database postgres only and the controller grants pg_rewind's functions
 # (https://www.postgresql.org/docs/current/app-pgrewind.html), its password in the password
 # file.
-rewind_source="host=${PRIMARY_HOST} port=${PGPORT} user=${REPLICATION_USER} passfile=${REPLICATION_PASSFILE} dbname=postgres connect_timeout=${PRIMARY_CONNECT_TIMEOUT}"
+rewind_source="host=${primary}.${PODS_DOMAIN} port=${PGPORT} user=${REPLICATION_USER} passfile=${REPLICATION_PASSFILE} dbname=postgres connect_timeout=${PRIMARY_CONNECT_TIMEOUT}"
 
-# primary_answers succeeds when the primary answers rewind_source out of recovery: pg_rewind
-# refuses a source in recovery, and a switchover's target is one until the controller
-# promotes it.
-primary_answers() {
-	[[ $(psql "${rewind_source}" --no-psqlrc --tuples-only --no-align --command='SELECT pg_is_in_recovery()') == f ]]
+# primary_role prints what the named primary answers through rewind_source: f when it takes
+# writes, t when it is in recovery, nothing when it does not answer (down, or refusing this
+# Pod while its new address has no DNS name yet: pg_hba.conf admits the role by name).
+primary_role() {
+	psql "${rewind_source}" --no-psqlrc --tuples-only --no-align --command='SELECT pg_is_in_recovery()' || true
 }
 
 # cluster_state is the data directory's state as its control file says
@@ -107,34 +110,39 @@ if [[ -s ${PGDATA}/PG_VERSION ]]; then
 	fi
 	write_passfile
 	state=$(cluster_state) || state=unknown
-	# How many times the primary is asked, 5s apart, before the Pod follows it without
-	# pg_rewind: once for a server shut down cleanly (a switchover's former primary
-	# answers as a standby before its target is promoted, which the controller waits for);
-	# for a minute for a former primary that was not (killed, crashed: it may hold WAL its
-	# standbys never received; pg_rewind runs its crash recovery first). A standby that was
-	# not shut down cleanly is not rewound (pg_rewind's crash recovery runs no standby).
+	# A former primary (a failover or a switchover replaced it), or a standby shut down
+	# cleanly, may hold WAL the primary does not (a timeline that forked before its end): it
+	# is rewound to the primary's timeline with pg_rewind (nothing to do when it did not
+	# fork; for a server not shut down cleanly pg_rewind runs its crash recovery first). The
+	# named primary is asked every 5s, for up to two minutes, until it answers: taking
+	# writes, it is the source; in recovery, it is a switchover's target, promoted only once
+	# this Pod follows it, whose former primary shut down cleanly after its standbys had all
+	# its WAL: nothing to rewind. A standby not shut down cleanly is not rewound (pg_rewind's
+	# crash recovery runs no standby).
 	attempts=0
 	if [[ ! -e ${PGDATA}/standby.signal ]]; then
 		echo "postgresql-setup: ${primary} is the primary: ${me}, a primary before (${state}), follows it as a standby"
-		attempts=1
-		if [[ ${state} != "shut down" ]]; then
-			attempts=12
-		fi
+		attempts=24
 	elif [[ ${state} == "shut down in recovery" ]]; then
-		attempts=1
+		attempts=24
 	fi
 	for ((i = 1; i <= attempts; i++)); do
-		if primary_answers; then
+		role=$(primary_role)
+		if [[ ${role} == f ]]; then
 			if ! pg_rewind --target-pgdata="${PGDATA}" --source-server="${rewind_source}"; then
 				echo "postgresql-setup: pg_rewind could not rewind ${me} to ${primary}'s timeline: cloning ${primary} again" >&2
 				clone
 			fi
 			break
 		fi
+		if [[ ${role} == t ]]; then
+			echo "postgresql-setup: ${primary} is not promoted yet: ${me} follows it, nothing to rewind"
+			break
+		fi
 		if ((i == attempts)); then
-			echo "postgresql-setup: ${primary} does not answer as the primary through ${PRIMARY_HOST}: ${me} follows it without pg_rewind"
+			echo "postgresql-setup: ${primary} does not answer at ${primary}.${PODS_DOMAIN}: ${me} follows it without pg_rewind"
 		else
-			echo "postgresql-setup: ${primary} does not answer as the primary through ${PRIMARY_HOST} yet; retrying in 5s"
+			echo "postgresql-setup: ${primary} does not answer at ${primary}.${PODS_DOMAIN} yet; retrying in 5s"
 			sleep 5
 		fi
 	done
