@@ -142,13 +142,14 @@ func (p *pass) lastWritable(old string, now time.Time) (time.Time, bool) {
 }
 
 // failoverDeadline is when an automatic failover of the primary old, last seen writable at
-// last, begins: the failover delay after last; for a Pod created since (its server is
-// starting) or being deleted (it is to restart: a roll, a restart, a deletion by hand),
-// StartupAllowance plus the delay after its creation or deletion.
+// last, begins: the failover delay after last; for a Pod being deleted, gone, or created
+// since (it restarts: a roll, a restart, a deletion by hand; the StatefulSet makes it again),
+// StartupAllowance plus the delay after its deletion, last, or its creation. A primary's
+// Pod on a node that stopped answering is neither gone nor new: the delay alone counts.
 func failoverDeadline(db *examplev1.Database, old *member, last time.Time) time.Time {
 	deadline := last.Add(failoverDelay(db))
 	if old == nil || old.Pod == nil {
-		return deadline
+		return later(deadline, last.Add(StartupAllowance+failoverDelay(db)))
 	}
 	if created := old.Pod.CreationTimestamp; created.After(last) {
 		deadline = later(deadline, created.Add(StartupAllowance+failoverDelay(db)))

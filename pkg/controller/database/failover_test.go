@@ -290,3 +290,32 @@ func TestAPrimaryNeverSeenWritableIsNotFailedOver(t *testing.T) {
 	require.Empty(t, servers.recorded())
 	require.Equal(t, ptr.To("my-database-0"), ptr.To(f.configMapPrimary()))
 }
+
+// A primary whose Pod restarts (deleted for a roll or by hand, gone, made again) has
+// StartupAllowance more before it is failed over: a planned restart is not a failover.
+func TestAPrimaryWhosePodRestartsIsNotFailedOverWhileItStarts(t *testing.T) {
+	f, servers := failingOver(t, nil)
+	delete(servers.servers, podIP(0))
+	require.NoError(t, f.kube.Tracker().Delete(pods, namespace, podName(0)))
+	f.clock.SetTime(f.clock.Now().Add(30 * time.Second))
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	got := f.database()
+	require.Nil(t, got.Status.Failover, "its Pod is gone: the StatefulSet makes it again")
+	require.Equal(t, database.ReasonPrimaryNotWritable, condition(got, "Ready").Reason)
+
+	pod := newPod(f.statefulSet(), 0, "my-database-0-uid-2")
+	pod.CreationTimestamp = metav1.NewTime(f.clock.Now())
+	require.NoError(t, f.kube.Tracker().Add(pod))
+	f.clock.SetTime(f.clock.Now().Add(30 * time.Second))
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Nil(t, f.database().Status.Failover, "its new Pod's server is starting")
+	require.Empty(t, servers.recorded())
+
+	// It never starts: failed over once the allowance has run out.
+	f.clock.SetTime(f.clock.Now().Add(database.StartupAllowance + 11*time.Second))
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, examplev1.FailoverPhasePromoting, f.database().Status.Failover.Phase)
+}
