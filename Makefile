@@ -149,8 +149,8 @@ bench: tools build
 ## and MySQL (the same transaction through the mysql client), each on a single server, on
 ## replicas: 2 Asynchronous and on replicas: 2 Synchronous, loaded back to back through the
 ## client Service by 4 connections; logs TPS, average and p95 latency and the ratios
-## (docs/failover.md). About 20 minutes on two cores. DURABILITY_SECONDS (default 30) is each
-## load's measured time, DURABILITY_ROUNDS (default 2) the rounds. Build tag bench: make test
+## (docs/failover.md). About 20 minutes on two cores. DURABILITY_SECONDS (default 20) is each
+## load's measured time, DURABILITY_ROUNDS (default 4) the rounds. Build tag bench: make test
 ## does not run it.
 bench-durability: tools build node
 	$(GO) test -tags 'e2e bench' -count=1 -timeout 60m -run '^TestDurabilityCost$$' -v ./test/e2e/
