@@ -149,7 +149,7 @@ bench: tools build
 ## and MySQL (the same transaction through the mysql client), each on a single server, on
 ## replicas: 2 Asynchronous and on replicas: 2 Synchronous, loaded back to back through the
 ## client Service by 4 connections; logs TPS, average and p95 latency and the ratios
-## (docs/failover.md). About 20 minutes on two cores. DURABILITY_SECONDS (default 20) is each
+## (docs/failover.md). About 15 minutes on two cores. DURABILITY_SECONDS (default 20) is each
 ## load's measured time, DURABILITY_ROUNDS (default 4) the rounds. Build tag bench: make test
 ## does not run it.
 bench-durability: tools build node
