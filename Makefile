@@ -135,7 +135,7 @@ images:
 	$(DOCKER) build --target controller -t $(IMAGE_REGISTRY)database-controller:$(IMAGE_TAG) .
 
 # --- benchmarks -------------------------------------------------------------
-.PHONY: bench
+.PHONY: bench bench-durability
 
 ## bench: our API server against a CRD of the same type (hack/bench/crd.yaml, the group
 ## crd.example.com) on one local control plane, and the controller against a plain client;
@@ -145,3 +145,13 @@ images:
 bench: tools build
 	$(GO) build $(BUILD_FLAGS) -o $(BIN)/bench ./hack/bench
 	./$(BIN)/bench $(BENCH_ARGS)
+
+## bench-durability: what durability costs, on the real node (as root): PostgreSQL (pgbench -N)
+## and MySQL (the same transaction through the mysql client), each on a single server, on
+## replicas: 2 Asynchronous and on replicas: 2 Synchronous, loaded back to back through the
+## client Service by 4 connections; logs TPS, average and p95 latency and the ratios
+## (docs/failover.md). About 15 minutes on two cores. DURABILITY_SECONDS (default 20) is each
+## load's measured time, DURABILITY_ROUNDS (default 4) the rounds. Build tag bench: make test
+## does not run it.
+bench-durability: tools build node
+	$(GO) test -tags 'e2e bench' -count=1 -timeout 60m -run '^TestDurabilityCost$$' -v ./test/e2e/
