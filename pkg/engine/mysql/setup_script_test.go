@@ -131,7 +131,7 @@ func mysqlConfig(serverID, pod string, readOnly bool) string {
 	s := "[mysqld]\nserver-id=" + serverID + "\nlog-bin=binlog\ngtid-mode=ON\nenforce-gtid-consistency=ON\n" +
 		"plugin-load-add=mysql_clone.so\nreport-host=" + pod + ".my-database-headless.production.svc.cluster.local\n" +
 		"skip-name-resolve=OFF\nhost-cache-size=0\nlog-error-suppression-list=MY-010055\n" +
-		"plugin-load-add=semisync_source.so\nplugin-load-add=semisync_replica.so\nloose-rpl-semi-sync-replica-enabled=ON\n"
+		"plugin-load-add=semisync_source.so\nplugin-load-add=semisync_replica.so\nloose-rpl-semi-sync-replica-enabled=ON\nskip-replica-start=ON\n"
 	if readOnly {
 		s += "super-read-only=ON\n"
 	}

@@ -14,6 +14,10 @@
 #     source side left to the controller, which enables it on the primary for a Database
 #     whose durability is Synchronous
 #     (https://dev.mysql.com/doc/refman/9.7/en/replication-semisync-installation.html);
+#     and skip-replica-start ON: a channel does not start when the server does. It would
+#     read from the source it last had, which after a failover is the fenced former
+#     primary, and acknowledge its commits; the controller starts the channel once it
+#     reads the primary (SyncReplica);
 #   - every Pod but the primary: super-read-only ON, so it takes no writes (the controller
 #     points it at the primary, and turns it off on the replica it promotes);
 #   - the primary with an empty data directory: nothing more; the image's entrypoint
@@ -53,6 +57,7 @@ write_config() {
 		# loose-: the entrypoint's initialisation (mysqld --initialize) loads no plugin, and
 		# refuses an unknown option.
 		echo 'loose-rpl-semi-sync-replica-enabled=ON'
+		echo 'skip-replica-start=ON'
 		if [[ ${me} != "${primary}" ]]; then
 			echo 'super-read-only=ON'
 		fi
