@@ -1187,9 +1187,10 @@ func testMySQLClient(t *testing.T, ns, db string) {
 		waitReplicaRows(t, 5)
 	})
 
-	t.Run("Promote waits for the applier", func(t *testing.T) {
+	t.Run("Promote starts the applier and waits for it", func(t *testing.T) {
 		ctx := t.Context()
-		// The replica receives a transaction its stopped applier does not apply.
+		// The replica receives a transaction its stopped applier does not apply, as a server
+		// started with skip-replica-start has it.
 		_, err := onReplica.ExecContext(ctx, `STOP REPLICA SQL_THREAD`)
 		require.NoError(t, err)
 		_, before := gtidExecuted(t, onPrimary)
@@ -1211,13 +1212,22 @@ func testMySQLClient(t *testing.T, ns, db string) {
 		require.True(t, r.Holds(rm, pm), "received counts")
 		require.False(t, r.CaughtUp(rm, pm), "not applied")
 
+		// A session holding the table's read lock keeps the applier Promote starts from
+		// applying the insert (it waits for the table's metadata lock).
+		lock, err := onReplica.Conn(ctx)
+		require.NoError(t, err)
+		defer lock.Close()
+		_, err = lock.ExecContext(ctx, `LOCK TABLES e2e_observe READ`)
+		require.NoError(t, err)
 		err = c.Promote(ctx, replica)
 		require.ErrorContains(t, err, "did not apply every transaction it received within "+myclient.ApplyWait.String())
 		st, err := c.Observe(ctx, replica, replHost, nil)
 		require.NoError(t, err)
 		require.True(t, st.ReadOnly, "not promoted")
 		require.NotNil(t, st.Source, "its channel kept")
-		require.Equal(t, "OFF OFF", st.Source.Receiving+" "+st.Source.Applying)
+		require.Equal(t, "OFF ON", st.Source.Receiving+" "+st.Source.Applying, "the receiver stopped, the applier started")
+		_, err = lock.ExecContext(ctx, `UNLOCK TABLES`)
+		require.NoError(t, err)
 
 		require.NoError(t, c.StartReplica(ctx, replica))
 		waitReplicaRows(t, 6)

@@ -465,7 +465,9 @@ func (Client) SetSource(ctx context.Context, s Server, host string, port int32, 
 const ApplyWait = 8 * time.Second
 
 // Promote makes the replica s take writes: STOP REPLICA IO_THREAD (it receives nothing
-// more), then it waits until the applier has applied every transaction received
+// more), START REPLICA SQL_THREAD (a server started with skip-replica-start has its applier
+// stopped too; a running one is only noted), then it waits until the applier has applied
+// every transaction received
 // (WAIT_FOR_EXECUTED_GTID_SET of the received set, which gtid_executed already holds the
 // rest of), for at most ApplyWait or what is left of ctx (applyWait), and fails without
 // promoting when it has not; then STOP REPLICA, RESET REPLICA ALL (the channel is
@@ -481,6 +483,9 @@ func (Client) Promote(ctx context.Context, s Server) error {
 	defer db.Close()
 	if _, err := db.ExecContext(ctx, `STOP REPLICA IO_THREAD`); err != nil {
 		return fmt.Errorf("promote %s: stop its receiver: %w", s.Host, err)
+	}
+	if _, err := db.ExecContext(ctx, `START REPLICA SQL_THREAD`); err != nil && !noChannel(err) {
+		return fmt.Errorf("promote %s: start its applier: %w", s.Host, err)
 	}
 	var received sql.NullString
 	err = db.QueryRowContext(ctx, `SELECT GTID_SUBTRACT(RECEIVED_TRANSACTION_SET, COALESCE(QUEUEING_TRANSACTION, ''))
@@ -708,6 +713,15 @@ func (Client) SetSemiSync(ctx context.Context, s Server, k int32) ([]Setting, er
 // literal is what a Setting's variable and value look like: each is written into SET
 // PERSIST as is (a quoted number is refused for an integer variable).
 var literal = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
+
+// noChannel reports whether err is the server saying it has no replication channel to
+// start: ER_REPLICA_CONFIGURATION (1200) or ER_REPLICA_CHANNEL_DOES_NOT_EXIST (3074), as a
+// promoted server (RESET REPLICA ALL) answers
+// (https://dev.mysql.com/doc/mysql-errors/8.4/en/server-error-reference.html).
+func noChannel(err error) bool {
+	var myErr *driver.MySQLError
+	return errors.As(err, &myErr) && (myErr.Number == 1200 || myErr.Number == 3074)
+}
 
 // IsAuthenticationFailure reports whether err is the server refusing the credentials:
 // ER_ACCESS_DENIED_ERROR, 1045

@@ -166,3 +166,10 @@ func TestAccountsAsSet(t *testing.T) {
 		require.Equal(t, tc.want, accountsAsSet(tc.hosts, host, tc.skipNames), "%q skip_name_resolve %v", tc.hosts, tc.skipNames)
 	}
 }
+
+func TestNoChannelIsErrors1200And3074(t *testing.T) {
+	require.True(t, noChannel(fmt.Errorf("start: %w", &driver.MySQLError{Number: 1200, Message: "The server is not configured as replica"})))
+	require.True(t, noChannel(&driver.MySQLError{Number: 3074}))
+	require.False(t, noChannel(&driver.MySQLError{Number: 1045}))
+	require.False(t, noChannel(fmt.Errorf("connection refused")))
+}
