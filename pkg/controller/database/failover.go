@@ -20,15 +20,17 @@ import (
 // An automatic failover replaces a primary that has stopped taking writes. A pass that finds
 // the confirmed primary not writable for the Database's failover delay (failoverDeadline)
 // decides on it (startFailover): it counts the replicas that answer, refuses when they are
-// too few to be sure one holds every acknowledged commit, picks the one that holds every
-// other's transactions, fences the primary (its role label is removed, so the client Service
-// drops it; every answering replica stops following it, so it can have no commit
-// acknowledged by one), and records the failover in status.failover, phase Promoting. The
-// passes after it (promoteFailover) name the replica the primary in the replication
-// ConfigMap, delete the old primary's Pod (which restarts as a replica of the new one, or is
-// kept out when it diverged), and promote the replica once the old primary no longer answers
-// as writable. A controller that restarts in the middle finds the failover in status, which
-// only it writes, and goes on from there.
+// too few to be sure one holds every acknowledged commit, fences the primary (its role label
+// is removed, so the client Service drops it; every answering replica stops following it,
+// so it can have no commit acknowledged by one), asks the replicas again, picks the one that
+// holds every other's transactions once none receives more, and records the failover in
+// status.failover, phase Promoting. The passes after it (promoteFailover) name that replica
+// the primary in the replication ConfigMap, delete the old primary's Pod (which restarts as a
+// replica of the new one, or is kept out when it diverged), and promote the replica once the
+// old primary no longer answers as writable. The replica picked is never changed: it may
+// have been promoted by a pass that stopped before it could say so, and a second pick would
+// make two primaries. A controller that restarts in the middle finds the failover in
+// status, which only it writes, and goes on from there.
 
 // Reasons of the failover's conditions and Events.
 const (
@@ -121,16 +123,18 @@ func neededReplicas(db *examplev1.Database, replicas int32) int32 {
 }
 
 // lastWritable is when the confirmed primary old was last seen taking writes, and whether it
-// ever was: status.primaryLastWritableTime once recorded; else this process's memory;
+// ever was: the later of status.primaryLastWritableTime and this process's memory;
 // else, when the last status written saw it answer as the primary (status.members), now.
 // A primary never seen writable (a Database whose servers the controller never reached) is
 // not failed over: nothing says it ever ran.
 func (p *pass) lastWritable(old string, now time.Time) (time.Time, bool) {
 	db := p.db
+	at, seen := p.r.writable.get(db.UID)
 	if t := db.Status.PrimaryLastWritableTime; t != nil {
-		return t.Time, true
+		// This process may have seen it writable since status was written.
+		return later(t.Time, at), true
 	}
-	if at, ok := p.r.writable.get(db.UID); ok {
+	if seen {
 		return at, true
 	}
 	for _, m := range db.Status.Members {
@@ -195,28 +199,24 @@ func (p *pass) watchPrimary(old *member, rep *replication, sts int32, now time.T
 // startFailover decides on the failover of the primary old (fencing it and recording
 // status.failover Promoting) or refuses it (status.failover Refused), with an Event at each
 // decision. replicas are the other members; sts the Pods the StatefulSet runs.
+//
+// The replica to promote is picked from what the replicas answer once fenced: a transaction
+// the primary sent one of them while the others were asked is counted, and none arrives
+// after. A failover refused after fencing leaves the primary fenced (rep.fenced) for the
+// pass: its replicas follow it again at the next pass that finds it writable.
 func (p *pass) startFailover(ctx context.Context, f engine.Failover, old *member, replicas []*member, rep *replication, sts int32, server func(*member) endpoint, now time.Time) error {
 	db := p.db
-	var reachable []*member
-	for _, m := range replicas {
-		if m.Replica() {
-			reachable = append(reachable, m)
-		}
-	}
 	status := &examplev1.DatabaseFailoverStatus{
 		From: rep.primary, StartTime: metav1.NewTime(now).Rfc3339Copy(),
-		ReachableReplicas: int32(len(reachable)), NeededReplicas: neededReplicas(db, sts-1),
+		NeededReplicas: neededReplicas(db, sts-1),
 	}
 	if prev := db.Status.Failover; prev != nil && prev.From == rep.primary {
 		status.StartTime = prev.StartTime
 	}
-	next := holder(f, reachable)
-	if why := refusal(status, next, reachable); why != "" {
-		status.Phase = examplev1.FailoverPhaseRefused
-		rep.failover, rep.failoverWhy = status, why
-		if prev := db.Status.Failover; prev == nil || prev.Phase != examplev1.FailoverPhaseRefused || prev.ReachableReplicas != status.ReachableReplicas {
-			p.r.event(ctx, db, corev1.EventTypeWarning, ReasonFailoverRefused, "%s", why)
-		}
+	reachable := answering(replicas)
+	status.ReachableReplicas = int32(len(reachable))
+	if why := refusal(status, reachable); why != "" {
+		p.refuseFailover(ctx, status, rep, why)
 		return nil
 	}
 	// Fencing: clients and replicas leave the old primary before anything is promoted.
@@ -232,12 +232,50 @@ func (p *pass) startFailover(ctx context.Context, f engine.Failover, old *member
 			return fmt.Errorf("fence %s: stop replica %s following it: %w", rep.primary, m.Name, err)
 		}
 	}
+	rep.fencedByFailover = true
+	p.observe(ctx, f, reachable, server)
+	reachable = answering(reachable)
+	status.ReachableReplicas = int32(len(reachable))
+	next := holder(f, reachable)
+	why := refusal(status, reachable)
+	if why == "" && next == nil {
+		var names []string
+		for _, m := range reachable {
+			names = append(names, m.Name)
+		}
+		why = fmt.Sprintf("not failing over from %s: no replica holds every other's transactions (%s)", status.From, strings.Join(names, ", "))
+	}
+	if why != "" {
+		p.refuseFailover(ctx, status, rep, why)
+		return nil
+	}
 	status.Phase, status.To = examplev1.FailoverPhasePromoting, next.Name
 	rep.failover = status
 	p.r.event(ctx, db, corev1.EventTypeWarning, ReasonFailover,
 		"%s has taken no writes since %s: fenced it (%d of %d replicas answered, %d needed); promoting %s, which holds every answering replica's transactions",
 		rep.primary, rep.lastWritable.UTC().Format(time.RFC3339), status.ReachableReplicas, sts-1, status.NeededReplicas, next.Name)
 	return nil
+}
+
+// refuseFailover records in rep the failover status refused for why, with a Warning Event
+// when the last status did not say so already.
+func (p *pass) refuseFailover(ctx context.Context, status *examplev1.DatabaseFailoverStatus, rep *replication, why string) {
+	status.Phase = examplev1.FailoverPhaseRefused
+	rep.failover, rep.failoverWhy = status, why
+	if prev := p.db.Status.Failover; prev == nil || prev.Phase != examplev1.FailoverPhaseRefused || prev.ReachableReplicas != status.ReachableReplicas {
+		p.r.event(ctx, p.db, corev1.EventTypeWarning, ReasonFailoverRefused, "%s", why)
+	}
+}
+
+// answering is the members of ms that answered as replicas.
+func answering(ms []*member) []*member {
+	var replicas []*member
+	for _, m := range ms {
+		if m.Replica() {
+			replicas = append(replicas, m)
+		}
+	}
+	return replicas
 }
 
 // holder is the replica of reachable that holds every other's transactions (Failover.Holds),
@@ -258,44 +296,53 @@ func holder(f engine.Failover, reachable []*member) *member {
 	return nil
 }
 
-// refusal says why the failover status describes cannot promote next ("" when it can).
-func refusal(status *examplev1.DatabaseFailoverStatus, next *member, reachable []*member) string {
-	switch {
-	case status.ReachableReplicas < status.NeededReplicas:
+// refusal says why the failover status describes cannot go on with the replicas reachable
+// ("" when it can): too few answer.
+func refusal(status *examplev1.DatabaseFailoverStatus, reachable []*member) string {
+	if status.ReachableReplicas < status.NeededReplicas || len(reachable) == 0 {
 		return fmt.Sprintf("not failing over from %s: %d replicas answer, %d needed to be sure one has every acknowledged commit",
 			status.From, status.ReachableReplicas, status.NeededReplicas)
-	case next == nil:
-		var names []string
-		for _, m := range reachable {
-			names = append(names, m.Name)
+	}
+	return ""
+}
+
+// lacking, with Synchronous durability, names a replica of members answering, other than
+// from and to, that holds transactions to lacks ("" when none does): to is then not
+// promoted, nor taken for promoted, since a commit acknowledged by that replica alone would
+// be lost. The replica picked held every answering replica's transactions when it was
+// fenced; one that lacks some since is a server that lost its data (a data claim deleted,
+// a server initialised anew), or was not asked then. With Asynchronous durability the
+// commits a promoted replica lacks are the ones that setting may lose.
+func lacking(db *examplev1.Database, f engine.Failover, to *member, members []*member, from string) string {
+	if !synchronous(db) {
+		return ""
+	}
+	for _, m := range members {
+		if m.Name != from && m.Name != to.Name && m.Answered && !f.Holds(to, m) {
+			return m.Name
 		}
-		return fmt.Sprintf("not failing over from %s: no replica holds every other's transactions (%s)", status.From, strings.Join(names, ", "))
 	}
 	return ""
 }
 
 // promoteFailover carries out the failover fo from the confirmed primary old: it names the
-// replica to promote the primary (picking again the one that holds every answering replica's
-// transactions, should that be another now), deletes the old primary's Pod, and promotes the
-// replica once the old primary no longer answers as writable. It returns the Pod the
-// ConfigMap names.
-func (p *pass) promoteFailover(ctx context.Context, f engine.Failover, fo *examplev1.DatabaseFailoverStatus, old *member, byName map[string]*member, members []*member, rep *replication, server func(*member) endpoint) (string, error) {
+// replica picked (fo.To) the primary, deletes the old primary's Pod, and promotes the replica
+// once the old primary no longer answers as writable; with Synchronous durability it then
+// makes the new primary's commits wait for a replica before its role label routes clients
+// to it. It returns the Pod the ConfigMap names.
+func (p *pass) promoteFailover(ctx context.Context, f engine.Failover, fo *examplev1.DatabaseFailoverStatus, old *member, byName map[string]*member, members []*member, rep *replication, server func(*member) endpoint, sts int32) (string, error) {
 	db := p.db
 	status := fo.DeepCopy()
 	rep.failover = status
-	if next := byName[status.To]; next != nil && next.Primary() {
+	next := byName[status.To]
+	other := ""
+	if next != nil {
+		other = lacking(db, f, next, members, rep.primary)
+	}
+	if next != nil && next.Primary() && other == "" {
 		// Promoted by a pass that stopped before it could say so.
 		rep.primary = status.To
 		return status.To, nil
-	}
-	var reachable []*member
-	for _, m := range members {
-		if m.Name != rep.primary && m.Replica() {
-			reachable = append(reachable, m)
-		}
-	}
-	if h := holder(f, reachable); h != nil && h.Name != status.To && !f.Holds(byName[status.To], h) {
-		status.To = h.Name
 	}
 	if err := p.designate(ctx, status.To); err != nil {
 		return rep.primary, err
@@ -305,8 +352,11 @@ func (p *pass) promoteFailover(ctx context.Context, f engine.Failover, fo *examp
 			return status.To, err
 		}
 	}
-	next := byName[status.To]
 	switch {
+	case other != "":
+		rep.failoverWhy = fmt.Sprintf("failing over from %s to %s: %s holds transactions %s lacks, so %s is not promoted; restore %s's data or scale the Database (see the failover documentation)",
+			rep.primary, status.To, other, status.To, status.To, status.To)
+		return status.To, nil
 	case old != nil && old.Primary():
 		rep.failoverWhy = fmt.Sprintf("failing over from %s to %s: waiting for %s, deleted, to stop taking writes", rep.primary, status.To, rep.primary)
 		return status.To, nil
@@ -316,6 +366,14 @@ func (p *pass) promoteFailover(ctx context.Context, f engine.Failover, fo *examp
 	}
 	if err := f.Promote(ctx, p, server(next)); err != nil {
 		return status.To, err
+	}
+	if s, ok := f.(engine.Synchronous); ok && synchronous(db) {
+		// Before clients reach it: a commit it acknowledged alone would be lost with it. The
+		// setting waits for none of the replicas to follow it yet: the commits wait until one
+		// does, which this pass makes them do.
+		if err := s.SetSynchronous(ctx, p, server(next), next, 1, replicaNames(members, status.To, sts)); err != nil {
+			return status.To, fmt.Errorf("set the synchronous replicas of %s: %w", status.To, err)
+		}
 	}
 	// The client Service routes to it at once: the replicas resumed in this pass reach it
 	// through that Service.

@@ -2,6 +2,7 @@ package database_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,6 +25,9 @@ type failoverServers struct {
 	errant map[string]bool
 	// rewinds says whether an errant server follows once its Pod restarts.
 	rewinds bool
+	// stopping, when set, is called with the servers locked as the server at host is made
+	// to stop following: what happens to the servers while they are fenced.
+	stopping func(servers map[string]*testServer, host string)
 }
 
 var (
@@ -36,6 +40,9 @@ func (s failoverServers) StopFollowing(_ context.Context, _ engine.Pass, e engin
 	defer s.mu.Unlock()
 	s.record("stop-following " + e.Host)
 	s.servers[e.Host].source = ""
+	if s.stopping != nil {
+		s.stopping(s.servers, e.Host)
+	}
 	return nil
 }
 
@@ -187,7 +194,12 @@ func TestASynchronousFailoverIsRefusedUntilEveryReplicaAnswers(t *testing.T) {
 	_, err = f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, "my-database-2", f.database().Status.Primary)
-	require.Contains(t, servers.recorded(), "synchronous 10.0.0.3 1 my-database-0,my-database-1", "the new primary's commits wait for a replica")
+	calls := servers.recorded()
+	promoted := slices.Index(calls, "promote 10.0.0.3")
+	require.GreaterOrEqual(t, promoted, 0, "%v", calls)
+	require.Equal(t, "synchronous 10.0.0.3 1 my-database-0,my-database-1", calls[promoted+1],
+		"the new primary's commits wait for a replica from its promotion on: %v", calls)
+	require.Equal(t, "primary", f.roles(3)[2])
 }
 
 // With spec.failover Manual the Database says no server takes writes and waits.
@@ -318,4 +330,111 @@ func TestAPrimaryWhosePodRestartsIsNotFailedOverWhileItStarts(t *testing.T) {
 	_, err = f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, examplev1.FailoverPhasePromoting, f.database().Status.Failover.Phase)
+}
+
+// The replica promoted is picked from what the replicas answer once fenced: a transaction
+// the primary sent one of them while they were being fenced counts.
+func TestAFailoverPicksTheReplicaFromWhatItHoldsOnceFenced(t *testing.T) {
+	f, servers := failingOver(t, nil)
+	delete(servers.servers, podIP(0))
+	servers.stopping = func(all map[string]*testServer, host string) {
+		if host == podIP(1) {
+			all[host].position = 140
+		}
+	}
+	f.clock.SetTime(f.clock.Now().Add(11 * time.Second))
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, "my-database-1", f.database().Status.Failover.To)
+}
+
+// Once picked, the replica a failover promotes is never changed: it may have been promoted
+// by a pass that did not live to say so. A replica that holds more afterwards (Asynchronous
+// durability) does not change it.
+func TestAFailoverNeverChangesTheReplicaItPromotes(t *testing.T) {
+	f, servers := failingOver(t, nil)
+	delete(servers.servers, podIP(0))
+	f.clock.SetTime(f.clock.Now().Add(11 * time.Second))
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, "my-database-2", f.database().Status.Failover.To)
+	servers.set(1, testServer{position: 150})
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, "my-database-2", f.database().Status.Primary)
+	require.Equal(t, "my-database-2", f.configMapPrimary())
+	require.NotContains(t, servers.recorded(), "promote 10.0.0.2")
+}
+
+// A failover whose replicas answer too few once fenced is refused, and the primary it fenced
+// is not labelled primary again in that pass.
+func TestAFailoverRefusedAfterFencingKeepsThePrimaryFenced(t *testing.T) {
+	f, servers := failingOver(t, func(db *examplev1.Database) { db.Spec.Durability = examplev1.DurabilitySynchronous })
+	delete(servers.servers, podIP(0))
+	servers.stopping = func(all map[string]*testServer, host string) {
+		if host == podIP(2) {
+			delete(all, podIP(1))
+		}
+	}
+	f.clock.SetTime(f.clock.Now().Add(11 * time.Second))
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	got := f.database()
+	require.Equal(t, examplev1.FailoverPhaseRefused, got.Status.Failover.Phase)
+	require.Equal(t, []int32{1, 2}, []int32{got.Status.Failover.ReachableReplicas, got.Status.Failover.NeededReplicas})
+	require.Equal(t, []string{"stop-following 10.0.0.2", "stop-following 10.0.0.3"}, servers.recorded())
+	require.Equal(t, "", f.roles(3)[0], "fenced")
+	require.Equal(t, "my-database-0", got.Status.Primary)
+	require.NotContains(t, servers.recorded(), "promote 10.0.0.3")
+}
+
+// While the primary takes no writes, a scale-down removes no Pod: any replica may be the one
+// holding every acknowledged commit.
+func TestAScaleDownWaitsWhileThePrimaryTakesNoWrites(t *testing.T) {
+	f, servers := failingOver(t, func(db *examplev1.Database) { db.Spec.Failover = examplev1.FailoverManual })
+	delete(servers.servers, podIP(0))
+	f.clock.SetTime(f.clock.Now().Add(time.Second))
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.NotNil(t, f.database().Status.PrimaryLastWritableTime)
+	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Replicas = ptr.To[int32](2) })
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, int32(3), *f.statefulSet().Spec.Replicas, "held while the primary takes no writes")
+
+	servers.set(0, testServer{writable: true, position: 130, users: []string{"streamer"}})
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, int32(2), *f.statefulSet().Spec.Replicas, "scaled down once it takes writes again")
+}
+
+// With Synchronous durability, the replica a failover picked is not promoted, nor taken for
+// promoted, while another replica holds transactions it lacks: a server that came back
+// empty (its data claim deleted, initialised anew) would lose every acknowledged commit.
+func TestAFailoverDoesNotTakeAnEmptyServerForThePromotedReplica(t *testing.T) {
+	f, servers := failingOver(t, func(db *examplev1.Database) { db.Spec.Durability = examplev1.DurabilitySynchronous })
+	delete(servers.servers, podIP(0))
+	f.clock.SetTime(f.clock.Now().Add(11 * time.Second))
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, "my-database-2", f.database().Status.Failover.To)
+
+	// Initialised anew, as the primary the ConfigMap names.
+	servers.set(2, testServer{writable: true, users: []string{"streamer"}})
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	got := f.database()
+	require.Equal(t, "my-database-0", got.Status.Primary, "not taken for the promoted replica")
+	require.Equal(t, examplev1.FailoverPhasePromoting, got.Status.Failover.Phase)
+	require.Contains(t, condition(got, "Ready").Message, "my-database-1 holds transactions my-database-2 lacks")
+	require.NotEqual(t, "primary", f.roles(3)[2])
+
+	// As a replica, empty: not promoted.
+	servers.set(2, testServer{position: 0})
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.NotContains(t, servers.recorded(), "promote 10.0.0.3")
+	require.Equal(t, "my-database-0", f.database().Status.Primary)
 }

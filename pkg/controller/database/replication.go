@@ -55,6 +55,9 @@ type replication struct {
 	// refused, for the conditions.
 	failover    *examplev1.DatabaseFailoverStatus
 	failoverWhy string
+	// fencedByFailover is true when this pass fenced the primary for a failover, refused or
+	// not: it is not labelled primary again in the pass.
+	fencedByFailover bool
 	// watched is true when the confirmed primary took writes this pass and would be failed
 	// over automatically: the servers are asked every RequeueAfterPrimaryCheck.
 	watched bool
@@ -94,10 +97,16 @@ func targetPrimary(db *examplev1.Database, replicas int32) string {
 // the confirmed or the designated primary (the replication ConfigMap's), or a member of a
 // replica set's configuration (configured), has an ordinal past it, so a scale-down waits
 // for the switchover that moves the primary off the Pods it removes, and for the
-// reconfiguration that takes them out of the set. It never holds more than running, the
-// Pods the StatefulSet runs now: a Pod past them does not exist.
+// reconfiguration that takes them out of the set; and every Pod running while the primary
+// takes no writes (status.primaryLastWritableTime) or a failover is recorded
+// (status.failover), since any replica may be the one holding every acknowledged commit.
+// It never holds more than running, the Pods the StatefulSet runs now: a Pod past them does
+// not exist.
 func heldReplicas(db *examplev1.Database, replicas, running int32, designated string, configured []string) int32 {
 	n := replicas
+	if db.Status.PrimaryLastWritableTime != nil || db.Status.Failover != nil {
+		n = max(n, running)
+	}
 	for _, pod := range append([]string{confirmedPrimary(db), designated}, configured...) {
 		if ordinal, ok := specs.PodOrdinal(db, pod); ok && ordinal < running {
 			n = max(n, ordinal+1)
@@ -142,8 +151,13 @@ func (p *pass) ensureReplicationConfigMap(ctx context.Context) (string, *halt, e
 	if ordinal, ok := specs.PodOrdinal(db, confirmed); ok {
 		pods = max(pods, ordinal+1)
 	}
-	ordinal, ok := specs.PodOrdinal(db, named)
 	fo := failingOver(db, confirmed)
+	if fo != nil {
+		if ordinal, ok := specs.PodOrdinal(db, fo.To); ok {
+			pods = max(pods, ordinal+1)
+		}
+	}
+	ordinal, ok := specs.PodOrdinal(db, named)
 	ours := named == confirmed || switchoverUnderWay(db, confirmed, named) || (fo != nil && fo.To == named)
 	if !ok || ordinal >= pods || !ours {
 		if err := p.designate(ctx, confirmed); err != nil {
@@ -226,7 +240,7 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 	if fo != nil && f != nil {
 		// A failover under way goes on; no switchover moves the primary meanwhile.
 		rep.lastWritable = db.Status.PrimaryLastWritableTime
-		if designated, err = p.promoteFailover(ctx, f, fo, old, byName, members, &rep, server); err != nil {
+		if designated, err = p.promoteFailover(ctx, f, fo, old, byName, members, &rep, server, sts); err != nil {
 			return rep, err
 		}
 	}
@@ -309,7 +323,7 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 		}
 	}
 
-	rep.fenced = designated != rep.primary || (rep.failover != nil && rep.failover.Phase == examplev1.FailoverPhasePromoting)
+	rep.fenced = designated != rep.primary || rep.fencedByFailover || (rep.failover != nil && rep.failover.Phase == examplev1.FailoverPhasePromoting)
 	primary := byName[rep.primary]
 	if !rep.fenced && primary != nil && primary.Primary() {
 		if f != nil {
@@ -455,11 +469,21 @@ func (p *pass) members(ctx context.Context, sts int32, o engine.Observer) (membe
 	if !asked {
 		return members, server, false, nil
 	}
+	p.observe(ctx, o, members, server)
+	return members, server, true, nil
+}
+
+// observe asks the server of each of members with a running Pod its state through o, in
+// parallel, within observeTimeout, and records the answer on the member (or the error, the
+// member then not answering); what a member answered before is forgotten.
+func (p *pass) observe(ctx context.Context, o engine.Observer, members []*member, server func(*member) endpoint) {
 	ctx, cancel := context.WithTimeout(ctx, observeTimeout)
 	defer cancel()
 	users := []string{p.desired.Recipe.ReplicationUsername}
 	var wg sync.WaitGroup
 	for _, m := range members {
+		m.Forget()
+		m.Err = nil
 		if m.Pod == nil || m.Pod.Status.PodIP == "" || m.Pod.DeletionTimestamp != nil || m.Pod.Status.Phase != corev1.PodRunning {
 			continue
 		}
@@ -473,7 +497,6 @@ func (p *pass) members(ctx context.Context, sts int32, o engine.Observer) (membe
 		})
 	}
 	wg.Wait()
-	return members, server, true, nil
 }
 
 // isPodOf reports whether pod belongs to db's StatefulSet (its controller is a StatefulSet of

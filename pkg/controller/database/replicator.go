@@ -92,12 +92,7 @@ func (p *pass) syncPrimary(ctx context.Context, r engine.Replicator, primary *me
 	}
 	if s, ok := r.(engine.Synchronous); ok {
 		var k int32
-		var replicas []string
-		for _, m := range members[:min(int(sts), len(members))] {
-			if m.Name != primary.Name {
-				replicas = append(replicas, m.Name)
-			}
-		}
+		replicas := replicaNames(members, primary.Name, sts)
 		if synchronous(p.db) && len(replicas) > 0 {
 			k = 1
 		}
@@ -155,4 +150,16 @@ func (p *pass) syncReplicationUser(ctx context.Context, r engine.Replicator, pri
 		return "", err
 	}
 	return string(password), nil
+}
+
+// replicaNames is the names of the first sts of members (the Pods the StatefulSet runs) but
+// primary's: the replicas a Synchronous primary's commits wait for.
+func replicaNames(members []*member, primary string, sts int32) []string {
+	var names []string
+	for _, m := range members[:min(int(sts), len(members))] {
+		if m.Name != primary {
+			names = append(names, m.Name)
+		}
+	}
+	return names
 }
