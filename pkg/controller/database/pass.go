@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -140,7 +141,9 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 		if p.desired.Recipe.ReplicaSet {
 			reconcile = p.reconcileReplicaSet
 		}
-		rep, err := reconcile(ctx, sts, designated, replicas, p.desired.Replicas)
+		stepCtx, cancel := context.WithTimeout(ctx, replicationStepTimeout)
+		rep, err := reconcile(stepCtx, sts, designated, replicas, p.desired.Replicas)
+		cancel()
 		if err != nil {
 			// Status keeps what the last pass that completed the step reported (primary,
 			// members, Replicating, and a switchover's record, status.switchoverProgress):
@@ -151,6 +154,12 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 	}
 	return obs, nil
 }
+
+// replicationStepTimeout bounds the replication step of a pass: a server that stops
+// answering in the middle of a statement fails the pass, which the workqueue retries, rather
+// than hold the worker. It is above the longest wait of a step's calls (a PostgreSQL
+// promotion waits up to a minute, a standby's WAL receiver 10 s for each replica fenced).
+const replicationStepTimeout = 3 * time.Minute
 
 // halted completes obs for a pass stopped by h (nil: by an error): spec.replicas, db's
 // StatefulSet as the pass read it (nil when it is not db's), and the halt's failure or wait.
