@@ -53,8 +53,9 @@ type failoverEngine struct {
 // a replica is promoted, the writer's inserts are acknowledged again through the same
 // Service, and the former primary comes back as a replica that streams from the new one (or,
 // with a transaction it never had acknowledged, is kept out and cloned again). In the end
-// every acknowledged row is on every server (none lost), and no two Pods were ever labelled
-// primary. It logs each failover's time, the time without acknowledged writes (RTO) and the
+// every acknowledged row is on every server (none lost), no two Pods were ever labelled
+// primary, and no two servers answered writable in the same second (every Pod's server is
+// asked once a second: sampleWritable). It logs each failover's time, the time without acknowledged writes (RTO) and the
 // time the former primary took to stream again.
 func TestRealFailover(t *testing.T) {
 	requireRealNode(t)
@@ -114,6 +115,7 @@ spec:
 	old := db + "-0"
 	waitReplicating(t, ns, db, old, e.replicas)
 	primaries := watchPrimaries(t, ns, db)
+	writable := sampleWritable(t, e.engine, ns, db)
 
 	host := db + "." + ns + ".svc.cluster.local"
 	phase, out := e.sqlAt(t, ns, "create-load", db, host, e.createLoad)
@@ -177,6 +179,9 @@ spec:
 		}
 	}
 	require.Equal(t, 1, primaries.most(), "never two Pods labelled primary")
+	rounds, most, which := writable.result()
+	t.Logf("measured: every Pod asked whether it takes writes in %d rounds, one a second: at most %d at once", rounds, most)
+	require.Equal(t, 1, most, "never two servers writable at once: %v", which)
 }
 
 // failOver brings the fault on the primary from (fault returns what heals it) and waits
