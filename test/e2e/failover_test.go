@@ -39,6 +39,10 @@ type failoverEngine struct {
 	writer func(ns, db, host string) string
 	// createLoad creates the tables "writes" and "writes_stop"; stop writes the stop row.
 	createLoad, stop string
+	// waitingCommits, when set, is how many sessions of the primary pod wait for a
+	// replica's acknowledgement of their commit: the Database has the fewest replicas
+	// Synchronous allows, and losing its replica is one more fault (commitsWaitForTheReplica).
+	waitingCommits func(t *testing.T, ns, pod string) int
 }
 
 // TestRealFailover fails over a replicated PostgreSQL (3 Pods) and a replicated MySQL (2
@@ -77,6 +81,14 @@ func TestRealFailover(t *testing.T) {
 		},
 		createLoad: "CREATE TABLE writes (id int PRIMARY KEY); CREATE TABLE writes_stop (id int PRIMARY KEY);",
 		stop:       "INSERT INTO writes_stop VALUES (1);",
+		waitingCommits: func(t *testing.T, ns, pod string) int {
+			out := mysqlAsSuperuserIn(t, ns, pod, "SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_source_wait_sessions'")
+			f := strings.Fields(out)
+			require.Len(t, f, 2, out)
+			n, err := strconv.Atoi(f[1])
+			require.NoError(t, err, out)
+			return n
+		},
 	}} {
 		t.Run(string(e.engine), func(t *testing.T) {
 			t.Parallel()
@@ -132,6 +144,10 @@ spec:
 	again := failOver(t, e, ns, db, promoted, func() func() { return isolate(t, ns, promoted) }, e.engine == examplev1.EnginePostgreSQL)
 	crashed := time.Now()
 	last := failOver(t, e, ns, db, again, func() func() { return crashLoop(t, ns, again) }, false)
+	replicaLost := time.Now()
+	if e.waitingCommits != nil {
+		commitsWaitForTheReplica(t, e, ns, db, last)
+	}
 
 	phase, out = e.sqlAt(t, ns, "stop-writer", db, host, e.stop)
 	require.Equal(t, corev1.PodSucceeded, phase, out)
@@ -159,7 +175,7 @@ spec:
 	}
 	rto1, before := rto(frozen, isolated)
 	rto2, between := rto(isolated, crashed)
-	rto3, beforeCrash := rto(crashed, time.Now())
+	rto3, beforeCrash := rto(crashed, replicaLost)
 	t.Logf("measured: %d inserts acknowledged, %d before the freeze, %d before the isolation, %d before the crash loop; writes accepted again %v after the primary was frozen, %v after it was isolated, %v after it began crashing (RTO)",
 		len(acks), before, between, beforeCrash, rto1.Round(100*time.Millisecond), rto2.Round(100*time.Millisecond), rto3.Round(100*time.Millisecond))
 	require.Positive(t, before)
@@ -182,6 +198,54 @@ spec:
 	rounds, most, which := writable.result()
 	t.Logf("measured: every Pod asked whether it takes writes in %d rounds, one a second: at most %d at once", rounds, most)
 	require.Equal(t, 1, most, "never two servers writable at once: %v", which)
+}
+
+// commitsWaitForTheReplica freezes the only replica of the Database db, whose primary is
+// the Pod primary, under the writer's load: with Synchronous durability a commit then waits
+// for the replica rather than be acknowledged without it. It waits until the primary has a
+// session waiting for an acknowledgement and the writer has given up on an insert (its
+// client's 15 s), checks that no insert was acknowledged meanwhile, thaws the replica and
+// waits for inserts to be acknowledged again.
+func commitsWaitForTheReplica(t *testing.T, e failoverEngine, ns, db, primary string) {
+	t.Helper()
+	replica := db + "-0"
+	if replica == primary {
+		replica = db + "-1"
+	}
+	thaw := freeze(t, ns, replica)
+	eventually(t, time.Minute, func() error {
+		if n := e.waitingCommits(t, ns, primary); n == 0 {
+			return fmt.Errorf("no commit of %s waits for %s", primary, replica)
+		}
+		return nil
+	})
+	waited := time.Now()
+	eventually(t, time.Minute, func() error {
+		log, errOut, err := kubectlAs(cluster.KubeconfigPath, "", "logs", "-n", ns, "writer")
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, errOut)
+		}
+		for _, line := range strings.Split(log, "\n") {
+			if f := strings.Fields(line); len(f) >= 3 && f[0] == "fail" {
+				if at, err := strconv.ParseFloat(f[2], 64); err == nil && at > float64(waited.UnixNano())/1e9 {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("the writer has not given up on an insert since %s", waited.Format(time.StampMilli))
+	})
+	thawed := time.Now()
+	thaw()
+	log, errOut, err := kubectlAs(cluster.KubeconfigPath, "", "logs", "-n", ns, "writer")
+	require.NoError(t, err, errOut)
+	for _, a := range parseAcks(t, log) {
+		require.False(t, a.at.After(waited) && a.at.Before(thawed), "insert %d acknowledged at %s while the only replica was frozen (%s to %s)",
+			a.id, a.at.Format(time.StampMilli), waited.Format(time.StampMilli), thawed.Format(time.StampMilli))
+	}
+	waitAcks(t, ns, "writer", thawed, 1)
+	t.Logf("measured: commits waited %v for the frozen replica %s, none acknowledged; acknowledged again %v after it was thawed",
+		thawed.Sub(waited).Round(100*time.Millisecond), replica, time.Since(thawed).Round(100*time.Millisecond))
+	waitAcks(t, ns, "writer", thawed, 20)
 }
 
 // failOver brings the fault on the primary from (fault returns what heals it) and waits
