@@ -220,14 +220,11 @@ func TestAManualFailoverPolicyLeavesThePrimaryInPlace(t *testing.T) {
 // memory of the primary is gone).
 func TestAFailoverGoesOnAcrossControllerRestarts(t *testing.T) {
 	f, servers := failingOver(t, nil)
-	delete(servers.servers, podIP(0))
-	f.clock.SetTime(f.clock.Now().Add(11 * time.Second))
-	_, err := f.reconcile()
-	require.NoError(t, err)
+	primaryStops(t, f, servers)
 	require.Equal(t, examplev1.FailoverPhasePromoting, f.database().Status.Failover.Phase)
 
 	f.restartController()
-	_, err = f.reconcile()
+	_, err := f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, "my-database-2", f.database().Status.Primary)
 
@@ -353,13 +350,10 @@ func TestAFailoverPicksTheReplicaFromWhatItHoldsOnceFenced(t *testing.T) {
 // durability) does not change it.
 func TestAFailoverNeverChangesTheReplicaItPromotes(t *testing.T) {
 	f, servers := failingOver(t, nil)
-	delete(servers.servers, podIP(0))
-	f.clock.SetTime(f.clock.Now().Add(11 * time.Second))
-	_, err := f.reconcile()
-	require.NoError(t, err)
+	primaryStops(t, f, servers)
 	require.Equal(t, "my-database-2", f.database().Status.Failover.To)
 	servers.set(1, testServer{position: 150})
-	_, err = f.reconcile()
+	_, err := f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, "my-database-2", f.database().Status.Primary)
 	require.Equal(t, "my-database-2", f.configMapPrimary())
@@ -415,15 +409,12 @@ func TestAScaleDownWaitsWhileThePrimaryTakesNoWrites(t *testing.T) {
 // empty (its data claim deleted, initialised anew) would lose every acknowledged commit.
 func TestAFailoverDoesNotTakeAnEmptyServerForThePromotedReplica(t *testing.T) {
 	f, servers := failingOver(t, func(db *examplev1.Database) { db.Spec.Durability = examplev1.DurabilitySynchronous })
-	delete(servers.servers, podIP(0))
-	f.clock.SetTime(f.clock.Now().Add(11 * time.Second))
-	_, err := f.reconcile()
-	require.NoError(t, err)
+	primaryStops(t, f, servers)
 	require.Equal(t, "my-database-2", f.database().Status.Failover.To)
 
 	// Initialised anew, as the primary the ConfigMap names.
 	servers.set(2, testServer{writable: true, users: []string{"streamer"}})
-	_, err = f.reconcile()
+	_, err := f.reconcile()
 	require.NoError(t, err)
 	got := f.database()
 	require.Equal(t, "my-database-0", got.Status.Primary, "not taken for the promoted replica")
@@ -437,4 +428,14 @@ func TestAFailoverDoesNotTakeAnEmptyServerForThePromotedReplica(t *testing.T) {
 	require.NoError(t, err)
 	require.NotContains(t, servers.recorded(), "promote 10.0.0.3")
 	require.Equal(t, "my-database-0", f.database().Status.Primary)
+}
+
+// primaryStops makes the primary, my-database-0, stop answering, lets the failover delay run
+// out and reconciles once: the pass that decides on the failover.
+func primaryStops(t *testing.T, f *fixture, servers *failoverServers) {
+	t.Helper()
+	delete(servers.servers, podIP(0))
+	f.clock.SetTime(f.clock.Now().Add(11 * time.Second))
+	_, err := f.reconcile()
+	require.NoError(t, err)
 }
