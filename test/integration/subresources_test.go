@@ -570,3 +570,48 @@ func TestSwitchoverIsRefusedDuringAFailover(t *testing.T) {
 	_, err = dbs.Switchover(ctx, "shop", &examplev1.DatabaseSwitchover{Target: "shop-1"}, metav1.CreateOptions{})
 	require.NoError(t, err)
 }
+
+// After a failover from the Pod spec.primary named when it was asked (status.lastFailoverTime
+// after it), that spec.primary is no switchover under way: a restart and a switchover are
+// accepted. A switchover asked since is one, and a write of the Database that changes
+// spec.primary is recorded in status.switchover as the subresource's request is.
+func TestRequestsAfterAFailoverFromSpecPrimary(t *testing.T) {
+	client, _ := clientFor(t)
+	ns := namespace(t)
+	ctx := context.Background()
+	dbs := client.ExampleV1().Databases(ns)
+	db := newDatabase(ns, "shop", examplev1.EnginePostgreSQL, "16")
+	db.Spec.Replicas = ptrInt32(2)
+	db.Spec.Primary = "shop-0"
+	db = create(t, client, db)
+	require.Nil(t, db.Status.Switchover, "spec.primary at creation is no request to move the primary")
+	db = reportMembers(t, dbs, db,
+		examplev1.DatabaseMember{Name: "shop-1", Role: examplev1.MemberRolePrimary, Ready: true},
+		examplev1.DatabaseMember{Name: "shop-0", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](0)})
+	db.Status.LastFailoverTime = ptr.To(metav1.Now().Rfc3339Copy())
+	db, err := dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, db.Status.LastFailoverTime, "status.lastFailoverTime is stored")
+
+	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	_, err = dbs.Restart(ctx, "shop", &examplev1.DatabaseRestart{Reason: "after the failover"}, dryRun)
+	require.NoError(t, err, "spec.primary was asked before the failover: no switchover is under way")
+	_, err = dbs.Switchover(ctx, "shop", &examplev1.DatabaseSwitchover{Target: "shop-0"}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	db, err = dbs.Get(ctx, "shop", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "shop-0", db.Status.Switchover.Target)
+
+	// The switchover asked since is under way: a restart waits for it.
+	_, err = dbs.Restart(ctx, "shop", &examplev1.DatabaseRestart{}, dryRun)
+	require.True(t, apierrors.IsConflict(err), "got %v", err)
+	require.ErrorContains(t, err, "a switchover to shop-0 is under way")
+
+	// A write of spec.primary is recorded as a request.
+	db.Spec.Primary = "shop-1"
+	db, err = dbs.Update(ctx, db, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "shop-1", db.Status.Switchover.Target)
+	require.NotEmpty(t, db.Status.Switchover.RequestedBy)
+	require.False(t, db.Status.Switchover.RequestedAt.Before(db.Status.LastFailoverTime))
+}

@@ -1,6 +1,10 @@
 package example
 
-import "testing"
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 func TestPodOrdinalReadsOnlyWhatPodNameWrites(t *testing.T) {
 	tests := []struct {
@@ -31,5 +35,38 @@ func TestPodOrdinalReadsOnlyWhatPodNameWrites(t *testing.T) {
 		if ok && PodName("db", ordinal) != tt.pod {
 			t.Errorf("PodName(%q, %d) = %q; want %q", "db", ordinal, PodName("db", ordinal), tt.pod)
 		}
+	}
+}
+
+func TestRequestedPrimaryIsNotOneAskedBeforeTheLastFailover(t *testing.T) {
+	at := func(s int64) metav1.Time { return metav1.Unix(s, 0) }
+	failover, before, after := at(100), at(90), at(110)
+	tests := []struct {
+		name       string
+		lastFailed *metav1.Time
+		asked      *metav1.Time
+		want       string
+	}{
+		{"no failover: spec.primary", nil, nil, "db-1"},
+		{"no failover, a request recorded", nil, &before, "db-1"},
+		{"a failover and no request recorded (spec.primary set at creation)", &failover, nil, ""},
+		{"asked before the failover", &failover, &before, ""},
+		{"asked after the failover", &failover, &after, "db-1"},
+		{"asked in the failover's second", &failover, &failover, "db-1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db := &Database{Spec: DatabaseSpec{Primary: "db-1"}}
+			db.Status.LastFailoverTime = tt.lastFailed
+			if tt.asked != nil {
+				db.Status.Switchover = &DatabaseSwitchoverStatus{Target: "db-1", RequestedAt: *tt.asked}
+			}
+			if got := RequestedPrimary(db); got != tt.want {
+				t.Errorf("RequestedPrimary = %q, want %q", got, tt.want)
+			}
+		})
+	}
+	if got := RequestedPrimary(&Database{Status: DatabaseStatus{LastFailoverTime: &failover, Switchover: &DatabaseSwitchoverStatus{RequestedAt: after}}}); got != "" {
+		t.Errorf("no spec.primary: RequestedPrimary = %q, want none", got)
 	}
 }

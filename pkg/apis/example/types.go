@@ -192,8 +192,9 @@ type DatabaseStatus struct {
 	// Restart is the last rolling restart asked for through databases/restart;
 	// nil when none was. Only that subresource sets the request fields.
 	Restart *DatabaseRestartStatus
-	// Switchover is the last switchover asked for through
-	// databases/switchover; nil when none was. Only that subresource sets it.
+	// Switchover is the last request to move the primary, through
+	// databases/switchover or a write of spec.primary; nil when none was.
+	// Only the API server sets it.
 	Switchover *DatabaseSwitchoverStatus
 	// SwitchoverProgress is the switchover the controller is carrying out,
 	// from status.primary to another Pod; nil when none is under way. Only
@@ -209,6 +210,9 @@ type DatabaseStatus struct {
 	// Failover is the automatic failover under way or refused; nil when
 	// none is due. Only the controller writes it.
 	Failover *DatabaseFailoverStatus
+	// LastFailoverTime is when the controller last promoted a replica in an
+	// automatic failover; nil when it never did (RequestedPrimary).
+	LastFailoverTime *metav1.Time
 	// Username is the user the credentials Secret gives clients, as the
 	// controller last wrote it; empty until then.
 	Username string

@@ -329,6 +329,10 @@ func (in *DatabaseStatus) DeepCopyInto(out *DatabaseStatus) {
 		*out = new(DatabaseFailoverStatus)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.LastFailoverTime != nil {
+		in, out := &in.LastFailoverTime, &out.LastFailoverTime
+		*out = (*in).DeepCopy()
+	}
 	return
 }
 

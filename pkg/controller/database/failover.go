@@ -341,7 +341,7 @@ func (p *pass) promoteFailover(ctx context.Context, f engine.Failover, fo *examp
 	}
 	if next != nil && next.Primary() && other == "" {
 		// Promoted by a pass that stopped before it could say so.
-		rep.primary = status.To
+		rep.primary, rep.lastFailoverTime = status.To, p.failedOverAt()
 		return status.To, nil
 	}
 	if err := p.designate(ctx, status.To); err != nil {
@@ -388,8 +388,15 @@ func (p *pass) promoteFailover(ctx context.Context, f engine.Failover, fo *examp
 	}
 	p.r.event(ctx, db, corev1.EventTypeNormal, ReasonFailover, "Promoted %s in place of %s, which had taken no writes since %s", status.To, rep.primary, since)
 	next.Writable = true
-	rep.primary = status.To
+	rep.primary, rep.lastFailoverTime = status.To, p.failedOverAt()
 	rep.failover, rep.lastWritable = nil, nil
 	p.r.writable.forget(db.UID)
 	return status.To, nil
+}
+
+// failedOverAt is now, as status.lastFailoverTime records it (to the second, as the API
+// serialises a time).
+func (p *pass) failedOverAt() *metav1.Time {
+	t := metav1.NewTime(p.r.clock.Now()).Rfc3339Copy()
+	return &t
 }

@@ -439,3 +439,40 @@ func primaryStops(t *testing.T, f *fixture, servers *failoverServers) {
 	_, err := f.reconcile()
 	require.NoError(t, err)
 }
+
+// A failover from the Pod spec.primary names does not move the primary back to it once it
+// streams again: spec.primary was asked before the failover (status.lastFailoverTime). A
+// request to move it made since (status.switchover, which the API server records) is acted
+// on.
+func TestAFailoverFromSpecPrimaryDoesNotMoveThePrimaryBack(t *testing.T) {
+	f, servers := failingOver(t, func(db *examplev1.Database) { db.Spec.Primary = "my-database-0" })
+	primaryStops(t, f, servers)
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	got := f.database()
+	require.Equal(t, "my-database-2", got.Status.Primary)
+	require.Equal(t, metav1.NewTime(f.clock.Now()).Rfc3339Copy(), *got.Status.LastFailoverTime)
+
+	f.restartPod(0, "my-database-0-uid-2")
+	servers.set(0, testServer{position: 130, source: "my-database-2"})
+	for range 3 {
+		f.clock.SetTime(f.clock.Now().Add(5 * time.Second))
+		_, err = f.reconcile()
+		require.NoError(t, err)
+	}
+	got = f.database()
+	require.Equal(t, "my-database-2", got.Status.Primary)
+	require.Nil(t, got.Status.SwitchoverProgress, "no switchover back to my-database-0")
+	require.Equal(t, "my-database-2", f.configMapPrimary())
+	require.Equal(t, metav1.ConditionTrue, condition(got, "Ready").Status, condition(got, "Ready").Message)
+
+	// Asked again since the failover: the switchover begins.
+	f.updateDatabase(func(db *examplev1.Database) {
+		db.Status.Switchover = &examplev1.DatabaseSwitchoverStatus{RequestedBy: "jane", RequestedAt: metav1.NewTime(f.clock.Now()).Rfc3339Copy(), Target: "my-database-0"}
+	})
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	sp := f.database().Status.SwitchoverProgress
+	require.NotNil(t, sp)
+	require.Equal(t, []string{"my-database-2", "my-database-0"}, []string{sp.From, sp.To})
+}

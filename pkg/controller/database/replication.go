@@ -58,6 +58,8 @@ type replication struct {
 	// fencedByFailover is true when this pass fenced the primary for a failover, refused or
 	// not: it is not labelled primary again in the pass.
 	fencedByFailover bool
+	// lastFailoverTime is status.lastFailoverTime: when a failover last promoted a replica.
+	lastFailoverTime *metav1.Time
 	// watched is true when the confirmed primary took writes this pass and would be failed
 	// over automatically: the servers are asked every RequeueAfterPrimaryCheck.
 	watched bool
@@ -79,12 +81,12 @@ func confirmedPrimary(db *examplev1.Database) string {
 	return specs.PodName(db, 0)
 }
 
-// targetPrimary is the Pod that should be primary: spec.primary when set; else the confirmed
-// primary while spec.replicas keeps it; else the first Pod (a scale-down never removes the
-// primary: it is moved first).
+// targetPrimary is the Pod that should be primary: spec.primary when set and asked since the
+// last failover (examplev1.RequestedPrimary); else the confirmed primary while spec.replicas
+// keeps it; else the first Pod (a scale-down never removes the primary: it is moved first).
 func targetPrimary(db *examplev1.Database, replicas int32) string {
-	if db.Spec.Primary != "" {
-		return db.Spec.Primary
+	if requested := examplev1.RequestedPrimary(db); requested != "" {
+		return requested
 	}
 	confirmed := confirmedPrimary(db)
 	if ordinal, ok := specs.PodOrdinal(db, confirmed); ok && ordinal < replicas {
@@ -215,7 +217,7 @@ func (rep *replication) switchingOver(from, to string, step examplev1.Switchover
 // taking writes, which a controller cannot tell from a network partition.
 func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.StatefulSet, designated string, replicas, sts int32) (replication, error) {
 	db := p.db
-	rep := replication{primary: confirmedPrimary(db)}
+	rep := replication{primary: confirmedPrimary(db), lastFailoverTime: db.Status.LastFailoverTime}
 	r := p.replicator()
 	members, server, asked, err := p.members(ctx, sts, r)
 	if err != nil {

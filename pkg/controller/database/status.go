@@ -235,12 +235,12 @@ func computeStatus(db *examplev1.Database, obs observation, now time.Time) examp
 		// The controller does not replicate this engine: nothing of replication is this
 		// Database's.
 		status.Primary, status.Members, status.SwitchoverProgress, status.ReplicaSetMembers = "", nil, nil, nil
-		status.PrimaryLastWritableTime, status.Failover = nil, nil
+		status.PrimaryLastWritableTime, status.Failover, status.LastFailoverTime = nil, nil, nil
 		meta.RemoveStatusCondition(&status.Conditions, examplev1.ConditionReplicating)
 	}
 	if rep := obs.replication; rep != nil {
 		status.Primary, status.Members, status.SwitchoverProgress = rep.primary, rep.members, rep.progress
-		status.PrimaryLastWritableTime, status.Failover = rep.lastWritable, rep.failover
+		status.PrimaryLastWritableTime, status.Failover, status.LastFailoverTime = rep.lastWritable, rep.failover, rep.lastFailoverTime
 		if rep.switchover != "" && !stopped {
 			conditions[1].cond = cond{metav1.ConditionTrue, examplev1.ReasonSwitchover, rep.switchover}
 		}

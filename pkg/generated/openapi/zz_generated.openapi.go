@@ -817,7 +817,7 @@ func schema_pkg_apis_example_v1_DatabaseStatus(ref common.ReferenceCallback) com
 					},
 					"switchover": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Switchover is the last switchover asked for through the databases/switchover subresource: who asked, when, and the Pod named. Only databases/switchover sets it; a write of the Database or of its status keeps the stored one.",
+							Description: "Switchover is the last request to move the primary: who asked, when, and the Pod named, through the databases/switchover subresource or a write of the Database that changes spec.primary to a Pod. The API server sets it; a write of status keeps the stored one. A spec.primary asked before the last automatic failover (lastFailoverTime) is not acted on: the controller keeps the promoted replica.",
 							Ref:         ref(v1.DatabaseSwitchoverStatus{}.OpenAPIModelName()),
 						},
 					},
@@ -856,6 +856,12 @@ func schema_pkg_apis_example_v1_DatabaseStatus(ref common.ReferenceCallback) com
 						SchemaProps: spec.SchemaProps{
 							Description: "Failover is the automatic failover the controller is carrying out, or the one it refuses and why; unset when none is due. Only the controller writes it, through databases/status: it is its record of a failover it started, kept across its restarts.",
 							Ref:         ref(v1.DatabaseFailoverStatus{}.OpenAPIModelName()),
+						},
+					},
+					"lastFailoverTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastFailoverTime is when the controller last promoted a replica in an automatic failover; unset when it never did. A spec.primary asked before it (status.switchover.requestedAt, or none recorded) is not acted on, so the primary does not move back to the Pod that failed. Only the controller writes it, through databases/status.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
 						},
 					},
 					"username": {

@@ -80,6 +80,9 @@ func (o *DescribeOptions) describeDatabase(w *prefixWriter, db *examplev1.Databa
 	if t := db.Status.PrimaryLastWritableTime; t != nil {
 		w.Write(1, "Primary Last Writable:\t%s (%s ago)\n", t.UTC().Format(time.RFC1123Z), o.age(t.Time))
 	}
+	if t := db.Status.LastFailoverTime; t != nil {
+		w.Write(1, "Last Failover:\t%s (%s ago)\n", t.UTC().Format(time.RFC1123Z), o.age(t.Time))
+	}
 
 	if r := db.Status.Restart; r != nil {
 		w.Write(0, "Restart:\n")

@@ -643,6 +643,18 @@ func (m *DatabaseStatus) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	if m.LastFailoverTime != nil {
+		{
+			size, err := m.LastFailoverTime.MarshalToSizedBuffer(dAtA[:i])
+			if err != nil {
+				return 0, err
+			}
+			i -= size
+			i = encodeVarintGenerated(dAtA, i, uint64(size))
+		}
+		i--
+		dAtA[i] = 0x7a
+	}
 	if m.Failover != nil {
 		{
 			size, err := m.Failover.MarshalToSizedBuffer(dAtA[:i])
@@ -1155,6 +1167,10 @@ func (m *DatabaseStatus) Size() (n int) {
 		l = m.Failover.Size()
 		n += 1 + l + sovGenerated(uint64(l))
 	}
+	if m.LastFailoverTime != nil {
+		l = m.LastFailoverTime.Size()
+		n += 1 + l + sovGenerated(uint64(l))
+	}
 	return n
 }
 
@@ -1385,6 +1401,7 @@ func (this *DatabaseStatus) String() string {
 		`ReplicaSetMembers:` + fmt.Sprintf("%v", this.ReplicaSetMembers) + `,`,
 		`PrimaryLastWritableTime:` + strings.Replace(fmt.Sprintf("%v", this.PrimaryLastWritableTime), "Time", "v1.Time", 1) + `,`,
 		`Failover:` + strings.Replace(this.Failover.String(), "DatabaseFailoverStatus", "DatabaseFailoverStatus", 1) + `,`,
+		`LastFailoverTime:` + strings.Replace(fmt.Sprintf("%v", this.LastFailoverTime), "Time", "v1.Time", 1) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -3877,6 +3894,42 @@ func (m *DatabaseStatus) Unmarshal(dAtA []byte) error {
 				m.Failover = &DatabaseFailoverStatus{}
 			}
 			if err := m.Failover.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 15:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field LastFailoverTime", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.LastFailoverTime == nil {
+				m.LastFailoverTime = &v1.Time{}
+			}
+			if err := m.LastFailoverTime.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
 			iNdEx = postIndex

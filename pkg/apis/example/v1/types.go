@@ -256,10 +256,12 @@ type DatabaseStatus struct {
 	// Database or of its status keeps the stored one.
 	// +optional
 	Restart *DatabaseRestartStatus `json:"restart,omitempty" protobuf:"bytes,8,opt,name=restart"`
-	// Switchover is the last switchover asked for through the
-	// databases/switchover subresource: who asked, when, and the Pod named.
-	// Only databases/switchover sets it; a write of the Database or of its
-	// status keeps the stored one.
+	// Switchover is the last request to move the primary: who asked, when,
+	// and the Pod named, through the databases/switchover subresource or a
+	// write of the Database that changes spec.primary to a Pod. The API
+	// server sets it; a write of status keeps the stored one. A spec.primary
+	// asked before the last automatic failover (lastFailoverTime) is not
+	// acted on: the controller keeps the promoted replica.
 	// +optional
 	Switchover *DatabaseSwitchoverStatus `json:"switchover,omitempty" protobuf:"bytes,9,opt,name=switchover"`
 	// SwitchoverProgress is the switchover the controller is carrying out,
@@ -291,6 +293,13 @@ type DatabaseStatus struct {
 	// failover it started, kept across its restarts.
 	// +optional
 	Failover *DatabaseFailoverStatus `json:"failover,omitempty" protobuf:"bytes,14,opt,name=failover"`
+	// LastFailoverTime is when the controller last promoted a replica in an
+	// automatic failover; unset when it never did. A spec.primary asked
+	// before it (status.switchover.requestedAt, or none recorded) is not
+	// acted on, so the primary does not move back to the Pod that failed.
+	// Only the controller writes it, through databases/status.
+	// +optional
+	LastFailoverTime *metav1.Time `json:"lastFailoverTime,omitempty" protobuf:"bytes,15,opt,name=lastFailoverTime"`
 	// Username is the user clients connect as: the "username" key of the
 	// credentials Secret as the controller last wrote it. It is the engine's
 	// application user, except on a Database whose data was initialised

@@ -9,10 +9,12 @@ import (
 	"fmt"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
@@ -80,6 +82,10 @@ func (Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 // (so "0100Gi" for "100Gi" is no change), and bumps metadata.generation by
 // one when the spec changed (labels, annotations or finalizers alone do not),
 // so status.observedGeneration tells the controller's progress on the spec.
+// A write that changes spec.primary to a Pod is a request to move the
+// primary, recorded in status.switchover as databases/switchover records its
+// own (who, when to the second, which Pod): the controller acts on a
+// spec.primary asked since the last failover only (example.RequestedPrimary).
 func (Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 	newDB := obj.(*example.Database)
 	oldDB := old.(*example.Database)
@@ -87,6 +93,15 @@ func (Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 	newDB.Spec.Storage = example.CanonicalStorage(newDB.Spec.Storage)
 	if !apiequality.Semantic.DeepEqual(newDB.Spec, oldDB.Spec) {
 		newDB.Generation = oldDB.Generation + 1
+	}
+	if newDB.Spec.Primary != "" && newDB.Spec.Primary != oldDB.Spec.Primary {
+		var by string
+		if u, ok := genericapirequest.UserFrom(ctx); ok {
+			by = u.GetName()
+		}
+		newDB.Status.Switchover = &example.DatabaseSwitchoverStatus{
+			RequestedBy: by, RequestedAt: metav1.Now().Rfc3339Copy(), Target: newDB.Spec.Primary,
+		}
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/authentication/user"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
@@ -140,9 +142,38 @@ func TestPrepareForUpdateKeepsStoredStatus(t *testing.T) {
 
 	newTestStrategy().PrepareForUpdate(context.Background(), db, old)
 
+	require.NotNil(t, db.Status.Switchover, "the change of spec.primary is recorded")
+	db.Status.Switchover = nil
 	require.Equal(t, old.Status, db.Status, "status.primary and status.members are the controller's, written through status")
 	require.Equal(t, ptr.To[int32](5), db.Spec.Replicas, "the spec change is kept")
 	require.Equal(t, "my-database-4", db.Spec.Primary, "spec.primary is the user's, written through the main resource")
+}
+
+// A write that changes spec.primary to a Pod is recorded in status.switchover, as
+// databases/switchover records its own: who, when (to the second) and which Pod. One that
+// keeps it, or clears it, records nothing.
+func TestPrepareForUpdateRecordsAChangeOfSpecPrimary(t *testing.T) {
+	old := storedDatabase()
+	old.Spec.Primary = "my-database-0"
+	old.Status.Switchover = &example.DatabaseSwitchoverStatus{RequestedBy: "earlier", RequestedAt: metav1.Unix(100, 0), Target: "my-database-0"}
+	ctx := genericapirequest.WithUser(context.Background(), &user.DefaultInfo{Name: "jane"})
+
+	db := old.DeepCopy()
+	db.Spec.Primary = "my-database-2"
+	before := metav1.Now().Rfc3339Copy()
+	newTestStrategy().PrepareForUpdate(ctx, db, old)
+	s := db.Status.Switchover
+	require.NotNil(t, s)
+	require.Equal(t, []string{"jane", "my-database-2"}, []string{s.RequestedBy, s.Target})
+	require.False(t, s.RequestedAt.Before(&before), "requested now: %v", s.RequestedAt)
+	require.Equal(t, s.RequestedAt.Rfc3339Copy(), s.RequestedAt, "to the second")
+
+	for name, primary := range map[string]string{"kept": "my-database-0", "cleared": ""} {
+		db := old.DeepCopy()
+		db.Spec.Primary = primary
+		newTestStrategy().PrepareForUpdate(ctx, db, old)
+		require.Equal(t, old.Status.Switchover, db.Status.Switchover, name)
+	}
 }
 
 // A tenant who may write the Database (edit) but not databases/status cannot give the

@@ -49,10 +49,12 @@ type DatabaseStatusApplyConfiguration struct {
 	// finished it. Only databases/restart sets the request; a write of the
 	// Database or of its status keeps the stored one.
 	Restart *DatabaseRestartStatusApplyConfiguration `json:"restart,omitempty"`
-	// Switchover is the last switchover asked for through the
-	// databases/switchover subresource: who asked, when, and the Pod named.
-	// Only databases/switchover sets it; a write of the Database or of its
-	// status keeps the stored one.
+	// Switchover is the last request to move the primary: who asked, when,
+	// and the Pod named, through the databases/switchover subresource or a
+	// write of the Database that changes spec.primary to a Pod. The API
+	// server sets it; a write of status keeps the stored one. A spec.primary
+	// asked before the last automatic failover (lastFailoverTime) is not
+	// acted on: the controller keeps the promoted replica.
 	Switchover *DatabaseSwitchoverStatusApplyConfiguration `json:"switchover,omitempty"`
 	// SwitchoverProgress is the switchover the controller is carrying out,
 	// from status.primary to another Pod, whether asked for through
@@ -78,6 +80,12 @@ type DatabaseStatusApplyConfiguration struct {
 	// controller writes it, through databases/status: it is its record of a
 	// failover it started, kept across its restarts.
 	Failover *DatabaseFailoverStatusApplyConfiguration `json:"failover,omitempty"`
+	// LastFailoverTime is when the controller last promoted a replica in an
+	// automatic failover; unset when it never did. A spec.primary asked
+	// before it (status.switchover.requestedAt, or none recorded) is not
+	// acted on, so the primary does not move back to the Pod that failed.
+	// Only the controller writes it, through databases/status.
+	LastFailoverTime *apismetav1.Time `json:"lastFailoverTime,omitempty"`
 	// Username is the user clients connect as: the "username" key of the
 	// credentials Secret as the controller last wrote it. It is the engine's
 	// application user, except on a Database whose data was initialised
@@ -206,6 +214,14 @@ func (b *DatabaseStatusApplyConfiguration) WithPrimaryLastWritableTime(value api
 // If called multiple times, the Failover field is set to the value of the last call.
 func (b *DatabaseStatusApplyConfiguration) WithFailover(value *DatabaseFailoverStatusApplyConfiguration) *DatabaseStatusApplyConfiguration {
 	b.Failover = value
+	return b
+}
+
+// WithLastFailoverTime sets the LastFailoverTime field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the LastFailoverTime field is set to the value of the last call.
+func (b *DatabaseStatusApplyConfiguration) WithLastFailoverTime(value apismetav1.Time) *DatabaseStatusApplyConfiguration {
+	b.LastFailoverTime = &value
 	return b
 }
 

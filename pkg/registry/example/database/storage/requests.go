@@ -173,10 +173,10 @@ func (r *RestartREST) Create(ctx context.Context, name string, obj runtime.Objec
 		if err := restartUnderWay(db); err != nil {
 			return nil, err
 		}
-		if db.Spec.Primary != "" && db.Spec.Primary != db.Status.Primary {
+		if requested := example.RequestedPrimary(db); requested != "" && requested != db.Status.Primary {
 			// The controller restarts no Pod while a switchover moves the primary.
 			return nil, errors.NewConflict(resource, name, fmt.Errorf("a switchover to %s is under way (spec.primary; status.primary is %q); ask again once it is done",
-				db.Spec.Primary, db.Status.Primary))
+				requested, db.Status.Primary))
 		}
 		if err := failed(db); err != nil {
 			return nil, err
@@ -333,8 +333,8 @@ func (r *SwitchoverREST) check(db *example.Database, req *example.DatabaseSwitch
 		return errors.NewInvalid(example.Kind("DatabaseSwitchover"), db.Name, field.ErrorList{field.NotSupported(targetPath, req.Target, pods)})
 	}
 	primary := db.Status.Primary
-	if db.Spec.Primary != "" && db.Spec.Primary != primary {
-		return errors.NewConflict(resource, db.Name, fmt.Errorf("a switchover to %s is under way (spec.primary); status.primary is %q", db.Spec.Primary, primary))
+	if requested := example.RequestedPrimary(db); requested != "" && requested != primary {
+		return errors.NewConflict(resource, db.Name, fmt.Errorf("a switchover to %s is under way (spec.primary); status.primary is %q", requested, primary))
 	}
 	if f := db.Status.Failover; f != nil && f.Phase == example.FailoverPhasePromoting {
 		return errors.NewConflict(resource, db.Name, fmt.Errorf("a failover from %s to %s is under way (status.failover); ask again once it is done", f.From, f.To))
