@@ -336,7 +336,15 @@ func failOver(t *testing.T, e failoverEngine, ns, db, from string, fault func() 
 		kubectl(t, "delete", "pod", "-n", ns, from, "--wait=true")
 	}
 	waitReplicating(t, ns, db, promoted, e.replicas)
-	t.Logf("measured: %s streams from %s %v after it was healed", from, promoted, time.Since(healed).Round(time.Second))
+	rejoined := time.Since(healed)
+	t.Logf("measured: %s streams from %s %v after it was healed", from, promoted, rejoined.Round(time.Second))
+	if rejoined > time.Minute {
+		// Slower than the goal's half: what the Pod's setup and the controller did, for the
+		// reader of the figure.
+		setup, _, _ := kubectlAs(cluster.KubeconfigPath, "", "logs", "-n", ns, from, "-c", "setup")
+		events, _, _ := kubectlAs(cluster.KubeconfigPath, "", "get", "events", "-n", ns, "--sort-by=.lastTimestamp")
+		t.Logf("%s's setup:\n%s\nevents of %s:\n%s", from, lastLines(setup, 30), ns, lastLines(events, 40))
+	}
 	return promoted
 }
 
