@@ -354,8 +354,8 @@ func (p *pass) promoteFailover(ctx context.Context, f engine.Failover, fo *examp
 	}
 	switch {
 	case other != "":
-		rep.failoverWhy = fmt.Sprintf("failing over from %s to %s: %s holds transactions %s lacks, so %s is not promoted; restore %s's data or scale the Database (see the failover documentation)",
-			rep.primary, status.To, other, status.To, status.To, status.To)
+		rep.failoverWhy = fmt.Sprintf("failing over from %s to %s: %s holds transactions %s lacks, so %s is not promoted: a commit acknowledged by %s alone would be lost",
+			rep.primary, status.To, other, status.To, status.To, other)
 		return status.To, nil
 	case old != nil && old.Primary():
 		rep.failoverWhy = fmt.Sprintf("failing over from %s to %s: waiting for %s, deleted, to stop taking writes", rep.primary, status.To, rep.primary)
