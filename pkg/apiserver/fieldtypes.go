@@ -13,6 +13,7 @@ import (
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -129,7 +130,7 @@ func checkFieldTypes(value any, t reflect.Type, path *field.Path) field.ErrorLis
 		t = t.Elem()
 	}
 	if reflect.PointerTo(t).Implements(jsonUnmarshalerType) {
-		return nil
+		return checkOwnDecoding(value, t, path)
 	}
 	switch t.Kind() {
 	case reflect.Struct:
@@ -255,6 +256,24 @@ func checkInteger(value any, path *field.Path, bits int, signed bool) field.Erro
 
 // typeInvalid is the error of a value of the wrong JSON type, in the words of
 // OpenAPI validation ("must be of type integer").
+// checkOwnDecoding returns an error when value is not one the type t, which has its own
+// JSON decoding (times, quantities), decodes: a server-side apply would fail to convert it
+// with a 500. A time must be RFC 3339 (metav1.Time, metav1.MicroTime).
+func checkOwnDecoding(value any, t reflect.Type, path *field.Path) field.ErrorList {
+	data, err := json.Marshal(value)
+	if err != nil {
+		return nil
+	}
+	if err := reflect.New(t).Interface().(json.Unmarshaler).UnmarshalJSON(data); err != nil {
+		want := "a valid " + t.Name()
+		if t == reflect.TypeFor[metav1.Time]() || t == reflect.TypeFor[metav1.MicroTime]() {
+			want = "an RFC 3339 date and time"
+		}
+		return field.ErrorList{field.Invalid(path, sentValue(value), "must be "+want)}
+	}
+	return nil
+}
+
 func typeInvalid(path *field.Path, value any, want string) *field.Error {
 	return field.TypeInvalid(path, sentValue(value), "must be of type "+want)
 }

@@ -55,6 +55,12 @@ func TestPatchWithWrongFieldTypeIsInvalid(t *testing.T) {
 			"Database", "spec.replicas", `"3"`, "must be of type integer"},
 		{"strategic merge patch overflow", strategicPatch, "", []byte(`{"spec":{"replicas":99999999999}}`),
 			"Database", "spec.replicas", "99999999999", "must be an integer from -2147483648 to 2147483647"},
+		{"apply a time that is not one", applyYAML, "",
+			fmt.Appendf(nil, `{"apiVersion":"example.com/v1","kind":"Database","metadata":{"name":"typed","namespace":%q},"status":{"lastFailoverTime":"garbage"}}`, ns),
+			"Database", "status.lastFailoverTime", `"garbage"`, "must be an RFC 3339 date and time"},
+		{"apply a creation time that is not one", applyYAML, "",
+			fmt.Appendf(nil, `{"apiVersion":"example.com/v1","kind":"Database","metadata":{"name":"typed","namespace":%q,"creationTimestamp":"2026-12-04"}}`, ns),
+			"Database", "metadata.creationTimestamp", `"2026-12-04"`, "must be an RFC 3339 date and time"},
 		{"merge patch of a condition", mergePatch, "status", []byte(`{"status":{"conditions":[{"type":"Ready","observedGeneration":1.5}]}}`),
 			"Database", "status.conditions[0].observedGeneration", "1.5", "must be of type integer"},
 	} {

@@ -615,3 +615,33 @@ func TestRequestsAfterAFailoverFromSpecPrimary(t *testing.T) {
 	require.NotEmpty(t, db.Status.Switchover.RequestedBy)
 	require.False(t, db.Status.Switchover.RequestedAt.Before(db.Status.LastFailoverTime))
 }
+
+// A switchover accepted after a failover is recorded is acted on even when the controller's
+// clock, which stamped status.lastFailoverTime, runs ahead of the API server's: the request
+// is recorded one second after the failover.
+func TestASwitchoverAfterAFailoverCountsWhateverTheClocks(t *testing.T) {
+	client, _ := clientFor(t)
+	ns := namespace(t)
+	ctx := context.Background()
+	dbs := client.ExampleV1().Databases(ns)
+	db := newDatabase(ns, "shop", examplev1.EnginePostgreSQL, "16")
+	db.Spec.Replicas = ptrInt32(2)
+	db = reportMembers(t, dbs, create(t, client, db),
+		examplev1.DatabaseMember{Name: "shop-1", Role: examplev1.MemberRolePrimary, Ready: true},
+		examplev1.DatabaseMember{Name: "shop-0", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](0)})
+	ahead := metav1.NewTime(time.Now().Add(30 * time.Second)).Rfc3339Copy()
+	db.Status.LastFailoverTime = &ahead
+	db, err := dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	got, err := dbs.Switchover(ctx, "shop", &examplev1.DatabaseSwitchover{Target: "shop-0"}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.True(t, ahead.Add(time.Second).Equal(got.Status.Switchover.RequestedAt.Time), "requested at %v", got.Status.Switchover.RequestedAt)
+	require.Equal(t, "shop-0", examplev1.RequestedPrimary(got), "acted on")
+
+	// So is a write of spec.primary.
+	got.Spec.Primary = "shop-1"
+	got, err = dbs.Update(ctx, got, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "shop-1", examplev1.RequestedPrimary(got))
+}

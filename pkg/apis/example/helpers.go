@@ -3,6 +3,9 @@ package example
 import (
 	"strconv"
 	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"example.com/database-apiserver/pkg/storagesize"
 )
@@ -49,4 +52,19 @@ func RequestedPrimary(db *Database) string {
 		}
 	}
 	return db.Spec.Primary
+}
+
+// RequestTime is when the API server records a request to move the primary made at now
+// (status.switchover.requestedAt): now, or one second after status.lastFailoverTime when
+// that is later, so a request accepted once a failover is recorded counts as asked after it
+// (RequestedPrimary) whatever the API server's and the controller's clocks say. Times are
+// to the second, as the API serialises them.
+func RequestTime(now time.Time, status *DatabaseStatus) metav1.Time {
+	at := metav1.NewTime(now).Rfc3339Copy()
+	if f := status.LastFailoverTime; f != nil {
+		if after := metav1.NewTime(f.Add(time.Second)).Rfc3339Copy(); at.Before(&after) {
+			return after
+		}
+	}
+	return at
 }

@@ -2,6 +2,7 @@ package example
 
 import (
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -70,3 +71,20 @@ func TestRequestedPrimaryIsNotOneAskedBeforeTheLastFailover(t *testing.T) {
 		t.Errorf("no spec.primary: RequestedPrimary = %q, want none", got)
 	}
 }
+
+func TestRequestTimeIsAfterTheLastFailover(t *testing.T) {
+	now := time.Date(2026, 12, 4, 10, 0, 0, 700_000_000, time.UTC)
+	if got := RequestTime(now, &DatabaseStatus{}); !got.Equal(ptrTime(now.Truncate(time.Second))) {
+		t.Errorf("no failover: %v, want now to the second", got)
+	}
+	ahead := metav1.NewTime(now.Add(30 * time.Second).Truncate(time.Second))
+	if got := RequestTime(now, &DatabaseStatus{LastFailoverTime: &ahead}); !got.Equal(ptrTime(ahead.Add(time.Second))) {
+		t.Errorf("a failover stamped ahead: %v, want a second after it", got)
+	}
+	behind := metav1.NewTime(now.Add(-time.Minute).Truncate(time.Second))
+	if got := RequestTime(now, &DatabaseStatus{LastFailoverTime: &behind}); !got.Equal(ptrTime(now.Truncate(time.Second))) {
+		t.Errorf("a failover a minute before: %v, want now", got)
+	}
+}
+
+func ptrTime(t time.Time) *metav1.Time { return &metav1.Time{Time: t} }

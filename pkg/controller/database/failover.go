@@ -394,9 +394,19 @@ func (p *pass) promoteFailover(ctx context.Context, f engine.Failover, fo *examp
 	return status.To, nil
 }
 
-// failedOverAt is now, as status.lastFailoverTime records it (to the second, as the API
-// serialises a time).
+// failedOverAt is what status.lastFailoverTime records for a failover this pass completes:
+// now (to the second, as the API serialises a time), or one second after the last request to
+// move the primary this pass read (status.switchover.requestedAt) when that is later, so the
+// request counts as asked before the failover whatever the controller's and the API server's
+// clocks say (examplev1.RequestedPrimary). A request written since the pass read the
+// Database makes its status write conflict; the next pass, promoted already, records the
+// failover after it: a request accepted before a failover is recorded is superseded by it.
 func (p *pass) failedOverAt() *metav1.Time {
 	t := metav1.NewTime(p.r.clock.Now()).Rfc3339Copy()
+	if s := p.db.Status.Switchover; s != nil {
+		if after := metav1.NewTime(s.RequestedAt.Add(time.Second)).Rfc3339Copy(); t.Before(&after) {
+			t = after
+		}
+	}
 	return &t
 }

@@ -476,3 +476,32 @@ func TestAFailoverFromSpecPrimaryDoesNotMoveThePrimaryBack(t *testing.T) {
 	require.NotNil(t, sp)
 	require.Equal(t, []string{"my-database-2", "my-database-0"}, []string{sp.From, sp.To})
 }
+
+// A request to move the primary recorded in the second the failover completes, before it,
+// is superseded by it whatever the clocks say: the failover is recorded one second after
+// the request the pass read (status.lastFailoverTime), and the primary does not move back.
+func TestARequestInTheFailoversSecondDoesNotMoveThePrimaryBack(t *testing.T) {
+	f, servers := failingOver(t, nil)
+	primaryStops(t, f, servers)
+	require.Equal(t, examplev1.FailoverPhasePromoting, f.database().Status.Failover.Phase)
+	asked := metav1.NewTime(f.clock.Now()).Rfc3339Copy()
+	f.updateDatabase(func(db *examplev1.Database) {
+		db.Spec.Primary = "my-database-0"
+		db.Status.Switchover = &examplev1.DatabaseSwitchoverStatus{RequestedBy: "gitops", RequestedAt: asked, Target: "my-database-0"}
+	})
+	f.clock.SetTime(f.clock.Now().Add(300 * time.Millisecond))
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	got := f.database()
+	require.Equal(t, "my-database-2", got.Status.Primary)
+	require.True(t, asked.Add(time.Second).Equal(got.Status.LastFailoverTime.Time), "a second after the request: %v", got.Status.LastFailoverTime)
+
+	f.restartPod(0, "my-database-0-uid-2")
+	servers.set(0, testServer{position: 130, source: "my-database-2"})
+	for range 3 {
+		f.clock.SetTime(f.clock.Now().Add(5 * time.Second))
+		_, err = f.reconcile()
+		require.NoError(t, err)
+	}
+	require.Nil(t, f.database().Status.SwitchoverProgress, "no switchover back to the Pod that failed")
+}

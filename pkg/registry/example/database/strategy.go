@@ -7,9 +7,9 @@ package database
 import (
 	"context"
 	"fmt"
+	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -84,8 +84,9 @@ func (Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 // so status.observedGeneration tells the controller's progress on the spec.
 // A write that changes spec.primary to a Pod is a request to move the
 // primary, recorded in status.switchover as databases/switchover records its
-// own (who, when to the second, which Pod): the controller acts on a
-// spec.primary asked since the last failover only (example.RequestedPrimary).
+// own (who, when to the second (example.RequestTime), which Pod): the
+// controller acts on a spec.primary asked since the last failover only
+// (example.RequestedPrimary).
 func (Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 	newDB := obj.(*example.Database)
 	oldDB := old.(*example.Database)
@@ -100,7 +101,7 @@ func (Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 			by = u.GetName()
 		}
 		newDB.Status.Switchover = &example.DatabaseSwitchoverStatus{
-			RequestedBy: by, RequestedAt: metav1.Now().Rfc3339Copy(), Target: newDB.Spec.Primary,
+			RequestedBy: by, RequestedAt: example.RequestTime(time.Now(), &oldDB.Status), Target: newDB.Spec.Primary,
 		}
 	}
 }

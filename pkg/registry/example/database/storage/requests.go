@@ -283,6 +283,7 @@ func (r *SwitchoverREST) Create(ctx context.Context, name string, obj runtime.Ob
 		if err := r.check(db, req); err != nil {
 			return nil, err
 		}
+		record.RequestedAt = example.RequestTime(r.now(), &db.Status)
 		db.Spec.Primary = req.Target
 		// The requester owns spec.primary from now on, so a server-side apply by its
 		// previous owner conflicts instead of silently moving the primary back. As
