@@ -580,21 +580,12 @@ func TestRequestsAfterAFailoverFromSpecPrimary(t *testing.T) {
 	ns := namespace(t)
 	ctx := context.Background()
 	dbs := client.ExampleV1().Databases(ns)
-	db := newDatabase(ns, "shop", examplev1.EnginePostgreSQL, "16")
-	db.Spec.Replicas = ptrInt32(2)
-	db.Spec.Primary = "shop-0"
-	db = create(t, client, db)
+	db := failedOver(t, client, ns, "shop-0", metav1.Now().Rfc3339Copy())
 	require.Nil(t, db.Status.Switchover, "spec.primary at creation is no request to move the primary")
-	db = reportMembers(t, dbs, db,
-		examplev1.DatabaseMember{Name: "shop-1", Role: examplev1.MemberRolePrimary, Ready: true},
-		examplev1.DatabaseMember{Name: "shop-0", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](0)})
-	db.Status.LastFailoverTime = ptr.To(metav1.Now().Rfc3339Copy())
-	db, err := dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{})
-	require.NoError(t, err)
 	require.NotNil(t, db.Status.LastFailoverTime, "status.lastFailoverTime is stored")
 
 	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
-	_, err = dbs.Restart(ctx, "shop", &examplev1.DatabaseRestart{Reason: "after the failover"}, dryRun)
+	_, err := dbs.Restart(ctx, "shop", &examplev1.DatabaseRestart{Reason: "after the failover"}, dryRun)
 	require.NoError(t, err, "spec.primary was asked before the failover: no switchover is under way")
 	_, err = dbs.Switchover(ctx, "shop", &examplev1.DatabaseSwitchover{Target: "shop-0"}, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -624,15 +615,8 @@ func TestASwitchoverAfterAFailoverCountsWhateverTheClocks(t *testing.T) {
 	ns := namespace(t)
 	ctx := context.Background()
 	dbs := client.ExampleV1().Databases(ns)
-	db := newDatabase(ns, "shop", examplev1.EnginePostgreSQL, "16")
-	db.Spec.Replicas = ptrInt32(2)
-	db = reportMembers(t, dbs, create(t, client, db),
-		examplev1.DatabaseMember{Name: "shop-1", Role: examplev1.MemberRolePrimary, Ready: true},
-		examplev1.DatabaseMember{Name: "shop-0", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](0)})
 	ahead := metav1.NewTime(time.Now().Add(30 * time.Second)).Rfc3339Copy()
-	db.Status.LastFailoverTime = &ahead
-	db, err := dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	failedOver(t, client, ns, "", ahead)
 
 	got, err := dbs.Switchover(ctx, "shop", &examplev1.DatabaseSwitchover{Target: "shop-0"}, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -644,4 +628,22 @@ func TestASwitchoverAfterAFailoverCountsWhateverTheClocks(t *testing.T) {
 	got, err = dbs.Update(ctx, got, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "shop-1", examplev1.RequestedPrimary(got))
+}
+
+// failedOver creates the PostgreSQL Database shop of two Pods with spec.primary (empty for
+// none) and reports it as a failover left it at lastFailover: shop-1 the primary, shop-0 a
+// caught-up replica.
+func failedOver(t *testing.T, client versioned.Interface, ns, primary string, lastFailover metav1.Time) *examplev1.Database {
+	t.Helper()
+	dbs := client.ExampleV1().Databases(ns)
+	db := newDatabase(ns, "shop", examplev1.EnginePostgreSQL, "16")
+	db.Spec.Replicas = ptrInt32(2)
+	db.Spec.Primary = primary
+	db = reportMembers(t, dbs, create(t, client, db),
+		examplev1.DatabaseMember{Name: "shop-1", Role: examplev1.MemberRolePrimary, Ready: true},
+		examplev1.DatabaseMember{Name: "shop-0", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](0)})
+	db.Status.LastFailoverTime = &lastFailover
+	db, err := dbs.UpdateStatus(context.Background(), db, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	return db
 }
