@@ -569,6 +569,13 @@ CREATE SCHEMA own`)
 		})
 	})
 
+	// The calls below stop and resume the standby's streaming and set the primary's
+	// synchronous standbys behind the controller's back: the controller, which would set
+	// both back at its next pass (and reload the configuration doing so), is stopped until
+	// this part ends.
+	require.NoError(t, cluster.StopComponent(localcluster.ControllerName))
+	t.Cleanup(func() { require.NoError(t, cluster.StartController(context.Background())) })
+
 	t.Run("StopFollowing", func(t *testing.T) {
 		ctx := t.Context()
 		receivers := func() int {
@@ -598,7 +605,7 @@ CREATE SCHEMA own`)
 		require.Equal(t, 1, receivers())
 
 		// Stopped: no WAL receiver once it returns, the primary's WAL sender gone, and
-		// Observe says so. (The controller resumes it at a later pass: SyncReplica.)
+		// Observe says so. (A running controller resumes it at a later pass: SyncReplica.)
 		require.NoError(t, c.StopFollowing(ctx, standby))
 		require.Zero(t, receivers())
 		stopped, err := c.Observe(ctx, standby, nil)
