@@ -57,10 +57,15 @@ echo "${answer}"
 `
 
 // fakeRewind records its arguments in $CALLS_LOG ("pg_rewind <args>") and exits with
-// $REWIND_STATUS, after marking the data directory rewound when 0.
+// $REWIND_STATUS, after marking the data directory rewound when 0; as the real one's crash
+// recovery does, it fails while the data directory holds a postmaster.pid.
 const fakeRewind = `#!/bin/bash
 set -o errexit -o nounset
 echo "pg_rewind $*" >>"${CALLS_LOG}"
+if [[ -e ${PGDATA}/postmaster.pid ]]; then
+	echo 'FATAL:  lock file "postmaster.pid" already exists' >&2
+	exit 1
+fi
 if [[ ${REWIND_STATUS} != 0 ]]; then
 	echo "pg_rewind: error: could not find common ancestor" >&2
 	exit "${REWIND_STATUS}"
@@ -305,6 +310,18 @@ func TestSetupScript(t *testing.T) {
 		require.True(t, r.exists("standby.signal"))
 		require.Equal(t, standbyConf(r), r.read("postgresql.auto.conf"))
 		r.requirePassfile("*:*:*:replicator:s3cret")
+		require.NotContains(t, out, "cloning")
+	})
+
+	t.Run("a former primary stopped uncleanly: its stale postmaster.pid removed, rewound", func(t *testing.T) {
+		r := newSetupRun(t, "my-database-1", "my-database-0")
+		r.write("PG_VERSION", "16\n")
+		r.write("postmaster.pid", "1\n/var/lib/postgresql/data\n")
+		r.psqlAnswers = []string{"f"}
+		out := r.run()
+		require.True(t, r.exists("rewound"), out)
+		require.False(t, r.cloned())
+		require.False(t, r.exists("postmaster.pid"))
 		require.NotContains(t, out, "cloning")
 	})
 

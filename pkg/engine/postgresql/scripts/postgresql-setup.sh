@@ -129,6 +129,11 @@ if [[ -s ${PGDATA}/PG_VERSION ]]; then
 	for ((i = 1; i <= attempts; i++)); do
 		role=$(primary_role)
 		if [[ ${role} == f ]]; then
+			# A server stopped uncleanly leaves postmaster.pid naming its process ID, which
+			# in this container may be a live process (PID 1 is this script): the crash
+			# recovery pg_rewind runs first (postgres --single) would refuse to start. No
+			# server runs on this data directory while the Pod's init container does.
+			rm -f "${PGDATA}/postmaster.pid"
 			if ! pg_rewind --target-pgdata="${PGDATA}" --source-server="${rewind_source}"; then
 				echo "postgresql-setup: pg_rewind could not rewind ${me} to ${primary}'s timeline: cloning ${primary} again" >&2
 				clone
