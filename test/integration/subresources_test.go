@@ -541,8 +541,8 @@ func caughtUp(name string) []examplev1.DatabaseMember {
 }
 
 // A switchover asked while the controller fails over (status.failover in phase Promoting) is
-// refused with a 409 naming the failover, and nothing is recorded; once it is done, it is
-// accepted.
+// refused with a 409 naming the failover, and nothing is recorded; so is one asked while the
+// primary takes no writes; once a primary takes writes, it is accepted.
 func TestSwitchoverIsRefusedDuringAFailover(t *testing.T) {
 	client, _ := clientFor(t)
 	ns := namespace(t)
@@ -564,7 +564,17 @@ func TestSwitchoverIsRefusedDuringAFailover(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, db.ResourceVersion, stored.ResourceVersion, "nothing recorded")
 
+	// Before a failover is recorded, while the primary takes no writes: refused, saying so
+	// rather than blaming the target.
 	db.Status.Failover = nil
+	db.Status.PrimaryLastWritableTime = ptr.To(metav1.Date(2026, 12, 4, 20, 8, 18, 0, time.UTC))
+	db, err = dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	_, err = dbs.Switchover(ctx, "shop", &examplev1.DatabaseSwitchover{Target: "shop-1"}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsConflict(err), "got %v", err)
+	require.ErrorContains(t, err, "the primary shop-0 has taken no writes since 2026-12-04T20:08:18Z (status.primaryLastWritableTime)")
+
+	db.Status.PrimaryLastWritableTime = nil
 	_, err = dbs.UpdateStatus(ctx, db, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	_, err = dbs.Switchover(ctx, "shop", &examplev1.DatabaseSwitchover{Target: "shop-1"}, metav1.CreateOptions{})

@@ -316,7 +316,7 @@ func notWritable(db *examplev1.Database, rep replication, now time.Time) (string
 		return ReasonFailover, fmt.Sprintf("failing over from %s, which has taken no writes since %s, to %s", f.From, since, f.To)
 	case !automaticFailover(db):
 		return ReasonPrimaryNotWritable, fmt.Sprintf("%s, the primary, has taken no writes since %s; spec.failover is Manual: "+
-			"no server takes writes until it does or a switchover names another Pod", rep.primary, since)
+			"no server takes writes until it does (set spec.failover to Automatic to fail over)", rep.primary, since)
 	case len(rep.members) < 2:
 		return ReasonPrimaryNotWritable, fmt.Sprintf("%s, the primary, has taken no writes since %s; there is no replica to fail over to", rep.primary, since)
 	default:

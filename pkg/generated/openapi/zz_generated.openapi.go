@@ -690,7 +690,7 @@ func schema_pkg_apis_example_v1_DatabaseSpec(ref common.ReferenceCallback) commo
 					},
 					"failover": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Failover is what the controller does when the primary stops taking writes (it does not answer, its container or Pod is gone, its node is NotReady) for failoverDelaySeconds: Automatic (empty: the default) fences it (its replicas stop following it, its Pod loses the primary label and is deleted), promotes the replica that holds every other reachable replica's transactions, and the client Service follows; Manual leaves the Database without a writable server until the primary comes back or a switchover names another Pod. Only for an engine whose primary the controller picks (not MongoDB, whose replica set elects its own).\n\nPossible enum values:\n - `\"Automatic\"` : the controller fails over by itself.\n - `\"Manual\"` : only a switchover moves the primary.",
+							Description: "Failover is what the controller does when the primary stops taking writes (it does not answer, its container or Pod is gone, its node is NotReady) for failoverDelaySeconds: Automatic (empty: the default) fences it (its replicas stop following it, its Pod loses the primary label and is deleted), promotes the replica that holds every other reachable replica's transactions, and the client Service follows; Manual leaves the Database without a writable server until the primary comes back (a switchover needs the primary to answer; setting Automatic fails over at once once the delay has passed). Only for an engine whose primary the controller picks (not MongoDB, whose replica set elects its own).\n\nPossible enum values:\n - `\"Automatic\"` : the controller fails over by itself.\n - `\"Manual\"` : the controller waits for the primary to take writes again.",
 							Type:        []string{"string"},
 							Format:      "",
 							Enum:        []interface{}{"Automatic", "Manual"},
@@ -698,7 +698,7 @@ func schema_pkg_apis_example_v1_DatabaseSpec(ref common.ReferenceCallback) commo
 					},
 					"failoverDelaySeconds": {
 						SchemaProps: spec.SchemaProps{
-							Description: "FailoverDelaySeconds is how long the primary must not take writes before an automatic failover begins, 1 to 3600. Unset: 10. A primary whose Pod was recreated has, besides, the time its server needs to start (2 minutes) before it counts as not taking writes.",
+							Description: "FailoverDelaySeconds is how long the primary must not take writes before an automatic failover begins, 1 to 3600. Unset: 10. A primary whose Pod was recreated has, besides, a minute for its server to start before it counts as not taking writes.",
 							Minimum:     ptr.To[float64](1),
 							Maximum:     ptr.To[float64](3600),
 							Type:        []string{"integer"},

@@ -145,15 +145,16 @@ type DatabaseSpec struct {
 	// label and is deleted), promotes the replica that holds every other
 	// reachable replica's transactions, and the client Service follows;
 	// Manual leaves the Database without a writable server until the
-	// primary comes back or a switchover names another Pod. Only for an
+	// primary comes back (a switchover needs the primary to answer; setting
+	// Automatic fails over at once once the delay has passed). Only for an
 	// engine whose primary the controller picks (not MongoDB, whose replica
 	// set elects its own).
 	// +optional
 	Failover FailoverPolicy `json:"failover,omitempty" protobuf:"bytes,8,opt,name=failover,casttype=FailoverPolicy"`
 	// FailoverDelaySeconds is how long the primary must not take writes
 	// before an automatic failover begins, 1 to 3600. Unset: 10. A primary
-	// whose Pod was recreated has, besides, the time its server needs to
-	// start (2 minutes) before it counts as not taking writes.
+	// whose Pod was recreated has, besides, a minute for its server to start
+	// before it counts as not taking writes.
 	// +optional
 	// +k8s:validation:minimum=1
 	// +k8s:validation:maximum=3600
@@ -180,7 +181,8 @@ type FailoverPolicy string
 const (
 	// FailoverAutomatic: the controller fails over by itself.
 	FailoverAutomatic FailoverPolicy = "Automatic"
-	// FailoverManual: only a switchover moves the primary.
+	// FailoverManual: the controller waits for the primary to take writes
+	// again.
 	FailoverManual FailoverPolicy = "Manual"
 )
 

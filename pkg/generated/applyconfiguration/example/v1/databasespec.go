@@ -67,14 +67,15 @@ type DatabaseSpecApplyConfiguration struct {
 	// label and is deleted), promotes the replica that holds every other
 	// reachable replica's transactions, and the client Service follows;
 	// Manual leaves the Database without a writable server until the
-	// primary comes back or a switchover names another Pod. Only for an
+	// primary comes back (a switchover needs the primary to answer; setting
+	// Automatic fails over at once once the delay has passed). Only for an
 	// engine whose primary the controller picks (not MongoDB, whose replica
 	// set elects its own).
 	Failover *examplev1.FailoverPolicy `json:"failover,omitempty"`
 	// FailoverDelaySeconds is how long the primary must not take writes
 	// before an automatic failover begins, 1 to 3600. Unset: 10. A primary
-	// whose Pod was recreated has, besides, the time its server needs to
-	// start (2 minutes) before it counts as not taking writes.
+	// whose Pod was recreated has, besides, a minute for its server to start
+	// before it counts as not taking writes.
 	FailoverDelaySeconds *int32 `json:"failoverDelaySeconds,omitempty"`
 	// Durability is when the primary acknowledges a commit: Asynchronous
 	// (empty: the default) once it has it, so a failover may lose the

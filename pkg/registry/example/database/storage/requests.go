@@ -340,6 +340,12 @@ func (r *SwitchoverREST) check(db *example.Database, req *example.DatabaseSwitch
 	if f := db.Status.Failover; f != nil && f.Phase == example.FailoverPhasePromoting {
 		return errors.NewConflict(resource, db.Name, fmt.Errorf("a failover from %s to %s is under way (status.failover); ask again once it is done", f.From, f.To))
 	}
+	if t := db.Status.PrimaryLastWritableTime; t != nil {
+		// A switchover stops the primary once its target streams from it: one that takes
+		// no writes is failed over (spec.failover Automatic) or waited for (Manual).
+		return errors.NewConflict(resource, db.Name, fmt.Errorf("the primary %s has taken no writes since %s (status.primaryLastWritableTime): a switchover needs it to answer; a failover replaces it (spec.failover Automatic)",
+			primary, t.UTC().Format(time.RFC3339)))
+	}
 	if err := restartUnderWay(db); err != nil {
 		return err
 	}
