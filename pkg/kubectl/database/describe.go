@@ -67,7 +67,11 @@ func (o *DescribeOptions) describeDatabase(w *prefixWriter, db *examplev1.Databa
 	w.Write(1, "Replicas:\t%s\n", int32OrNone(db.Spec.Replicas))
 	w.Write(1, "Storage:\t%s\n", orNone(db.Spec.Storage))
 	w.Write(1, "Deletion Policy:\t%s\n", orNone(string(db.Spec.DeletionPolicy)))
-	w.Write(1, "Primary:\t%s\n", orNone(db.Spec.Primary))
+	if db.Spec.Primary != "" && examplev1.RequestedPrimary(db) == "" {
+		w.Write(1, "Primary:\t%s (asked before the last failover; not acted on)\n", db.Spec.Primary)
+	} else {
+		w.Write(1, "Primary:\t%s\n", orNone(db.Spec.Primary))
+	}
 	w.Write(1, "Network Policy:\t%s\n", networkPolicyClients(db.Spec.NetworkPolicy))
 	w.Write(1, "Failover:\t%s\n", orNone(string(db.Spec.Failover)))
 	w.Write(1, "Failover Delay Seconds:\t%s\n", int32OrNone(db.Spec.FailoverDelaySeconds))
