@@ -39,10 +39,12 @@ type failoverEngine struct {
 	writer func(ns, db, host string) string
 	// createLoad creates the tables "writes" and "writes_stop"; stop writes the stop row.
 	createLoad, stop string
-	// waitingCommits, when set, is how many sessions of the primary pod wait for a
-	// replica's acknowledgement of their commit: the Database has the fewest replicas
-	// Synchronous allows, and losing its replica is one more fault (commitsWaitForTheReplica).
-	waitingCommits func(t *testing.T, ns, pod string) int
+	// heldWriter is the heldSession Pod's manifest: one session to host that inserts into
+	// held_writes and prints "ok <id> <server epoch>" once each insert is acknowledged.
+	heldWriter func(ns, db, host string) string
+	// waitingOn is how many sessions of the server of pod wait for a replica to acknowledge
+	// their commit, asked inside its container (which a network isolation does not stop).
+	waitingOn func(t *testing.T, ns, pod string) int
 }
 
 // TestRealFailover fails over a replicated PostgreSQL (3 Pods) and a replicated MySQL (2
@@ -51,7 +53,9 @@ type failoverEngine struct {
 // connection), twice: the primary's server container frozen (the cgroup freezer: a hung
 // process, a stalled node) for longer than the delay, then thawed; then the new primary
 // isolated from the network by rules in its Pod's network namespace while it keeps running,
-// then healed, the controller SIGKILLed in the middle of that failover (PostgreSQL); then
+// then healed, the controller SIGKILLed in the middle of that failover (PostgreSQL), with a
+// client session held on it that still reaches it and gets no acknowledgement once it is cut
+// off from its replicas; then
 // the server of the third primary killed (SIGKILL) each time the kubelet starts it again. Each
 // time the controller fails over by itself: Ready turns False while no server takes writes,
 // a replica is promoted, the writer's inserts are acknowledged again through the same
@@ -71,7 +75,18 @@ func TestRealFailover(t *testing.T) {
 				`timeout 15 psql -v ON_ERROR_STOP=1 --no-psqlrc --quiet --tuples-only --no-align -h "$HOST" -p "$PGPORT" -c "WITH w AS (INSERT INTO writes SELECT $i WHERE NOT EXISTS (SELECT 1 FROM writes_stop) RETURNING 1) SELECT count(*) FROM w"`), "", "")
 			return strings.Replace(w, "    env:\n", "    env:\n    - {name: HOST, value: "+host+"}\n", 1)
 		},
-		createLoad: "CREATE TABLE writes (id int PRIMARY KEY); CREATE TABLE writes_stop (id int PRIMARY KEY);",
+		heldWriter: func(ns, db, host string) string {
+			w := pod(ns, "held-writer", db, heldSession(`INSERT INTO held_writes VALUES ($i); SELECT 'ok', $i, extract(epoch FROM clock_timestamp());`,
+				`stdbuf -oL psql -v ON_ERROR_STOP=1 --no-psqlrc --quiet --tuples-only --no-align --field-separator=' ' -h "$HOST" -p "$PGPORT"`), "", "")
+			return strings.Replace(w, "    env:\n", "    env:\n    - {name: HOST, value: "+host+"}\n", 1)
+		},
+		waitingOn: func(t *testing.T, ns, pod string) int {
+			out := psqlAsSuperuserIn(t, ns, pod, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'")
+			n, err := strconv.Atoi(strings.TrimSpace(out))
+			require.NoError(t, err, out)
+			return n
+		},
+		createLoad: "CREATE TABLE writes (id int PRIMARY KEY); CREATE TABLE writes_stop (id int PRIMARY KEY); CREATE TABLE held_writes (id int PRIMARY KEY);",
 		stop:       "INSERT INTO writes_stop VALUES (1);",
 	}, {
 		engine: examplev1.EngineMySQL, version: my.Line, replicas: 2, sqlAt: mysqlAt,
@@ -79,22 +94,99 @@ func TestRealFailover(t *testing.T) {
 			return mysqlPod(ns, "writer", db, host, writeLoop(writeLimit,
 				`timeout 15 $MYSQL -e "INSERT INTO writes SELECT $i FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM writes_stop); SELECT ROW_COUNT();"`), "", false)
 		},
-		createLoad: "CREATE TABLE writes (id int PRIMARY KEY); CREATE TABLE writes_stop (id int PRIMARY KEY);",
+		// No held session: the transaction it leaves on the isolated primary makes that
+		// primary come back diverged, to be cloned by hand, and the clone of the one replica
+		// of a Synchronous MySQL Database waits for the commits that wait for that replica
+		// (docs/failover.md).
+		waitingOn:  mysqlWaitingCommits,
+		createLoad: "CREATE TABLE writes (id int PRIMARY KEY); CREATE TABLE writes_stop (id int PRIMARY KEY); CREATE TABLE held_writes (id int PRIMARY KEY);",
 		stop:       "INSERT INTO writes_stop VALUES (1);",
-		waitingCommits: func(t *testing.T, ns, pod string) int {
-			out := mysqlAsSuperuserIn(t, ns, pod, "SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_source_wait_sessions'")
-			f := strings.Fields(out)
-			require.Len(t, f, 2, out)
-			n, err := strconv.Atoi(f[1])
-			require.NoError(t, err, out)
-			return n
-		},
 	}} {
 		t.Run(string(e.engine), func(t *testing.T) {
 			t.Parallel()
 			testFailover(t, e)
 		})
 	}
+}
+
+// mysqlWaitingCommits is how many sessions of the MySQL server of pod wait for a
+// semi-synchronous acknowledgement (Rpl_semi_sync_source_wait_sessions).
+func mysqlWaitingCommits(t *testing.T, ns, pod string) int {
+	out := mysqlAsSuperuserIn(t, ns, pod, "SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_source_wait_sessions'")
+	f := strings.Fields(out)
+	require.Len(t, f, 2, out)
+	n, err := strconv.Atoi(f[1])
+	require.NoError(t, err, out)
+	return n
+}
+
+// heldSession is a client script that feeds one session of client (a shell command reading
+// SQL from its input) with stmt, in which $i is 1, 2, ... , five times a second, until the
+// session ends: a client that stays connected to the server it first reached.
+func heldSession(stmt, client string) string {
+	return `i=0
+while :; do i=$((i+1)); echo "` + stmt + `" || exit 0; sleep 0.2; done | ` + client + `
+echo "session ended: $?"`
+}
+
+// startHeldSession starts the engine's held-writer Pod through host, waits until it has
+// five inserts acknowledged, and returns its Pod IP.
+func startHeldSession(t *testing.T, e failoverEngine, ns, db, host string) string {
+	t.Helper()
+	kubectlIn(t, e.heldWriter(ns, db, host), "apply", "-f", "-")
+	eventually(t, time.Minute, func() error {
+		log, errOut, err := kubectlAs(cluster.KubeconfigPath, "", "logs", "-n", ns, "held-writer")
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, errOut)
+		}
+		if n := len(heldAcks(t, log)); n < 5 {
+			return fmt.Errorf("the held session has %d rows acknowledged", n)
+		}
+		return nil
+	})
+	return podIP(t, ns, "held-writer")
+}
+
+// heldSessionAcks reads the held-writer Pod's log (as it is: the session may never hear that
+// its server, the primary isolated at cut, is gone), deletes the Pod, and checks that no
+// insert was acknowledged after cut but one that may have been as the rules went in (its
+// SELECT, which stamps it, runs after), and none after again was promoted at againAt. It
+// returns the acknowledged rows.
+func heldSessionAcks(t *testing.T, ns, isolated, again string, cut, againAt time.Time) []ack {
+	t.Helper()
+	log := kubectl(t, "logs", "-n", ns, "held-writer")
+	kubectl(t, "delete", "pod", "-n", ns, "held-writer", "--wait=false")
+	acked, cutOff := heldAcks(t, log), 0
+	for _, a := range acked {
+		require.False(t, a.at.After(againAt), "the held session's insert %d was acknowledged at %s by %s, after %s was promoted at %s",
+			a.id, a.at.Format(time.StampMilli), isolated, again, againAt.Format(time.StampMilli))
+		if a.at.After(cut) {
+			cutOff++
+		}
+	}
+	require.NotEmpty(t, acked)
+	require.LessOrEqual(t, cutOff, 1, "inserts of the held session acknowledged after %s was cut off from its replicas", isolated)
+	t.Logf("measured: a session held on %s through its isolation: %d inserts acknowledged before it, %d as it began, none after",
+		isolated, len(acked)-cutOff, cutOff)
+	return acked
+}
+
+// heldAcks are the rows a heldSession's log reports acknowledged, with the server's time.
+func heldAcks(t *testing.T, log string) []ack {
+	t.Helper()
+	var acks []ack
+	for _, line := range strings.Split(log, "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 || f[0] != "ok" {
+			continue
+		}
+		id, err := strconv.Atoi(f[1])
+		require.NoError(t, err, line)
+		at, err := strconv.ParseFloat(f[2], 64)
+		require.NoError(t, err, line)
+		acks = append(acks, ack{id: id, at: time.Unix(0, int64(at*1e9))})
+	}
+	return acks
 }
 
 func testFailover(t *testing.T, e failoverEngine) {
@@ -139,13 +231,40 @@ spec:
 	// it keeps running, then healed, with (PostgreSQL) the controller SIGKILLed in the
 	// middle of that failover.
 	frozen := time.Now()
-	promoted := failOver(t, e, ns, db, old, func() func() { return freeze(t, ns, old) }, false)
+	promoted, _ := failOver(t, e, ns, db, old, func() func() { return freeze(t, ns, old) }, false)
+	// A client that stays connected to the primary through the isolation (its Pod keeps
+	// reaching it) gets no acknowledgement once it is cut off from its replicas.
+	held := e.heldWriter != nil
+	var peers []string
+	if held {
+		peers = append(peers, startHeldSession(t, e, ns, db, host))
+	}
 	isolated := time.Now()
-	again := failOver(t, e, ns, db, promoted, func() func() { return isolate(t, ns, promoted) }, e.engine == examplev1.EnginePostgreSQL)
+	var cut time.Time
+	again, againAt := failOver(t, e, ns, db, promoted, func() func() {
+		heal := isolate(t, ns, promoted, peers...)
+		cut = time.Now()
+		if held {
+			// A commit waits on the isolated primary: its replicas are out of reach.
+			eventually(t, time.Minute, func() error {
+				if n := e.waitingOn(t, ns, promoted); n == 0 {
+					return fmt.Errorf("no commit of %s waits for a replica", promoted)
+				}
+				return nil
+			})
+		}
+		return heal
+	}, e.engine == examplev1.EnginePostgreSQL)
+	var heldAcked []ack
+	if held {
+		heldAcked = heldSessionAcks(t, ns, promoted, again, cut, againAt)
+	}
+
 	crashed := time.Now()
-	last := failOver(t, e, ns, db, again, func() func() { return crashLoop(t, ns, again) }, false)
+	last, _ := failOver(t, e, ns, db, again, func() func() { return crashLoop(t, ns, again) }, false)
 	replicaLost := time.Now()
-	if e.waitingCommits != nil {
+	if e.replicas == 2 {
+		// The fewest replicas Synchronous allows: losing the one replica is one more fault.
 		commitsWaitForTheReplica(t, e, ns, db, last)
 	}
 
@@ -189,6 +308,11 @@ spec:
 	phase, out = e.sqlAt(t, ns, "check-new-primary", db, host, present)
 	require.Equal(t, corev1.PodSucceeded, phase, out)
 	require.Equal(t, strconv.Itoa(len(acks)), lastLines(out, 1), "acknowledged rows lost in the failovers: %s", out)
+	if len(heldAcked) > 0 {
+		phase, out = e.sqlAt(t, ns, "check-held", db, host, "SELECT count(*) FROM held_writes WHERE id IN ("+ackIDs(heldAcked)+");")
+		require.Equal(t, corev1.PodSucceeded, phase, out)
+		require.Equal(t, strconv.Itoa(len(heldAcked)), lastLines(out, 1), "acknowledged rows of the held session lost: %s", out)
+	}
 	for i := range e.replicas {
 		if name := fmt.Sprintf("%s-%d", db, i); name != last {
 			waitAnswer(t, e.sqlAt, ns, "check-"+name, db, memberHost(ns, db, i), present, strconv.Itoa(len(acks)))
@@ -214,7 +338,7 @@ func commitsWaitForTheReplica(t *testing.T, e failoverEngine, ns, db, primary st
 	}
 	thaw := freeze(t, ns, replica)
 	eventually(t, time.Minute, func() error {
-		if n := e.waitingCommits(t, ns, primary); n == 0 {
+		if n := e.waitingOn(t, ns, primary); n == 0 {
 			return fmt.Errorf("no commit of %s waits for %s", primary, replica)
 		}
 		return nil
@@ -257,7 +381,7 @@ func commitsWaitForTheReplica(t *testing.T, e failoverEngine, ns, db, primary st
 // kept out of the Services and reported, and streams once cloned again, as the docs say. It
 // returns the new primary. A PostgreSQL former primary that answers with WAL past the fork
 // (started before the new primary was promoted) is restarted by the controller and rewound.
-func failOver(t *testing.T, e failoverEngine, ns, db, from string, fault func() (heal func()), killController bool) string {
+func failOver(t *testing.T, e failoverEngine, ns, db, from string, fault func() (heal func()), killController bool) (string, time.Time) {
 	t.Helper()
 	heal := fault()
 	start := time.Now()
@@ -300,8 +424,14 @@ func failOver(t *testing.T, e failoverEngine, ns, db, from string, fault func() 
 		return nil
 	})
 	failedOver := time.Now()
+	// The promotion's time as status records it would be later than the moment the
+	// controller promoted: the time it was first seen is.
 	t.Logf("measured: %s promoted %v after the fault on %s", promoted, failedOver.Sub(start).Round(100*time.Millisecond), from)
-	waitAcks(t, ns, "writer", failedOver, 20)
+	if e.replicas > 2 {
+		// Another replica acknowledges the new primary's commits: they go on before the
+		// former primary is back. With one replica, they wait for it (below).
+		waitAcks(t, ns, "writer", failedOver, 20)
+	}
 	require.Equal(t, []string{promoted}, podsWithRole(t, ns, db, "primary"))
 	events := kubectl(t, "get", "events", "-n", ns, "--field-selector", "reason=Failover", "-o", "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}")
 	require.Contains(t, events, "Promoted "+promoted+" in place of "+from)
@@ -329,15 +459,29 @@ func failOver(t *testing.T, e failoverEngine, ns, db, from string, fault func() 
 		return fmt.Errorf("%s: %s %s", d.Status.Phase, c.Reason, c.Message)
 	})
 	if diverged {
-		t.Logf("measured: %s came back with transactions %s lacks (never acknowledged) %v after it was healed: kept out, cloned again",
+		// As the docs say: kept out and reported, then cloned again by hand. A Database with
+		// one replica takes no commit meanwhile (Synchronous: none can be acknowledged).
+		t.Logf("measured: %s came back with transactions %s lacks (never acknowledged) %v after it was healed: kept out, cloned again by hand",
 			from, promoted, time.Since(healed).Round(time.Second))
 		require.NotContains(t, podsWithRole(t, ns, db, "replica"), from, "kept out of the read Service")
 		kubectl(t, "delete", "pvc", "-n", ns, "data-"+from, "--wait=false")
 		kubectl(t, "delete", "pod", "-n", ns, from, "--wait=true")
 	}
 	waitReplicating(t, ns, db, promoted, e.replicas)
+	waitAcks(t, ns, "writer", failedOver, 20)
 	rejoined := time.Since(healed)
-	t.Logf("measured: %s streams from %s %v after it was healed", from, promoted, rejoined.Round(time.Second))
+	how := ""
+	if e.engine == examplev1.EnginePostgreSQL {
+		// How its setup made it a standby of the new primary: rewound, or cloned again.
+		setup, _, _ := kubectlAs(cluster.KubeconfigPath, "", "logs", "-n", ns, from, "-c", "setup")
+		switch {
+		case strings.Contains(setup, "cloning"):
+			how = " (cloned again)"
+		case strings.Contains(setup, "pg_rewind: Done!"):
+			how = " (rewound by pg_rewind)"
+		}
+	}
+	t.Logf("measured: %s streams from %s %v after it was healed%s", from, promoted, rejoined.Round(time.Second), how)
 	if rejoined > time.Minute {
 		// Slower than the goal's half: what the Pod's setup and the controller did, for the
 		// reader of the figure.
@@ -345,7 +489,7 @@ func failOver(t *testing.T, e failoverEngine, ns, db, from string, fault func() 
 		events, _, _ := kubectlAs(cluster.KubeconfigPath, "", "get", "events", "-n", ns, "--sort-by=.lastTimestamp")
 		t.Logf("%s's setup:\n%s\nevents of %s:\n%s", from, lastLines(setup, 30), ns, lastLines(events, 40))
 	}
-	return promoted
+	return promoted, failedOver
 }
 
 // crashLoop kills (SIGKILL) every process of the database container of the Pod name each
@@ -398,11 +542,11 @@ func killContainer(id string) {
 	})
 }
 
-// isolate drops every packet to and from the Pod name but its loopback's, by rules in its
-// network namespace (iptables through nsenter, as root on the real node), while its server
-// keeps running; it returns what removes them (a no-op once the Pod is gone: its namespace
-// goes with it).
-func isolate(t *testing.T, ns, name string) (heal func()) {
+// isolate drops every packet to and from the Pod name but its loopback's and those of the
+// addresses peers (a client that still reaches it), by rules in its network namespace
+// (iptables through nsenter, as root on the real node), while its server keeps running; it
+// returns what removes the drops (a no-op once the Pod is gone: its namespace goes with it).
+func isolate(t *testing.T, ns, name string, peers ...string) (heal func()) {
 	t.Helper()
 	pid := serverPID(t, ns, name)
 	netns := fmt.Sprintf("/proc/%s/ns/net", pid)
@@ -413,6 +557,15 @@ func isolate(t *testing.T, ns, name string) (heal func()) {
 		}
 		out, err := exec.Command("nsenter", "--net="+netns, "iptables", "-w", "-I", chain, "!", iface, "lo", "-j", "DROP").CombinedOutput()
 		require.NoError(t, err, "%s", out)
+		for _, peer := range peers {
+			// Inserted above the DROP: the peer still reaches the Pod, and the Pod it.
+			side := "-s"
+			if chain == "OUTPUT" {
+				side = "-d"
+			}
+			out, err := exec.Command("nsenter", "--net="+netns, "iptables", "-w", "-I", chain, side, peer, "-j", "ACCEPT").CombinedOutput()
+			require.NoError(t, err, "%s", out)
+		}
 	}
 	var once sync.Once
 	heal = func() {
