@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -41,6 +42,10 @@ type Synchronous interface {
 	// once any k of replicas (Pod names) have it; k 0 makes it acknowledge without waiting.
 	// Nothing is written when primary's answer has that setting already.
 	SetSynchronous(ctx context.Context, p Pass, e Endpoint, primary *Member, k int32, replicas []string) error
+	// CommitsWaiting is what primary, which answered as primary, said of its sessions
+	// waiting for replicas to acknowledge their commit: how many, and how long the one
+	// waiting longest has waited (to the second where the engine counts in seconds).
+	CommitsWaiting(primary *Member) (sessions int, longest time.Duration)
 }
 
 // Backups is an engine that takes backups of its primary to a store and restores a new

@@ -25,6 +25,7 @@ import (
 
 	"example.com/database-apiserver/internal/localcluster"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	dbcontroller "example.com/database-apiserver/pkg/controller/database"
 )
 
 // failoverEngine is what the failover scenario needs of one engine: its release, how many
@@ -327,9 +328,9 @@ spec:
 // commitsWaitForTheReplica freezes the only replica of the Database db, whose primary is
 // the Pod primary, under the writer's load: with Synchronous durability a commit then waits
 // for the replica rather than be acknowledged without it. It waits until the primary has a
-// session waiting for an acknowledgement and the writer has given up on an insert (its
-// client's 15 s), checks that no insert was acknowledged meanwhile, thaws the replica and
-// waits for inserts to be acknowledged again.
+// session waiting for an acknowledgement, Ready says so (CommitsWaiting), and the writer has
+// given up on an insert (its client's 15 s), checks that no insert was acknowledged
+// meanwhile, thaws the replica and waits for inserts to be acknowledged again and Ready.
 func commitsWaitForTheReplica(t *testing.T, e failoverEngine, ns, db, primary string) {
 	t.Helper()
 	replica := db + "-0"
@@ -344,6 +345,18 @@ func commitsWaitForTheReplica(t *testing.T, e failoverEngine, ns, db, primary st
 		return nil
 	})
 	waited := time.Now()
+	// The primary takes writes and acknowledges none: the Database says so.
+	eventually(t, time.Minute, func() error {
+		d, err := getDatabase(t, ns, db)
+		if err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(d.Status.Conditions, examplev1.ConditionReady); c == nil || c.Reason != dbcontroller.ReasonCommitsWaiting {
+			return fmt.Errorf("ready: %+v", c)
+		}
+		return nil
+	})
+	t.Logf("measured: Ready False (%s) %v after commits began to wait", dbcontroller.ReasonCommitsWaiting, time.Since(waited).Round(100*time.Millisecond))
 	eventually(t, time.Minute, func() error {
 		log, errOut, err := kubectlAs(cluster.KubeconfigPath, "", "logs", "-n", ns, "writer")
 		if err != nil {
@@ -367,6 +380,16 @@ func commitsWaitForTheReplica(t *testing.T, e failoverEngine, ns, db, primary st
 			a.id, a.at.Format(time.StampMilli), waited.Format(time.StampMilli), thawed.Format(time.StampMilli))
 	}
 	waitAcks(t, ns, "writer", thawed, 1)
+	eventually(t, time.Minute, func() error {
+		d, err := getDatabase(t, ns, db)
+		if err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(d.Status.Conditions, examplev1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("ready: %+v", c)
+		}
+		return nil
+	})
 	t.Logf("measured: commits waited %v for the frozen replica %s, none acknowledged; acknowledged again %v after it was thawed",
 		thawed.Sub(waited).Round(100*time.Millisecond), replica, time.Since(thawed).Round(100*time.Millisecond))
 	waitAcks(t, ns, "writer", thawed, 20)
@@ -480,6 +503,8 @@ func failOver(t *testing.T, e failoverEngine, ns, db, from string, fault func() 
 		case strings.Contains(setup, "pg_rewind: Done!"):
 			how = " (rewound by pg_rewind)"
 		}
+		// Its data kept: rewound where it had WAL past the fork, never copied anew.
+		require.NotContains(t, setup, "cloning", "%s was cloned again instead of rewound:\n%s", from, lastLines(setup, 30))
 	}
 	t.Logf("measured: %s streams from %s %v after it was healed%s", from, promoted, rejoined.Round(time.Second), how)
 	if rejoined > time.Minute {

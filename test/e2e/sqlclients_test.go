@@ -205,7 +205,15 @@ func testPostgresClient(t *testing.T, ns, db string) {
 
 	t.Run("Observe", func(t *testing.T) {
 		ctx := t.Context()
-		st, err := c.Observe(ctx, primary, []string{replUser, "e2e_absent", appUser})
+		// The controller grants pg_rewind's functions in the database pg_rewind's session
+		// opens: EXECUTE is granted in one database, and in the application's the role has
+		// none of them.
+		inApplicationDatabase, err := c.Observe(ctx, primary, []string{replUser})
+		require.NoError(t, err)
+		require.Equal(t, []string{replUser}, inApplicationDatabase.RolesWithoutRewind)
+		rewindDB := primary
+		rewindDB.Database = postgresql.RewindDatabase
+		st, err := c.Observe(ctx, rewindDB, []string{replUser, "e2e_absent", appUser})
 		require.NoError(t, err)
 		require.False(t, st.InRecovery)
 		require.Zero(t, st.ReceivedLSN, "a primary that never was a standby has received no WAL")
@@ -698,8 +706,41 @@ CREATE SCHEMA own`)
 		pgRow(t, primary, `SELECT pg_conf_load_time()`, nil, &reloaded)
 		require.Equal(t, loaded, reloaded)
 
-		// Back to none, for what follows.
+		// A standby that is not there: a commit waits, and Observe says how many wait and for
+		// how long.
+		st, err := c.Observe(ctx, primary, nil)
+		require.NoError(t, err)
+		require.Zero(t, st.CommitsWaiting)
+		require.NoError(t, c.SetSynchronousStandbyNames(ctx, primary, `ANY 1 ("e2e-absent")`))
+		conn, err = pgDial(commitCtx, primary)
+		require.NoError(t, err)
+		defer conn.Close(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := conn.Exec(commitCtx, `INSERT INTO e2e_observe VALUES (6)`)
+			done <- err
+		}()
+		eventually(t, time.Minute, func() error {
+			st, err := c.Observe(ctx, primary, nil)
+			if err == nil && (st.CommitsWaiting != 1 || st.LongestCommitWait < 2*time.Second) {
+				err = fmt.Errorf("observed %d commits waiting, the longest for %v", st.CommitsWaiting, st.LongestCommitWait)
+			}
+			return err
+		})
+		select {
+		case err := <-done:
+			t.Fatalf("the commit returned (%v) with no synchronous standby", err)
+		default:
+		}
+
+		// Back to none, for what follows: the waiting commit is acknowledged.
 		require.NoError(t, c.SetSynchronousStandbyNames(ctx, primary, ""))
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(time.Minute):
+			t.Fatal("the commit did not return within a minute of synchronous_standby_names emptied")
+		}
 		eventually(t, time.Minute, func() error {
 			st, err := c.Observe(ctx, primary, nil)
 			if err == nil && st.SynchronousStandbyNames != "" {
@@ -723,7 +764,13 @@ CREATE SCHEMA own`)
 		pgExec(t, standby, `INSERT INTO e2e_observe VALUES (3)`)
 		var rows int
 		pgRow(t, standby, `SELECT count(*) FROM e2e_observe`, nil, &rows)
-		require.Equal(t, 5, rows, "the promoted standby takes a write")
+		require.Equal(t, 6, rows, "the promoted standby takes a write")
+		// Checkpointed, its control file names the timeline it writes, which pg_rewind reads.
+		require.NoError(t, c.Checkpoint(ctx, standby))
+		st, err := c.Observe(ctx, standby, nil)
+		require.NoError(t, err)
+		require.Equal(t, uint32(2), st.Timeline, "promoted once")
+		require.Equal(t, st.Timeline, st.CheckpointTimeline)
 	})
 	// Two primaries now: the Database goes.
 	kubectl(t, "delete", "database", db, "-n", ns, "--wait=false")
@@ -1147,6 +1194,14 @@ func testMySQLClient(t *testing.T, ns, db string) {
 				return fmt.Errorf("%d sessions wait for an acknowledgement", n)
 			}
 			return nil
+		})
+		// Observe says how many wait and for how long, in the server's whole seconds.
+		eventually(t, time.Minute, func() error {
+			st, err := c.Observe(ctx, primary, replHost, nil)
+			if err == nil && (st.CommitsWaiting != 1 || st.LongestCommitWait < 2*time.Second) {
+				err = fmt.Errorf("observed %d commits waiting, the longest for %v", st.CommitsWaiting, st.LongestCommitWait)
+			}
+			return err
 		})
 		select {
 		case err := <-done:

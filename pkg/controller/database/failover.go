@@ -43,6 +43,9 @@ const (
 	ReasonFailoverRefused = "FailoverRefused"
 	// ReasonDiverged: a replica has transactions the primary lacks and is kept out.
 	ReasonDiverged = "Diverged"
+	// ReasonCommitsWaiting: the primary's commits have waited CommitWaitLimit or longer
+	// for replicas' acknowledgements.
+	ReasonCommitsWaiting = "CommitsWaiting"
 )
 
 // StartupAllowance is how long the server of a primary whose Pod was created after it was last

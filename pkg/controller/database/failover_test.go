@@ -61,6 +61,10 @@ func (s failoverServers) SetSynchronous(_ context.Context, _ engine.Pass, e engi
 	return nil
 }
 
+func (failoverServers) CommitsWaiting(primary *engine.Member) (int, time.Duration) {
+	return testState(primary).commitsWaiting, testState(primary).longestWait
+}
+
 // failingOver is a Database of the test engine, replicas: 3, with spec changed by change,
 // Ready with my-database-0 its primary, seen writable; my-database-1 and -2 stream from it,
 // at positions 120 and 130.
@@ -504,4 +508,39 @@ func TestARequestInTheFailoversSecondDoesNotMoveThePrimaryBack(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Nil(t, f.database().Status.SwitchoverProgress, "no switchover back to the Pod that failed")
+}
+
+// A primary whose commits wait for replicas' acknowledgements for CommitWaitLimit or longer
+// takes no write a client sees acknowledged: Ready is False and the Database Degraded, with
+// how many wait and for how long, until they no longer do. A wait shorter than that is a
+// commit's round trip to a replica.
+func TestAPrimaryWhoseCommitsWaitForReplicasIsNotReady(t *testing.T) {
+	f, servers := failingOver(t, func(db *examplev1.Database) { db.Spec.Durability = examplev1.DurabilitySynchronous })
+	primary := testServer{writable: true, position: 130, users: []string{"streamer"}, commitsWaiting: 3, longestWait: database.CommitWaitLimit - time.Second}
+	servers.set(0, primary)
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, metav1.ConditionTrue, condition(f.database(), "Ready").Status, "commits waiting for less than the limit")
+
+	primary.longestWait = database.CommitWaitLimit + 1500*time.Millisecond
+	servers.set(0, primary)
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	got := f.database()
+	ready := condition(got, "Ready")
+	require.Equal(t, metav1.ConditionFalse, ready.Status)
+	require.Equal(t, database.ReasonCommitsWaiting, ready.Reason)
+	require.Equal(t, "3 sessions of my-database-0, the primary, wait for a replica to acknowledge their commit, one for 7s: "+
+		"no write is acknowledged until a replica has it", ready.Message)
+	require.Equal(t, metav1.ConditionTrue, condition(got, "Degraded").Status)
+	require.Equal(t, examplev1.DatabasePhaseDegraded, got.Status.Phase)
+	require.Equal(t, "my-database-0", got.Status.Primary, "no failover: the primary takes writes")
+	require.Nil(t, got.Status.Failover)
+
+	servers.set(0, testServer{writable: true, position: 131, users: []string{"streamer"}})
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	got = f.database()
+	require.Equal(t, metav1.ConditionTrue, condition(got, "Ready").Status)
+	require.Equal(t, examplev1.DatabasePhaseReady, got.Status.Phase)
 }

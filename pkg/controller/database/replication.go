@@ -69,6 +69,9 @@ type replication struct {
 	// (engine.Failover.Diverged): no Service routes to them and nothing points them at the
 	// primary.
 	diverged []string
+	// commitsWaiting, when not empty, says that the primary's commits have waited for
+	// replicas' acknowledgements for CommitWaitLimit or longer (commitsWaiting).
+	commitsWaiting string
 }
 
 // confirmedPrimary is the Pod the controller last confirmed primary, status.primary; at
@@ -344,6 +347,9 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 		}
 		if err := p.syncPrimary(ctx, r, primary, sts, members, rep.diverged, server); err != nil {
 			return rep, err
+		}
+		if s, ok := r.(engine.Synchronous); ok {
+			rep.commitsWaiting = commitsWaiting(s, primary)
 		}
 	}
 	if err := p.labelRoles(ctx, members, rep); err != nil {

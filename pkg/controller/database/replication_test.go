@@ -26,6 +26,7 @@ import (
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/database"
 	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/engine/postgresql"
 	"example.com/database-apiserver/pkg/engine/postgresql/pgclient"
 )
 
@@ -187,6 +188,10 @@ func (fi *fakeInstances) SetSynchronousStandbyNames(_ context.Context, s pgclien
 
 func (fi *fakeInstances) Promote(_ context.Context, s pgclient.Server) error {
 	return fi.record(s, "promote "+s.Host)
+}
+
+func (fi *fakeInstances) Checkpoint(_ context.Context, s pgclient.Server) error {
+	return fi.record(s, "checkpoint "+s.Host)
 }
 
 // podIP is the IP of the example Database's Pod of ordinal: 10.0.0.<ordinal+1>.
@@ -488,6 +493,24 @@ func TestASwitchoverMessageInTheConditionsIsNoRecord(t *testing.T) {
 	require.Equal(t, []string{"my-database-0 uid=my-database-0-uid"}, f.podDeletions())
 }
 
+// A primary whose last checkpoint is on an older timeline than the one it writes (promoted,
+// its checkpoint not done) is checkpointed, so that its control file names its timeline
+// before a former primary is rewound from it; one checkpointed on it is not.
+func TestAPrimaryPromotedIsCheckpointedOnItsTimeline(t *testing.T) {
+	f, fi := replicating(t, 2, nil)
+	streaming := map[string]pgclient.Standby{"my-database-1": {State: "streaming"}}
+	fi.set(0, pgclient.State{Timeline: 2, CheckpointTimeline: 1, Standbys: streaming, Slots: map[string]bool{"my_database_1": true}})
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.Contains(t, fi.recorded(), "checkpoint 10.0.0.1")
+
+	fi.set(0, pgclient.State{Timeline: 2, CheckpointTimeline: 2, Standbys: streaming, Slots: map[string]bool{"my_database_1": true}})
+	fi.reset()
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.NotContains(t, fi.recorded(), "checkpoint 10.0.0.1")
+}
+
 func TestSteadyStateLabelsTheRolesCreatesTheSlotsAndReportsStreaming(t *testing.T) {
 	f, fi := replicating(t, 3, nil)
 	fi.set(0, pgclient.State{Standbys: map[string]pgclient.Standby{
@@ -504,8 +527,12 @@ func TestSteadyStateLabelsTheRolesCreatesTheSlotsAndReportsStreaming(t *testing.
 		"create-role 10.0.0.1 replicator " + string(secret.Data["replication-password"]),
 		"sync-slots 10.0.0.1 want=my_database_1,my_database_2 drop=" + dropSlots,
 	}, fi.recorded(), "on the primary only: the role with the Secret's password, a slot per replica")
-	require.Equal(t, pgclient.Server{Host: "10.0.0.1", Port: 5432, User: "postgres", Password: string(secret.Data["superuser-password"]),
-		Database: "my_database"}, fi.servers[0], "as the Secret's superuser")
+	superuser := pgclient.Server{Host: "10.0.0.1", Port: 5432, User: "postgres", Password: string(secret.Data["superuser-password"]),
+		Database: "my_database"}
+	rewind := superuser
+	rewind.Database = postgresql.RewindDatabase
+	require.Equal(t, []pgclient.Server{rewind, superuser}, fi.servers,
+		"as the Secret's superuser; the replication role in the database pg_rewind's session opens, the only one where its grants hold")
 	require.Equal(t, []string{"primary", "replica", "replica"}, f.roles(3))
 	for _, a := range f.raw {
 		if p, ok := a.(k8stesting.PatchAction); ok && p.GetResource() == pods {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -150,6 +151,28 @@ func (p *pass) syncReplicationUser(ctx context.Context, r engine.Replicator, pri
 		return "", err
 	}
 	return string(password), nil
+}
+
+// CommitWaitLimit is how long a session of the primary may wait for replicas to
+// acknowledge its commit before Ready says that writes wait: a commit waits for a round
+// trip to a replica, milliseconds, and one that waits this long waits for replicas that do
+// not acknowledge (none streams, or the primary does not send them its changes).
+const CommitWaitLimit = 5 * time.Second
+
+// commitsWaiting is what Ready says when sessions of primary, which answered as primary,
+// have waited CommitWaitLimit or longer for replicas to acknowledge their commit; "" when
+// none has.
+func commitsWaiting(s engine.Synchronous, primary *member) string {
+	n, longest := s.CommitsWaiting(primary)
+	if n == 0 || longest < CommitWaitLimit {
+		return ""
+	}
+	sessions := "sessions"
+	if n == 1 {
+		sessions = "session"
+	}
+	return fmt.Sprintf("%d %s of %s, the primary, wait for a replica to acknowledge their commit, one for %s: "+
+		"no write is acknowledged until a replica has it", n, sessions, primary.Name, longest.Round(time.Second))
 }
 
 // replicaNames is the names of the first sts of members (the Pods the StatefulSet runs) but

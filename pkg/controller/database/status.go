@@ -238,6 +238,15 @@ func computeStatus(db *examplev1.Database, obs observation, now time.Time) examp
 		status.PrimaryLastWritableTime, status.Failover, status.LastFailoverTime = nil, nil, nil
 		meta.RemoveStatusCondition(&status.Conditions, examplev1.ConditionReplicating)
 	}
+	// notReady makes Ready False and Degraded True for reason, and a Ready phase Degraded:
+	// something keeps the Database from taking or acknowledging writes.
+	notReady := func(reason, message string) {
+		conditions[0].cond = cond{metav1.ConditionFalse, reason, message}
+		conditions[2].cond = cond{metav1.ConditionTrue, reason, message}
+		if status.Phase == examplev1.DatabasePhaseReady {
+			status.Phase = examplev1.DatabasePhaseDegraded
+		}
+	}
 	if rep := obs.replication; rep != nil {
 		status.Primary, status.Members, status.SwitchoverProgress = rep.primary, rep.members, rep.progress
 		status.PrimaryLastWritableTime, status.Failover, status.LastFailoverTime = rep.lastWritable, rep.failover, rep.lastFailoverTime
@@ -247,30 +256,20 @@ func computeStatus(db *examplev1.Database, obs observation, now time.Time) examp
 		if rep.fenced && !stopped {
 			// The old primary is stopped and the new one not promoted yet: no server takes
 			// writes, and the client Service has no endpoint.
-			c := cond{metav1.ConditionFalse, examplev1.ReasonSwitchover, rep.switchover}
-			conditions[0].cond, conditions[2].cond = c, cond{metav1.ConditionTrue, examplev1.ReasonSwitchover, rep.switchover}
-			if status.Phase == examplev1.DatabasePhaseReady {
-				status.Phase = examplev1.DatabasePhaseDegraded
-			}
+			notReady(examplev1.ReasonSwitchover, rep.switchover)
 		}
 		if rep.lastWritable != nil && !stopped {
 			// No server takes writes (a failover promotes one).
-			reason, msg := notWritable(db, *rep, now)
-			c := cond{metav1.ConditionFalse, reason, msg}
-			conditions[0].cond, conditions[2].cond = c, cond{metav1.ConditionTrue, reason, msg}
-			if status.Phase == examplev1.DatabasePhaseReady {
-				status.Phase = examplev1.DatabasePhaseDegraded
-			}
+			notReady(notWritable(db, *rep, now))
+		}
+		if rep.commitsWaiting != "" && !stopped {
+			// The primary takes writes but acknowledges none until a replica has them.
+			notReady(ReasonCommitsWaiting, rep.commitsWaiting)
 		}
 		if len(rep.refused) > 0 && !stopped {
-			msg := fmt.Sprintf("%s refuse the username and password of Secret %s, which clients are given: "+
+			notReady(examplev1.ReasonCredentialsRefused, fmt.Sprintf("%s refuse the username and password of Secret %s, which clients are given: "+
 				"the database keeps the password its data was initialised with; set the Secret's back to it",
-				strings.Join(rep.refused, ", "), names.SecretName(db))
-			c := cond{metav1.ConditionFalse, examplev1.ReasonCredentialsRefused, msg}
-			conditions[0].cond, conditions[2].cond = c, cond{metav1.ConditionTrue, examplev1.ReasonCredentialsRefused, msg}
-			if status.Phase == examplev1.DatabasePhaseReady {
-				status.Phase = examplev1.DatabasePhaseDegraded
-			}
+				strings.Join(rep.refused, ", "), names.SecretName(db)))
 		}
 		if obs.replicas > 1 || rep.switchover != "" {
 			s, reason, message := replicatingCondition(*rep)

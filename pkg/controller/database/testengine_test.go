@@ -104,6 +104,10 @@ type testServer struct {
 	position int64
 	source   string
 	users    []string
+	// commitsWaiting sessions wait for replicas' acknowledgements, the longest for
+	// longestWait (engine.Synchronous).
+	commitsWaiting int
+	longestWait    time.Duration
 }
 
 // testServers plays the testdb servers of a Database by host (Pod IP); a host without a

@@ -73,12 +73,17 @@ func TestPostgreSQLPodsRunTheSetupScriptBeforeTheServer(t *testing.T) {
 	}, pod.Volumes)
 	require.Contains(t, server.VolumeMounts, corev1.VolumeMount{Name: "replication", MountPath: "/etc/database", ReadOnly: true})
 	require.Equal(t, "postgres", server.Args[0], "the image's entrypoint runs the server")
-	require.Subset(t, server.Args, []string{"hba_file=/etc/database/pg_hba.conf", "hot_standby_feedback=on", "wal_log_hints=on"})
+	require.Subset(t, server.Args, []string{"hba_file=/etc/database/pg_hba.conf", "hot_standby_feedback=on", "wal_log_hints=on", "wal_keep_size=512MB"})
+	var settings []string
 	for i, a := range server.Args[1:] {
 		if i%2 == 0 {
 			require.Equal(t, "-c", a, "settings as -c pairs: %v", server.Args)
+		} else if !strings.HasPrefix(a, "hba_file=") {
+			settings = append(settings, a)
 		}
 	}
+	require.Equal(t, strings.Join(settings, " "), env["SERVER_SETTINGS"].Value,
+		"the setup script's pg_rewind recovers a server with the settings it runs with, hba_file aside")
 	require.Equal(t, &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "kill -INT 1"}}}},
 		server.Lifecycle, "a fast shutdown, which sends the standbys every WAL record")
 }

@@ -135,6 +135,11 @@ const HBAAnnotation = "database.example.com/pg-hba-sha256"
 //     cancelled by it;
 //   - wal_log_hints: a primary that wrote past a replica's timeline can be rewound by
 //     pg_rewind instead of cloned again;
+//   - wal_keep_size: pg_wal keeps this much WAL past the last checkpoint, which pg_rewind
+//     reads back on a former primary from the last checkpoint before the fork: the crash
+//     recovery it runs first ends with a checkpoint that would otherwise remove the
+//     segments it needs (measured: "could not find previous WAL record", then a full
+//     clone); a former primary whose fork lies further back is cloned again;
 //   - max_slot_wal_keep_size: a slot keeps at most this much WAL for a replica that is gone,
 //     so a dead replica cannot fill the primary's volume; past it the replica must be cloned
 //     again (delete its claim);
@@ -142,12 +147,23 @@ const HBAAnnotation = "database.example.com/pg-hba-sha256"
 //     initialised before replication was set up.
 //
 // See https://www.postgresql.org/docs/current/runtime-config-replication.html.
-var serverArgs = []string{
-	"postgres",
-	"-c", "hot_standby_feedback=on",
-	"-c", "wal_log_hints=on",
-	"-c", "max_slot_wal_keep_size=1GB",
-	"-c", "hba_file=" + engine.ReplicationMountPath + "/" + hbaKey,
+//
+// The settings but hba_file are also the setup script's SERVER_SETTINGS, for the crash
+// recovery pg_rewind runs (postgres --single), which reads no command line of ours.
+var serverArgs = func() []string {
+	args := []string{"postgres"}
+	for _, s := range serverSettings {
+		args = append(args, "-c", s)
+	}
+	return append(args, "-c", "hba_file="+engine.ReplicationMountPath+"/"+hbaKey)
+}()
+
+// serverSettings are serverArgs' settings as name=value.
+var serverSettings = []string{
+	"hot_standby_feedback=on",
+	"wal_log_hints=on",
+	"wal_keep_size=512MB",
+	"max_slot_wal_keep_size=1GB",
 }
 
 // PrimaryConnectTimeoutSeconds is the connect_timeout of a replica's primary_conninfo, in
@@ -228,6 +244,7 @@ func (Engine) ReplicationPod(db *examplev1.Database, d engine.Desired, tmpl *cor
 		corev1.EnvVar{Name: "PODS_DOMAIN", Value: names.PodsDomain(db, d.ClusterDomain)},
 		corev1.EnvVar{Name: "PRIMARY_CONNECT_TIMEOUT", Value: strconv.Itoa(src.connectTimeout)},
 		corev1.EnvVar{Name: "REPLICATION_PASSFILE", Value: src.passfile},
+		corev1.EnvVar{Name: "SERVER_SETTINGS", Value: strings.Join(serverSettings, " ")},
 	)
 	pod.InitContainers = []corev1.Container{{
 		Name:    engine.SetupContainerName,

@@ -73,6 +73,10 @@ fi
 echo rewound >"${PGDATA}/rewound"
 `
 
+// primaryRoleQuery is what the script asks the primary: t in recovery, c while its last
+// checkpoint is on an older timeline than the one it writes, else f.
+const primaryRoleQuery = `SELECT CASE WHEN pg_is_in_recovery() THEN 't' WHEN (SELECT timeline_id FROM pg_control_checkpoint()) <> ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int THEN 'c' ELSE 'f' END`
+
 // fakeSleep records its argument in $CALLS_LOG ("sleep <seconds>") and returns at once.
 const fakeSleep = `#!/bin/bash
 echo "sleep $*" >>"${CALLS_LOG}"
@@ -105,6 +109,11 @@ func (r *setupRun) calls() []string {
 	}
 	require.NoError(r.t, err)
 	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+}
+
+// rewindConfig is pg_rewind's --config-file of a run: beside PGDATA.
+func (r *setupRun) rewindConfig() string {
+	return filepath.Join(filepath.Dir(r.pgdata), "pg_rewind.conf")
 }
 
 // rewindSource is pg_rewind's --source-server of a run.
@@ -178,6 +187,7 @@ func (r *setupRun) start() (string, error) {
 		"CALLS_LOG=" + filepath.Join(r.dir, "calls.log"),
 		"PSQL_ANSWERS=" + answers,
 		"REWIND_STATUS=" + strconv.Itoa(r.rewindStatus),
+		"SERVER_SETTINGS=wal_log_hints=on wal_keep_size=512MB",
 	}
 	for k, v := range r.env {
 		cmd.Env = append(cmd.Env, k+"="+v)
@@ -302,9 +312,14 @@ func TestSetupScript(t *testing.T) {
 		r.psqlAnswers = []string{"f"}
 		out := r.run()
 		require.Equal(t, []string{
-			"psql " + r.rewindSource() + " --no-psqlrc --tuples-only --no-align --command=SELECT pg_is_in_recovery()",
-			"pg_rewind --target-pgdata=" + r.pgdata + " --source-server=" + r.rewindSource(),
+			"psql " + r.rewindSource() + " --no-psqlrc --tuples-only --no-align --command=" + primaryRoleQuery,
+			"pg_rewind --target-pgdata=" + r.pgdata + " --source-server=" + r.rewindSource() + " --config-file=" + r.rewindConfig(),
 		}, r.calls())
+		// Its crash recovery runs with the data directory's settings and the server's
+		// command line's.
+		config, err := os.ReadFile(r.rewindConfig())
+		require.NoError(t, err)
+		require.Equal(t, "include_if_exists '"+r.pgdata+"/postgresql.conf'\nwal_log_hints = 'on'\nwal_keep_size = '512MB'\n", string(config))
 		require.True(t, r.exists("rewound"))
 		require.False(t, r.cloned())
 		require.True(t, r.exists("standby.signal"))
@@ -365,6 +380,33 @@ func TestSetupScript(t *testing.T) {
 			require.True(t, r.exists("standby.signal"))
 		})
 	}
+
+	t.Run("a former primary, the primary not checkpointed on its timeline: asked every 5s until it is, then rewound", func(t *testing.T) {
+		r := newSetupRun(t, "my-database-1", "my-database-0")
+		r.write("PG_VERSION", "16\n")
+		r.psqlAnswers = []string{"c", "c", "f"}
+		out := r.run()
+		calls := r.calls()
+		require.Equal(t, 3, countPrefix(calls, "psql "), "%q", calls)
+		require.Equal(t, 2, countPrefix(calls, "sleep 5"), "%q", calls)
+		require.True(t, strings.HasPrefix(calls[len(calls)-1], "pg_rewind "), "%q", calls)
+		require.Contains(t, out, "my-database-0 has not checkpointed on its timeline yet; retrying in 5s")
+		require.True(t, r.exists("rewound"))
+		require.False(t, r.cloned())
+	})
+
+	t.Run("a former primary, the primary never checkpointed on its timeline: cloned after two minutes, not rewound", func(t *testing.T) {
+		r := newSetupRun(t, "my-database-1", "my-database-0")
+		r.write("PG_VERSION", "16\n")
+		r.psqlAnswers = []string{"c"}
+		out := r.run()
+		calls := r.calls()
+		require.Equal(t, 24, countPrefix(calls, "psql "), "%q", calls)
+		require.Zero(t, countPrefix(calls, "pg_rewind "))
+		require.Contains(t, out, "my-database-0 has not checkpointed on its timeline: cloning my-database-0 again")
+		require.True(t, r.cloned())
+		require.True(t, r.exists("standby.signal"))
+	})
 
 	t.Run("a former primary, the primary never answering: following after two minutes, not rewound", func(t *testing.T) {
 		r := newSetupRun(t, "my-database-1", "my-database-0")

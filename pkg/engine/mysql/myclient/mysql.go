@@ -65,7 +65,18 @@ type State struct {
 	Users []string
 	// SuperuserHosts are the hosts of root's accounts but localhost, sorted (slices.Sort).
 	SuperuserHosts []string
+	// CommitsWaiting is how many of the server's sessions wait for replicas to acknowledge
+	// their commit (semi-synchronous replication: the thread state semiSyncWaitState), and
+	// LongestCommitWait how long the one waiting longest has, in whole seconds
+	// (performance_schema.processlist's TIME: seconds in its current state).
+	CommitsWaiting    int
+	LongestCommitWait time.Duration
 }
+
+// semiSyncWaitState is the state of a session whose commit waits for replicas'
+// acknowledgements (the semisync_source plugin's stage "Waiting for semi-sync ACK from
+// replica"; "slave" before MySQL 8.0.26), as a LIKE pattern.
+const semiSyncWaitState = "Waiting for semi-sync ACK from %"
 
 // Source is a replica's default channel, from performance_schema's
 // replication_connection_configuration, replication_connection_status,
@@ -141,6 +152,12 @@ func (Client) Observe(ctx context.Context, s Server, host string, users []string
 	if st.SemiSync, err = semiSync(ctx, db); err != nil {
 		return State{}, fmt.Errorf("query the semi-synchronous replication of %s: %w", s.Host, err)
 	}
+	var longest int64
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(MAX(TIME), 0) FROM performance_schema.processlist WHERE STATE LIKE ?`,
+		semiSyncWaitState).Scan(&st.CommitsWaiting, &longest); err != nil {
+		return State{}, fmt.Errorf("query the commits waiting on %s: %w", s.Host, err)
+	}
+	st.LongestCommitWait = time.Duration(longest) * time.Second
 
 	var src Source
 	var lastError, received sql.NullString

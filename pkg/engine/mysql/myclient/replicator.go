@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -264,6 +265,13 @@ func (r Replicator) SetSynchronous(ctx context.Context, p engine.Pass, e engine.
 		p.Event(ctx, corev1.EventTypeNormal, engine.ReasonUpdated, "Made the primary acknowledge commits without waiting for replicas: %s", settings(set))
 	}
 	return nil
+}
+
+// CommitsWaiting: the primary's sessions waiting for semi-synchronous acknowledgements
+// (State.CommitsWaiting).
+func (Replicator) CommitsWaiting(primary *engine.Member) (int, time.Duration) {
+	st := state(primary)
+	return st.CommitsWaiting, st.LongestCommitWait
 }
 
 // Rewinds is false: MySQL cannot take back a transaction that was committed; a replica with

@@ -57,6 +57,10 @@ type State struct {
 	// whose WAL it holds, and a standby writes the WAL it receives under the timeline it
 	// receives it on), and at least its last restartpoint's (pg_control_checkpoint()).
 	Timeline uint32
+	// CheckpointTimeline is the timeline of the server's last checkpoint or restartpoint
+	// (pg_control_checkpoint()), which pg_rewind reads as a source's timeline: on a primary
+	// promoted since, older than Timeline until its next checkpoint.
+	CheckpointTimeline uint32
 	// History is Timeline's history file (pg_wal/<timeline>.history, which a promotion
 	// writes and a standby, a clone or pg_rewind fetches): the timelines it branched from,
 	// oldest first, each with the WAL position where it ended. Empty on timeline 1, and
@@ -67,6 +71,18 @@ type State struct {
 	NotFollowing bool
 	// SynchronousStandbyNames is a primary's synchronous_standby_names.
 	SynchronousStandbyNames string
+	// CommitsWaiting is how many of a primary's sessions wait for synchronous standbys to
+	// confirm their commit (pg_stat_activity's wait_event SyncRep), and LongestCommitWait
+	// how long the one waiting longest has waited for a standby that does not answer. The
+	// server does not say when a wait began, so it is the shorter of the time since that
+	// session's statement began (query_start: the COMMIT or, outside a transaction block,
+	// the statement itself, which may have run long before it waited) and the time since a
+	// synchronous candidate (pg_stat_replication's sync_state sync or quorum) last replied
+	// (reply_time): a standby replies once it has flushed the WAL it was sent, so one that
+	// replied since the wait began is not what it waits for. Either may exceed the wait;
+	// the shorter is the closer.
+	CommitsWaiting    int
+	LongestCommitWait time.Duration
 }
 
 // TimelineSwitch is one line of a timeline history file
@@ -122,6 +138,7 @@ func (Client) Observe(ctx context.Context, s Server, roles []string) (State, err
 	st.ReceivedLSN, st.ReplayedLSN = uint64(received), uint64(replayed)
 	st.NotFollowing = st.InRecovery && conninfo == ""
 	st.Timeline = uint32(checkpointTimeline)
+	st.CheckpointTimeline = st.Timeline
 	if segmentTimeline != "" {
 		tli, err := strconv.ParseUint(segmentTimeline, 16, 32)
 		if err != nil {
@@ -144,6 +161,16 @@ func (Client) Observe(ctx context.Context, s Server, roles []string) (State, err
 	if st.InRecovery {
 		return st, nil
 	}
+
+	var longest float64
+	// LEAST ignores a NULL: with no synchronous candidate, the time since query_start.
+	if err := conn.QueryRow(ctx, `SELECT count(*), CASE WHEN count(*) = 0 THEN 0 ELSE LEAST(
+			EXTRACT(EPOCH FROM clock_timestamp() - min(query_start)),
+			(SELECT EXTRACT(EPOCH FROM clock_timestamp() - max(reply_time)) FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum'))) END::float8
+		FROM pg_stat_activity WHERE wait_event_type = 'IPC' AND wait_event = 'SyncRep'`).Scan(&st.CommitsWaiting, &longest); err != nil {
+		return State{}, fmt.Errorf("query the commits waiting on %s: %w", s.Host, err)
+	}
+	st.LongestCommitWait = time.Duration(max(longest, 0) * float64(time.Second))
 
 	rows, err := conn.Query(ctx, `SELECT application_name, COALESCE(state, ''),
 		COALESCE(pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn), -1)::bigint FROM pg_stat_replication`)
@@ -502,6 +529,20 @@ func (Client) Promote(ctx context.Context, s Server) error {
 	}
 	if !done {
 		return fmt.Errorf("promote %s: not done within 60s", s.Host)
+	}
+	return nil
+}
+
+// Checkpoint runs an immediate checkpoint on the primary s (CHECKPOINT), which records the
+// timeline it writes in its control file; it does not wait for synchronous standbys.
+func (Client) Checkpoint(ctx context.Context, s Server) error {
+	conn, err := connect(ctx, s)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, `CHECKPOINT`); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", s.Host, err)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -23,6 +24,7 @@ type Instances interface {
 	SetApplicationRole(ctx context.Context, s Server, role, password string, takeOver bool) error
 	SyncSlots(ctx context.Context, s Server, have map[string]bool, want, drop []string) error
 	Promote(ctx context.Context, s Server) error
+	Checkpoint(ctx context.Context, s Server) error
 	WritePassfile(ctx context.Context, s Server, path, user, password string) error
 	StopFollowing(ctx context.Context, s Server) error
 	Follow(ctx context.Context, s Server, conninfo string) error
@@ -47,11 +49,21 @@ func server(e engine.Endpoint) Server {
 	return Server{Host: e.Host, Port: e.Port, User: e.User, Password: e.Password, Database: e.Database}
 }
 
+// rewindServer is e's server in postgresql.RewindDatabase, where pg_rewind's source
+// connection opens its session. EXECUTE on a function is granted in one database (each has
+// its own pg_proc), so the replication role is given pg_rewind's functions, and asked
+// whether it has them, there.
+func rewindServer(e engine.Endpoint) Server {
+	s := server(e)
+	s.Database = postgresql.RewindDatabase
+	return s
+}
+
 // state is m's State; m answered.
 func state(m *engine.Member) *State { return m.State.(*State) }
 
 func (r Replicator) Observe(ctx context.Context, _ engine.Pass, e engine.Endpoint, users []string) (bool, any, error) {
-	st, err := r.Instances.Observe(ctx, server(e), users)
+	st, err := r.Instances.Observe(ctx, rewindServer(e), users)
 	if err != nil {
 		return false, nil, err
 	}
@@ -60,15 +72,16 @@ func (r Replicator) Observe(ctx context.Context, _ engine.Pass, e engine.Endpoin
 
 func (Replicator) Refused(err error) bool { return IsAuthenticationFailure(err) }
 
-// HasUser: the role exists and may call pg_rewind's functions (RewindFunctions); a role
-// without them (made before they were granted) is given them by SetUser.
+// HasUser: the role exists and may call pg_rewind's functions (RewindFunctions) in
+// postgresql.RewindDatabase (Observe asks there); a role without them there (made before
+// they were granted, or granted them in another database) is given them by SetUser.
 func (Replicator) HasUser(primary *engine.Member, user string) bool {
 	st := state(primary)
 	return slices.Contains(st.Roles, user) && !slices.Contains(st.RolesWithoutRewind, user)
 }
 
 func (r Replicator) SetUser(ctx context.Context, _ engine.Pass, e engine.Endpoint, user, password string) error {
-	return r.Instances.SetReplicationRole(ctx, server(e), user, password)
+	return r.Instances.SetReplicationRole(ctx, rewindServer(e), user, password)
 }
 
 // SetSource gives the replica the replication password as user from now on: it writes the
@@ -142,6 +155,12 @@ func (r Replicator) SetSynchronous(ctx context.Context, _ engine.Pass, e engine.
 	return r.Instances.SetSynchronousStandbyNames(ctx, server(e), value)
 }
 
+// CommitsWaiting: the primary's sessions waiting on SyncRep (State.CommitsWaiting).
+func (Replicator) CommitsWaiting(primary *engine.Member) (int, time.Duration) {
+	st := state(primary)
+	return st.CommitsWaiting, st.LongestCommitWait
+}
+
 // SynchronousStandbyNames is the synchronous_standby_names that makes a primary acknowledge a
 // commit once any k of the standbys named replicas (their application_name, the Pod name)
 // have flushed it: 'ANY k ("<name>", ...)', the names sorted and each in double quotes (" in
@@ -205,8 +224,16 @@ func forkPoint(a, b *State) uint64 {
 
 // SyncPrimary gives the primary the application role (syncApplicationRole), keeps on it a
 // slot for every other of the sts Pods, and drops the inactive slots of the Pods past them
-// (up to the most replicas validation allows) whose data claims are gone.
+// (up to the most replicas validation allows) whose data claims are gone. A primary whose
+// last checkpoint is on an older timeline than the one it writes (promoted since) is
+// checkpointed: pg_rewind takes a source's timeline from its control file, and the setup
+// script of a former primary waits for it before rewinding from this one.
 func (r Replicator) SyncPrimary(ctx context.Context, p engine.Pass, e engine.Endpoint, primary *engine.Member, sts int32) error {
+	if st := state(primary); st.CheckpointTimeline < st.Timeline {
+		if err := r.Instances.Checkpoint(ctx, server(e)); err != nil {
+			return err
+		}
+	}
 	if err := r.syncApplicationRole(ctx, p, server(e)); err != nil {
 		return err
 	}

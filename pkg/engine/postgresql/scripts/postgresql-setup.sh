@@ -21,7 +21,8 @@
 # own name is "<pod>.${PODS_DOMAIN}"),
 # PRIMARY_CONNECT_TIMEOUT (seconds), REPLICATION_USER,
 # REPLICATION_PASSWORD_FILE (the credentials Secret's key, mounted), REPLICATION_PASSFILE (the
-# password file to write, on the data volume), HOSTNAME (the Pod's name).
+# password file to write, on the data volume), SERVER_SETTINGS (the settings the server runs
+# with on its command line, name=value separated by spaces), HOSTNAME (the Pod's name).
 set -o errexit -o nounset -o pipefail
 
 replication_password=$(<"${REPLICATION_PASSWORD_FILE}")
@@ -90,11 +91,35 @@ clone() {
 # file.
 rewind_source="host=${primary}.${PODS_DOMAIN} port=${PGPORT} user=${REPLICATION_USER} passfile=${REPLICATION_PASSFILE} dbname=postgres connect_timeout=${PRIMARY_CONNECT_TIMEOUT}"
 
+# rewind_config writes, beside PGDATA on the data volume, the configuration file pg_rewind's
+# crash recovery of a server not shut down cleanly (postgres --single, --config-file) runs
+# with, and prints its path: the data directory's postgresql.conf and SERVER_SETTINGS, which
+# the server otherwise has only on its command line. Without them the recovery's checkpoints
+# would record wal_log_hints off in the control file, which pg_rewind then refuses, and
+# remove the WAL wal_keep_size keeps, which pg_rewind reads back to the fork.
+rewind_config() {
+	local file setting
+	file=$(dirname "${PGDATA}")/pg_rewind.conf
+	{
+		echo "include_if_exists '${PGDATA}/postgresql.conf'"
+		for setting in ${SERVER_SETTINGS}; do
+			echo "${setting%%=*} = '${setting#*=}'"
+		done
+	} >"${file}"
+	echo "${file}"
+}
+
 # primary_role prints what the named primary answers through rewind_source: f when it takes
-# writes, t when it is in recovery, nothing when it does not answer (down, or refusing this
-# Pod while its new address has no DNS name yet: pg_hba.conf admits the role by name).
+# writes, t when it is in recovery, c when it takes writes but its last checkpoint is on an
+# older timeline than the one it writes, nothing when it does not answer (down, or refusing
+# this Pod while its new address has no DNS name yet: pg_hba.conf admits the role by name).
+# A promotion does not wait for its checkpoint, and pg_rewind takes the source's timeline
+# from its control file: from a primary just promoted it would rewind to the old timeline,
+# and the server would then refuse to start ("requested timeline ... does not contain
+# minimum recovery point"). The controller checkpoints a primary whose last checkpoint is
+# on an older timeline. A WAL file's name begins with its timeline, 8 hexadecimal digits.
 primary_role() {
-	psql "${rewind_source}" --no-psqlrc --tuples-only --no-align --command='SELECT pg_is_in_recovery()' || true
+	psql "${rewind_source}" --no-psqlrc --tuples-only --no-align --command="SELECT CASE WHEN pg_is_in_recovery() THEN 't' WHEN (SELECT timeline_id FROM pg_control_checkpoint()) <> ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int THEN 'c' ELSE 'f' END" || true
 }
 
 # cluster_state is the data directory's state as its control file says
@@ -134,7 +159,7 @@ if [[ -s ${PGDATA}/PG_VERSION ]]; then
 			# recovery pg_rewind runs first (postgres --single) would refuse to start. No
 			# server runs on this data directory while the Pod's init container does.
 			rm -f "${PGDATA}/postmaster.pid"
-			if ! pg_rewind --target-pgdata="${PGDATA}" --source-server="${rewind_source}"; then
+			if ! pg_rewind --target-pgdata="${PGDATA}" --source-server="${rewind_source}" --config-file="$(rewind_config)"; then
 				echo "postgresql-setup: pg_rewind could not rewind ${me} to ${primary}'s timeline: cloning ${primary} again" >&2
 				clone
 			fi
@@ -143,6 +168,16 @@ if [[ -s ${PGDATA}/PG_VERSION ]]; then
 		if [[ ${role} == t ]]; then
 			echo "postgresql-setup: ${primary} is not promoted yet: ${me} follows it, nothing to rewind"
 			break
+		fi
+		if [[ ${role} == c ]]; then
+			if ((i == attempts)); then
+				echo "postgresql-setup: ${primary} has not checkpointed on its timeline: cloning ${primary} again" >&2
+				clone
+				break
+			fi
+			echo "postgresql-setup: ${primary} has not checkpointed on its timeline yet; retrying in 5s"
+			sleep 5
+			continue
 		fi
 		if ((i == attempts)); then
 			echo "postgresql-setup: ${primary} does not answer at ${primary}.${PODS_DOMAIN}: ${me} follows it without pg_rewind"
