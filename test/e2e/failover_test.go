@@ -346,16 +346,7 @@ func commitsWaitForTheReplica(t *testing.T, e failoverEngine, ns, db, primary st
 	})
 	waited := time.Now()
 	// The primary takes writes and acknowledges none: the Database says so.
-	eventually(t, time.Minute, func() error {
-		d, err := getDatabase(t, ns, db)
-		if err != nil {
-			return err
-		}
-		if c := meta.FindStatusCondition(d.Status.Conditions, examplev1.ConditionReady); c == nil || c.Reason != dbcontroller.ReasonCommitsWaiting {
-			return fmt.Errorf("ready: %+v", c)
-		}
-		return nil
-	})
+	waitCondition(t, ns, db, examplev1.ConditionReady, dbcontroller.ReasonCommitsWaiting)
 	t.Logf("measured: Ready False (%s) %v after commits began to wait", dbcontroller.ReasonCommitsWaiting, time.Since(waited).Round(100*time.Millisecond))
 	eventually(t, time.Minute, func() error {
 		log, errOut, err := kubectlAs(cluster.KubeconfigPath, "", "logs", "-n", ns, "writer")
@@ -380,16 +371,7 @@ func commitsWaitForTheReplica(t *testing.T, e failoverEngine, ns, db, primary st
 			a.id, a.at.Format(time.StampMilli), waited.Format(time.StampMilli), thawed.Format(time.StampMilli))
 	}
 	waitAcks(t, ns, "writer", thawed, 1)
-	eventually(t, time.Minute, func() error {
-		d, err := getDatabase(t, ns, db)
-		if err != nil {
-			return err
-		}
-		if c := meta.FindStatusCondition(d.Status.Conditions, examplev1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
-			return fmt.Errorf("ready: %+v", c)
-		}
-		return nil
-	})
+	waitCondition(t, ns, db, examplev1.ConditionReady, examplev1.ReasonAllReplicasReady)
 	t.Logf("measured: commits waited %v for the frozen replica %s, none acknowledged; acknowledged again %v after it was thawed",
 		thawed.Sub(waited).Round(100*time.Millisecond), replica, time.Since(thawed).Round(100*time.Millisecond))
 	waitAcks(t, ns, "writer", thawed, 20)

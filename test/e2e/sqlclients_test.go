@@ -73,6 +73,25 @@ spec:
 	t.Run("mysql", func(t *testing.T) { testMySQLClient(t, myNS, myDB) })
 }
 
+// waitOneCommitWaiting waits until observe (a client's Observe of a primary) says one
+// session waits for replicas to acknowledge its commit, for 2 s or more, and requires the
+// commit whose result done delivers to be still waiting.
+func waitOneCommitWaiting(t *testing.T, done <-chan error, observe func() (sessions int, longest time.Duration, err error)) {
+	t.Helper()
+	eventually(t, time.Minute, func() error {
+		n, longest, err := observe()
+		if err == nil && (n != 1 || longest < 2*time.Second) {
+			err = fmt.Errorf("observed %d commits waiting, the longest for %v", n, longest)
+		}
+		return err
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("the commit returned (%v) while no replica acknowledges it", err)
+	default:
+	}
+}
+
 // credentials returns the Database's credentials Secret's data as strings.
 func credentials(t *testing.T, ns, db string) map[string]string {
 	t.Helper()
@@ -720,18 +739,10 @@ CREATE SCHEMA own`)
 			_, err := conn.Exec(commitCtx, `INSERT INTO e2e_observe VALUES (6)`)
 			done <- err
 		}()
-		eventually(t, time.Minute, func() error {
+		waitOneCommitWaiting(t, done, func() (int, time.Duration, error) {
 			st, err := c.Observe(ctx, primary, nil)
-			if err == nil && (st.CommitsWaiting != 1 || st.LongestCommitWait < 2*time.Second) {
-				err = fmt.Errorf("observed %d commits waiting, the longest for %v", st.CommitsWaiting, st.LongestCommitWait)
-			}
-			return err
+			return st.CommitsWaiting, st.LongestCommitWait, err
 		})
-		select {
-		case err := <-done:
-			t.Fatalf("the commit returned (%v) with no synchronous standby", err)
-		default:
-		}
 
 		// Back to none, for what follows: the waiting commit is acknowledged.
 		require.NoError(t, c.SetSynchronousStandbyNames(ctx, primary, ""))
@@ -1196,18 +1207,10 @@ func testMySQLClient(t *testing.T, ns, db string) {
 			return nil
 		})
 		// Observe says how many wait and for how long, in the server's whole seconds.
-		eventually(t, time.Minute, func() error {
+		waitOneCommitWaiting(t, done, func() (int, time.Duration, error) {
 			st, err := c.Observe(ctx, primary, replHost, nil)
-			if err == nil && (st.CommitsWaiting != 1 || st.LongestCommitWait < 2*time.Second) {
-				err = fmt.Errorf("observed %d commits waiting, the longest for %v", st.CommitsWaiting, st.LongestCommitWait)
-			}
-			return err
+			return st.CommitsWaiting, st.LongestCommitWait, err
 		})
-		select {
-		case err := <-done:
-			t.Fatalf("the commit returned (%v) while no replica follows", err)
-		default:
-		}
 
 		// The receiver started again, as SyncReplica does to a stopped one that reads the
 		// primary: the replica receives the commit and acknowledges it.
