@@ -226,7 +226,7 @@ func (b *bench) floorRun(ctx context.Context, kube kubernetes.Interface, n, conc
 	r := run(ctx, conc, n, time.Hour, func(ctx context.Context, i int) error {
 		db := newDatabase(fmt.Sprintf("db-%04d", i))
 		db.Namespace, db.UID = ns, uuid.NewUUID()
-		c, err := specs.NewChildren(db, "floor-password")
+		c, err := specs.NewChildren(db, "floor-password", "database-system")
 		if err != nil {
 			return err
 		}

@@ -22,7 +22,7 @@ var (
 // is refused, created or updated.
 func TestDataClaimsAskForANewVolume(t *testing.T) {
 	policies := loadPolicies(t)
-	built, err := specs.NewChildren(database(examplev1.EnginePostgreSQL, "16", 3), "password")
+	built, err := specs.NewChildren(database(examplev1.EnginePostgreSQL, "16", 3), "password", "database-system")
 	require.NoError(t, err)
 	created := specs.DataClaim(built.StatefulSet, 1)
 	require.Empty(t, denials(t, policies, write(controllerUser, claim, claims, created, nil)))

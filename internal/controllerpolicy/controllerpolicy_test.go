@@ -105,14 +105,14 @@ func TestTheControllersStatefulSetsAreAdmitted(t *testing.T) {
 			for _, replicas := range []int32{1, 3} {
 				name := fmt.Sprintf("%s %s, %d replicas", e, line, replicas)
 				db := database(e, line, replicas)
-				built, err := specs.NewChildren(db, "password")
+				built, err := specs.NewChildren(db, "password", "database-system")
 				require.NoError(t, err, name)
 				for _, user := range []string{controllerUser, namespacedUser} {
 					require.Empty(t, denials(t, policies, write(user, statefulSet, statefulSets, built.StatefulSet, nil)), name)
 				}
 
 				db.Status.Restart = &examplev1.DatabaseRestartStatus{RequestedAt: metav1.NowMicro()}
-				restarted, err := specs.NewChildren(db, "password")
+				restarted, err := specs.NewChildren(db, "password", "database-system")
 				require.NoError(t, err, name)
 				have := built.StatefulSet.DeepCopy()
 				specs.SyncStatefulSet(have, restarted.StatefulSet)
@@ -140,7 +140,7 @@ func TestTheControllersStatefulSetsAreAdmitted(t *testing.T) {
 // A StatefulSet without a Database owner is refused by database-controller-children alone.
 func TestStatefulSetsWithoutADatabaseOwnerAreRefusedAsChildren(t *testing.T) {
 	policies := loadPolicies(t)
-	built, err := specs.NewChildren(database(examplev1.EnginePostgreSQL, "16", 3), "password")
+	built, err := specs.NewChildren(database(examplev1.EnginePostgreSQL, "16", 3), "password", "database-system")
 	require.NoError(t, err)
 	for name, owners := range map[string][]metav1.OwnerReference{
 		"none":         nil,
@@ -159,7 +159,7 @@ func TestStatefulSetsWithoutADatabaseOwnerAreRefusedAsChildren(t *testing.T) {
 func TestStatefulSetsOfOtherShapesAreRefused(t *testing.T) {
 	policies := loadPolicies(t)
 	for _, e := range engines {
-		built, err := specs.NewChildren(database(e, catalog.Lines(e)[0], 3), "password")
+		built, err := specs.NewChildren(database(e, catalog.Lines(e)[0], 3), "password", "database-system")
 		require.NoError(t, err)
 		for _, tc := range controllerpolicy.StatefulSetChanges() {
 			t.Run(string(e)+" "+tc.Name, func(t *testing.T) {

@@ -22,12 +22,12 @@ import (
 func TestPodDisruptionBudgetsSelectOnlyTheirDatabasesPods(t *testing.T) {
 	policies := loadPolicies(t)
 	for _, e := range engines {
-		built, err := specs.NewChildren(database(e, catalog.Lines(e)[0], 3), "password")
+		built, err := specs.NewChildren(database(e, catalog.Lines(e)[0], 3), "password", "database-system")
 		require.NoError(t, err)
 		require.Empty(t, denials(t, policies, write(controllerUser, pdb, pdbs, built.PodDisruptionBudget, nil)), e)
 		require.Empty(t, denials(t, policies, write(controllerUser, pdb, pdbs, built.PodDisruptionBudget, built.PodDisruptionBudget)), e)
 	}
-	built, err := specs.NewChildren(database(examplev1.EnginePostgreSQL, "16", 3), "password")
+	built, err := specs.NewChildren(database(examplev1.EnginePostgreSQL, "16", 3), "password", "database-system")
 	require.NoError(t, err)
 	const selects = "its selector must be exactly the matchLabels"
 	for _, tc := range []struct {
@@ -77,7 +77,7 @@ func databasePod(sts *appsv1.StatefulSet) *corev1.Pod {
 // metadata is refused.
 func TestPodsChangeOnlyTheirRoleLabel(t *testing.T) {
 	policies := loadPolicies(t)
-	built, err := specs.NewChildren(database(examplev1.EnginePostgreSQL, "16", 3), "password")
+	built, err := specs.NewChildren(database(examplev1.EnginePostgreSQL, "16", 3), "password", "database-system")
 	require.NoError(t, err)
 	old := databasePod(built.StatefulSet)
 	withRole := func(p *corev1.Pod, role string) *corev1.Pod {

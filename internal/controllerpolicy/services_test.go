@@ -24,7 +24,7 @@ var (
 func TestServicesAreClusterIPWithoutExternalIPs(t *testing.T) {
 	policies := loadPolicies(t)
 	for _, e := range engines {
-		built, err := specs.NewChildren(database(e, catalog.Lines(e)[0], 3), "password")
+		built, err := specs.NewChildren(database(e, catalog.Lines(e)[0], 3), "password", "database-system")
 		require.NoError(t, err)
 		for _, svc := range []*corev1.Service{built.ClientService, built.HeadlessService, built.ReadService} {
 			require.NotNil(t, svc, e)
@@ -32,7 +32,7 @@ func TestServicesAreClusterIPWithoutExternalIPs(t *testing.T) {
 			require.Empty(t, denials(t, policies, write(controllerUser, serviceKnd, services, svc, svc)), "%s %s", e, svc.Name)
 		}
 	}
-	built, err := specs.NewChildren(database(examplev1.EnginePostgreSQL, "16", 3), "password")
+	built, err := specs.NewChildren(database(examplev1.EnginePostgreSQL, "16", 3), "password", "database-system")
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		name   string

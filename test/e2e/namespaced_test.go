@@ -87,7 +87,7 @@ func TestNamespacedControllerRBACReadsOnlyItsNamespace(t *testing.T) {
 	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
 
 	t.Run("its children are admitted in a", func(t *testing.T) {
-		built, err := specs.NewChildren(policyDatabase("a"), "e2e-password")
+		built, err := specs.NewChildren(policyDatabase("a"), "e2e-password", "database-system")
 		require.NoError(t, err)
 		_, err = k.CoreV1().Secrets("a").Create(ctx, built.Secret, dryRun)
 		require.NoError(t, err)
@@ -95,7 +95,7 @@ func TestNamespacedControllerRBACReadsOnlyItsNamespace(t *testing.T) {
 		require.NoError(t, err)
 	})
 	t.Run("the same children in b are refused by RBAC", func(t *testing.T) {
-		built, err := specs.NewChildren(policyDatabase("b"), "e2e-password")
+		built, err := specs.NewChildren(policyDatabase("b"), "e2e-password", "database-system")
 		require.NoError(t, err)
 		_, err = k.CoreV1().Secrets("b").Create(ctx, built.Secret, dryRun)
 		require.True(t, apierrors.IsForbidden(err), "want 403 Forbidden, got %v", err)

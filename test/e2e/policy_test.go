@@ -78,7 +78,7 @@ func TestControllerPolicyRefusesWhatTheControllerDoesNotBuild(t *testing.T) {
 	ctx := context.Background()
 	k := kubeAsController(t)
 	db := policyDatabase(ns)
-	built, err := specs.NewChildren(db, "e2e-password")
+	built, err := specs.NewChildren(db, "e2e-password", "database-system")
 	require.NoError(t, err)
 	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
 

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -25,6 +26,7 @@ import (
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/controller/database"
+	"example.com/database-apiserver/pkg/controller/specs"
 	"example.com/database-apiserver/pkg/engine"
 	"example.com/database-apiserver/pkg/names"
 )
@@ -1162,4 +1164,70 @@ func TestImageRegistryPrefixesTheCatalogsImage(t *testing.T) {
 	pod := f.statefulSet().Spec.Template.Spec
 	require.Equal(t, "registry.example:5000/mirror/postgres:14.5", pod.Containers[0].Image)
 	require.Equal(t, "registry.example:5000/mirror/postgres:14.5", pod.InitContainers[0].Image)
+}
+
+// specs.NewChildren builds what the controller creates: after the first passes over a new
+// Database, every child the controller created is, but for the Secret's random passwords
+// and what the API server sets (uid, resourceVersion, generation, status), what NewChildren
+// returns for the Database and the controller's namespace; and it created no other.
+func TestNewChildrenIsWhatTheControllerCreates(t *testing.T) {
+	withPolicy := exampleDatabase()
+	withPolicy.Spec.NetworkPolicy = &examplev1.DatabaseNetworkPolicy{From: []examplev1.DatabaseNetworkPolicyPeer{
+		{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "orders"}}}}}
+	for _, db := range []*examplev1.Database{exampleDatabase(), withPolicy} {
+		requireNewChildrenCreated(t, db)
+	}
+}
+
+func requireNewChildrenCreated(t *testing.T, db *examplev1.Database) {
+	f := newFixture(t, db)
+	for range 2 {
+		_, err := f.reconcile()
+		require.NoError(t, err)
+	}
+	db = f.database()
+	want, err := specs.NewChildren(db, "password", database.DefaultControllerNamespace)
+	require.NoError(t, err)
+	built := []metav1.Object{want.Secret, want.HeadlessService, want.ClientService, want.ReadService, want.StatefulSet,
+		want.ReplicationConfigMap, want.PodDisruptionBudget}
+	if want.NetworkPolicy != nil {
+		built = append(built, want.NetworkPolicy)
+	}
+	require.Nil(t, want.InitConfigMap, "PostgreSQL initialises without scripts of ours")
+	gvrs := map[string]schema.GroupVersionResource{"Secret": secrets, "Service": services, "StatefulSet": statefulSets,
+		"ConfigMap": configMaps, "PodDisruptionBudget": pdbs, "NetworkPolicy": networkPolicies}
+	created := 0
+	for kind, gvr := range gvrs {
+		list, err := f.kube.Tracker().List(gvr, gvr.GroupVersion().WithKind(kind), namespace)
+		require.NoError(t, err)
+		items, err := meta.ExtractList(list)
+		require.NoError(t, err)
+		created += len(items)
+	}
+	require.Equal(t, len(built), created, "the controller created exactly NewChildren's objects")
+	for _, w := range built {
+		gvr := gvrs[strings.TrimPrefix(fmt.Sprintf("%T", w), "*v1.")]
+		stored, err := f.kube.Tracker().Get(gvr, namespace, w.GetName())
+		require.NoError(t, err, "%T %s", w, w.GetName())
+		have := stored.(metav1.Object)
+		// What the API server sets, and the Secret's passwords and finalizer (the
+		// controller's own, of its ownership rules) are not the builder's.
+		have.SetUID("")
+		have.SetResourceVersion("")
+		have.SetGeneration(0)
+		have.SetManagedFields(nil)
+		stored.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
+		switch h := have.(type) {
+		case *corev1.Secret:
+			require.ElementsMatch(t, slices.Collect(maps.Keys(w.(*corev1.Secret).Data)), slices.Collect(maps.Keys(h.Data)))
+			h.Data = w.(*corev1.Secret).Data
+			require.Equal(t, []string{database.CredentialsFinalizer}, h.Finalizers)
+			h.Finalizers = nil
+		case *appsv1.StatefulSet:
+			h.Status = appsv1.StatefulSetStatus{}
+		case *policyv1.PodDisruptionBudget:
+			h.Status = policyv1.PodDisruptionBudgetStatus{}
+		}
+		require.Equal(t, w, have, "%T %s", w, w.GetName())
+	}
 }

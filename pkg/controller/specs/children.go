@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -29,11 +30,14 @@ type Children struct {
 	InitConfigMap *corev1.ConfigMap
 	// PodDisruptionBudget is nil when replicas is 1.
 	PodDisruptionBudget *policyv1.PodDisruptionBudget
+	// NetworkPolicy is nil while spec.networkPolicy is unset.
+	NetworkPolicy *networkingv1.NetworkPolicy
 }
 
-// NewChildren builds the children of db exactly as the controller builds them on its first
-// pass, with password as every password of the credentials Secret. It fails as Resolve does.
-func NewChildren(db *examplev1.Database, password string) (Children, error) {
+// NewChildren builds the children of db exactly as a controller running in the namespace
+// controllerNamespace builds them on its first passes, with password as every password of
+// the credentials Secret. It fails as Resolve does.
+func NewChildren(db *examplev1.Database, password, controllerNamespace string) (Children, error) {
 	d, err := Resolve(db)
 	if err != nil {
 		return Children{}, err
@@ -44,6 +48,9 @@ func NewChildren(db *examplev1.Database, password string) (Children, error) {
 		ClientService:   ClientService(db, d),
 		StatefulSet:     StatefulSet(db, d),
 		InitConfigMap:   InitConfigMap(db, d),
+	}
+	if db.Spec.NetworkPolicy != nil {
+		c.NetworkPolicy = NetworkPolicy(db, d, controllerNamespace)
 	}
 	if d.Recipe.Replicates() {
 		c.ReplicationConfigMap = ReplicationConfigMap(db, d, PodName(db, 0))

@@ -51,7 +51,7 @@ func TestPodsPassTheRestrictedPodSecurityStandardForEveryCatalogVersion(t *testi
 			for _, replicas := range []int32{1, 3} {
 				db := database(replicas)
 				db.Spec.Engine, db.Spec.Version = e, version
-				c, err := specs.NewChildren(db, "secret")
+				c, err := specs.NewChildren(db, "secret", "database-system")
 				require.NoError(t, err, "%s %s", e, version)
 				require.Empty(t, restricted(t, c.StatefulSet), "%s %s, %d replicas", e, version, replicas)
 			}
@@ -65,7 +65,7 @@ func TestSyncStatefulSetBringsAndKeepsTheRestrictedSecurityContext(t *testing.T)
 	for _, replicas := range []int32{1, 3} {
 		t.Run(fmt.Sprint(replicas, " replicas"), func(t *testing.T) {
 			db := database(replicas)
-			old, err := specs.NewChildren(db, "secret")
+			old, err := specs.NewChildren(db, "secret", "database-system")
 			require.NoError(t, err)
 			have := old.StatefulSet.DeepCopy()
 			pod := &have.Spec.Template.Spec
@@ -79,7 +79,7 @@ func TestSyncStatefulSetBringsAndKeepsTheRestrictedSecurityContext(t *testing.T)
 			require.NotEmpty(t, restricted(t, have), "the checker refuses a template without the settings")
 
 			db.Spec.Version = "14"
-			want, err := specs.NewChildren(db, "secret")
+			want, err := specs.NewChildren(db, "secret", "database-system")
 			require.NoError(t, err)
 			specs.SyncStatefulSet(have, want.StatefulSet)
 			require.Empty(t, restricted(t, have))

@@ -196,7 +196,7 @@ func TestMongoDBPodsRunAReplicaSet(t *testing.T) {
 	require.NotContains(t, cm.Data, "mysql-setup.sh")
 	require.NotContains(t, cm.Data, "postgresql-setup.sh")
 
-	c, err := specs.NewChildren(db, "secret")
+	c, err := specs.NewChildren(db, "secret", "database-system")
 	require.NoError(t, err)
 	require.NotNil(t, c.ReadService)
 	require.Equal(t, "secret", string(c.Secret.Data[names.SecretKeyKeyFile]))
@@ -212,7 +212,7 @@ func TestMongoDBPodsRunAReplicaSet(t *testing.T) {
 
 func TestNewChildrenOfAReplicatingDatabase(t *testing.T) {
 	db := database(3)
-	c, err := specs.NewChildren(db, "secret")
+	c, err := specs.NewChildren(db, "secret", "database-system")
 	require.NoError(t, err)
 	require.NotNil(t, c.ReplicationConfigMap)
 	require.Equal(t, "my-database-replication", c.ReplicationConfigMap.Name)
@@ -230,7 +230,7 @@ func TestNewChildrenOfAReplicatingDatabase(t *testing.T) {
 	require.Equal(t, "my-database-read.production.svc.cluster.local", string(c.Secret.Data[names.SecretKeyReadHost]))
 	require.Equal(t, "postgresql://app:secret@my-database-read.production.svc.cluster.local:5432/my_database", string(c.Secret.Data[names.SecretKeyReadURI]))
 
-	one, err := specs.NewChildren(database(1), "secret")
+	one, err := specs.NewChildren(database(1), "secret", "database-system")
 	require.NoError(t, err)
 	require.NotNil(t, one.ReplicationConfigMap, "the Pods mount it whatever the replicas")
 	require.Nil(t, one.ReadService, "no replicas to read from")
@@ -434,7 +434,7 @@ func TestMySQLPodsRunTheSetupScriptBeforeTheServer(t *testing.T) {
 	require.NotContains(t, cm.Data, "postgresql-setup.sh")
 	require.NotContains(t, cm.Data, "pg_hba.conf")
 
-	c, err := specs.NewChildren(db, "secret")
+	c, err := specs.NewChildren(db, "secret", "database-system")
 	require.NoError(t, err)
 	require.NotNil(t, c.ReadService)
 	require.Equal(t, "replicator", string(c.Secret.Data[names.SecretKeyReplicationUsername]))

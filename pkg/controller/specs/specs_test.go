@@ -46,7 +46,7 @@ func TestResolveRefusesWithSentinelErrors(t *testing.T) {
 
 func TestNewChildrenBuildsEveryChildOwnedByTheDatabase(t *testing.T) {
 	db := database(3)
-	c, err := specs.NewChildren(db, "secret")
+	c, err := specs.NewChildren(db, "secret", "database-system")
 	require.NoError(t, err)
 	require.Equal(t, "my-database-credentials", c.Secret.Name)
 	require.Equal(t, "secret", string(c.Secret.Data[names.SecretKeyPassword]))
@@ -59,7 +59,7 @@ func TestNewChildrenBuildsEveryChildOwnedByTheDatabase(t *testing.T) {
 		require.Equal(t, names.ManagedByValue, obj.GetLabels()[names.ManagedByLabel], obj.GetName())
 	}
 
-	one, err := specs.NewChildren(database(1), "secret")
+	one, err := specs.NewChildren(database(1), "secret", "database-system")
 	require.NoError(t, err)
 	require.Nil(t, one.PodDisruptionBudget, "no budget for one replica")
 }
