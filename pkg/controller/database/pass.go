@@ -90,20 +90,18 @@ func (r *Reconciler) sync(ctx context.Context, db *examplev1.Database) (observat
 // it no longer names), and a new Database's Pods never run before it exists.
 func (p *pass) run(ctx context.Context) (observation, error) {
 	defer p.recordCreated(ctx)
-	h, err := p.ensureNetworkPolicy(ctx)
-	if h == nil && err == nil {
-		h, err = p.ensureSecret(ctx)
-	}
-	if h == nil && err == nil {
-		h, err = p.ensureServices(ctx)
-	}
-	if h == nil && err == nil && specs.HasInitConfigMap(p.desired) {
-		h, err = p.ensureInitConfigMap(ctx)
-	}
 	replicates, designated := p.desired.Recipe.Replicates(), ""
-	if h == nil && err == nil && replicates {
-		designated, h, err = p.ensureReplicationConfigMap(ctx)
+	children := []step{p.ensureNetworkPolicy, p.ensureSecret, p.ensureServices}
+	if specs.HasInitConfigMap(p.desired) {
+		children = append(children, p.ensureInitConfigMap)
 	}
+	if replicates {
+		children = append(children, func(ctx context.Context) (h *halt, err error) {
+			designated, h, err = p.ensureReplicationConfigMap(ctx)
+			return h, err
+		})
+	}
+	h, err := runSteps(ctx, children...)
 	replicas := p.desired.Replicas
 	var configured []string
 	if replicates && p.desired.Recipe.ReplicaSet {
@@ -128,10 +126,11 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 		return p.halted(obs, h), err
 	}
 
-	sts, h, err := p.ensureStatefulSet(ctx, expansion == nil)
-	if h == nil && err == nil {
-		h, err = p.ensurePodDisruptionBudget(ctx)
-	}
+	var sts *appsv1.StatefulSet
+	h, err = runSteps(ctx, func(ctx context.Context) (h *halt, err error) {
+		sts, h, err = p.ensureStatefulSet(ctx, expansion == nil)
+		return h, err
+	}, p.ensurePodDisruptionBudget)
 	if h != nil || err != nil {
 		return p.halted(obs, h), err
 	}
@@ -153,6 +152,20 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 		obs.replication = &rep
 	}
 	return obs, nil
+}
+
+// step is one step of a pass: it makes one part of the Database true, or says why the pass
+// stops there (a halt: a failure to report, or something to wait for), or fails.
+type step func(context.Context) (*halt, error)
+
+// runSteps runs steps in order and stops at the first halt or error.
+func runSteps(ctx context.Context, steps ...step) (*halt, error) {
+	for _, s := range steps {
+		if h, err := s(ctx); h != nil || err != nil {
+			return h, err
+		}
+	}
+	return nil, nil
 }
 
 // replicationStepTimeout bounds the replication step of a pass: a server that stops
