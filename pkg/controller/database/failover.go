@@ -88,6 +88,38 @@ func (w *writableSeen) forget(uid types.UID) {
 	delete(w.seen, uid)
 }
 
+// drainedTo records, by Database UID, the replica count down to which a scale-down of a
+// Synchronous Database was last found drained: none of the Pods past it holds a transaction
+// that a replica kept lacks (pass.drain). A process that restarts knows of none, and the
+// scale-down waits for its next drain.
+type drainedTo struct {
+	mu sync.Mutex
+	to map[types.UID]int32
+}
+
+func (d *drainedTo) set(uid types.UID, replicas int32) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.to == nil {
+		d.to = map[types.UID]int32{}
+	}
+	d.to[uid] = replicas
+}
+
+// drained reports whether the Pods from ordinal replicas on were found drained.
+func (d *drainedTo) drained(uid types.UID, replicas int32) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	to, ok := d.to[uid]
+	return ok && to <= replicas
+}
+
+func (d *drainedTo) forget(uid types.UID) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.to, uid)
+}
+
 // automaticFailover reports whether db's spec.failover is Automatic (empty is).
 func automaticFailover(db *examplev1.Database) bool {
 	return db.Spec.Failover == "" || db.Spec.Failover == examplev1.FailoverAutomatic

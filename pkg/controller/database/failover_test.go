@@ -544,3 +544,31 @@ func TestAPrimaryWhoseCommitsWaitForReplicasIsNotReady(t *testing.T) {
 	require.Equal(t, metav1.ConditionTrue, condition(got, "Ready").Status)
 	require.Equal(t, examplev1.DatabasePhaseReady, got.Status.Phase)
 }
+
+// A scale-down of a Synchronous Database removes no replica that may hold the one copy of an
+// acknowledged commit but the primary's: the Pods it removes stop following the primary, whose
+// commits no longer wait for them, and the StatefulSet keeps them until a replica kept holds
+// every transaction they hold. Removed earlier, a failover from the primary would promote a
+// replica that lacks the commit.
+func TestASynchronousScaleDownWaitsForAKeptReplicaToHoldWhatItRemoves(t *testing.T) {
+	f, servers := failingOver(t, func(db *examplev1.Database) { db.Spec.Durability = examplev1.DurabilitySynchronous })
+	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Replicas = ptr.To[int32](2) })
+	for range 2 {
+		_, err := f.reconcile()
+		require.NoError(t, err)
+		require.Equal(t, int32(3), *f.statefulSet().Spec.Replicas, "my-database-1 (120) lacks what my-database-2 (130) holds")
+	}
+	calls := servers.recorded()
+	require.Contains(t, calls, "stop-following 10.0.0.3")
+	require.Contains(t, calls, "synchronous 10.0.0.1 1 my-database-1", "the primary's commits wait for the replica kept only")
+	require.NotContains(t, calls, "set-source 10.0.0.3 my-database-0", "not pointed at the primary again")
+
+	// The kept replica catches up.
+	servers.set(1, testServer{position: 130, source: "my-database-0"})
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.Contains(t, f.events(), "Normal Updated Scaling down: every transaction of my-database-2, stopped from following the primary, is on a replica kept")
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, int32(2), *f.statefulSet().Spec.Replicas, "scaled down once drained")
+}

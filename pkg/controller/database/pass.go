@@ -108,7 +108,8 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 		cm, _ := p.r.listers.ConfigMaps.ConfigMaps(p.db.Namespace).Get(specs.ReplicationConfigMapName(p.db))
 		configured = replicaSetMembers(p.db, cm, statefulSetReplicas(p.statefulSet))
 	}
-	if held := heldReplicas(p.db, replicas, statefulSetReplicas(p.statefulSet), designated, configured); replicates && held != replicas {
+	drained := p.r.drained.drained(p.db.UID, replicas)
+	if held := heldReplicas(p.db, replicas, statefulSetReplicas(p.statefulSet), designated, configured, drained); replicates && held != replicas {
 		// The workload keeps the Pods of the primary until a switchover moves it.
 		p.desired.Replicas, p.wantStatefulSet.Spec.Replicas = held, ptr.To(held)
 	}

@@ -119,6 +119,9 @@ type Reconciler struct {
 	credentials credentialsRecords
 	// writable is when this process last saw each Database's primary take writes.
 	writable writableSeen
+	// drained is, for each Synchronous Database being scaled down, the replica count down
+	// to which this process last found the Pods to remove drained (drain).
+	drained drainedTo
 }
 
 // Options are the Reconciler's settings beyond its clients.

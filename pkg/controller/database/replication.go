@@ -105,11 +105,13 @@ func targetPrimary(db *examplev1.Database, replicas int32) string {
 // reconfiguration that takes them out of the set; and every Pod running while the primary
 // takes no writes (status.primaryLastWritableTime) or a failover is recorded
 // (status.failover), since any replica may be the one holding every acknowledged commit.
-// It never holds more than running, the Pods the StatefulSet runs now: a Pod past them does
-// not exist.
-func heldReplicas(db *examplev1.Database, replicas, running int32, designated string, configured []string) int32 {
+// With Synchronous durability, every Pod running is also held until the Pods past
+// spec.replicas are drained (pass.drain): one of them may be the only replica holding an
+// acknowledged commit. It never holds more than running, the Pods the StatefulSet runs now: a
+// Pod past them does not exist.
+func heldReplicas(db *examplev1.Database, replicas, running int32, designated string, configured []string, drained bool) int32 {
 	n := replicas
-	if db.Status.PrimaryLastWritableTime != nil || db.Status.Failover != nil {
+	if db.Status.PrimaryLastWritableTime != nil || db.Status.Failover != nil || (synchronous(db) && !drained) {
 		n = max(n, running)
 	}
 	for _, pod := range append([]string{confirmedPrimary(db), designated}, configured...) {
@@ -345,8 +347,16 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 				}
 			}
 		}
-		if err := p.syncPrimary(ctx, r, primary, sts, members, rep.diverged, server); err != nil {
+		removed := draining(db, members, primary.Name, replicas, sts)
+		if err := p.syncPrimary(ctx, r, primary, sts, members, rep.diverged, removed, server); err != nil {
 			return rep, err
+		}
+		if f != nil && len(removed) > 0 {
+			if err := p.drain(ctx, f, members, primary.Name, removed, rep.diverged, replicas, server); err != nil {
+				return rep, err
+			}
+		} else {
+			p.r.drained.forget(db.UID)
 		}
 		if s, ok := r.(engine.Synchronous); ok {
 			rep.commitsWaiting = commitsWaiting(s, primary)

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/controller/specs"
 	"example.com/database-apiserver/pkg/engine"
 	"example.com/database-apiserver/pkg/names"
 )
@@ -72,10 +74,11 @@ func (p *pass) RecordMembers(ctx context.Context, pods []string) error {
 
 // syncPrimary gives primary, whose server the Pods reach by server, the replication user
 // (syncReplicationUser) and what else the engine needs for the sts Pods, points every
-// replica that answered, but those diverged, at it (SyncReplica), then sets the replicas its
-// commits wait for (engine.Synchronous: one of the other Pods with Synchronous durability,
-// none otherwise), once those it can have are following it.
-func (p *pass) syncPrimary(ctx context.Context, r engine.Replicator, primary *member, sts int32, members []*member, diverged []string, server func(*member) endpoint) error {
+// replica that answered, but those diverged or draining (a scale-down removes them: drain),
+// at it (SyncReplica), then sets the replicas its commits wait for (engine.Synchronous: one
+// of the other Pods but those draining with Synchronous durability, none otherwise), once
+// those it can have are following it.
+func (p *pass) syncPrimary(ctx context.Context, r engine.Replicator, primary *member, sts int32, members []*member, diverged, draining []string, server func(*member) endpoint) error {
 	password, err := p.syncReplicationUser(ctx, r, primary, members, server)
 	if err != nil {
 		return err
@@ -84,7 +87,7 @@ func (p *pass) syncPrimary(ctx context.Context, r engine.Replicator, primary *me
 		return err
 	}
 	for _, m := range members {
-		if m.Name == primary.Name || !m.Replica() || slices.Contains(diverged, m.Name) {
+		if m.Name == primary.Name || !m.Replica() || slices.Contains(diverged, m.Name) || slices.Contains(draining, m.Name) {
 			continue
 		}
 		if err := r.SyncReplica(ctx, p, server(m), m, primary, p.desired.Recipe.ReplicationUsername, password); err != nil {
@@ -93,7 +96,7 @@ func (p *pass) syncPrimary(ctx context.Context, r engine.Replicator, primary *me
 	}
 	if s, ok := r.(engine.Synchronous); ok {
 		var k int32
-		replicas := replicaNames(members, primary.Name, sts)
+		replicas := slices.DeleteFunc(replicaNames(members, primary.Name, sts), func(name string) bool { return slices.Contains(draining, name) })
 		if synchronous(p.db) && len(replicas) > 0 {
 			k = 1
 		}
@@ -151,6 +154,64 @@ func (p *pass) syncReplicationUser(ctx context.Context, r engine.Replicator, pri
 		return "", err
 	}
 	return string(password), nil
+}
+
+// draining is the names of the Pods a scale-down of a Synchronous Database removes, from
+// ordinal replicas (spec.replicas) up to sts (the Pods the StatefulSet runs), but the
+// primary; none for another durability.
+func draining(db *examplev1.Database, members []*member, primary string, replicas, sts int32) []string {
+	var names []string
+	if !synchronous(db) {
+		return nil
+	}
+	for _, m := range members[min(int(replicas), len(members)):min(int(sts), len(members))] {
+		if m.Name != primary {
+			names = append(names, m.Name)
+		}
+	}
+	return names
+}
+
+// drain readies the Pods named draining for their removal: each replica among them stops
+// following the primary (engine.Failover.StopFollowing), so it acknowledges no commit from
+// then on, and the primary's commits no longer wait for it (syncPrimary). The replicas are
+// then asked again; once, for each of them, a replica kept (an ordinal below replicas, not
+// diverged) holds every transaction it holds, the scale-down may go on (drainedTo), which
+// heldReplicas otherwise holds: a Pod removed before that may take with it the one copy of
+// a commit acknowledged to a client but the primary's. A Pod to remove that does not answer
+// holds the scale-down until it does.
+func (p *pass) drain(ctx context.Context, f engine.Failover, members []*member, primary string, draining, diverged []string, replicas int32, server func(*member) endpoint) error {
+	var replicasOf []*member
+	for _, m := range members {
+		if m.Name == primary || !m.Replica() {
+			continue
+		}
+		if slices.Contains(draining, m.Name) {
+			if err := f.StopFollowing(ctx, p, server(m)); err != nil {
+				return fmt.Errorf("stop %s, which a scale-down removes, following the primary: %w", m.Name, err)
+			}
+		}
+		replicasOf = append(replicasOf, m)
+	}
+	p.observe(ctx, f, replicasOf, server)
+	var kept []*member
+	for _, m := range replicasOf {
+		if ordinal, ok := specs.PodOrdinal(p.db, m.Name); ok && ordinal < replicas && m.Replica() && !slices.Contains(diverged, m.Name) {
+			kept = append(kept, m)
+		}
+	}
+	for _, name := range draining {
+		i := slices.IndexFunc(replicasOf, func(m *member) bool { return m.Name == name })
+		if i < 0 || !replicasOf[i].Replica() || !slices.ContainsFunc(kept, func(k *member) bool { return f.Holds(k, replicasOf[i]) }) {
+			return nil
+		}
+	}
+	if !p.r.drained.drained(p.db.UID, replicas) {
+		p.r.event(ctx, p.db, corev1.EventTypeNormal, ReasonUpdated, "Scaling down: every transaction of %s, stopped from following the primary, is on a replica kept",
+			strings.Join(draining, ", "))
+	}
+	p.r.drained.set(p.db.UID, replicas)
+	return nil
 }
 
 // CommitWaitLimit is how long a session of the primary may wait for replicas to
