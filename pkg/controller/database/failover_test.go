@@ -86,14 +86,11 @@ func failingOver(t *testing.T, change func(*examplev1.Database)) (*fixture, *fai
 	servers.set(0, testServer{writable: true, position: 130, users: []string{"streamer"}})
 	servers.set(1, testServer{position: 120, source: "my-database-0"})
 	servers.set(2, testServer{position: 130, source: "my-database-0"})
-	check := database.RequeueAfterPrimaryCheck
-	if db.Spec.Failover == examplev1.FailoverManual {
-		check = database.RequeueAfterReplication
-	}
 	for range 2 {
 		result, err := f.reconcile()
 		require.NoError(t, err)
-		require.Equal(t, database.Result{RequeueAfter: check}, result, "a primary failed over automatically is checked often")
+		require.Equal(t, database.Result{RequeueAfter: database.RequeueAfterPrimaryCheck}, result,
+			"a primary with replicas is checked often, whether failed over automatically or by hand")
 	}
 	got := f.database()
 	require.Equal(t, examplev1.DatabasePhaseReady, got.Status.Phase)

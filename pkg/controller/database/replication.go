@@ -60,8 +60,10 @@ type replication struct {
 	fencedByFailover bool
 	// lastFailoverTime is status.lastFailoverTime: when a failover last promoted a replica.
 	lastFailoverTime *metav1.Time
-	// watched is true when the confirmed primary took writes this pass and would be failed
-	// over automatically: the servers are asked every RequeueAfterPrimaryCheck.
+	// watched is true when the confirmed primary took writes this pass and has replicas
+	// that could replace it: the servers are asked every RequeueAfterPrimaryCheck, so
+	// Ready turns False, and a switchover is refused, within that of it stopping, whether
+	// it is failed over automatically or by hand.
 	watched bool
 	// requeueAfter, when positive, is when the failover delay runs out.
 	requeueAfter time.Duration
@@ -270,7 +272,7 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 			return rep, err
 		}
 	}
-	rep.watched = r != nil && old != nil && old.Primary() && automaticFailover(db) && sts > 1 && f != nil
+	rep.watched = r != nil && old != nil && old.Primary() && sts > 1 && f != nil
 
 	switch {
 	case fo != nil || rep.failover != nil:
