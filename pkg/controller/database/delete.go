@@ -54,7 +54,9 @@ import (
 func (r *Reconciler) reconcileDelete(ctx context.Context, db *examplev1.Database) (Result, error) {
 	// A Database being deleted is not failed over: its primary is not watched.
 	r.writable.forget(db.UID)
+	r.drained.forget(db.UID)
 	if !slices.Contains(db.Finalizers, FinalizerName) {
+		r.seen.forget(db.UID)
 		return Result{}, nil
 	}
 	policy := db.Spec.DeletionPolicy

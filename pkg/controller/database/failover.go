@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -58,66 +57,12 @@ const StartupAllowance = time.Minute
 // last time it did.
 const RequeueAfterPrimaryCheck = 5 * time.Second
 
-// writableSeen is the last time this process saw each Database's primary take writes, by
-// the Database's UID; status.primaryLastWritableTime keeps it once the primary stops, for
-// a controller that restarts.
-type writableSeen struct {
-	mu   sync.Mutex
-	seen map[types.UID]time.Time
-}
-
-func (w *writableSeen) set(uid types.UID, at time.Time) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.seen == nil {
-		w.seen = map[types.UID]time.Time{}
-	}
-	w.seen[uid] = at
-}
-
-func (w *writableSeen) get(uid types.UID) (time.Time, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	at, ok := w.seen[uid]
-	return at, ok
-}
-
-func (w *writableSeen) forget(uid types.UID) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.seen, uid)
-}
-
-// drainedTo records, by Database UID, the replica count down to which a scale-down of a
-// Synchronous Database was last found drained: none of the Pods past it holds a transaction
-// that a replica kept lacks (pass.drain). A process that restarts knows of none, and the
-// scale-down waits for its next drain.
-type drainedTo struct {
-	mu sync.Mutex
-	to map[types.UID]int32
-}
-
-func (d *drainedTo) set(uid types.UID, replicas int32) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.to == nil {
-		d.to = map[types.UID]int32{}
-	}
-	d.to[uid] = replicas
-}
-
-// drained reports whether the Pods from ordinal replicas on were found drained.
-func (d *drainedTo) drained(uid types.UID, replicas int32) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	to, ok := d.to[uid]
+// isDrained reports whether a scale-down of the Database uid down to replicas was found
+// drained (pass.drain): the replica count recorded is at most replicas. A process that
+// restarts knows of none, and the scale-down waits for its next drain.
+func (r *Reconciler) isDrained(uid types.UID, replicas int32) bool {
+	to, ok := r.drained.get(uid)
 	return ok && to <= replicas
-}
-
-func (d *drainedTo) forget(uid types.UID) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	delete(d.to, uid)
 }
 
 // automaticFailover reports whether db's spec.failover is Automatic (empty is).

@@ -150,6 +150,8 @@ func TestAPrimaryThatStopsTakingWritesIsFailedOverAfterTheDelay(t *testing.T) {
 	require.Equal(t, "my-database-2", got.Status.Primary)
 	require.Nil(t, got.Status.Failover)
 	require.Nil(t, got.Status.PrimaryLastWritableTime)
+	require.Equal(t, int32(2), got.Status.ReadyReplicas, "the old primary's Pod, being deleted, counts no more, whatever the StatefulSet's status says")
+	require.Equal(t, metav1.ConditionFalse, condition(got, "Ready").Status)
 	require.Contains(t, servers.recorded(), "set-source 10.0.0.2 my-database-2", "the other replica follows the new primary")
 	require.Contains(t, servers.recorded(), "synchronous 10.0.0.3 0 my-database-0,my-database-1", "asynchronous: no replica waited for")
 	require.Equal(t, []string{"replica", "replica", "primary"}, f.roles(3))
@@ -507,10 +509,10 @@ func TestARequestInTheFailoversSecondDoesNotMoveThePrimaryBack(t *testing.T) {
 	require.Nil(t, f.database().Status.SwitchoverProgress, "no switchover back to the Pod that failed")
 }
 
-// A primary whose commits wait for replicas' acknowledgements for CommitWaitLimit or longer
-// takes no write a client sees acknowledged: Ready is False and the Database Degraded, with
-// how many wait and for how long, until they no longer do. A wait shorter than that is a
-// commit's round trip to a replica.
+// A primary whose commits wait for replicas' acknowledgements for CommitWaitLimit or longer,
+// at two passes in a row, takes no write a client sees acknowledged: Ready is False and the
+// Database Degraded, with how many wait and for how long, until they no longer do. A wait
+// shorter than that is a commit's round trip to a replica.
 func TestAPrimaryWhoseCommitsWaitForReplicasIsNotReady(t *testing.T) {
 	f, servers := failingOver(t, func(db *examplev1.Database) { db.Spec.Durability = examplev1.DurabilitySynchronous })
 	primary := testServer{writable: true, position: 130, users: []string{"streamer"}, commitsWaiting: 3, longestWait: database.CommitWaitLimit - time.Second}
@@ -519,8 +521,12 @@ func TestAPrimaryWhoseCommitsWaitForReplicasIsNotReady(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, metav1.ConditionTrue, condition(f.database(), "Ready").Status, "commits waiting for less than the limit")
 
+	// Seen once, it may be a long statement that began to wait just now: not yet.
 	primary.longestWait = database.CommitWaitLimit + 1500*time.Millisecond
 	servers.set(0, primary)
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, metav1.ConditionTrue, condition(f.database(), "Ready").Status, "commits seen waiting at one pass only")
 	_, err = f.reconcile()
 	require.NoError(t, err)
 	got := f.database()
@@ -568,4 +574,22 @@ func TestASynchronousScaleDownWaitsForAKeptReplicaToHoldWhatItRemoves(t *testing
 	_, err = f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, int32(2), *f.statefulSet().Spec.Replicas, "scaled down once drained")
+}
+
+// A pass whose cached Database predates the status this process last wrote (the informer has
+// not delivered it yet) acts on the API server's copy: from the cached one, which records no
+// failover, it would label the fenced primary primary again once it answers, and the client
+// Service would route to it beside the replica being promoted.
+func TestAPassFromAStaleCachedDatabaseDoesNotUndoAFailover(t *testing.T) {
+	f, servers := failingOver(t, nil)
+	before := f.database()
+	primaryStops(t, f, servers)
+	require.Equal(t, examplev1.FailoverPhasePromoting, f.database().Status.Failover.Phase)
+	f.pin(databases, name, before)
+	// The old primary answers again, writable, before the replica is promoted.
+	servers.set(0, testServer{writable: true, position: 131, users: []string{"streamer"}})
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.NotEqual(t, "primary", f.roles(3)[0], "the fenced primary is not labelled primary again")
+	require.Equal(t, "my-database-2", f.database().Status.Failover.To)
 }

@@ -2,6 +2,7 @@ package database_test
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -137,6 +138,16 @@ func newFixtureWithOptions(t *testing.T, options database.Options, db *examplev1
 			return false, nil, nil
 		})
 	}
+	// Play the API server's metadata.resourceVersion for Databases, which the Reconciler
+	// compares with what it last wrote: each write a greater one.
+	f.dbs.PrependReactor("update", "databases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		db := a.(k8stesting.UpdateAction).GetObject().(*examplev1.Database)
+		if stored, err := f.dbs.Tracker().Get(databases, db.Namespace, db.Name); err == nil {
+			rv, _ := strconv.Atoi(stored.(*examplev1.Database).ResourceVersion)
+			db.ResourceVersion = strconv.Itoa(rv + 1)
+		}
+		return false, nil, nil
+	})
 	// Play the API server's metadata.generation for StatefulSets, which the status reads.
 	f.kube.PrependReactor("create", "statefulsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		a.(k8stesting.CreateAction).GetObject().(*appsv1.StatefulSet).Generation = 1

@@ -62,6 +62,7 @@ func (r *Reconciler) setFinalizer(ctx context.Context, db *examplev1.Database, p
 		switch {
 		case err == nil:
 			out = written
+			r.seen.set(written.UID, written.ResourceVersion)
 			return nil
 		case apierrors.IsNotFound(err) && !present:
 			return nil

@@ -48,6 +48,8 @@ type pass struct {
 	released map[string]string
 	// username is the credentials Secret's username key once ensureSecret wrote or read it.
 	username string
+	// deletedPods names the Pods the pass deleted: not ready, whatever the cache says.
+	deletedPods []string
 }
 
 // sync brings db's children to its spec in one pass and returns what status needs, with the
@@ -108,7 +110,7 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 		cm, _ := p.r.listers.ConfigMaps.ConfigMaps(p.db.Namespace).Get(specs.ReplicationConfigMapName(p.db))
 		configured = replicaSetMembers(p.db, cm, statefulSetReplicas(p.statefulSet))
 	}
-	drained := p.r.drained.drained(p.db.UID, replicas)
+	drained := p.r.isDrained(p.db.UID, replicas)
 	if held := heldReplicas(p.db, replicas, statefulSetReplicas(p.statefulSet), designated, configured, drained); replicates && held != replicas {
 		// The workload keeps the Pods of the primary until a switchover moves it.
 		p.desired.Replicas, p.wantStatefulSet.Spec.Replicas = held, ptr.To(held)

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -117,11 +119,47 @@ type Reconciler struct {
 	options   Options
 	// credentials are the credentials records this process read or wrote.
 	credentials credentialsRecords
-	// writable is when this process last saw each Database's primary take writes.
-	writable writableSeen
+	// writable is when this process last saw each Database's primary take writes; status
+	// keeps it (primaryLastWritableTime) once the primary stops, for a process that restarts.
+	writable byUID[time.Time]
 	// drained is, for each Synchronous Database being scaled down, the replica count down
 	// to which this process last found the Pods to remove drained (drain).
-	drained drainedTo
+	drained byUID[int32]
+	// seen is the resourceVersion of each Database as this process last wrote it or read it
+	// from the API server.
+	seen byUID[string]
+	// commitsWaited holds the Databases whose primary's commits had waited CommitWaitLimit
+	// or longer at the last pass.
+	commitsWaited byUID[struct{}]
+}
+
+// byUID is what this process remembers of each Database, by its UID, between passes:
+// nothing a restart needs (what must survive one is in status).
+type byUID[V any] struct {
+	mu sync.Mutex
+	m  map[types.UID]V
+}
+
+func (b *byUID[V]) set(uid types.UID, v V) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.m == nil {
+		b.m = map[types.UID]V{}
+	}
+	b.m[uid] = v
+}
+
+func (b *byUID[V]) get(uid types.UID) (V, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v, ok := b.m[uid]
+	return v, ok
+}
+
+func (b *byUID[V]) forget(uid types.UID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.m, uid)
 }
 
 // Options are the Reconciler's settings beyond its clients.
@@ -208,6 +246,18 @@ func (r *Reconciler) reconcile(ctx context.Context, key cache.ObjectName) (Resul
 		return Result{}, err
 	}
 	db := cached.DeepCopy()
+	if rv, ok := r.seen.get(db.UID); ok && rv != db.ResourceVersion {
+		// The cache may not have this process's last write yet (a status that records a
+		// failover, say): a pass from an older copy would undo what one acted on. The API
+		// server's copy is the newest.
+		if db, err = r.databases.ExampleV1().Databases(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{}); err != nil {
+			if apierrors.IsNotFound(err) {
+				return Result{}, nil
+			}
+			return Result{}, err
+		}
+		r.seen.set(db.UID, db.ResourceVersion)
+	}
 	if db.DeletionTimestamp != nil {
 		return r.reconcileDelete(ctx, db)
 	}
@@ -346,6 +396,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, db *examplev1.Database, st
 		// A conflict means our cached Database is stale; its update event requeues it.
 		return nil, fmt.Errorf("updating status: %w", err)
 	}
+	r.seen.set(out.UID, out.ResourceVersion)
 	klog.FromContext(ctx).V(2).Info("Updated status", "phase", status.Phase, "readyReplicas", status.ReadyReplicas)
 	return out, nil
 }

@@ -189,6 +189,7 @@ func (p *pass) recordMembers(ctx context.Context, pods []string) error {
 		return fmt.Errorf("record the replica set's members in status: %w", err)
 	}
 	db.ResourceVersion, db.Status.ReplicaSetMembers = out.ResourceVersion, out.Status.ReplicaSetMembers
+	p.r.seen.set(out.UID, out.ResourceVersion)
 	return nil
 }
 

@@ -361,7 +361,7 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 			p.r.drained.forget(db.UID)
 		}
 		if s, ok := r.(engine.Synchronous); ok {
-			rep.commitsWaiting = commitsWaiting(s, primary)
+			rep.commitsWaiting = p.commitsWaiting(s, primary)
 		}
 	}
 	if err := p.labelRoles(ctx, members, rep); err != nil {
@@ -373,6 +373,11 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 		}
 	}
 	rep.members, rep.notStreaming = memberStatus(r, members, rep, sts)
+	for i := range rep.members {
+		if slices.Contains(p.deletedPods, rep.members[i].Name) {
+			rep.members[i].Ready = false
+		}
+	}
 	for _, m := range members {
 		if !m.Answered && refusedBy(r, m.Err) {
 			rep.refused = append(rep.refused, m.Name)
@@ -446,6 +451,7 @@ func (p *pass) deletePodWithin(ctx context.Context, pod *corev1.Pod, grace *int6
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("delete Pod %q %s: %w", pod.Name, why, err)
 	}
+	p.deletedPods = append(p.deletedPods, pod.Name)
 	return nil
 }
 
@@ -632,7 +638,7 @@ func memberStatus(o engine.Observer, members []*member, rep replication, n int32
 	var out []examplev1.DatabaseMember
 	var notStreaming []string
 	for _, m := range members[:min(int(n), len(members))] {
-		s := examplev1.DatabaseMember{Name: m.Name, Ready: m.Pod != nil && podReady(m.Pod)}
+		s := examplev1.DatabaseMember{Name: m.Name, Ready: m.Pod != nil && m.Pod.DeletionTimestamp == nil && podReady(m.Pod)}
 		switch {
 		case m.Primary():
 			s.Role = examplev1.MemberRolePrimary

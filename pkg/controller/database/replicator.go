@@ -206,7 +206,7 @@ func (p *pass) drain(ctx context.Context, f engine.Failover, members []*member, 
 			return nil
 		}
 	}
-	if !p.r.drained.drained(p.db.UID, replicas) {
+	if !p.r.isDrained(p.db.UID, replicas) {
 		p.r.event(ctx, p.db, corev1.EventTypeNormal, ReasonUpdated, "Scaling down: every transaction of %s, stopped from following the primary, is on a replica kept",
 			strings.Join(draining, ", "))
 	}
@@ -221,19 +221,26 @@ func (p *pass) drain(ctx context.Context, f engine.Failover, members []*member, 
 const CommitWaitLimit = 5 * time.Second
 
 // commitsWaiting is what Ready says when sessions of primary, which answered as primary,
-// have waited CommitWaitLimit or longer for replicas to acknowledge their commit; "" when
-// none has.
-func commitsWaiting(s engine.Synchronous, primary *member) string {
+// have waited CommitWaitLimit or longer for replicas to acknowledge their commit, at this pass
+// and the one before; "" otherwise. An engine may count a wait from before it began (a
+// PostgreSQL session's statement start): a commit seen waiting at two passes, a
+// RequeueAfterPrimaryCheck apart, has waited at least that.
+func (p *pass) commitsWaiting(s engine.Synchronous, primary *member) string {
 	n, longest := s.CommitsWaiting(primary)
 	if n == 0 || longest < CommitWaitLimit {
+		p.r.commitsWaited.forget(p.db.UID)
 		return ""
 	}
-	sessions := "sessions"
-	if n == 1 {
-		sessions = "session"
+	if _, before := p.r.commitsWaited.get(p.db.UID); !before {
+		p.r.commitsWaited.set(p.db.UID, struct{}{})
+		return ""
 	}
-	return fmt.Sprintf("%d %s of %s, the primary, wait for a replica to acknowledge their commit, one for %s: "+
-		"no write is acknowledged until a replica has it", n, sessions, primary.Name, longest.Round(time.Second))
+	sessions := "sessions of %s, the primary, wait for a replica to acknowledge their commit"
+	if n == 1 {
+		sessions = "session of %s, the primary, waits for a replica to acknowledge its commit"
+	}
+	return fmt.Sprintf("%d "+sessions+", one for %s: no write is acknowledged until a replica has it",
+		n, primary.Name, longest.Round(time.Second))
 }
 
 // replicaNames is the names of the first sts of members (the Pods the StatefulSet runs) but

@@ -130,6 +130,17 @@ func computeStatus(db *examplev1.Database, obs observation, now time.Time) examp
 	if restarting {
 		status.ReadyReplicas = sts.Status.ReadyReplicas
 	}
+	if rep := obs.replication; rep != nil && rep.observed && len(rep.members) > 0 {
+		// The StatefulSet's count lags the Pods: a Pod a failover just deleted still counts
+		// there until the StatefulSet controller sees it go.
+		var members int32
+		for _, m := range rep.members {
+			if m.Ready {
+				members++
+			}
+		}
+		status.ReadyReplicas = min(status.ReadyReplicas, members)
+	}
 	counts := fmt.Sprintf("%d/%d replicas ready", status.ReadyReplicas, obs.replicas)
 
 	switch {

@@ -445,7 +445,7 @@ func TestDescribeShowsTheFailoverUnderWay(t *testing.T) {
 	db.Spec.Durability = examplev1.DurabilitySynchronous
 	db.Status.PrimaryLastWritableTime = &metav1.Time{Time: testNow.Add(-20 * time.Second)}
 	db.Status.LastFailoverTime = &metav1.Time{Time: testNow.Add(-time.Hour)}
-	db.Spec.Primary = "shop-0"
+	db.Spec.Primary = "shop-2"
 	db.Status.Failover = &examplev1.DatabaseFailoverStatus{From: "shop-0", To: "shop-1", Phase: examplev1.FailoverPhasePromoting,
 		ReachableReplicas: 1, NeededReplicas: 1, StartTime: metav1.NewTime(testNow.Add(-5 * time.Second))}
 	api.on(http.MethodGet, dbPath, http.StatusOK, db)
@@ -456,7 +456,14 @@ func TestDescribeShowsTheFailoverUnderWay(t *testing.T) {
 	assert.Contains(t, out, "  Durability:              Synchronous\n")
 	assert.Contains(t, out, "  Primary Last Writable:  Wed, 04 Mar 2026 11:59:40 +0000 (20s ago)\n")
 	assert.Contains(t, out, "  Last Failover:          Wed, 04 Mar 2026 11:00:00 +0000 (60m ago)\n")
-	assert.Contains(t, out, "  Primary:                 shop-0 (asked before the last failover; not acted on)\n")
+	assert.Contains(t, out, "  Primary:                 shop-2 (asked before the last failover; not acted on)\n")
+
+	// The Pod it names is the primary anyway: nothing to mark.
+	db.Spec.Primary = db.Status.Primary
+	api.on(http.MethodGet, dbPath, http.StatusOK, db)
+	code, out, errOut = api.run("describe", "shop", "-n", "production")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "  Primary:                 "+db.Status.Primary+"\n")
 	assert.Contains(t, out, "\nFailover:\n  Phase:               Promoting\n  From:                shop-0\n  To:                  shop-1\n"+
 		"  Replicas Answering:  1 (1 needed)\n  Started:             Wed, 04 Mar 2026 11:59:55 +0000 (5s ago)\nConditions:\n")
 }

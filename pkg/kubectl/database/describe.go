@@ -67,7 +67,7 @@ func (o *DescribeOptions) describeDatabase(w *prefixWriter, db *examplev1.Databa
 	w.Write(1, "Replicas:\t%s\n", int32OrNone(db.Spec.Replicas))
 	w.Write(1, "Storage:\t%s\n", orNone(db.Spec.Storage))
 	w.Write(1, "Deletion Policy:\t%s\n", orNone(string(db.Spec.DeletionPolicy)))
-	if db.Spec.Primary != "" && examplev1.RequestedPrimary(db) == "" {
+	if db.Spec.Primary != "" && db.Spec.Primary != db.Status.Primary && examplev1.RequestedPrimary(db) == "" {
 		w.Write(1, "Primary:\t%s (asked before the last failover; not acted on)\n", db.Spec.Primary)
 	} else {
 		w.Write(1, "Primary:\t%s\n", orNone(db.Spec.Primary))
