@@ -55,6 +55,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, db *examplev1.Database
 	// A Database being deleted is not failed over: its primary is not watched.
 	r.writable.forget(db.UID)
 	r.drained.forget(db.UID)
+	r.commitsWaited.forget(db.UID)
 	if !slices.Contains(db.Finalizers, FinalizerName) {
 		r.seen.forget(db.UID)
 		return Result{}, nil

@@ -176,7 +176,7 @@ func draining(db *examplev1.Database, members []*member, primary string, replica
 // following the primary (engine.Failover.StopFollowing), so it acknowledges no commit from
 // then on, and the primary's commits no longer wait for it (syncPrimary). The replicas are
 // then asked again; once, for each of them, a replica kept (an ordinal below replicas, not
-// diverged) holds every transaction it holds, the scale-down may go on (drainedTo), which
+// diverged) holds every transaction it holds, the scale-down may go on (Reconciler.drained), which
 // heldReplicas otherwise holds: a Pod removed before that may take with it the one copy of
 // a commit acknowledged to a client but the primary's. A Pod to remove that does not answer
 // holds the scale-down until it does.
