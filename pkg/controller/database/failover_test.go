@@ -176,11 +176,7 @@ func TestASynchronousFailoverIsRefusedUntilEveryReplicaAnswers(t *testing.T) {
 	delete(servers.servers, podIP(1))
 	f.clock.SetTime(f.clock.Now().Add(11 * time.Second))
 
-	_, err := f.reconcile()
-	require.NoError(t, err)
-	got := f.database()
-	require.Equal(t, examplev1.FailoverPhaseRefused, got.Status.Failover.Phase)
-	require.Equal(t, []int32{1, 2}, []int32{got.Status.Failover.ReachableReplicas, got.Status.Failover.NeededReplicas})
+	got := reconcileRefused(t, f, 1, 2)
 	ready := condition(got, "Ready")
 	require.Equal(t, database.ReasonFailoverRefused, ready.Reason)
 	require.Equal(t, "not failing over from my-database-0: 1 replicas answer, 2 needed to be sure one has every acknowledged commit", ready.Message)
@@ -190,7 +186,7 @@ func TestASynchronousFailoverIsRefusedUntilEveryReplicaAnswers(t *testing.T) {
 	require.Contains(t, f.events(), "Warning FailoverRefused "+ready.Message)
 
 	servers.set(1, testServer{position: 125})
-	_, err = f.reconcile()
+	_, err := f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, examplev1.FailoverPhasePromoting, f.database().Status.Failover.Phase)
 	require.Equal(t, "my-database-2", f.database().Status.Failover.To)
@@ -363,6 +359,18 @@ func TestAFailoverNeverChangesTheReplicaItPromotes(t *testing.T) {
 	require.NotContains(t, servers.recorded(), "promote 10.0.0.2")
 }
 
+// reconcileRefused runs a pass and requires it to refuse the failover, reachable of the
+// needed replicas answering; it returns the Database.
+func reconcileRefused(t *testing.T, f *fixture, reachable, needed int32) *examplev1.Database {
+	t.Helper()
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	got := f.database()
+	require.Equal(t, examplev1.FailoverPhaseRefused, got.Status.Failover.Phase)
+	require.Equal(t, []int32{reachable, needed}, []int32{got.Status.Failover.ReachableReplicas, got.Status.Failover.NeededReplicas})
+	return got
+}
+
 // A failover whose replicas answer too few once fenced is refused, and the primary it fenced
 // is not labelled primary again in that pass.
 func TestAFailoverRefusedAfterFencingKeepsThePrimaryFenced(t *testing.T) {
@@ -374,11 +382,7 @@ func TestAFailoverRefusedAfterFencingKeepsThePrimaryFenced(t *testing.T) {
 		}
 	}
 	f.clock.SetTime(f.clock.Now().Add(11 * time.Second))
-	_, err := f.reconcile()
-	require.NoError(t, err)
-	got := f.database()
-	require.Equal(t, examplev1.FailoverPhaseRefused, got.Status.Failover.Phase)
-	require.Equal(t, []int32{1, 2}, []int32{got.Status.Failover.ReachableReplicas, got.Status.Failover.NeededReplicas})
+	got := reconcileRefused(t, f, 1, 2)
 	require.Equal(t, []string{"stop-following 10.0.0.2", "stop-following 10.0.0.3"}, servers.recorded())
 	require.Equal(t, "", f.roles(3)[0], "fenced")
 	require.Equal(t, "my-database-0", got.Status.Primary)
