@@ -108,8 +108,9 @@ test-e2e: tools build node
 # The e2e tests that are fault scenarios: our API server restarted under load through
 # kube-apiserver, kube-apiserver down, components SIGKILLed and restarted, the control plane
 # restarted on its state, the controller SIGKILLed mid-reconcile, an idle Ready Database, and
-# the failovers of a real PostgreSQL and MySQL primary frozen, isolated and crash-looping.
-E2E_FAULTS := TestAPIServerRestartsThroughKubeAPIServer|TestControllerRidesOutAKubeAPIServerOutage|TestKilledComponentsAreRestarted|TestRestartOnSameStateKeepsObjects|TestControllerKilledWhileCreatingDatabasesConverges|TestReadyDatabaseLeftAloneCausesNoWrites|TestRealFailover
+# the failovers of a real PostgreSQL and MySQL primary frozen, isolated and crash-looping, and
+# a Synchronous scale-down while the replica kept lags.
+E2E_FAULTS := TestAPIServerRestartsThroughKubeAPIServer|TestControllerRidesOutAKubeAPIServerOutage|TestKilledComponentsAreRestarted|TestRestartOnSameStateKeepsObjects|TestControllerKilledWhileCreatingDatabasesConverges|TestReadyDatabaseLeftAloneCausesNoWrites|TestRealFailover|TestRealSynchronousScaleDownKeepsAcknowledgedCommits
 
 ## test-faults: the fault suite: etcd SIGKILLed under writes, etcd out of space, one of 3 etcd
 ## members and one of 2 API servers killed under load (test/faults, etcd and our server as
