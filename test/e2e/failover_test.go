@@ -190,10 +190,10 @@ func heldAcks(t *testing.T, log string) []ack {
 	return acks
 }
 
-func testFailover(t *testing.T, e failoverEngine) {
-	ns := restrictedNamespace(t, "e2e-failover-"+string(e.engine))
-	const db = "orders"
-	kubectlIn(t, fmt.Sprintf(`apiVersion: example.com/v1
+// synchronousDatabase is the manifest of a Database of replicas Pods with Synchronous
+// durability on the real node.
+func synchronousDatabase(ns, name string, engine examplev1.Engine, version string, replicas int) string {
+	return fmt.Sprintf(`apiVersion: example.com/v1
 kind: Database
 metadata:
   name: %s
@@ -204,7 +204,13 @@ spec:
   replicas: %d
   storage: 1Gi
   durability: Synchronous
-`, db, ns, e.engine, e.version, e.replicas), "apply", "-f", "-")
+`, name, ns, engine, version, replicas)
+}
+
+func testFailover(t *testing.T, e failoverEngine) {
+	ns := restrictedNamespace(t, "e2e-failover-"+string(e.engine))
+	const db = "orders"
+	kubectlIn(t, synchronousDatabase(ns, db, e.engine, e.version, e.replicas), "apply", "-f", "-")
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return

@@ -41,18 +41,7 @@ func TestRealSynchronousScaleDownKeepsAcknowledgedCommits(t *testing.T) {
 func testSynchronousScaleDown(t *testing.T, engine examplev1.Engine, version string, sqlAt sqlAt) {
 	ns := restrictedNamespace(t, "e2e-scaledown-"+string(engine))
 	const db = "ledger"
-	kubectlIn(t, fmt.Sprintf(`apiVersion: example.com/v1
-kind: Database
-metadata:
-  name: %s
-  namespace: %s
-spec:
-  engine: %s
-  version: "%s"
-  replicas: 3
-  storage: 1Gi
-  durability: Synchronous
-`, db, ns, engine, version), "apply", "-f", "-")
+	kubectlIn(t, synchronousDatabase(ns, db, engine, version, 3), "apply", "-f", "-")
 	waitReplicating(t, ns, db, db+"-0", 3)
 	host := db + "." + ns + ".svc.cluster.local"
 	phase, out := sqlAt(t, ns, "create", db, host, "CREATE TABLE entries (id int PRIMARY KEY);")
