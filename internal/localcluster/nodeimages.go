@@ -35,7 +35,11 @@ var nodeImageEngines = map[string]examplev1.Engine{
 	"library/mysql":    examplev1.EngineMySQL,
 }
 
-// readNodeImages reads the engine images' .tags files in dir (postgres.tags, mysql.tags) and
+// nodeImageNames are the real node's engine images (hack/build-node-images.sh), by the name of
+// their tarball and .tags file, the engine's main image first (the one RealNodeImage returns).
+var nodeImageNames = []string{"postgres", "postgres14", "mysql"}
+
+// readNodeImages reads the engine images' .tags files in dir (nodeImageNames) and
 // checks each against the version catalog (pkg/catalog), which admission applies to every
 // Database: the line must be one of the catalog's, and the release one the catalog lists as
 // published, else a Database asking for the server's own release is refused, or one asking
@@ -43,7 +47,7 @@ var nodeImageEngines = map[string]examplev1.Engine{
 // match and what to do.
 func readNodeImages(dir string) ([]NodeImage, error) {
 	var images []NodeImage
-	for _, name := range []string{"postgres", "mysql"} {
+	for _, name := range nodeImageNames {
 		path := filepath.Join(dir, name+".tags")
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -52,7 +56,7 @@ func readNodeImages(dir string) ([]NodeImage, error) {
 		img, err := parseNodeImage(strings.Fields(string(b)))
 		if err != nil {
 			return nil, fmt.Errorf("the real node's %s image does not match the version catalog (pkg/catalog): %s: %w; list the release in pkg/engine/%s/catalog.go, or build the image (hack/build-node-images.sh) from a mirror that ships a listed one",
-				name, path, err, nodeImageEngines["library/"+name])
+				name, path, err, nodeImageEngines["library/"+strings.TrimRight(name, "0123456789")])
 		}
 		images = append(images, img)
 	}
@@ -99,7 +103,8 @@ func parseNodeImage(tags []string) (NodeImage, error) {
 	return img, nil
 }
 
-// RealNodeImage returns the real node's image of engine, once the real node runs.
+// RealNodeImage returns the real node's main image of engine (the first of nodeImageNames),
+// once the real node runs.
 func (c *Cluster) RealNodeImage(engine examplev1.Engine) (NodeImage, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -49,10 +49,19 @@ func TestReadNodeImagesNamesTheImageThatDoesNotMatchTheCatalog(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name+".tags"), []byte(tags), 0o644))
 	}
 	write("postgres", "library/postgres:15\nlibrary/postgres:15.18\n")
+	write("postgres14", "library/postgres:14\nlibrary/postgres:14.5\n")
 	write("mysql", "library/mysql:9.7\nlibrary/mysql:9.7.0\n")
 	images, err := readNodeImages(dir)
 	require.NoError(t, err)
-	require.Equal(t, []string{"15.18", "9.7.0"}, []string{images[0].Release, images[1].Release})
+	require.Equal(t, []string{"15.18", "14.5", "9.7.0"}, []string{images[0].Release, images[1].Release, images[2].Release})
+	require.Equal(t, []string{"postgres:15", "postgres:14", "mysql:9.7"}, []string{images[0].Image, images[1].Image, images[2].Image})
+
+	// The second PostgreSQL image is checked as the first is, and named when it does not match.
+	write("postgres14", "library/postgres:14\nlibrary/postgres:14.99\n")
+	_, err = readNodeImages(dir)
+	require.ErrorContains(t, err, "the real node's postgres14 image does not match the version catalog (pkg/catalog): "+filepath.Join(dir, "postgres14.tags"))
+	require.ErrorContains(t, err, "list the release in pkg/engine/postgresql/catalog.go")
+	write("postgres14", "library/postgres:14\nlibrary/postgres:14.5\n")
 
 	// Every release of the line the catalog lists is accepted.
 	for _, r := range catalog.Releases(examplev1.EngineMySQL, "9.7") {

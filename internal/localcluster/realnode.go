@@ -192,7 +192,7 @@ func realNodeNotBuilt(cfg *RealNodeConfig) []notBuilt {
 			missing = append(missing, notBuilt{bin.what, err.Error()})
 		}
 	}
-	for _, img := range []string{"pause", "postgres", "mysql"} {
+	for _, img := range append([]string{"pause"}, nodeImageNames...) {
 		if _, err := os.Stat(filepath.Join(cfg.ImagesDir, img+".tags")); err != nil {
 			missing = append(missing, notBuilt{"the " + img + " image",
 				fmt.Sprintf("no %s image in %s (run hack/build-node-images.sh)", img, cfg.ImagesDir)})

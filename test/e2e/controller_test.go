@@ -326,7 +326,16 @@ func TestControllerRBACIsLeastPrivilege(t *testing.T) {
 
 func TestExampleBecomesReadyWithItsChildren(t *testing.T) {
 	applyExamples(t)
-	kubectl(t, "wait", "--for=condition=Ready", "db/my-database", "-n", "production", "--timeout=2m")
+	// On the real node (the example's postgres:14.5 is one of its images) its first start
+	// pulls the image and clones two standbys: up to realPodTimeout, in kubectl's bounded
+	// waits.
+	eventually(t, realPodTimeout, func() error {
+		_, errOut, err := kubectlAs(cluster.KubeconfigPath, "", "wait", "--for=condition=Ready", "db/my-database", "-n", "production", "--timeout=1m")
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, errOut)
+		}
+		return nil
+	})
 	db := waitReady(t, "production", "my-database", 3)
 	require.Contains(t, db.Finalizers, "database.example.com/finalizer")
 

@@ -283,3 +283,43 @@ spec:
 	require.NoError(t, err)
 	require.Contains(t, node.Spec.Taints, corev1.Taint{Key: localcluster.RealNodeLabel, Value: "true", Effect: corev1.TaintEffectNoSchedule})
 }
+
+// TestRealExampleReplicates runs the README's example (artifacts/examples/: PostgreSQL 14.5,
+// three replicas, in production) on the real node, as a newcomer's first apply after `make
+// run` does: its three Pods run the 14.5 server there, the client Service reaches the
+// primary, and both standbys stream what it writes. The other tests share the example, so it
+// stays.
+func TestRealExampleReplicates(t *testing.T) {
+	requireRealNode(t)
+	const ns, db = "production", "my-database"
+	applyExamples(t)
+	waitReplicating(t, ns, db, db+"-0", 3)
+	for i := range 3 {
+		p, err := kube(t).CoreV1().Pods(ns).Get(context.Background(), fmt.Sprintf("%s-%d", db, i), metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, localcluster.RealNodeName, p.Spec.NodeName, p.Name)
+		require.Equal(t, "postgres:14.5", p.Spec.Containers[0].Image, p.Name)
+	}
+	out := kubectl(t, "get", "db", db, "-n", ns, "-o", "wide")
+	require.Regexp(t, `(?m)^my-database\s+postgresql\s+14\.5\s+3\s+Ready\s+\S+\s+3/3\s+100Gi\s+my-database-0$`, out)
+
+	t.Cleanup(func() {
+		pods, err := kube(t).CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return
+		}
+		for _, p := range pods.Items {
+			if strings.HasPrefix(p.Name, "example-") {
+				_ = kube(t).CoreV1().Pods(ns).Delete(context.Background(), p.Name, metav1.DeleteOptions{})
+			}
+		}
+	})
+	phase, out := psqlAt(t, ns, "example-write", db, db+"."+ns+".svc.cluster.local",
+		"DROP TABLE IF EXISTS example; CREATE TABLE example AS SELECT generate_series(1, 10) AS id; SELECT current_setting('server_version'), pg_is_in_recovery();")
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	require.Equal(t, "14.5|f", lastLines(out, 1), out)
+	for i := 1; i <= 2; i++ {
+		waitRows(t, ns, fmt.Sprintf("example-read-%d", i), db, memberHost(ns, db, i),
+			"SELECT current_setting('server_version'), pg_is_in_recovery(), count(*) FROM example;", "14.5|t|10")
+	}
+}
