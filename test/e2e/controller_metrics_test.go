@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -97,5 +98,46 @@ func TestControllerMetricsNeedAuthorization(t *testing.T) {
 		code, body = getStatus(t, anonymous, metrics, token("bystander"))
 		require.Equal(t, http.StatusForbidden, code, body)
 		require.Contains(t, body, `User \"system:serviceaccount:`+ns+`:bystander\" cannot get path \"/metrics\"`)
+	})
+}
+
+// TestControllerReportsEachDatabase: the controller's /metrics reports each Database as its
+// status says, here the README's example on the real node: Ready, three ready servers, the
+// primary taking writes, each standby streaming from it.
+func TestControllerReportsEachDatabase(t *testing.T) {
+	applyExamples(t)
+	db := waitReady(t, "production", "my-database", 3)
+	kubectl(t, "create", "clusterrolebinding", "e2e-metrics-databases",
+		"--clusterrole=database-metrics-reader", "--user=e2e-metrics-databases")
+	t.Cleanup(func() { kubectlAs(cluster.KubeconfigPath, "", "delete", "clusterrolebinding", "e2e-metrics-databases") })
+	scraper := controllerClient(t, "e2e-metrics-databases")
+	labels := `database="my-database",namespace="production"`
+	want := []string{
+		`database_info{database="my-database",engine="postgresql",namespace="production",version="14.5"} 1`,
+		`database_status_phase{` + labels + `,phase="Ready"} 1`,
+		`database_status_phase{` + labels + `,phase="Degraded"} 0`,
+		`database_status_condition{condition="Ready",` + labels + `,status="True"} 1`,
+		`database_spec_replicas{` + labels + `} 3`,
+		`database_status_ready_replicas{` + labels + `} 3`,
+		`database_primary_writable{` + labels + `} 1`,
+		`database_member_role{` + labels + `,member="` + db.Status.Primary + `",role="primary"} 1`,
+	}
+	for _, m := range db.Status.Members {
+		if m.Name != db.Status.Primary {
+			want = append(want, `database_member_streaming{`+labels+`,member="`+m.Name+`"} 1`)
+		}
+	}
+	// The scrape reads the controller's cache, which a status write reaches within moments.
+	eventually(t, 30*time.Second, func() error {
+		code, body := getStatus(t, scraper, cluster.ControllerURL+"/metrics", "")
+		if code != http.StatusOK {
+			return fmt.Errorf("/metrics answered %d: %s", code, body)
+		}
+		for _, line := range want {
+			if !strings.Contains(body, "\n"+line+"\n") {
+				return fmt.Errorf("no line %q in /metrics", line)
+			}
+		}
+		return nil
 	})
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/authnready"
 	"example.com/database-apiserver/pkg/controller/database"
 	"example.com/database-apiserver/pkg/engine"
@@ -51,12 +52,19 @@ func (c *Config) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	database.RegisterMetrics()
+	var current atomic.Pointer[controllerTerm]
+	// The per-Database metrics report the current term's cache: every replica reports them,
+	// the leader's and the others' alike (their informers run while they campaign).
+	database.RegisterMetrics(func() []*examplev1.Database {
+		if t := current.Load(); t != nil {
+			return t.controller.Databases()
+		}
+		return nil
+	})
 	var leaderHealth *leaderelection.HealthzAdaptor
 	if o.LeaderElection.LeaderElect {
 		leaderHealth = leaderelection.NewLeaderHealthzAdaptor(leaderHealthzTimeout)
 	}
-	var current atomic.Pointer[controllerTerm]
 	synced := func() bool {
 		t := current.Load()
 		return t != nil && t.controller.HasSynced()

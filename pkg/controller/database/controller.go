@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -31,6 +32,7 @@ import (
 	"example.com/database-apiserver/pkg/controller/specs"
 	"example.com/database-apiserver/pkg/generated/clientset/versioned"
 	"example.com/database-apiserver/pkg/generated/informers/externalversions"
+	examplelisters "example.com/database-apiserver/pkg/generated/listers/example/v1"
 	"example.com/database-apiserver/pkg/names"
 )
 
@@ -73,12 +75,15 @@ const (
 	resultError   = "error"
 )
 
-// RegisterMetrics registers the reconcile metrics in legacyregistry; it is safe to call more
-// than once. Workqueue metrics come from importing
-// k8s.io/component-base/metrics/prometheus/workqueue.
-func RegisterMetrics() {
+// RegisterMetrics registers in legacyregistry the reconcile metrics, the controller's counts
+// of failovers and switchovers, and the per-Database gauges (metrics.go) of the Databases
+// databases returns at each scrape (nil before the controller's cache is built); it is safe
+// to call more than once, the first call's databases serving. Workqueue metrics come from
+// importing k8s.io/component-base/metrics/prometheus/workqueue.
+func RegisterMetrics(databases func() []*examplev1.Database) {
 	registerMetrics.Do(func() {
-		legacyregistry.MustRegister(reconcileTotal, reconcileDuration)
+		legacyregistry.MustRegister(reconcileTotal, reconcileDuration, failoversTotal, switchoversTotal)
+		legacyregistry.CustomMustRegister(newDatabaseCollector(databases))
 	})
 }
 
@@ -102,6 +107,8 @@ type Controller struct {
 	synced []cache.InformerSynced
 	// statefulSets finds the StatefulSet an Event is about (enqueueEvent).
 	statefulSets appslisters.StatefulSetLister
+	// databases is the Database cache, which the per-Database metrics report.
+	databases examplelisters.DatabaseLister
 }
 
 // NewKubeInformerFactory returns the shared informer factory for the kinds a Database owns,
@@ -207,6 +214,7 @@ func NewController(ctx context.Context, kube kubernetes.Interface, databases ver
 		broadcaster:  broadcaster,
 		recorder:     recorder,
 		statefulSets: statefulSets.Lister(),
+		databases:    databaseInformer.Lister(),
 	}
 
 	reg, err := databaseInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -263,6 +271,13 @@ func (c *Controller) EventRecorder() record.EventRecorder { return c.recorder }
 
 // HasSynced reports whether every informer has listed and delivered its initial objects to
 // the controller's handlers: the readiness of the process (/readyz).
+// Databases returns every Database in the controller's cache, for the per-Database metrics
+// (RegisterMetrics).
+func (c *Controller) Databases() []*examplev1.Database {
+	dbs, _ := c.databases.List(labels.Everything())
+	return dbs
+}
+
 func (c *Controller) HasSynced() bool {
 	for _, synced := range c.synced {
 		if !synced() {

@@ -276,7 +276,7 @@ func (q *recordingQueue) Forget(key cache.ObjectName) {
 }
 
 func TestReconcileResultDecidesWhatTheQueueDoes(t *testing.T) {
-	RegisterMetrics()
+	RegisterMetrics(nil)
 	key := cache.ObjectName{Namespace: "production", Name: "my-database"}
 	for _, tc := range []struct {
 		name      string

@@ -321,6 +321,7 @@ func (p *pass) promoteFailover(ctx context.Context, f engine.Failover, fo *examp
 	}
 	if next != nil && next.Primary() && other == "" {
 		// Promoted by a pass that stopped before it could say so.
+		failoversTotal.WithLabelValues(db.Namespace, db.Name).Inc()
 		rep.primary, rep.lastFailoverTime = status.To, p.failedOverAt()
 		return status.To, nil
 	}
@@ -367,6 +368,7 @@ func (p *pass) promoteFailover(ctx context.Context, f engine.Failover, fo *examp
 		since = t.UTC().Format(time.RFC3339)
 	}
 	p.r.event(ctx, db, corev1.EventTypeNormal, ReasonFailover, "Promoted %s in place of %s, which had taken no writes since %s", status.To, rep.primary, since)
+	failoversTotal.WithLabelValues(db.Namespace, db.Name).Inc()
 	next.Writable = true
 	rep.primary, rep.lastFailoverTime = status.To, p.failedOverAt()
 	rep.failover, rep.lastWritable = nil, nil

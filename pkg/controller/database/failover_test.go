@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
@@ -106,8 +107,33 @@ func failingOver(t *testing.T, change func(*examplev1.Database)) (*fixture, *fai
 // replica stopped following it) and records the failover, then names the replica that holds
 // every other's transactions the primary, deletes the old primary's Pod, and promotes it;
 // the other replica follows it, and the Services route to it.
+// counted is the controller's counter name (database_failovers_total,
+// database_switchovers_total) of the Database db, as /metrics reports it: 0 before the first.
+func counted(t *testing.T, name string, db *examplev1.Database) float64 {
+	t.Helper()
+	database.RegisterMetrics(nil)
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	require.NoError(t, err)
+	for _, mf := range families {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["namespace"] == db.Namespace && labels["database"] == db.Name {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
 func TestAPrimaryThatStopsTakingWritesIsFailedOverAfterTheDelay(t *testing.T) {
 	f, servers := failingOver(t, nil)
+	failovers := counted(t, "database_failovers_total", f.database())
 	seen := f.clock.Now()
 	f.clock.SetTime(f.clock.Now().Add(time.Second))
 	delete(servers.servers, podIP(0))
@@ -156,6 +182,7 @@ func TestAPrimaryThatStopsTakingWritesIsFailedOverAfterTheDelay(t *testing.T) {
 	require.Contains(t, servers.recorded(), "synchronous 10.0.0.3 0 my-database-0,my-database-1", "asynchronous: no replica waited for")
 	require.Equal(t, []string{"replica", "replica", "primary"}, f.roles(3))
 	require.Contains(t, strings.Join(f.events(), "\n"), "Normal Failover Promoted my-database-2 in place of my-database-0")
+	require.Equal(t, failovers+1, counted(t, "database_failovers_total", got), "the failover is counted once")
 
 	// The old primary restarts as a replica of the new one; Ready again once it streams.
 	f.restartPod(0, "my-database-0-uid-2")
@@ -165,6 +192,12 @@ func TestAPrimaryThatStopsTakingWritesIsFailedOverAfterTheDelay(t *testing.T) {
 	got = f.database()
 	require.Equal(t, metav1.ConditionTrue, condition(got, "Ready").Status)
 	require.Equal(t, metav1.ConditionTrue, condition(got, "Replicating").Status, condition(got, "Replicating").Message)
+
+	// Once the Database is gone its counter ends with it.
+	require.NoError(t, f.dbs.Tracker().Delete(databases, got.Namespace, got.Name))
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Zero(t, counted(t, "database_failovers_total", got))
 }
 
 // With Synchronous durability a commit is on at least one of the two replicas: both must

@@ -240,6 +240,8 @@ func isDatabaseGone(err error, key cache.ObjectName) bool {
 func (r *Reconciler) reconcile(ctx context.Context, key cache.ObjectName) (Result, error) {
 	cached, err := r.listers.Databases.Databases(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
+		// Gone: its counters end with it, as its gauges do.
+		forgetMetrics(key.Namespace, key.Name)
 		return Result{}, nil
 	}
 	if err != nil {

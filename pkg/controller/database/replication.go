@@ -299,6 +299,7 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 				return rep, err
 			}
 			p.r.event(ctx, db, corev1.EventTypeNormal, examplev1.ReasonSwitchover, "Promoted %s; %s follows it as a standby", designated, rep.primary)
+			switchoversTotal.WithLabelValues(db.Namespace, db.Name).Inc()
 			rep.primary = designated
 			next.Writable = true
 		}

@@ -267,6 +267,7 @@ func TestAnEngineOfTheTestsOwnIsReconciledThroughTheWholeController(t *testing.T
 	// A switchover to my-database-1: recorded, then my-database-0 fenced (its Pod stopped,
 	// the ConfigMap naming my-database-1), then my-database-1 promoted once it holds
 	// my-database-0's log.
+	switchovers := counted(t, "database_switchovers_total", f.database())
 	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Primary = "my-database-1" })
 	_, err = f.reconcile()
 	require.NoError(t, err)
@@ -294,4 +295,5 @@ func TestAnEngineOfTheTestsOwnIsReconciledThroughTheWholeController(t *testing.T
 	require.Nil(t, got.Status.SwitchoverProgress)
 	require.Equal(t, []string{"replica", "primary", "replica"}, f.roles(3))
 	require.Contains(t, f.events(), "Normal Switchover Promoted my-database-1; my-database-0 follows it as a standby")
+	require.Equal(t, switchovers+1, counted(t, "database_switchovers_total", got), "the switchover is counted once")
 }

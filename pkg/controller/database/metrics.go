@@ -1,0 +1,179 @@
+package database
+
+import (
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+)
+
+// The per-Database metrics. Their labels are bounded: the Database's namespace and name, a
+// member's Pod name, and values the API enumerates (engine, catalog version, phase, condition
+// type and status, role); no label carries free text such as a condition's message.
+// Following kube-state-metrics, a state is a gauge of 1 for the current value (and 0 for the
+// others where the values are a closed set), and a time is seconds since the Unix epoch.
+var (
+	databaseLabels = []string{"namespace", "database"}
+	memberLabels   = []string{"namespace", "database", "member"}
+
+	infoDesc = metrics.NewDesc("database_info",
+		"Information about a Database: its engine and spec.version; always 1.",
+		append(databaseLabels, "engine", "version"), nil, metrics.ALPHA, "")
+	phaseDesc = metrics.NewDesc("database_status_phase",
+		"The Database's status.phase: 1 for the current phase, 0 for the others.",
+		append(databaseLabels, "phase"), nil, metrics.ALPHA, "")
+	conditionDesc = metrics.NewDesc("database_status_condition",
+		"The Database's conditions: 1 for each condition type's current status (True, False or Unknown), 0 for the others.",
+		append(databaseLabels, "condition", "status"), nil, metrics.ALPHA, "")
+	replicasDesc = metrics.NewDesc("database_spec_replicas",
+		"The Database's spec.replicas: how many servers it asks for.",
+		databaseLabels, nil, metrics.ALPHA, "")
+	readyReplicasDesc = metrics.NewDesc("database_status_ready_replicas",
+		"The Database's status.readyReplicas: how many of its servers are ready.",
+		databaseLabels, nil, metrics.ALPHA, "")
+	primaryWritableDesc = metrics.NewDesc("database_primary_writable",
+		"1 while the Database's primary takes writes as far as the controller saw at its last check, 0 from the check that found it not taking them (status.primaryLastWritableTime set).",
+		databaseLabels, nil, metrics.ALPHA, "")
+	primaryLastWritableDesc = metrics.NewDesc("database_primary_last_writable_timestamp_seconds",
+		"While the primary takes no writes, the last time the controller saw it take them (status.primaryLastWritableTime), in seconds since the Unix epoch; absent while it does.",
+		databaseLabels, nil, metrics.ALPHA, "")
+	lastFailoverDesc = metrics.NewDesc("database_last_failover_timestamp_seconds",
+		"When an automatic failover last promoted a replica of the Database (status.lastFailoverTime), in seconds since the Unix epoch; absent when none did.",
+		databaseLabels, nil, metrics.ALPHA, "")
+	memberRoleDesc = metrics.NewDesc("database_member_role",
+		"Each member's role as its server answered (status.members): 1 for the current role (primary, replica, or unknown while it does not answer), 0 for the others.",
+		append(memberLabels, "role"), nil, metrics.ALPHA, "")
+	memberReadyDesc = metrics.NewDesc("database_member_ready",
+		"1 when the member's Pod is ready, else 0.",
+		memberLabels, nil, metrics.ALPHA, "")
+	memberStreamingDesc = metrics.NewDesc("database_member_streaming",
+		"For a replica, 1 while it streams changes from the primary, else 0; absent for the primary.",
+		memberLabels, nil, metrics.ALPHA, "")
+	memberLagBytesDesc = metrics.NewDesc("database_member_replication_lag_bytes",
+		"For a replica, how far its replayed changes trail the primary's, in bytes (PostgreSQL's WAL positions); absent where the engine does not count in bytes.",
+		memberLabels, nil, metrics.ALPHA, "")
+	memberLagSecondsDesc = metrics.NewDesc("database_member_replication_lag_seconds",
+		"For a replica, how far its replayed changes trail the primary's, in seconds, as its engine reports it.",
+		memberLabels, nil, metrics.ALPHA, "")
+
+	// The controller's own counts of what it did, since it started.
+	failoversTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name:           "database_failovers_total",
+		Help:           "Automatic failovers the controller completed for the Database (a replica promoted in place of a primary that took no writes), since the controller started.",
+		StabilityLevel: metrics.ALPHA,
+	}, databaseLabels)
+	switchoversTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name:           "database_switchovers_total",
+		Help:           "Switchovers the controller completed for the Database (the replica asked for promoted, the former primary following it), since the controller started.",
+		StabilityLevel: metrics.ALPHA,
+	}, databaseLabels)
+)
+
+// phases are the values database_status_phase reports, in the API's order.
+var phases = []examplev1.DatabasePhase{
+	examplev1.DatabasePhasePending, examplev1.DatabasePhaseProvisioning, examplev1.DatabasePhaseReady,
+	examplev1.DatabasePhaseDegraded, examplev1.DatabasePhaseFailed, examplev1.DatabasePhaseDeleting,
+}
+
+// conditionStatuses are the values of database_status_condition's status label.
+var conditionStatuses = []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown}
+
+// memberRoles are the values of database_member_role's role label: the API's roles,
+// lowercased, and "unknown" for a member whose server did not answer.
+var memberRoles = []string{"primary", "replica", "unknown"}
+
+// databaseCollector reports the per-Database gauges at each scrape, from the Databases the
+// controller's cache holds (databases), so it keeps no state of its own and a deleted
+// Database's series end with it.
+type databaseCollector struct {
+	metrics.BaseStableCollector
+	databases func() []*examplev1.Database
+}
+
+// newDatabaseCollector returns the collector of the Databases databases lists; databases may
+// be nil or return nil (no cache yet): nothing is reported.
+func newDatabaseCollector(databases func() []*examplev1.Database) metrics.StableCollector {
+	return &databaseCollector{databases: databases}
+}
+
+func (c *databaseCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
+	for _, d := range []*metrics.Desc{infoDesc, phaseDesc, conditionDesc, replicasDesc, readyReplicasDesc,
+		primaryWritableDesc, primaryLastWritableDesc, lastFailoverDesc, memberRoleDesc, memberReadyDesc,
+		memberStreamingDesc, memberLagBytesDesc, memberLagSecondsDesc} {
+		ch <- d
+	}
+}
+
+func (c *databaseCollector) CollectWithStability(ch chan<- metrics.Metric) {
+	if c.databases == nil {
+		return
+	}
+	for _, db := range c.databases() {
+		collectDatabase(ch, db)
+	}
+}
+
+// collectDatabase sends db's gauges.
+func collectDatabase(ch chan<- metrics.Metric, db *examplev1.Database) {
+	gauge := func(d *metrics.Desc, v float64, labels ...string) {
+		ch <- metrics.NewLazyConstMetric(d, metrics.GaugeValue, v, append([]string{db.Namespace, db.Name}, labels...)...)
+	}
+	bool01 := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	gauge(infoDesc, 1, string(db.Spec.Engine), db.Spec.Version)
+	for _, phase := range phases {
+		gauge(phaseDesc, bool01(db.Status.Phase == phase), string(phase))
+	}
+	for _, c := range db.Status.Conditions {
+		for _, s := range conditionStatuses {
+			gauge(conditionDesc, bool01(c.Status == s), c.Type, string(s))
+		}
+	}
+	replicas := int32(1)
+	if db.Spec.Replicas != nil {
+		replicas = *db.Spec.Replicas
+	}
+	gauge(replicasDesc, float64(replicas))
+	gauge(readyReplicasDesc, float64(db.Status.ReadyReplicas))
+	if db.Status.Primary != "" {
+		gauge(primaryWritableDesc, bool01(db.Status.PrimaryLastWritableTime == nil))
+	}
+	if t := db.Status.PrimaryLastWritableTime; t != nil {
+		gauge(primaryLastWritableDesc, float64(t.Unix()))
+	}
+	if t := db.Status.LastFailoverTime; t != nil {
+		gauge(lastFailoverDesc, float64(t.Unix()))
+	}
+	for _, m := range db.Status.Members {
+		role := strings.ToLower(string(m.Role))
+		if role == "" {
+			role = "unknown"
+		}
+		for _, r := range memberRoles {
+			gauge(memberRoleDesc, bool01(role == r), m.Name, r)
+		}
+		gauge(memberReadyDesc, bool01(m.Ready), m.Name)
+		if m.Role != examplev1.MemberRoleReplica {
+			continue
+		}
+		gauge(memberStreamingDesc, bool01(m.Streaming), m.Name)
+		if m.LagBytes != nil {
+			gauge(memberLagBytesDesc, float64(*m.LagBytes), m.Name)
+		}
+		if m.LagSeconds != nil {
+			gauge(memberLagSecondsDesc, float64(*m.LagSeconds), m.Name)
+		}
+	}
+}
+
+// forgetMetrics ends the controller's counters of the Database namespace/name.
+func forgetMetrics(namespace, name string) {
+	failoversTotal.DeleteLabelValues(namespace, name)
+	switchoversTotal.DeleteLabelValues(namespace, name)
+}

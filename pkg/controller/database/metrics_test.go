@@ -1,0 +1,150 @@
+package database
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/utils/ptr"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+)
+
+// The per-Database gauges say what each Database's status says: a replicated PostgreSQL
+// Database that is Ready, with a replica streaming and one not, and a MySQL Database whose
+// primary takes no writes after a failover, with a member whose server does not answer.
+func TestTheDatabaseMetricsReportEachDatabasesStatus(t *testing.T) {
+	since := metav1.NewTime(time.Unix(1_800_000_000, 0))
+	failedOver := metav1.NewTime(time.Unix(1_799_999_000, 0))
+	ready := &examplev1.Database{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders"},
+		Spec:       examplev1.DatabaseSpec{Engine: examplev1.EnginePostgreSQL, Version: "15", Replicas: ptr.To[int32](3)},
+		Status: examplev1.DatabaseStatus{
+			Phase: examplev1.DatabasePhaseReady, ReadyReplicas: 3, Primary: "orders-0",
+			Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "AllReplicasReady", Message: "free text never a label"}},
+			Members: []examplev1.DatabaseMember{
+				{Name: "orders-0", Role: examplev1.MemberRolePrimary, Ready: true},
+				{Name: "orders-1", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](4096), LagSeconds: ptr.To[int64](2)},
+				{Name: "orders-2", Role: examplev1.MemberRoleReplica, Ready: true},
+			},
+		},
+	}
+	writeless := &examplev1.Database{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "carts"},
+		Spec:       examplev1.DatabaseSpec{Engine: examplev1.EngineMySQL, Version: "9.7"},
+		Status: examplev1.DatabaseStatus{
+			Phase: examplev1.DatabasePhaseDegraded, Primary: "carts-1", PrimaryLastWritableTime: &since, LastFailoverTime: &failedOver,
+			Members: []examplev1.DatabaseMember{{Name: "carts-1"}},
+		},
+	}
+	collector := newDatabaseCollector(func() []*examplev1.Database { return []*examplev1.Database{ready, writeless} })
+	want := `
+# HELP database_info [ALPHA] Information about a Database: its engine and spec.version; always 1.
+# TYPE database_info gauge
+database_info{database="carts",engine="mysql",namespace="shop",version="9.7"} 1
+database_info{database="orders",engine="postgresql",namespace="shop",version="15"} 1
+# HELP database_status_condition [ALPHA] The Database's conditions: 1 for each condition type's current status (True, False or Unknown), 0 for the others.
+# TYPE database_status_condition gauge
+database_status_condition{condition="Ready",database="orders",namespace="shop",status="False"} 0
+database_status_condition{condition="Ready",database="orders",namespace="shop",status="True"} 1
+database_status_condition{condition="Ready",database="orders",namespace="shop",status="Unknown"} 0
+# HELP database_spec_replicas [ALPHA] The Database's spec.replicas: how many servers it asks for.
+# TYPE database_spec_replicas gauge
+database_spec_replicas{database="carts",namespace="shop"} 1
+database_spec_replicas{database="orders",namespace="shop"} 3
+# HELP database_status_ready_replicas [ALPHA] The Database's status.readyReplicas: how many of its servers are ready.
+# TYPE database_status_ready_replicas gauge
+database_status_ready_replicas{database="carts",namespace="shop"} 0
+database_status_ready_replicas{database="orders",namespace="shop"} 3
+# HELP database_primary_writable [ALPHA] 1 while the Database's primary takes writes as far as the controller saw at its last check, 0 from the check that found it not taking them (status.primaryLastWritableTime set).
+# TYPE database_primary_writable gauge
+database_primary_writable{database="carts",namespace="shop"} 0
+database_primary_writable{database="orders",namespace="shop"} 1
+# HELP database_primary_last_writable_timestamp_seconds [ALPHA] While the primary takes no writes, the last time the controller saw it take them (status.primaryLastWritableTime), in seconds since the Unix epoch; absent while it does.
+# TYPE database_primary_last_writable_timestamp_seconds gauge
+database_primary_last_writable_timestamp_seconds{database="carts",namespace="shop"} 1.8e+09
+# HELP database_last_failover_timestamp_seconds [ALPHA] When an automatic failover last promoted a replica of the Database (status.lastFailoverTime), in seconds since the Unix epoch; absent when none did.
+# TYPE database_last_failover_timestamp_seconds gauge
+database_last_failover_timestamp_seconds{database="carts",namespace="shop"} 1.799999e+09
+# HELP database_member_role [ALPHA] Each member's role as its server answered (status.members): 1 for the current role (primary, replica, or unknown while it does not answer), 0 for the others.
+# TYPE database_member_role gauge
+database_member_role{database="carts",member="carts-1",namespace="shop",role="primary"} 0
+database_member_role{database="carts",member="carts-1",namespace="shop",role="replica"} 0
+database_member_role{database="carts",member="carts-1",namespace="shop",role="unknown"} 1
+database_member_role{database="orders",member="orders-0",namespace="shop",role="primary"} 1
+database_member_role{database="orders",member="orders-0",namespace="shop",role="replica"} 0
+database_member_role{database="orders",member="orders-0",namespace="shop",role="unknown"} 0
+database_member_role{database="orders",member="orders-1",namespace="shop",role="primary"} 0
+database_member_role{database="orders",member="orders-1",namespace="shop",role="replica"} 1
+database_member_role{database="orders",member="orders-1",namespace="shop",role="unknown"} 0
+database_member_role{database="orders",member="orders-2",namespace="shop",role="primary"} 0
+database_member_role{database="orders",member="orders-2",namespace="shop",role="replica"} 1
+database_member_role{database="orders",member="orders-2",namespace="shop",role="unknown"} 0
+# HELP database_member_streaming [ALPHA] For a replica, 1 while it streams changes from the primary, else 0; absent for the primary.
+# TYPE database_member_streaming gauge
+database_member_streaming{database="orders",member="orders-1",namespace="shop"} 1
+database_member_streaming{database="orders",member="orders-2",namespace="shop"} 0
+# HELP database_member_replication_lag_bytes [ALPHA] For a replica, how far its replayed changes trail the primary's, in bytes (PostgreSQL's WAL positions); absent where the engine does not count in bytes.
+# TYPE database_member_replication_lag_bytes gauge
+database_member_replication_lag_bytes{database="orders",member="orders-1",namespace="shop"} 4096
+# HELP database_member_replication_lag_seconds [ALPHA] For a replica, how far its replayed changes trail the primary's, in seconds, as its engine reports it.
+# TYPE database_member_replication_lag_seconds gauge
+database_member_replication_lag_seconds{database="orders",member="orders-1",namespace="shop"} 2
+`
+	require.NoError(t, testutil.CustomCollectAndCompare(collector, strings.NewReader(want),
+		"database_info", "database_status_condition", "database_spec_replicas", "database_status_ready_replicas",
+		"database_primary_writable", "database_primary_last_writable_timestamp_seconds", "database_last_failover_timestamp_seconds",
+		"database_member_role", "database_member_streaming", "database_member_replication_lag_bytes", "database_member_replication_lag_seconds"))
+
+	// One series per phase, 1 for the current one.
+	require.NoError(t, testutil.CustomCollectAndCompare(newDatabaseCollector(func() []*examplev1.Database { return []*examplev1.Database{writeless} }), strings.NewReader(`
+# HELP database_status_phase [ALPHA] The Database's status.phase: 1 for the current phase, 0 for the others.
+# TYPE database_status_phase gauge
+database_status_phase{database="carts",namespace="shop",phase="Degraded"} 1
+database_status_phase{database="carts",namespace="shop",phase="Deleting"} 0
+database_status_phase{database="carts",namespace="shop",phase="Failed"} 0
+database_status_phase{database="carts",namespace="shop",phase="Pending"} 0
+database_status_phase{database="carts",namespace="shop",phase="Provisioning"} 0
+database_status_phase{database="carts",namespace="shop",phase="Ready"} 0
+`), "database_status_phase"))
+
+	// No cache yet: nothing.
+	require.NoError(t, testutil.CustomCollectAndCompare(newDatabaseCollector(nil), strings.NewReader(""), "database_info"))
+}
+
+// The metric names, types and help texts follow Prometheus's naming rules (promlint), the
+// counters' included.
+func TestTheDatabaseMetricsPassPromlint(t *testing.T) {
+	reg := metrics.NewKubeRegistry()
+	db := &examplev1.Database{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders"},
+		Spec:       examplev1.DatabaseSpec{Engine: examplev1.EnginePostgreSQL, Version: "15"},
+		Status: examplev1.DatabaseStatus{Phase: examplev1.DatabasePhaseReady, Primary: "orders-0",
+			PrimaryLastWritableTime: &metav1.Time{}, LastFailoverTime: &metav1.Time{},
+			Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}},
+			Members: []examplev1.DatabaseMember{{Name: "orders-1", Role: examplev1.MemberRoleReplica,
+				LagBytes: ptr.To[int64](1), LagSeconds: ptr.To[int64](1)}}},
+	}
+	reg.CustomMustRegister(newDatabaseCollector(func() []*examplev1.Database { return []*examplev1.Database{db} }))
+	reg.MustRegister(failoversTotal, switchoversTotal)
+	failoversTotal.WithLabelValues("shop", "orders").Inc()
+	switchoversTotal.WithLabelValues("shop", "orders").Inc()
+	t.Cleanup(func() { forgetMetrics("shop", "orders") })
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	var text strings.Builder
+	for _, mf := range families {
+		_, err := expfmt.MetricFamilyToText(&text, mf)
+		require.NoError(t, err)
+	}
+	require.Contains(t, text.String(), "database_failovers_total")
+	require.Contains(t, text.String(), "database_member_replication_lag_seconds")
+	problems, err := testutil.NewPromLinter(strings.NewReader(text.String())).Lint()
+	require.NoError(t, err)
+	require.Empty(t, problems)
+}
