@@ -3,7 +3,7 @@ SHELL := /usr/bin/env bash
 GO ?= go
 BIN := bin
 
-.PHONY: all build test test-unit test-integration test-e2e test-faults verify generate run clean tools tools-control-plane node node-deps
+.PHONY: all build test test-unit test-integration test-e2e test-faults verify generate run clean tools tools-control-plane node node-deps prometheus
 
 all: build
 
@@ -52,8 +52,14 @@ test: test-unit test-integration test-e2e
 
 # Every go test has a -timeout, a few times what it takes on two idle cores (integration
 # about 70 s, e2e about 17 minutes), so that a hung test fails with its goroutines' stacks.
-test-unit:
-	$(GO) test -timeout 10m ./pkg/... ./cmd/... ./internal/... ./hack/...
+# test/alerts runs Prometheus's promtool on the alert rules (artifacts/monitoring): Debian's,
+# unpacked into bin/prometheus by hack/fetch-prometheus.sh.
+test-unit: prometheus
+	PROMTOOL=$(CURDIR)/$(BIN)/prometheus/promtool $(GO) test -timeout 10m ./pkg/... ./cmd/... ./internal/... ./hack/... ./test/alerts/...
+
+## prometheus: Debian's prometheus and promtool in bin/prometheus (hack/fetch-prometheus.sh).
+prometheus:
+	./hack/fetch-prometheus.sh
 
 test-integration:
 	$(GO) test -count=1 -timeout 10m ./test/integration/...
