@@ -1,7 +1,7 @@
-// Package alerts tests the alert rules of artifacts/monitoring with Prometheus's own promtool:
-// `promtool check rules` on the PrometheusRule's groups, and `promtool test rules` on the cases
-// in testdata, each alert's firing and non-firing ones. PROMTOOL names the program (make
-// test-unit fetches Debian's, hack/fetch-prometheus.sh).
+// The alert rules of artifacts/monitoring, tested with Prometheus's own promtool: `promtool
+// check rules` on the PrometheusRule's groups, and `promtool test rules` on the cases in
+// testdata, each alert's firing and non-firing ones. PROMTOOL names the program (make test-unit
+// fetches Debian's, hack/fetch-prometheus.sh).
 package alerts
 
 import (
@@ -28,19 +28,7 @@ func promtool(t *testing.T) string {
 // file, to rules.yaml in dir.
 func rules(t *testing.T, dir string) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	b, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "artifacts", "monitoring", "prometheusrule.yaml"))
-	require.NoError(t, err)
-	var rule struct {
-		Kind string `json:"kind"`
-		Spec struct {
-			Groups []any `json:"groups"`
-		} `json:"spec"`
-	}
-	require.NoError(t, yaml.Unmarshal(b, &rule))
-	require.Equal(t, "PrometheusRule", rule.Kind)
-	require.NotEmpty(t, rule.Spec.Groups)
-	out, err := yaml.Marshal(map[string]any{"groups": rule.Spec.Groups})
+	out, err := RuleFile(PrometheusRulePath(), nil)
 	require.NoError(t, err)
 	path := filepath.Join(dir, "rules.yaml")
 	require.NoError(t, os.WriteFile(path, out, 0o644))

@@ -49,7 +49,7 @@ var (
 		"1 when the member's Pod is ready, else 0.",
 		memberLabels, nil, metrics.ALPHA, "")
 	memberStreamingDesc = metrics.NewDesc("database_member_streaming",
-		"For a replica, 1 while it streams changes from the primary, else 0; absent for the primary.",
+		"For each member but the primary (status.primary), 1 while it streams changes from the primary, else 0 (a replica behind, or a server not answering, not running, or of another timeline); absent for the primary.",
 		memberLabels, nil, metrics.ALPHA, "")
 	memberLagBytesDesc = metrics.NewDesc("database_member_replication_lag_bytes",
 		"For a replica, how far its replayed changes trail the primary's, in bytes (PostgreSQL's WAL positions); absent where the engine does not count in bytes.",
@@ -159,7 +159,8 @@ func collectDatabase(ch chan<- metrics.Metric, db *examplev1.Database) {
 			gauge(memberRoleDesc, bool01(role == r), m.Name, r)
 		}
 		gauge(memberReadyDesc, bool01(m.Ready), m.Name)
-		if m.Role != examplev1.MemberRoleReplica {
+		// Every member but the primary is to stream from it, answering or not.
+		if m.Name == db.Status.Primary {
 			continue
 		}
 		gauge(memberStreamingDesc, bool01(m.Streaming), m.Name)

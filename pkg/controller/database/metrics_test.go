@@ -31,6 +31,8 @@ func TestTheDatabaseMetricsReportEachDatabasesStatus(t *testing.T) {
 				{Name: "orders-0", Role: examplev1.MemberRolePrimary, Ready: true},
 				{Name: "orders-1", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](4096), LagSeconds: ptr.To[int64](2)},
 				{Name: "orders-2", Role: examplev1.MemberRoleReplica, Ready: true},
+				// Its server does not answer: no role, not streaming.
+				{Name: "orders-3"},
 			},
 		},
 	}
@@ -85,10 +87,14 @@ database_member_role{database="orders",member="orders-1",namespace="shop",role="
 database_member_role{database="orders",member="orders-2",namespace="shop",role="primary"} 0
 database_member_role{database="orders",member="orders-2",namespace="shop",role="replica"} 1
 database_member_role{database="orders",member="orders-2",namespace="shop",role="unknown"} 0
-# HELP database_member_streaming [ALPHA] For a replica, 1 while it streams changes from the primary, else 0; absent for the primary.
+database_member_role{database="orders",member="orders-3",namespace="shop",role="primary"} 0
+database_member_role{database="orders",member="orders-3",namespace="shop",role="replica"} 0
+database_member_role{database="orders",member="orders-3",namespace="shop",role="unknown"} 1
+# HELP database_member_streaming [ALPHA] For each member but the primary (status.primary), 1 while it streams changes from the primary, else 0 (a replica behind, or a server not answering, not running, or of another timeline); absent for the primary.
 # TYPE database_member_streaming gauge
 database_member_streaming{database="orders",member="orders-1",namespace="shop"} 1
 database_member_streaming{database="orders",member="orders-2",namespace="shop"} 0
+database_member_streaming{database="orders",member="orders-3",namespace="shop"} 0
 # HELP database_member_replication_lag_bytes [ALPHA] For a replica, how far its replayed changes trail the primary's, in bytes (PostgreSQL's WAL positions); absent where the engine does not count in bytes.
 # TYPE database_member_replication_lag_bytes gauge
 database_member_replication_lag_bytes{database="orders",member="orders-1",namespace="shop"} 4096

@@ -1,0 +1,50 @@
+// Package alerts reads the alert rules of artifacts/monitoring for the tests that run them:
+// its own, with Prometheus's promtool, and test/e2e's, on a real Prometheus.
+package alerts
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"sigs.k8s.io/yaml"
+)
+
+// PrometheusRulePath is artifacts/monitoring/prometheusrule.yaml in this checkout.
+func PrometheusRulePath() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "artifacts", "monitoring", "prometheusrule.yaml")
+}
+
+// RuleFile returns the groups of the PrometheusRule at path as a Prometheus rule file, with
+// edit, when not nil, applied to each rule first (a test shortens a rule's "for").
+func RuleFile(path string, edit func(rule map[string]any)) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var pr struct {
+		Kind string `json:"kind"`
+		Spec struct {
+			Groups []struct {
+				Name  string           `json:"name"`
+				Rules []map[string]any `json:"rules"`
+			} `json:"groups"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(b, &pr); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if pr.Kind != "PrometheusRule" || len(pr.Spec.Groups) == 0 {
+		return nil, fmt.Errorf("%s: not a PrometheusRule with groups", path)
+	}
+	for _, g := range pr.Spec.Groups {
+		for _, r := range g.Rules {
+			if edit != nil {
+				edit(r)
+			}
+		}
+	}
+	return yaml.Marshal(map[string]any{"groups": pr.Spec.Groups})
+}
