@@ -316,7 +316,7 @@ type DatabaseMember struct {
 	LagBytes *int64
 	// LagSeconds is how many seconds the replica's applying is behind the
 	// primary's commits (MongoDB's optimeDate difference, MySQL's original
-	// commit timestamps); nil when unknown.
+	// commit timestamps, PostgreSQL's replay_lag); nil when unknown.
 	LagSeconds *int64
 }
 

@@ -514,8 +514,8 @@ func TestAPrimaryPromotedIsCheckpointedOnItsTimeline(t *testing.T) {
 func TestSteadyStateLabelsTheRolesCreatesTheSlotsAndReportsStreaming(t *testing.T) {
 	f, fi := replicating(t, 3, nil)
 	fi.set(0, pgclient.State{Standbys: map[string]pgclient.Standby{
-		"my-database-1": {State: "streaming", LagBytes: 0},
-		"my-database-2": {State: "streaming", LagBytes: 16},
+		"my-database-1": {State: "streaming", LagBytes: 0, ReplayLag: -1},
+		"my-database-2": {State: "streaming", LagBytes: 16, ReplayLag: 0.25},
 	}, Slots: map[string]bool{}}) // no replication role yet
 
 	result, err := f.reconcile()
@@ -551,8 +551,8 @@ func TestSteadyStateLabelsTheRolesCreatesTheSlotsAndReportsStreaming(t *testing.
 	require.Equal(t, "my-database-0", db.Status.Primary)
 	require.Equal(t, []examplev1.DatabaseMember{
 		{Name: "my-database-0", Role: examplev1.MemberRolePrimary, Ready: true},
-		{Name: "my-database-1", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](0)},
-		{Name: "my-database-2", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](16)},
+		{Name: "my-database-1", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](0), LagSeconds: ptr.To[int64](0)},
+		{Name: "my-database-2", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](16), LagSeconds: ptr.To[int64](0)},
 	}, db.Status.Members)
 	replicatingCond := condition(db, "Replicating")
 	require.Equal(t, metav1.ConditionTrue, replicatingCond.Status)
@@ -571,7 +571,7 @@ func TestSteadyStateLabelsTheRolesCreatesTheSlotsAndReportsStreaming(t *testing.
 	// A replica falls behind: Replicating False, naming it.
 	fi.set(0, pgclient.State{Standbys: map[string]pgclient.Standby{
 		"my-database-1": {State: "streaming"},
-		"my-database-2": {State: "catchup", LagBytes: 4096},
+		"my-database-2": {State: "catchup", LagBytes: 4096, ReplayLag: 12.5},
 	}, Roles: replicationRole})
 	_, err = f.reconcile()
 	require.NoError(t, err)
@@ -581,7 +581,7 @@ func TestSteadyStateLabelsTheRolesCreatesTheSlotsAndReportsStreaming(t *testing.
 	require.Equal(t, "NotStreaming", replicatingCond.Reason)
 	require.Equal(t, "not streaming from my-database-0: my-database-2 (catchup)", replicatingCond.Message)
 	require.Equal(t, examplev1.DatabaseMember{Name: "my-database-2", Role: examplev1.MemberRoleReplica, Ready: true,
-		LagBytes: ptr.To[int64](4096)}, db.Status.Members[2])
+		LagBytes: ptr.To[int64](4096), LagSeconds: ptr.To[int64](12)}, db.Status.Members[2])
 	require.Equal(t, []string{"primary", "replica", "replica"}, f.roles(3), "a replica catching up still serves reads")
 
 	// One that does not answer, and one the primary does not see.

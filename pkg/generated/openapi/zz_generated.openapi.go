@@ -467,7 +467,7 @@ func schema_pkg_apis_example_v1_DatabaseMember(ref common.ReferenceCallback) com
 					},
 					"lagSeconds": {
 						SchemaProps: spec.SchemaProps{
-							Description: "LagSeconds is how many seconds this replica's applying is behind the primary's commits (MongoDB's replSetGetStatus optimeDate of the primary minus the replica's; MySQL's original commit timestamp of the transaction the replica applies, against its clock). Unset when unknown.",
+							Description: "LagSeconds is how many seconds this replica's applying is behind the primary's commits (MongoDB's replSetGetStatus optimeDate of the primary minus the replica's; MySQL's original commit timestamp of the transaction the replica applies, against its clock; PostgreSQL's replay_lag, the time from the primary's flush of the WAL the replica last confirmed to its replay, or 0 for a replica that replayed it all). Unset when unknown.",
 							Type:        []string{"integer"},
 							Format:      "int64",
 						},

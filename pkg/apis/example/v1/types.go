@@ -457,7 +457,10 @@ type DatabaseMember struct {
 	// LagSeconds is how many seconds this replica's applying is behind the
 	// primary's commits (MongoDB's replSetGetStatus optimeDate of the primary
 	// minus the replica's; MySQL's original commit timestamp of the
-	// transaction the replica applies, against its clock). Unset when unknown.
+	// transaction the replica applies, against its clock; PostgreSQL's
+	// replay_lag, the time from the primary's flush of the WAL the replica
+	// last confirmed to its replay, or 0 for a replica that replayed it
+	// all). Unset when unknown.
 	// +optional
 	LagSeconds *int64 `json:"lagSeconds,omitempty" protobuf:"varint,6,opt,name=lagSeconds"`
 }

@@ -213,3 +213,30 @@ func TestHasUserRequiresTheRewindGrants(t *testing.T) {
 	require.False(t, r.HasUser(member("db-0", State{Roles: []string{"replicator"}, RolesWithoutRewind: []string{"replicator"}}), "replicator"))
 	require.False(t, r.HasUser(member("db-0", State{}), "replicator"))
 }
+
+// A replica's lag is the primary's pg_stat_replication row of it: bytes not replayed, and
+// replay_lag in whole seconds, 0 once that is no longer shown for a replica that replayed
+// everything, unknown while it is not shown for one that has not.
+func TestFollowerLagIsThePrimarysViewOfTheReplica(t *testing.T) {
+	primary := &engine.Member{Name: "db-0", State: &State{Standbys: map[string]Standby{
+		"db-1": {State: "streaming", LagBytes: 8192, ReplayLag: 2.7},
+		"db-2": {State: "streaming", LagBytes: 0, ReplayLag: -1},
+		"db-3": {State: "catchup", LagBytes: 1 << 20, ReplayLag: -1},
+	}}}
+	follower := func(name string) engine.Follower {
+		return Replicator{}.Follower(primary, &engine.Member{Name: name})
+	}
+	f := follower("db-1")
+	require.True(t, f.Streaming)
+	require.Equal(t, int64(8192), *f.LagBytes)
+	require.Equal(t, int64(2), *f.LagSeconds)
+	f = follower("db-2")
+	require.Equal(t, int64(0), *f.LagSeconds)
+	f = follower("db-3")
+	require.False(t, f.Streaming)
+	require.Equal(t, "catchup", f.Why)
+	require.Nil(t, f.LagSeconds)
+	f = follower("db-4")
+	require.Equal(t, "not connected to db-0", f.Why)
+	require.Nil(t, f.LagBytes)
+}

@@ -102,6 +102,11 @@ type Standby struct {
 	// primary that the standby has not replayed yet; -1 when the standby reported no
 	// position.
 	LagBytes int64
+	// ReplayLag is replay_lag in seconds: how long the standby took, for the WAL it last
+	// confirmed, from the primary's flush to its own replay; -1 when NULL (no WAL measured
+	// yet, or, once caught up with no WAL written for a while, no longer shown).
+	// https://www.postgresql.org/docs/current/monitoring-stats.html#MONITORING-PG-STAT-REPLICATION-VIEW
+	ReplayLag float64
 }
 
 // Client talks to PostgreSQL servers.
@@ -173,14 +178,15 @@ func (Client) Observe(ctx context.Context, s Server, roles []string) (State, err
 	st.LongestCommitWait = time.Duration(max(longest, 0) * float64(time.Second))
 
 	rows, err := conn.Query(ctx, `SELECT application_name, COALESCE(state, ''),
-		COALESCE(pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn), -1)::bigint FROM pg_stat_replication`)
+		COALESCE(pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn), -1)::bigint,
+		COALESCE(EXTRACT(epoch FROM replay_lag), -1)::float8 FROM pg_stat_replication`)
 	if err != nil {
 		return State{}, fmt.Errorf("query pg_stat_replication of %s: %w", s.Host, err)
 	}
 	st.Standbys = map[string]Standby{}
 	var name string
 	var sb Standby
-	if _, err := pgx.ForEachRow(rows, []any{&name, &sb.State, &sb.LagBytes}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&name, &sb.State, &sb.LagBytes, &sb.ReplayLag}, func() error {
 		st.Standbys[name] = sb
 		return nil
 	}); err != nil {

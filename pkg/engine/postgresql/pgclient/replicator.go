@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/engine"
@@ -298,7 +299,9 @@ func ApplicationDigest(user, password []byte) string {
 }
 
 // Follower is the primary's pg_stat_replication row of the replica (application_name is
-// its Pod name): streaming in state "streaming", and its lag in bytes when reported.
+// its Pod name): streaming in state "streaming", its lag in bytes when reported, and in
+// whole seconds its replay_lag, or 0 when that is no longer shown because the replica has
+// replayed everything (no lag in bytes).
 func (Replicator) Follower(primary, replica *engine.Member) engine.Follower {
 	sb, ok := state(primary).Standbys[replica.Name]
 	if !ok {
@@ -310,6 +313,12 @@ func (Replicator) Follower(primary, replica *engine.Member) engine.Follower {
 	}
 	if sb.LagBytes >= 0 {
 		f.LagBytes = &sb.LagBytes
+	}
+	switch {
+	case sb.ReplayLag >= 0:
+		f.LagSeconds = ptr.To(int64(sb.ReplayLag))
+	case sb.LagBytes == 0:
+		f.LagSeconds = ptr.To[int64](0)
 	}
 	return f
 }
