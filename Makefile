@@ -107,7 +107,7 @@ clean:
 
 ## test-e2e: kubectl and the clientset against the whole local control plane (temporary state,
 ## free ports). One package after the other: both start the machine's one real node.
-test-e2e: tools build node
+test-e2e: tools build node prometheus
 	$(GO) test -tags e2e -count=1 -timeout 40m ./test/e2e/...
 	$(GO) test -tags e2e -count=1 -timeout 20m ./internal/localcluster/...
 

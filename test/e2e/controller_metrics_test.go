@@ -106,7 +106,8 @@ func TestControllerMetricsNeedAuthorization(t *testing.T) {
 // primary taking writes, each standby streaming from it.
 func TestControllerReportsEachDatabase(t *testing.T) {
 	applyExamples(t)
-	db := waitReady(t, "production", "my-database", 3)
+	// Ready with every standby streaming (its first start on the real node pulls the image).
+	db := waitReplicating(t, "production", "my-database", "my-database-0", 3)
 	kubectl(t, "create", "clusterrolebinding", "e2e-metrics-databases",
 		"--clusterrole=database-metrics-reader", "--user=e2e-metrics-databases")
 	t.Cleanup(func() { kubectlAs(cluster.KubeconfigPath, "", "delete", "clusterrolebinding", "e2e-metrics-databases") })
@@ -120,11 +121,15 @@ func TestControllerReportsEachDatabase(t *testing.T) {
 		`database_spec_replicas{` + labels + `} 3`,
 		`database_status_ready_replicas{` + labels + `} 3`,
 		`database_primary_writable{` + labels + `} 1`,
-		`database_member_role{` + labels + `,member="` + db.Status.Primary + `",role="primary"} 1`,
+		// The exposition format sorts labels by name.
+		`database_member_role{database="my-database",member="` + db.Status.Primary + `",namespace="production",role="primary"} 1`,
 	}
+	// Each standby's lag, whatever it is (PostgreSQL's replay_lag in seconds, 0 once replayed).
+	var lags []string
 	for _, m := range db.Status.Members {
 		if m.Name != db.Status.Primary {
-			want = append(want, `database_member_streaming{`+labels+`,member="`+m.Name+`"} 1`)
+			want = append(want, `database_member_streaming{database="my-database",member="`+m.Name+`",namespace="production"} 1`)
+			lags = append(lags, `database_member_replication_lag_seconds{database="my-database",member="`+m.Name+`",namespace="production"} `)
 		}
 	}
 	// The scrape reads the controller's cache, which a status write reaches within moments.
@@ -136,6 +141,11 @@ func TestControllerReportsEachDatabase(t *testing.T) {
 		for _, line := range want {
 			if !strings.Contains(body, "\n"+line+"\n") {
 				return fmt.Errorf("no line %q in /metrics", line)
+			}
+		}
+		for _, prefix := range lags {
+			if !strings.Contains(body, "\n"+prefix) {
+				return fmt.Errorf("no series %q in /metrics", prefix)
 			}
 		}
 		return nil
