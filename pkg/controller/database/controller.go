@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -75,15 +76,27 @@ const (
 	resultError   = "error"
 )
 
+// metricsDatabases is the latest non-nil databases given to RegisterMetrics.
+var metricsDatabases atomic.Pointer[func() []*examplev1.Database]
+
 // RegisterMetrics registers in legacyregistry the reconcile metrics, the controller's counts
 // of failovers and switchovers, and the per-Database gauges (metrics.go) of the Databases
-// databases returns at each scrape (nil before the controller's cache is built); it is safe
-// to call more than once, the first call's databases serving. Workqueue metrics come from
-// importing k8s.io/component-base/metrics/prometheus/workqueue.
+// databases returns at each scrape (nil before the controller's cache is built). It is safe
+// to call more than once: the metrics are registered once, and the latest non-nil databases
+// serves. Workqueue metrics come from importing
+// k8s.io/component-base/metrics/prometheus/workqueue.
 func RegisterMetrics(databases func() []*examplev1.Database) {
+	if databases != nil {
+		metricsDatabases.Store(&databases)
+	}
 	registerMetrics.Do(func() {
 		legacyregistry.MustRegister(reconcileTotal, reconcileDuration, failoversTotal, switchoversTotal)
-		legacyregistry.CustomMustRegister(newDatabaseCollector(databases))
+		legacyregistry.CustomMustRegister(newDatabaseCollector(func() []*examplev1.Database {
+			if f := metricsDatabases.Load(); f != nil {
+				return (*f)()
+			}
+			return nil
+		}))
 	})
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/utils/ptr"
 
@@ -153,4 +154,36 @@ func TestTheDatabaseMetricsPassPromlint(t *testing.T) {
 	problems, err := testutil.NewPromLinter(strings.NewReader(text.String())).Lint()
 	require.NoError(t, err)
 	require.Empty(t, problems)
+}
+
+// /metrics (legacyregistry) reports the Databases of the latest cache RegisterMetrics was
+// given: a controller's new leadership term has new informers.
+func TestRegisterMetricsReportsTheLatestCache(t *testing.T) {
+	t.Cleanup(func() { metricsDatabases.Store(nil) })
+	cache := func(name string) func() []*examplev1.Database {
+		return func() []*examplev1.Database {
+			return []*examplev1.Database{{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name},
+				Spec: examplev1.DatabaseSpec{Engine: examplev1.EngineMySQL, Version: "9.7"}}}
+		}
+	}
+	info := func(name string) string {
+		return `database_info{database="` + name + `",engine="mysql",namespace="shop",version="9.7"} 1`
+	}
+	scrape := func() string {
+		families, err := legacyregistry.DefaultGatherer.Gather()
+		require.NoError(t, err)
+		var text strings.Builder
+		for _, mf := range families {
+			_, err := expfmt.MetricFamilyToText(&text, mf)
+			require.NoError(t, err)
+		}
+		return text.String()
+	}
+	RegisterMetrics(cache("first-term"))
+	require.Contains(t, scrape(), info("first-term"))
+	RegisterMetrics(cache("second-term"))
+	RegisterMetrics(nil)
+	body := scrape()
+	require.Contains(t, body, info("second-term"))
+	require.NotContains(t, body, info("first-term"))
 }
