@@ -190,9 +190,9 @@ func heldAcks(t *testing.T, log string) []ack {
 	return acks
 }
 
-// synchronousDatabase is the manifest of a Database of replicas Pods with Synchronous
-// durability on the real node.
-func synchronousDatabase(ns, name string, engine examplev1.Engine, version string, replicas int) string {
+// replicatedDatabase is the manifest of a Database of replicas Pods of engine at version,
+// with 1Gi volumes: on the real node when its image has that version.
+func replicatedDatabase(ns, name string, engine examplev1.Engine, version string, replicas int) string {
 	return fmt.Sprintf(`apiVersion: example.com/v1
 kind: Database
 metadata:
@@ -203,8 +203,12 @@ spec:
   version: "%s"
   replicas: %d
   storage: 1Gi
-  durability: Synchronous
 `, name, ns, engine, version, replicas)
+}
+
+// synchronousDatabase is replicatedDatabase with Synchronous durability.
+func synchronousDatabase(ns, name string, engine examplev1.Engine, version string, replicas int) string {
+	return replicatedDatabase(ns, name, engine, version, replicas) + "  durability: Synchronous\n"
 }
 
 func testFailover(t *testing.T, e failoverEngine) {

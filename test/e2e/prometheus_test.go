@@ -160,17 +160,7 @@ func TestPrometheusFiresTheReplicationAlert(t *testing.T) {
 	img := realNodeImage(t, examplev1.EnginePostgreSQL)
 	ns := restrictedNamespace(t, "e2e-alerts")
 	const db = "watched"
-	kubectlIn(t, `apiVersion: example.com/v1
-kind: Database
-metadata:
-  name: `+db+`
-  namespace: `+ns+`
-spec:
-  engine: postgresql
-  version: "`+img.Line+`"
-  replicas: 2
-  storage: 1Gi
-`, "apply", "-f", "-")
+	kubectlIn(t, replicatedDatabase(ns, db, examplev1.EnginePostgreSQL, img.Line, 2), "apply", "-f", "-")
 	waitReplicating(t, ns, db, db+"-0", 2)
 
 	kubectl(t, "create", "serviceaccount", "prometheus", "-n", ns)

@@ -304,17 +304,7 @@ func TestRealPostgreSQLReplicates(t *testing.T) {
 	img := realNodeImage(t, examplev1.EnginePostgreSQL)
 	ns := restrictedNamespace(t, "e2e-real-replication")
 	const db = "ledger"
-	kubectlIn(t, `apiVersion: example.com/v1
-kind: Database
-metadata:
-  name: `+db+`
-  namespace: `+ns+`
-spec:
-  engine: postgresql
-  version: "`+img.Release+`"
-  replicas: 2
-  storage: 1Gi
-`, "apply", "-f", "-")
+	kubectlIn(t, replicatedDatabase(ns, db, examplev1.EnginePostgreSQL, img.Release, 2), "apply", "-f", "-")
 	waitReplicating(t, ns, db, db+"-0", 2)
 	require.Equal(t, []string{db + "-0"}, podsWithRole(t, ns, db, "primary"))
 	require.Equal(t, []string{db + "-1"}, podsWithRole(t, ns, db, "replica"))
