@@ -70,7 +70,7 @@ func shopDatabase() *examplev1.Database {
 			}},
 			Members: []examplev1.DatabaseMember{
 				{Name: "shop-0", Role: examplev1.MemberRolePrimary, Ready: true},
-				{Name: "shop-1", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](0)},
+				{Name: "shop-1", Role: examplev1.MemberRoleReplica, Ready: true, Streaming: true, LagBytes: ptr.To[int64](0), LagSeconds: ptr.To[int64](1)},
 			},
 		},
 	}
@@ -507,7 +507,7 @@ Members:
   Name        Role     Ready  Streaming  Lag
   ----        ----     -----  ---------  ---
   shop-0      Primary  true   -          -
-  shop-1      Replica  true   true       0 B
+  shop-1      Replica  true   true       0 B, 1 s
 StatefulSet:  shop (2 desired, 2 ready, 2 updated)
 Services:
   Name       Type       Cluster IP  Ports

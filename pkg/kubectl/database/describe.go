@@ -138,17 +138,19 @@ func (o *DescribeOptions) describeDatabase(w *prefixWriter, db *examplev1.Databa
 		w.Write(1, "Name\tRole\tReady\tStreaming\tLag\n")
 		w.Write(1, "----\t----\t-----\t---------\t---\n")
 		for _, m := range db.Status.Members {
-			streaming, lag := "-", "-"
+			streaming := "-"
 			if m.Role == examplev1.MemberRoleReplica {
 				streaming = strconv.FormatBool(m.Streaming)
 			}
-			switch {
-			case m.LagBytes != nil:
-				lag = strconv.FormatInt(*m.LagBytes, 10) + " B"
-			case m.LagSeconds != nil:
-				lag = strconv.FormatInt(*m.LagSeconds, 10) + " s"
+			// In bytes (PostgreSQL's WAL) and in seconds, each where the engine says it.
+			var lag []string
+			if m.LagBytes != nil {
+				lag = append(lag, strconv.FormatInt(*m.LagBytes, 10)+" B")
 			}
-			w.Write(1, "%s\t%s\t%t\t%s\t%s\n", m.Name, orNone(string(m.Role)), m.Ready, streaming, lag)
+			if m.LagSeconds != nil {
+				lag = append(lag, strconv.FormatInt(*m.LagSeconds, 10)+" s")
+			}
+			w.Write(1, "%s\t%s\t%t\t%s\t%s\n", m.Name, orNone(string(m.Role)), m.Ready, streaming, orDash(strings.Join(lag, ", ")))
 		}
 	}
 }
@@ -280,6 +282,14 @@ func childError(err error) string {
 func orNone(s string) string {
 	if s == "" {
 		return "<none>"
+	}
+	return s
+}
+
+// orDash is s, or "-" for a table cell with nothing to say.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
 	}
 	return s
 }
