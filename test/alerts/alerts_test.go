@@ -5,6 +5,7 @@
 package alerts
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -114,4 +115,37 @@ func TestPodMonitorScrapesTheControllerPods(t *testing.T) {
 	require.Equal(t, "/metrics", endpoint["path"])
 	require.Equal(t, get(secret, "metadata", "name"), get(endpoint, "authorization", "credentials", "name"))
 	require.Equal(t, "kubernetes.io/service-account-token", secret["type"])
+}
+
+// Every query of the Grafana dashboard (artifacts/monitoring/dashboard.json), its variables
+// given values, is PromQL that Prometheus parses: promtool checks them as recording rules.
+// (test/e2e evaluates them against a running Prometheus.)
+func TestDashboardQueriesParse(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "artifacts", "monitoring", "dashboard.json"))
+	require.NoError(t, err)
+	var dashboard struct {
+		Panels []struct {
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &dashboard))
+	vars := strings.NewReplacer("$namespace", "shop", "$database", "orders", "$__range", "1h")
+	var records []map[string]string
+	for i, p := range dashboard.Panels {
+		require.NotEmpty(t, p.Targets)
+		for j, target := range p.Targets {
+			records = append(records, map[string]string{
+				"record": fmt.Sprintf("dashboard:panel%d_%d", i, j),
+				"expr":   vars.Replace(target.Expr),
+			})
+		}
+	}
+	out, err := yaml.Marshal(map[string]any{"groups": []any{map[string]any{"name": "dashboard", "rules": records}}})
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "dashboard-rules.yaml")
+	require.NoError(t, os.WriteFile(path, out, 0o644))
+	require.Contains(t, run(t, "check", "rules", path), fmt.Sprintf("SUCCESS: %d rules found", len(records)))
 }
