@@ -36,8 +36,8 @@ func kubectlDatabase(t *testing.T, args ...string) (string, string, error) {
 }
 
 // TestKubectlDatabasePlugin runs the plugin through kubectl against the control plane, as
-// admin and as a user with the view role (impersonated with --as): view reads the connection
-// and the description, and is refused a restart, which admin may ask for.
+// admin and as a user with the view role (impersonated with --as): view reads the status, the
+// connection and the description, and is refused a restart, which admin may ask for.
 func TestKubectlDatabasePlugin(t *testing.T) {
 	applyExamples(t)
 	const viewer = "e2e-plugin-viewer"
@@ -49,6 +49,25 @@ func TestKubectlDatabasePlugin(t *testing.T) {
 		require.NotEmpty(t, out)
 		return out
 	}
+
+	t.Run("view reads the status of the example, healthy on the real node", func(t *testing.T) {
+		var out string
+		eventually(t, realPodTimeout, func() error {
+			o, errOut, err := kubectlDatabase(t, "status", "my-database", "-n", "production", "--as", viewer)
+			if err != nil {
+				return fmt.Errorf("%w: %s", err, errOut)
+			}
+			if out = o; !strings.Contains(out, "\nProblems:  <none>\n") {
+				return fmt.Errorf("not healthy yet:\n%s", out)
+			}
+			return nil
+		})
+		t.Logf("kubectl database status my-database -n production:\n%s", out)
+		require.Contains(t, out, "Database:  production/my-database: postgresql 14.5, 3/3 ready, Ready\n")
+		require.Regexp(t, `\nPrimary: +my-database-\d, taking writes\n`, out)
+		require.Regexp(t, `\n  my-database-\d +Replica +true +true +\d+ B, \d+ s\n`, out)
+		require.Contains(t, out, "\n  data-my-database-2  Bound")
+	})
 
 	t.Run("admin reads the connection", func(t *testing.T) {
 		var out, errOut string

@@ -373,12 +373,12 @@ func TestHelpShowsEveryCommandWithExamples(t *testing.T) {
 
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "kubectl database [command]")
-	for _, sub := range []string{"connection", "restart", "switchover", "describe"} {
+	for _, sub := range []string{"connection", "restart", "switchover", "describe", "status"} {
 		assert.Contains(t, out, "\n  "+sub+" ", sub)
 	}
 	assert.Contains(t, out, "kubectl database switchover my-database -n production --to my-database-1")
 
-	for _, sub := range []string{"connection", "restart", "switchover", "describe"} {
+	for _, sub := range []string{"connection", "restart", "switchover", "describe", "status"} {
 		code, out, errOut := api.run(sub, "--help")
 		require.Equal(t, 0, code, errOut)
 		assert.Contains(t, out, "Examples:\n  # ", sub)

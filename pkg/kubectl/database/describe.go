@@ -131,27 +131,33 @@ func (o *DescribeOptions) describeDatabase(w *prefixWriter, db *examplev1.Databa
 		}
 	}
 
+	writeMembers(w, db)
+}
+
+// writeMembers writes db's members as a table: each one's role, readiness, streaming (for a
+// replica) and lag.
+func writeMembers(w *prefixWriter, db *examplev1.Database) {
 	if len(db.Status.Members) == 0 {
 		w.Write(0, "Members:\t<none>\n")
-	} else {
-		w.Write(0, "Members:\n")
-		w.Write(1, "Name\tRole\tReady\tStreaming\tLag\n")
-		w.Write(1, "----\t----\t-----\t---------\t---\n")
-		for _, m := range db.Status.Members {
-			streaming := "-"
-			if m.Role == examplev1.MemberRoleReplica {
-				streaming = strconv.FormatBool(m.Streaming)
-			}
-			// In bytes (PostgreSQL's WAL) and in seconds, each where the engine says it.
-			var lag []string
-			if m.LagBytes != nil {
-				lag = append(lag, strconv.FormatInt(*m.LagBytes, 10)+" B")
-			}
-			if m.LagSeconds != nil {
-				lag = append(lag, strconv.FormatInt(*m.LagSeconds, 10)+" s")
-			}
-			w.Write(1, "%s\t%s\t%t\t%s\t%s\n", m.Name, orNone(string(m.Role)), m.Ready, streaming, orDash(strings.Join(lag, ", ")))
+		return
+	}
+	w.Write(0, "Members:\n")
+	w.Write(1, "Name\tRole\tReady\tStreaming\tLag\n")
+	w.Write(1, "----\t----\t-----\t---------\t---\n")
+	for _, m := range db.Status.Members {
+		streaming := "-"
+		if m.Role == examplev1.MemberRoleReplica {
+			streaming = strconv.FormatBool(m.Streaming)
 		}
+		// In bytes (PostgreSQL's WAL) and in seconds, each where the engine says it.
+		var lag []string
+		if m.LagBytes != nil {
+			lag = append(lag, strconv.FormatInt(*m.LagBytes, 10)+" B")
+		}
+		if m.LagSeconds != nil {
+			lag = append(lag, strconv.FormatInt(*m.LagSeconds, 10)+" s")
+		}
+		w.Write(1, "%s\t%s\t%t\t%s\t%s\n", m.Name, orNone(string(m.Role)), m.Ready, streaming, orDash(strings.Join(lag, ", ")))
 	}
 }
 
@@ -267,11 +273,14 @@ func eventTime(e corev1.Event) time.Time {
 	return e.CreationTimestamp.Time
 }
 
-func (o *DescribeOptions) age(t time.Time) string {
+func (o *DescribeOptions) age(t time.Time) string { return age(o.now, t) }
+
+// age is how long before now t was, as kubectl prints ages ("5m", "2d3h").
+func age(now func() time.Time, t time.Time) string {
 	if t.IsZero() {
 		return "<unknown>"
 	}
-	return duration.HumanDuration(o.now().Sub(t))
+	return duration.HumanDuration(now().Sub(t))
 }
 
 // childError is how a child that could not be read is shown in its place.

@@ -1,5 +1,5 @@
 // Package database holds the commands of the kubectl plugin kubectl-database: `kubectl
-// database connection|restart|switchover|describe NAME`. Each command talks to the Database
+// database connection|restart|switchover|describe|status NAME`. Each command talks to the Database
 // API (example.com/v1) and its subresources through kube-apiserver with the user's own
 // credentials, so RBAC on databases, databases/connection, databases/restart and
 // databases/switchover decides what a user may do.
@@ -17,7 +17,7 @@ const rootLong = `Operate the Databases (databases.example.com) of a namespace t
 
 Each command uses kubectl's flags and kubeconfig (--namespace, --context, --kubeconfig, --as, ...)
 and the verb its subresource needs: "get" on databases/connection, "create" on databases/restart
-and databases/switchover, "get" on databases (and list on its children) for describe.`
+and databases/switchover, "get" on databases (and list on its children) for describe and status.`
 
 const rootExample = `  # How to connect to the Database my-database (no password is shown)
   kubectl database connection my-database -n production
@@ -29,7 +29,10 @@ const rootExample = `  # How to connect to the Database my-database (no password
   kubectl database switchover my-database -n production --to my-database-1
 
   # Spec, status, members and children of my-database
-  kubectl database describe my-database -n production`
+  kubectl database describe my-database -n production
+
+  # Is it healthy, and if not, what is wrong?
+  kubectl database status my-database -n production`
 
 // NewCmdDatabase is the plugin's root command, "kubectl database", with kubectl's connection
 // flags (genericclioptions.ConfigFlags) on every subcommand.
@@ -42,7 +45,7 @@ func newCmdDatabase(streams genericiooptions.IOStreams, now func() time.Time) *c
 	flags := genericclioptions.NewConfigFlags(true).WithWarningPrinter(streams)
 	cmd := &cobra.Command{
 		Use:   "database",
-		Short: "Operate Databases (databases.example.com): connection, restart, switchover, describe",
+		Short: "Operate Databases (databases.example.com): connection, restart, switchover, describe, status",
 		Long:  rootLong,
 		// kubectl runs a plugin named kubectl-database as "kubectl database"; help and usage
 		// lines say so.
@@ -66,6 +69,7 @@ func newCmdDatabase(streams genericiooptions.IOStreams, now func() time.Time) *c
 		newCmdRestart(f, streams),
 		newCmdSwitchover(f, streams),
 		newCmdDescribe(f, streams),
+		newCmdStatus(f, streams),
 	)
 	return cmd
 }

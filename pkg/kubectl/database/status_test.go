@@ -1,0 +1,90 @@
+package database
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+)
+
+// A healthy Database: its state, the primary taking writes, members, volumes, no problem.
+func TestStatusOfAHealthyDatabase(t *testing.T) {
+	api := newFakeAPI(t)
+	describeFixture(api)
+	db := shopDatabase()
+	api.on(http.MethodGet, dbPath, http.StatusOK, db)
+
+	code, out, errOut := api.run("status", "shop", "-n", "production")
+
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, `Database:  production/shop: postgresql 15.8, 2/2 ready, Ready
+Primary:   shop-0, taking writes
+Members:
+  Name    Role     Ready  Streaming  Lag
+  ----    ----     -----  ---------  ---
+  shop-0  Primary  true   -          -
+  shop-1  Replica  true   true       0 B, 1 s
+Volumes:
+  data-shop-0  Bound  10Gi
+Problems:  <none>
+`, out)
+}
+
+// A Database in trouble: its primary takes no writes, a failover is under way, a replica does
+// not answer, and the conditions that are not as they should be are listed with their reasons
+// and messages, Progressing (what is under way) not among them.
+func TestStatusSaysWhatIsWrong(t *testing.T) {
+	api := newFakeAPI(t)
+	describeFixture(api)
+	db := shopDatabase()
+	db.Generation = 3
+	db.Status.Phase = examplev1.DatabasePhaseDegraded
+	db.Status.ReadyReplicas = 1
+	db.Status.PrimaryLastWritableTime = &metav1.Time{Time: testNow.Add(-20 * time.Second)}
+	db.Status.LastFailoverTime = &metav1.Time{Time: testNow.Add(-2 * time.Hour)}
+	db.Status.Failover = &examplev1.DatabaseFailoverStatus{From: "shop-0", To: "shop-1", Phase: examplev1.FailoverPhasePromoting}
+	db.Status.Restart = &examplev1.DatabaseRestartStatus{RequestedBy: "alice", RequestedAt: metav1.NewMicroTime(testNow.Add(-time.Minute))}
+	db.Status.Members[0].Role, db.Status.Members[0].Ready = "", false
+	db.Status.Conditions = []metav1.Condition{
+		{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Failover", Message: "promoting shop-1"},
+		{Type: "Progressing", Status: metav1.ConditionTrue, Reason: "Failover", Message: "promoting shop-1"},
+		{Type: "Degraded", Status: metav1.ConditionTrue, Reason: "PrimaryNotWritable", Message: "shop-0, the primary, has taken no writes since 11:59:40"},
+		{Type: "Replicating", Status: metav1.ConditionTrue, Reason: "Streaming", Message: "every replica streams"},
+	}
+	api.on(http.MethodGet, dbPath, http.StatusOK, db)
+
+	code, out, errOut := api.run("status", "shop", "-n", "production")
+
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "Database:       production/shop: postgresql 15.8, 1/2 ready, Degraded\n")
+	assert.Contains(t, out, "Primary:        shop-0, taking no writes since 2026-03-04T11:59:40Z (20s ago)\n")
+	assert.Contains(t, out, "Last Failover:  2026-03-04T10:00:00Z (120m ago)\n")
+	assert.Contains(t, out, "  shop-0  <none>   false  -          -\n")
+	assert.Contains(t, out, "Under Way:\n  failover from shop-0 to shop-1: Promoting\n  rolling restart requested by alice\n")
+	assert.Contains(t, out, "Problems:\n"+
+		"  Ready=False    Failover            promoting shop-1\n"+
+		"  Degraded=True  PrimaryNotWritable  shop-0, the primary, has taken no writes since 11:59:40\n"+
+		"  Generation     NotObserved         the controller has not yet acted on the latest spec\n")
+	assert.NotContains(t, out, "Progressing")
+	assert.NotContains(t, out, "Replicating=")
+}
+
+// A user who may read the Database but not its claims sees the rest, and why the volumes
+// are missing.
+func TestStatusShowsVolumesItMayNotReadInPlace(t *testing.T) {
+	api := newFakeAPI(t)
+	api.on(http.MethodGet, dbPath, http.StatusOK, shopDatabase())
+	api.on(http.MethodGet, "/api/v1/namespaces/production/persistentvolumeclaims", http.StatusForbidden, status(http.StatusForbidden, metav1.StatusReasonForbidden,
+		`persistentvolumeclaims is forbidden: User "viewer" cannot list resource "persistentvolumeclaims" in API group "" in the namespace "production"`))
+
+	code, out, errOut := api.run("status", "shop", "-n", "production")
+
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "Volumes:  <error: persistentvolumeclaims is forbidden: User \"viewer\" cannot list")
+	assert.Contains(t, out, "Problems:  <none>\n")
+}
