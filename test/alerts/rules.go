@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	"sigs.k8s.io/yaml"
 )
@@ -47,4 +48,40 @@ func RuleFile(path string, edit func(rule map[string]any)) ([]byte, error) {
 		}
 	}
 	return yaml.Marshal(map[string]any{"groups": pr.Spec.Groups})
+}
+
+// DashboardQueries returns the PromQL of every panel of artifacts/monitoring/dashboard.json,
+// its Grafana variables given values: the namespace ns and the Database db, a range of an
+// hour. A panel without a query is an error.
+func DashboardQueries(ns, db string) ([]string, error) {
+	path := filepath.Join(filepath.Dir(PrometheusRulePath()), "dashboard.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var dashboard struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := yaml.Unmarshal(b, &dashboard); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	vars := strings.NewReplacer("$namespace", ns, "$database", db, "$__range", "1h")
+	var out []string
+	for _, p := range dashboard.Panels {
+		if len(p.Targets) == 0 {
+			return nil, fmt.Errorf("%s: panel %q has no query", path, p.Title)
+		}
+		for _, target := range p.Targets {
+			out = append(out, vars.Replace(target.Expr))
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no panel", path)
+	}
+	return out, nil
 }

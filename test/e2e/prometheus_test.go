@@ -151,34 +151,6 @@ func (p prometheus) alerts(ns string) ([]alert, error) {
 	return out, nil
 }
 
-// dashboardQueries returns the PromQL of every panel of artifacts/monitoring/dashboard.json,
-// its Grafana variables given values: the namespace ns and the Database db, a range of an
-// hour.
-func dashboardQueries(t *testing.T, ns, db string) []string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "artifacts", "monitoring", "dashboard.json"))
-	require.NoError(t, err)
-	var dashboard struct {
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-	}
-	require.NoError(t, json.Unmarshal(b, &dashboard))
-	vars := strings.NewReplacer("$namespace", ns, "$database", db, "$__range", "1h")
-	var out []string
-	for _, p := range dashboard.Panels {
-		require.NotEmpty(t, p.Targets, "panel %q has no query", p.Title)
-		for _, target := range p.Targets {
-			out = append(out, vars.Replace(target.Expr))
-		}
-	}
-	require.NotEmpty(t, out)
-	return out
-}
-
 // TestPrometheusFiresTheReplicationAlert: a real Prometheus scrapes the controller as the
 // PodMonitor of artifacts/monitoring does and evaluates its PrometheusRule; every query of
 // the Grafana dashboard returns data for a PostgreSQL Database on the real node. A replica of a
@@ -212,7 +184,9 @@ func TestPrometheusFiresTheReplicationAlert(t *testing.T) {
 	})
 
 	// Every query of the Grafana dashboard returns data for this Database.
-	for _, q := range dashboardQueries(t, ns, db) {
+	queries, err := alerts.DashboardQueries(ns, db)
+	require.NoError(t, err)
+	for _, q := range queries {
 		eventually(t, time.Minute, func() error {
 			got, err := p.query(q)
 			if err != nil {
