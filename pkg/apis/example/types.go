@@ -124,7 +124,44 @@ type DatabaseSpec struct {
 	FailoverDelaySeconds *int32
 	// Durability is Asynchronous or Synchronous; empty means Asynchronous.
 	Durability Durability
+	// Backup, when set, has the controller archive changes and take
+	// backups to an S3-compatible store; nil: none.
+	Backup *DatabaseBackupPolicy
 }
+
+// DatabaseBackupPolicy is where and how often a Database is backed up.
+type DatabaseBackupPolicy struct {
+	// Schedule is a cron schedule of five fields, in UTC; empty: none.
+	Schedule string
+	// RetentionFullBackups is how many full backups are kept,
+	// MinRetentionFullBackups to MaxRetentionFullBackups; nil means
+	// DefaultRetentionFullBackups.
+	RetentionFullBackups *int32
+	// S3 is the object store.
+	S3 DatabaseBackupS3
+}
+
+// DatabaseBackupS3 is an S3-compatible object store reached over HTTPS.
+type DatabaseBackupS3 struct {
+	// Endpoint is "https://<DNS name>[:<port>]".
+	Endpoint string
+	// Bucket is an existing bucket's name.
+	Bucket string
+	// Prefix is the path in the bucket, "/" or "/seg[/seg...]"; empty means "/".
+	Prefix string
+	// Region is the store's region; empty means DefaultBackupRegion.
+	Region string
+	// SecretName is the Secret of the store's keys and CA, in the Database's namespace.
+	SecretName string
+}
+
+// The bounds and defaults of spec.backup.
+const (
+	MinRetentionFullBackups     = 1
+	MaxRetentionFullBackups     = 100
+	DefaultRetentionFullBackups = 7
+	DefaultBackupRegion         = "us-east-1"
+)
 
 // FailoverPolicy is spec.failover.
 type FailoverPolicy string
@@ -216,6 +253,19 @@ type DatabaseStatus struct {
 	// Username is the user the credentials Secret gives clients, as the
 	// controller last wrote it; empty until then.
 	Username string
+	// Backup is what the controller saw of the backups; nil until
+	// spec.backup is set. Only the controller writes it.
+	Backup *DatabaseBackupStatus
+}
+
+// DatabaseBackupStatus is what the controller saw of a Database's backup
+// Jobs: the one running, the last that succeeded, the last that failed.
+type DatabaseBackupStatus struct {
+	ActiveJob          string
+	LastSuccessfulTime *metav1.Time
+	LastSuccessfulJob  string
+	LastFailureTime    *metav1.Time
+	LastFailedJob      string
 }
 
 // DatabaseRestartStatus is a rolling restart: the request databases/restart

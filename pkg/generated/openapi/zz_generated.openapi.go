@@ -36,6 +36,9 @@ import (
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
 		v1.Database{}.OpenAPIModelName():                                    schema_pkg_apis_example_v1_Database(ref),
+		v1.DatabaseBackupPolicy{}.OpenAPIModelName():                        schema_pkg_apis_example_v1_DatabaseBackupPolicy(ref),
+		v1.DatabaseBackupS3{}.OpenAPIModelName():                            schema_pkg_apis_example_v1_DatabaseBackupS3(ref),
+		v1.DatabaseBackupStatus{}.OpenAPIModelName():                        schema_pkg_apis_example_v1_DatabaseBackupStatus(ref),
 		v1.DatabaseConnection{}.OpenAPIModelName():                          schema_pkg_apis_example_v1_DatabaseConnection(ref),
 		v1.DatabaseFailoverStatus{}.OpenAPIModelName():                      schema_pkg_apis_example_v1_DatabaseFailoverStatus(ref),
 		v1.DatabaseList{}.OpenAPIModelName():                                schema_pkg_apis_example_v1_DatabaseList(ref),
@@ -175,6 +178,145 @@ func schema_pkg_apis_example_v1_Database(ref common.ReferenceCallback) common.Op
 		},
 		Dependencies: []string{
 			v1.DatabaseSpec{}.OpenAPIModelName(), v1.DatabaseStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_DatabaseBackupPolicy(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DatabaseBackupPolicy is where and how often a Database is backed up.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"schedule": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Schedule is when backups are taken, in the five fields of cron (\"minute hour day-of-month month day-of-week\", as a CronJob's schedule, in UTC), e.g. \"0 3 * * *\" for 03:00 every day. Empty: no scheduled backups; changes are still archived from the first backup on.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"retentionFullBackups": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RetentionFullBackups is how many full backups the store keeps, 1 to 100 (pgBackRest's repo1-retention-full): an older full backup, the backups that depend on it and the archived changes only they need are expired after each backup. Unset: 7.",
+							Minimum:     ptr.To[float64](1),
+							Maximum:     ptr.To[float64](100),
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"s3": {
+						SchemaProps: spec.SchemaProps{
+							Description: "S3 is the object store.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1.DatabaseBackupS3{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"s3"},
+			},
+		},
+		Dependencies: []string{
+			v1.DatabaseBackupS3{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_DatabaseBackupS3(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DatabaseBackupS3 is an S3-compatible object store, reached over HTTPS with path-style requests. A Database's backups and archived changes are under \"<prefix>/<namespace>\" in the bucket, in pgBackRest's layout with the Database's name as its stanza (\"backup/<name>/\", \"archive/<name>/\").",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"endpoint": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Endpoint is the store's URL, \"https://<host>[:<port>]\", the host a DNS name (the certificate is verified against it; an IP address is refused).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"bucket": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Bucket is the bucket, which must exist: 3 to 63 lower-case letters, digits, dots and hyphens.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"prefix": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Prefix is the path in the bucket under which every Database's backups are kept, \"/\" followed by path segments of letters, digits, \".\", \"_\" and \"-\". Unset: \"/\".",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"region": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Region is the store's region. Unset: \"us-east-1\".",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"secretName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SecretName is a Secret of the Database's namespace holding the store's access key (\"accessKeyId\"), secret key (\"secretAccessKey\") and, optionally, the PEM certificates of the CAs to verify the store by (\"ca.crt\"; without it, the system's). Its values are read by the Database's Pods and backup Jobs only, never copied.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"endpoint", "bucket", "secretName"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_example_v1_DatabaseBackupStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DatabaseBackupStatus is what the controller saw of a Database's backups, each taken by a Job of its namespace.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"activeJob": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ActiveJob is the Job taking a backup now; empty when none is.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"lastSuccessfulTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastSuccessfulTime is when the last backup that succeeded completed.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"lastSuccessfulJob": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastSuccessfulJob is the Job that took it.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"lastFailureTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastFailureTime is when the last backup that failed gave up.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"lastFailedJob": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastFailedJob is the Job that failed; its Pods' logs say why.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -713,12 +855,18 @@ func schema_pkg_apis_example_v1_DatabaseSpec(ref common.ReferenceCallback) commo
 							Enum:        []interface{}{"Asynchronous", "Synchronous"},
 						},
 					},
+					"backup": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Backup, when set, has the controller archive the Database's changes continuously to an S3-compatible object store and take backups there: at once when set (the first full backup, which archiving needs), then on backup.schedule. Unset: nothing is archived nor backed up, and the controller removes the backup schedule it kept. Only for an engine that takes backups (postgresql). Setting or removing it restarts the Pods one at a time (PostgreSQL reads archive_mode at start).",
+							Ref:         ref(v1.DatabaseBackupPolicy{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"engine", "version"},
 			},
 		},
 		Dependencies: []string{
-			v1.DatabaseNetworkPolicy{}.OpenAPIModelName()},
+			v1.DatabaseBackupPolicy{}.OpenAPIModelName(), v1.DatabaseNetworkPolicy{}.OpenAPIModelName()},
 	}
 }
 
@@ -871,11 +1019,17 @@ func schema_pkg_apis_example_v1_DatabaseStatus(ref common.ReferenceCallback) com
 							Format:      "",
 						},
 					},
+					"backup": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Backup is what the controller saw of the Database's backups: the one under way, the last that succeeded and the last that failed. Unset until spec.backup is set. Only the controller writes it, through databases/status.",
+							Ref:         ref(v1.DatabaseBackupStatus{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.DatabaseFailoverStatus{}.OpenAPIModelName(), v1.DatabaseMember{}.OpenAPIModelName(), v1.DatabaseRestartStatus{}.OpenAPIModelName(), v1.DatabaseSwitchoverProgress{}.OpenAPIModelName(), v1.DatabaseSwitchoverStatus{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+			v1.DatabaseBackupStatus{}.OpenAPIModelName(), v1.DatabaseFailoverStatus{}.OpenAPIModelName(), v1.DatabaseMember{}.OpenAPIModelName(), v1.DatabaseRestartStatus{}.OpenAPIModelName(), v1.DatabaseSwitchoverProgress{}.OpenAPIModelName(), v1.DatabaseSwitchoverStatus{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 

@@ -169,7 +169,80 @@ type DatabaseSpec struct {
 	// concern).
 	// +optional
 	Durability Durability `json:"durability,omitempty" protobuf:"bytes,10,opt,name=durability,casttype=Durability"`
+	// Backup, when set, has the controller archive the Database's changes
+	// continuously to an S3-compatible object store and take backups there:
+	// at once when set (the first full backup, which archiving needs), then
+	// on backup.schedule. Unset: nothing is archived nor backed up, and the
+	// controller removes the backup schedule it kept. Only for an engine
+	// that takes backups (postgresql). Setting or removing it restarts the
+	// Pods one at a time (PostgreSQL reads archive_mode at start).
+	// +optional
+	Backup *DatabaseBackupPolicy `json:"backup,omitempty" protobuf:"bytes,11,opt,name=backup"`
 }
+
+// DatabaseBackupPolicy is where and how often a Database is backed up.
+type DatabaseBackupPolicy struct {
+	// Schedule is when backups are taken, in the five fields of cron
+	// ("minute hour day-of-month month day-of-week", as a CronJob's
+	// schedule, in UTC), e.g. "0 3 * * *" for 03:00 every day. Empty: no
+	// scheduled backups; changes are still archived from the first
+	// backup on.
+	// +optional
+	Schedule string `json:"schedule,omitempty" protobuf:"bytes,1,opt,name=schedule"`
+	// RetentionFullBackups is how many full backups the store keeps, 1 to
+	// 100 (pgBackRest's repo1-retention-full): an older full backup, the
+	// backups that depend on it and the archived changes only they need
+	// are expired after each backup. Unset: 7.
+	// +optional
+	// +k8s:validation:minimum=1
+	// +k8s:validation:maximum=100
+	RetentionFullBackups *int32 `json:"retentionFullBackups,omitempty" protobuf:"varint,2,opt,name=retentionFullBackups"`
+	// S3 is the object store.
+	// +required
+	S3 DatabaseBackupS3 `json:"s3" protobuf:"bytes,3,opt,name=s3"`
+}
+
+// DatabaseBackupS3 is an S3-compatible object store, reached over HTTPS
+// with path-style requests. A Database's backups and archived changes are
+// under "<prefix>/<namespace>" in the bucket, in pgBackRest's layout with
+// the Database's name as its stanza ("backup/<name>/",
+// "archive/<name>/").
+type DatabaseBackupS3 struct {
+	// Endpoint is the store's URL, "https://<host>[:<port>]", the host a
+	// DNS name (the certificate is verified against it; an IP address is
+	// refused).
+	// +required
+	Endpoint string `json:"endpoint" protobuf:"bytes,1,opt,name=endpoint"`
+	// Bucket is the bucket, which must exist: 3 to 63 lower-case letters,
+	// digits, dots and hyphens.
+	// +required
+	Bucket string `json:"bucket" protobuf:"bytes,2,opt,name=bucket"`
+	// Prefix is the path in the bucket under which every Database's
+	// backups are kept, "/" followed by path segments of letters, digits,
+	// ".", "_" and "-". Unset: "/".
+	// +optional
+	Prefix string `json:"prefix,omitempty" protobuf:"bytes,3,opt,name=prefix"`
+	// Region is the store's region. Unset: "us-east-1".
+	// +optional
+	Region string `json:"region,omitempty" protobuf:"bytes,4,opt,name=region"`
+	// SecretName is a Secret of the Database's namespace holding the
+	// store's access key ("accessKeyId"), secret key ("secretAccessKey")
+	// and, optionally, the PEM certificates of the CAs to verify the store
+	// by ("ca.crt"; without it, the system's). Its values are read by the
+	// Database's Pods and backup Jobs only, never copied.
+	// +required
+	SecretName string `json:"secretName" protobuf:"bytes,5,opt,name=secretName"`
+}
+
+// DefaultRetentionFullBackups is spec.backup.retentionFullBackups when unset.
+const DefaultRetentionFullBackups = 7
+
+// Keys of the Secret spec.backup.s3.secretName names.
+const (
+	BackupSecretKeyAccessKeyID     = "accessKeyId"
+	BackupSecretKeySecretAccessKey = "secretAccessKey"
+	BackupSecretKeyCA              = "ca.crt"
+)
 
 // DefaultFailoverDelaySeconds is spec.failoverDelaySeconds when unset.
 const DefaultFailoverDelaySeconds = 10
@@ -310,6 +383,32 @@ type DatabaseStatus struct {
 	// controller has written the Secret.
 	// +optional
 	Username string `json:"username,omitempty" protobuf:"bytes,10,opt,name=username"`
+	// Backup is what the controller saw of the Database's backups: the one
+	// under way, the last that succeeded and the last that failed. Unset
+	// until spec.backup is set. Only the controller writes it, through
+	// databases/status.
+	// +optional
+	Backup *DatabaseBackupStatus `json:"backup,omitempty" protobuf:"bytes,16,opt,name=backup"`
+}
+
+// DatabaseBackupStatus is what the controller saw of a Database's backups,
+// each taken by a Job of its namespace.
+type DatabaseBackupStatus struct {
+	// ActiveJob is the Job taking a backup now; empty when none is.
+	// +optional
+	ActiveJob string `json:"activeJob,omitempty" protobuf:"bytes,1,opt,name=activeJob"`
+	// LastSuccessfulTime is when the last backup that succeeded completed.
+	// +optional
+	LastSuccessfulTime *metav1.Time `json:"lastSuccessfulTime,omitempty" protobuf:"bytes,2,opt,name=lastSuccessfulTime"`
+	// LastSuccessfulJob is the Job that took it.
+	// +optional
+	LastSuccessfulJob string `json:"lastSuccessfulJob,omitempty" protobuf:"bytes,3,opt,name=lastSuccessfulJob"`
+	// LastFailureTime is when the last backup that failed gave up.
+	// +optional
+	LastFailureTime *metav1.Time `json:"lastFailureTime,omitempty" protobuf:"bytes,4,opt,name=lastFailureTime"`
+	// LastFailedJob is the Job that failed; its Pods' logs say why.
+	// +optional
+	LastFailedJob string `json:"lastFailedJob,omitempty" protobuf:"bytes,5,opt,name=lastFailedJob"`
 }
 
 // DatabaseRestartStatus is a rolling restart of a Database's Pods: the

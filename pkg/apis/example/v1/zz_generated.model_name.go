@@ -27,6 +27,21 @@ func (in Database) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DatabaseBackupPolicy) OpenAPIModelName() string {
+	return "com.example.v1.DatabaseBackupPolicy"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DatabaseBackupS3) OpenAPIModelName() string {
+	return "com.example.v1.DatabaseBackupS3"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DatabaseBackupStatus) OpenAPIModelName() string {
+	return "com.example.v1.DatabaseBackupStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in DatabaseConnection) OpenAPIModelName() string {
 	return "com.example.v1.DatabaseConnection"
 }

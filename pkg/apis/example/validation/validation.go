@@ -11,10 +11,15 @@ package validation
 
 import (
 	"fmt"
+	"net"
+	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
+	"github.com/robfig/cron/v3"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
@@ -121,6 +126,9 @@ type EngineRules struct {
 	// replica set), so spec.failover, spec.failoverDelaySeconds and spec.durability, which
 	// rule how the controller replaces a primary, do not apply: Forbidden when set.
 	ElectsPrimary bool
+	// Backups says that the engine archives its changes and takes backups (spec.backup);
+	// spec.backup is Forbidden on an engine without.
+	Backups bool
 }
 
 var (
@@ -267,7 +275,103 @@ func ValidateDatabaseSpec(spec *example.DatabaseSpec, fldPath *field.Path) field
 	if spec.NetworkPolicy != nil {
 		errs = append(errs, ValidateNetworkPolicy(spec.NetworkPolicy, fldPath.Child("networkPolicy"))...)
 	}
+	if spec.Backup != nil {
+		errs = append(errs, ValidateBackup(spec, fldPath.Child("backup"))...)
+	}
 	return append(errs, ValidateFailover(spec, fldPath)...)
+}
+
+// ValidateBackup validates spec.backup of spec at fldPath: Forbidden on an engine that takes
+// no backups (EngineRules.Backups); schedule Invalid unless five cron fields as a CronJob's
+// schedule takes them (robfig/cron's standard parser, which kube-apiserver uses), without a
+// time zone; retentionFullBackups Invalid outside MinRetentionFullBackups to
+// MaxRetentionFullBackups; s3.endpoint Required, Invalid unless "https://<DNS name>[:<port>]"
+// (pgBackRest verifies the store's certificate against a DNS name, never an IP address,
+// and takes no path); s3.bucket Required, Invalid unless an S3 bucket name; s3.prefix Invalid
+// unless "/" or "/"-separated segments; s3.region Invalid unless a region name; s3.secretName
+// Required, Invalid unless a Secret name.
+func ValidateBackup(spec *example.DatabaseSpec, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if spec.Engine != "" && !rulesOf(spec.Engine).Backups {
+		return append(errs, field.Forbidden(fldPath, fmt.Sprintf("%s Databases take no backups yet; engines that do: postgresql", spec.Engine)))
+	}
+	b := spec.Backup
+	if b.Schedule != "" {
+		if strings.Contains(b.Schedule, "TZ") {
+			errs = append(errs, field.Invalid(fldPath.Child("schedule"), b.Schedule, "must not name a time zone: the schedule is in UTC"))
+		} else if _, err := cron.ParseStandard(b.Schedule); err != nil {
+			errs = append(errs, field.Invalid(fldPath.Child("schedule"), b.Schedule,
+				"must be five cron fields, minute hour day-of-month month day-of-week, e.g. \"0 3 * * *\": "+err.Error()))
+		}
+	}
+	if r := b.RetentionFullBackups; r != nil && (*r < example.MinRetentionFullBackups || *r > example.MaxRetentionFullBackups) {
+		errs = append(errs, field.Invalid(fldPath.Child("retentionFullBackups"), *r, fmt.Sprintf("must be from %d to %d",
+			example.MinRetentionFullBackups, example.MaxRetentionFullBackups)))
+	}
+	s3Path := fldPath.Child("s3")
+	if msg := endpointError(b.S3.Endpoint); b.S3.Endpoint == "" {
+		errs = append(errs, field.Required(s3Path.Child("endpoint"), `an HTTPS URL, e.g. "https://s3.example.com"`))
+	} else if msg != "" {
+		errs = append(errs, field.Invalid(s3Path.Child("endpoint"), b.S3.Endpoint, msg))
+	}
+	switch bucket := b.S3.Bucket; {
+	case bucket == "":
+		errs = append(errs, field.Required(s3Path.Child("bucket"), ""))
+	case len(bucket) < 3 || len(bucket) > 63 || !bucketRegexp.MatchString(bucket) || strings.Contains(bucket, ".."):
+		errs = append(errs, field.Invalid(s3Path.Child("bucket"), bucket,
+			"must be 3 to 63 lower-case letters, digits, dots and hyphens, beginning and ending with a letter or digit"))
+	}
+	if p := b.S3.Prefix; p != "" && (len(p) > MaxBackupPrefixLength || !prefixRegexp.MatchString(p)) {
+		errs = append(errs, field.Invalid(s3Path.Child("prefix"), p,
+			fmt.Sprintf(`must be "/" or "/"-separated segments of letters, digits, ".", "_" and "-" ("/backups/production"), at most %d characters`, MaxBackupPrefixLength)))
+	}
+	if r := b.S3.Region; r != "" && (len(r) > 64 || !regionRegexp.MatchString(r)) {
+		errs = append(errs, field.Invalid(s3Path.Child("region"), r, `must be a region name of lower-case letters, digits and hyphens, e.g. "us-east-1"`))
+	}
+	if b.S3.SecretName == "" {
+		errs = append(errs, field.Required(s3Path.Child("secretName"), "a Secret of the Database's namespace with the keys accessKeyId and secretAccessKey"))
+	} else {
+		for _, msg := range validation.IsDNS1123Subdomain(b.S3.SecretName) {
+			errs = append(errs, field.Invalid(s3Path.Child("secretName"), b.S3.SecretName, msg))
+		}
+	}
+	return errs
+}
+
+// MaxBackupPrefixLength is the longest spec.backup.s3.prefix.
+const MaxBackupPrefixLength = 256
+
+var (
+	// bucketRegexp is the S3 bucket naming rule
+	// (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html), less
+	// the length and "..", checked apart.
+	bucketRegexp = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]*[a-z0-9]$`)
+	prefixRegexp = regexp.MustCompile(`^/([A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*)?$`)
+	regionRegexp = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
+)
+
+// endpointError says what is wrong with endpoint as spec.backup.s3.endpoint, "" when
+// nothing is: it must be "https://<host>[:<port>]", the host a DNS name (not an IP address)
+// and the port from 1 to 65535, with no user, path, query or fragment.
+func endpointError(endpoint string) string {
+	const want = `must be "https://<DNS name>[:<port>]", e.g. "https://s3.example.com"`
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Scheme != "https" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return want
+	}
+	host := u.Hostname()
+	if net.ParseIP(host) != nil {
+		return want + ": an IP address cannot be verified against the store's certificate"
+	}
+	if msgs := validation.IsDNS1123Subdomain(strings.ToLower(host)); len(msgs) > 0 {
+		return want + ": " + strings.Join(msgs, "; ")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return want + ": the port must be from 1 to 65535"
+		}
+	}
+	return ""
 }
 
 // ValidateFailover validates spec.failover, spec.failoverDelaySeconds and spec.durability

@@ -86,6 +86,14 @@ type DatabaseSpecApplyConfiguration struct {
 	// controller picks (not MongoDB, where a write's durability is its write
 	// concern).
 	Durability *examplev1.Durability `json:"durability,omitempty"`
+	// Backup, when set, has the controller archive the Database's changes
+	// continuously to an S3-compatible object store and take backups there:
+	// at once when set (the first full backup, which archiving needs), then
+	// on backup.schedule. Unset: nothing is archived nor backed up, and the
+	// controller removes the backup schedule it kept. Only for an engine
+	// that takes backups (postgresql). Setting or removing it restarts the
+	// Pods one at a time (PostgreSQL reads archive_mode at start).
+	Backup *DatabaseBackupPolicyApplyConfiguration `json:"backup,omitempty"`
 }
 
 // DatabaseSpecApplyConfiguration constructs a declarative configuration of the DatabaseSpec type for use with
@@ -171,5 +179,13 @@ func (b *DatabaseSpecApplyConfiguration) WithFailoverDelaySeconds(value int32) *
 // If called multiple times, the Durability field is set to the value of the last call.
 func (b *DatabaseSpecApplyConfiguration) WithDurability(value examplev1.Durability) *DatabaseSpecApplyConfiguration {
 	b.Durability = &value
+	return b
+}
+
+// WithBackup sets the Backup field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Backup field is set to the value of the last call.
+func (b *DatabaseSpecApplyConfiguration) WithBackup(value *DatabaseBackupPolicyApplyConfiguration) *DatabaseSpecApplyConfiguration {
+	b.Backup = value
 	return b
 }
