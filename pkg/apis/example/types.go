@@ -261,6 +261,7 @@ type DatabaseStatus struct {
 // DatabaseBackupStatus is what the controller saw of a Database's backup
 // Jobs: the one running, the last that succeeded, the last that failed.
 type DatabaseBackupStatus struct {
+	LastScheduleTime   *metav1.Time
 	ActiveJob          string
 	LastSuccessfulTime *metav1.Time
 	LastSuccessfulJob  string

@@ -65,6 +65,9 @@ type observation struct {
 	// username is the credentials Secret's username key as the pass wrote or found it;
 	// empty when the pass stopped before the Secret.
 	username string
+	// backup is what the backup step found (status.backup, BackedUp); nil when the
+	// Database has no spec.backup or the pass stopped before the step.
+	backup *backups
 }
 
 // rolledOut reports whether the StatefulSet controller has observed sts's current generation
@@ -302,6 +305,17 @@ func computeStatus(db *examplev1.Database, obs observation, now time.Time) examp
 			}
 			conditions[1].cond = cond{metav1.ConditionTrue, examplev1.ReasonRestarting, msg}
 		}
+	}
+	switch {
+	case obs.backup != nil:
+		status.Backup = obs.backup.status.DeepCopy()
+		conditions = append(conditions, struct {
+			typ string
+			cond
+		}{examplev1.ConditionBackedUp, cond{obs.backup.condition, obs.backup.reason, obs.backup.message}})
+	case db.Spec.Backup == nil:
+		// status.backup stays: the last backups taken, which the store may still hold.
+		meta.RemoveStatusCondition(&status.Conditions, examplev1.ConditionBackedUp)
 	}
 	for _, c := range conditions {
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{

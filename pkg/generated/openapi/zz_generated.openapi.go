@@ -279,6 +279,12 @@ func schema_pkg_apis_example_v1_DatabaseBackupStatus(ref common.ReferenceCallbac
 				Description: "DatabaseBackupStatus is what the controller saw of a Database's backups, each taken by a Job of its namespace.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
+					"lastScheduleTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastScheduleTime is when the controller last started a backup Job: at once when spec.backup is set, then at each time of spec.backup.schedule after it. Only the controller writes it.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
 					"activeJob": {
 						SchemaProps: spec.SchemaProps{
 							Description: "ActiveJob is the Job taking a backup now; empty when none is.",

@@ -229,6 +229,18 @@ func (m *DatabaseBackupStatus) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	if m.LastScheduleTime != nil {
+		{
+			size, err := m.LastScheduleTime.MarshalToSizedBuffer(dAtA[:i])
+			if err != nil {
+				return 0, err
+			}
+			i -= size
+			i = encodeVarintGenerated(dAtA, i, uint64(size))
+		}
+		i--
+		dAtA[i] = 0x32
+	}
 	i -= len(m.LastFailedJob)
 	copy(dAtA[i:], m.LastFailedJob)
 	i = encodeVarintGenerated(dAtA, i, uint64(len(m.LastFailedJob)))
@@ -1166,6 +1178,10 @@ func (m *DatabaseBackupStatus) Size() (n int) {
 	}
 	l = len(m.LastFailedJob)
 	n += 1 + l + sovGenerated(uint64(l))
+	if m.LastScheduleTime != nil {
+		l = m.LastScheduleTime.Size()
+		n += 1 + l + sovGenerated(uint64(l))
+	}
 	return n
 }
 
@@ -1522,6 +1538,7 @@ func (this *DatabaseBackupStatus) String() string {
 		`LastSuccessfulJob:` + fmt.Sprintf("%v", this.LastSuccessfulJob) + `,`,
 		`LastFailureTime:` + strings.Replace(fmt.Sprintf("%v", this.LastFailureTime), "Time", "v1.Time", 1) + `,`,
 		`LastFailedJob:` + fmt.Sprintf("%v", this.LastFailedJob) + `,`,
+		`LastScheduleTime:` + strings.Replace(fmt.Sprintf("%v", this.LastScheduleTime), "Time", "v1.Time", 1) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -2432,6 +2449,42 @@ func (m *DatabaseBackupStatus) Unmarshal(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			m.LastFailedJob = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 6:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field LastScheduleTime", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.LastScheduleTime == nil {
+				m.LastScheduleTime = &v1.Time{}
+			}
+			if err := m.LastScheduleTime.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex

@@ -394,6 +394,11 @@ type DatabaseStatus struct {
 // DatabaseBackupStatus is what the controller saw of a Database's backups,
 // each taken by a Job of its namespace.
 type DatabaseBackupStatus struct {
+	// LastScheduleTime is when the controller last started a backup Job: at
+	// once when spec.backup is set, then at each time of spec.backup.schedule
+	// after it. Only the controller writes it.
+	// +optional
+	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty" protobuf:"bytes,6,opt,name=lastScheduleTime"`
 	// ActiveJob is the Job taking a backup now; empty when none is.
 	// +optional
 	ActiveJob string `json:"activeJob,omitempty" protobuf:"bytes,1,opt,name=activeJob"`

@@ -28,6 +28,10 @@ import (
 // DatabaseBackupStatus is what the controller saw of a Database's backups,
 // each taken by a Job of its namespace.
 type DatabaseBackupStatusApplyConfiguration struct {
+	// LastScheduleTime is when the controller last started a backup Job: at
+	// once when spec.backup is set, then at each time of spec.backup.schedule
+	// after it. Only the controller writes it.
+	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty"`
 	// ActiveJob is the Job taking a backup now; empty when none is.
 	ActiveJob *string `json:"activeJob,omitempty"`
 	// LastSuccessfulTime is when the last backup that succeeded completed.
@@ -44,6 +48,14 @@ type DatabaseBackupStatusApplyConfiguration struct {
 // apply.
 func DatabaseBackupStatus() *DatabaseBackupStatusApplyConfiguration {
 	return &DatabaseBackupStatusApplyConfiguration{}
+}
+
+// WithLastScheduleTime sets the LastScheduleTime field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the LastScheduleTime field is set to the value of the last call.
+func (b *DatabaseBackupStatusApplyConfiguration) WithLastScheduleTime(value metav1.Time) *DatabaseBackupStatusApplyConfiguration {
+	b.LastScheduleTime = &value
+	return b
 }
 
 // WithActiveJob sets the ActiveJob field in the declarative configuration to the given value
