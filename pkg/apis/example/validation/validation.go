@@ -282,18 +282,26 @@ func ValidateDatabaseSpec(spec *example.DatabaseSpec, fldPath *field.Path) field
 }
 
 // ValidateBackup validates spec.backup of spec at fldPath: Forbidden on an engine that takes
-// no backups (EngineRules.Backups); schedule Invalid unless five cron fields as a CronJob's
-// schedule takes them (robfig/cron's standard parser, which kube-apiserver uses), without a
-// time zone; retentionFullBackups Invalid outside MinRetentionFullBackups to
-// MaxRetentionFullBackups; s3.endpoint Required, Invalid unless "https://<DNS name>[:<port>]"
-// (pgBackRest verifies the store's certificate against a DNS name, never an IP address,
-// and takes no path); s3.bucket Required, Invalid unless an S3 bucket name; s3.prefix Invalid
-// unless "/" or "/"-separated segments; s3.region Invalid unless a region name; s3.secretName
-// Required, Invalid unless a Secret name.
+// no backups (EngineRules.Backups), naming the engines that do, and nothing else checked;
+// schedule Invalid unless five cron fields as a CronJob's schedule takes them (robfig/cron's
+// standard parser, which kube-apiserver uses, and which takes its descriptors too: "@daily",
+// "@every 1h"), without a time zone; retentionFullBackups Invalid outside
+// MinRetentionFullBackups to MaxRetentionFullBackups; s3.endpoint Required, Invalid unless
+// "https://<DNS name>[:<port>]" (pgBackRest verifies the store's certificate against a DNS
+// name, never an IP address, in any of its forms, and takes no path); s3.bucket Required,
+// Invalid unless an S3 bucket name; s3.prefix Invalid unless "/" or "/"-separated segments,
+// none "." or ".."; s3.region Invalid unless a region name; s3.secretName Required, Invalid
+// unless a Secret name.
 func ValidateBackup(spec *example.DatabaseSpec, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if spec.Engine != "" && !rulesOf(spec.Engine).Backups {
-		return append(errs, field.Forbidden(fldPath, fmt.Sprintf("%s Databases take no backups yet; engines that do: postgresql", spec.Engine)))
+		why := fmt.Sprintf("%s Databases take no backups yet", spec.Engine)
+		if engines := enginesWithBackups(); len(engines) > 0 {
+			why += "; engines that do: " + strings.Join(engines, ", ")
+		} else {
+			why += "; no engine does yet"
+		}
+		return append(errs, field.Forbidden(fldPath, why))
 	}
 	b := spec.Backup
 	if b.Schedule != "" {
@@ -319,11 +327,11 @@ func ValidateBackup(spec *example.DatabaseSpec, fldPath *field.Path) field.Error
 		errs = append(errs, field.Required(s3Path.Child("bucket"), ""))
 	case len(bucket) < 3 || len(bucket) > 63 || !bucketRegexp.MatchString(bucket) || strings.Contains(bucket, ".."):
 		errs = append(errs, field.Invalid(s3Path.Child("bucket"), bucket,
-			"must be 3 to 63 lower-case letters, digits, dots and hyphens, beginning and ending with a letter or digit"))
+			"must be 3 to 63 lower-case letters, digits, dots and hyphens, beginning and ending with a letter or digit, no two dots in a row"))
 	}
-	if p := b.S3.Prefix; p != "" && (len(p) > MaxBackupPrefixLength || !prefixRegexp.MatchString(p)) {
+	if p := b.S3.Prefix; p != "" && (len(p) > MaxBackupPrefixLength || !prefixRegexp.MatchString(p) || hasDotSegment(p)) {
 		errs = append(errs, field.Invalid(s3Path.Child("prefix"), p,
-			fmt.Sprintf(`must be "/" or "/"-separated segments of letters, digits, ".", "_" and "-" ("/backups/production"), at most %d characters`, MaxBackupPrefixLength)))
+			fmt.Sprintf(`must be "/" or "/"-separated segments of letters, digits, ".", "_" and "-" ("/backups/production"), none of them "." or "..", at most %d characters`, MaxBackupPrefixLength)))
 	}
 	if r := b.S3.Region; r != "" && (len(r) > 64 || !regionRegexp.MatchString(r)) {
 		errs = append(errs, field.Invalid(s3Path.Child("region"), r, `must be a region name of lower-case letters, digits and hyphens, e.g. "us-east-1"`))
@@ -336,6 +344,33 @@ func ValidateBackup(spec *example.DatabaseSpec, fldPath *field.Path) field.Error
 		}
 	}
 	return errs
+}
+
+// enginesWithBackups lists the engines whose rules take backups (EngineRules.Backups), in
+// the order of example.SupportedEngines.
+func enginesWithBackups() []string {
+	engineRulesMu.RLock()
+	defer engineRulesMu.RUnlock()
+	var engines []string
+	for _, e := range example.SupportedEngines {
+		if engineRules[e].Backups {
+			engines = append(engines, string(e))
+		}
+	}
+	return engines
+}
+
+// hasDotSegment says whether the path p has a "." or ".." segment. An object store keeps
+// such a key as written, while a filesystem, an HTTP client or proxy that normalizes the
+// request's path (RFC 3986 dot-segment removal) resolves it, and some stores (MinIO) refuse
+// it: a prefix that does not mean one place.
+func hasDotSegment(p string) bool {
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // MaxBackupPrefixLength is the longest spec.backup.s3.prefix.
@@ -360,7 +395,7 @@ func endpointError(endpoint string) string {
 		return want
 	}
 	host := u.Hostname()
-	if net.ParseIP(host) != nil {
+	if net.ParseIP(host) != nil || endsInNumber(host) {
 		return want + ": an IP address cannot be verified against the store's certificate"
 	}
 	if msgs := validation.IsDNS1123Subdomain(strings.ToLower(host)); len(msgs) > 0 {
@@ -372,6 +407,22 @@ func endpointError(endpoint string) string {
 		}
 	}
 	return ""
+}
+
+// endsInNumber says whether host's last label is a number, decimal or "0x" hexadecimal, as
+// the WHATWG URL standard's "ends in a number" check has it: such a host is an IPv4 address
+// in one of the forms resolvers take (inet_aton: "10.1", "010.0.0.1", "0x0a000001") that
+// net.ParseIP does not, and no top-level domain is numeric.
+func endsInNumber(host string) bool {
+	last := host[strings.LastIndex(host, ".")+1:]
+	if last == "" {
+		return false
+	}
+	if strings.Trim(last, "0123456789") == "" {
+		return true
+	}
+	hex, ok := strings.CutPrefix(strings.ToLower(last), "0x")
+	return ok && strings.Trim(hex, "0123456789abcdef") == ""
 }
 
 // ValidateFailover validates spec.failover, spec.failoverDelaySeconds and spec.durability
