@@ -82,11 +82,9 @@ func Register(e Engine) {
 func Unregister(name examplev1.Engine) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
-	if e, ok := registry[name]; ok {
+	if _, ok := registry[name]; ok {
 		catalog.Unregister(name)
-		if _, ok := e.(Validating); ok {
-			validation.UnregisterEngineRules(example.Engine(name))
-		}
+		validation.UnregisterEngineRules(example.Engine(name))
 	}
 	delete(registry, name)
 }

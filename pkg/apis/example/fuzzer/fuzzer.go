@@ -194,6 +194,10 @@ func fuzzDatabaseBackupStatus(s *example.DatabaseBackupStatus, c randfill.Contin
 	job := func() string { return randomName(c) + "-backup-" + strconv.Itoa(c.Intn(1<<20)) }
 	*s = example.DatabaseBackupStatus{}
 	if c.Bool() {
+		t := metav1.Unix(c.Int63n(1<<32), 0)
+		s.LastScheduleTime = &t
+	}
+	if c.Bool() {
 		s.ActiveJob = job()
 	}
 	if c.Bool() {
