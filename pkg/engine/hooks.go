@@ -64,6 +64,11 @@ type Backups interface {
 	BackupJob(db *examplev1.Database, d Desired) corev1.PodSpec
 	// BackupPort is the TCP port of BackupPod's server.
 	BackupPort() int32
+	// RestorePod adds to tmpl, the Pod template of a Database created with spec.restore
+	// (and d.Backup set), what fills the primary's empty data volume from the source's
+	// backups in d.Backup's store before its server first starts: an init container that
+	// ends once the data is restored and recovered, or fails saying why.
+	RestorePod(db *examplev1.Database, d Desired, tmpl *corev1.PodTemplateSpec)
 }
 
 // Access is what a user may do on a logical database.

@@ -127,6 +127,16 @@ type DatabaseSpec struct {
 	// Backup, when set, has the controller archive changes and take
 	// backups to an S3-compatible store; nil: none.
 	Backup *DatabaseBackupPolicy
+	// Restore, set at creation, fills the data from another Database's
+	// backups in spec.backup's store; immutable.
+	Restore *DatabaseRestore
+}
+
+// DatabaseRestore is where a new Database's data comes from: the backups of
+// the Database named Database, up to PointInTime (nil: the end of the archive).
+type DatabaseRestore struct {
+	Database    string
+	PointInTime *metav1.Time
 }
 
 // DatabaseBackupPolicy is where and how often a Database is backed up.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
@@ -237,3 +239,58 @@ func jobFinished(job *batchv1.Job) (done, failed bool, at metav1.Time) {
 	}
 	return false, false, metav1.Time{}
 }
+
+// restored is the Restored condition of a Database with spec.restore.
+type restored struct {
+	condition metav1.ConditionStatus
+	reason    string
+	message   string
+}
+
+// observeRestore reads the Restored condition of a Database with spec.restore from its first
+// Pod, which restores the data (the primary at creation): True once its restore container
+// ended well (and from then on), False while it fails, with the end of its log (its
+// termination message), Unknown before and while it runs.
+func (p *pass) observeRestore() *restored {
+	db := p.db
+	if db.Spec.Restore == nil {
+		return nil
+	}
+	if c := meta.FindStatusCondition(db.Status.Conditions, examplev1.ConditionRestored); c != nil && c.Status == metav1.ConditionTrue {
+		return &restored{c.Status, c.Reason, c.Message}
+	}
+	source := "the backups of " + db.Spec.Restore.Database
+	if t := db.Spec.Restore.PointInTime; t != nil {
+		source += " as of " + t.UTC().Format(time.RFC3339)
+	}
+	podName := engine.PodName(db, 0)
+	pod, err := p.r.listers.Pods.Pods(db.Namespace).Get(podName)
+	if err != nil {
+		return &restored{metav1.ConditionUnknown, examplev1.ReasonRestoring, "waiting for Pod " + podName + " to restore " + source}
+	}
+	for _, s := range pod.Status.InitContainerStatuses {
+		if s.Name != restoreContainerName {
+			continue
+		}
+		failedWith := func(t *corev1.ContainerStateTerminated) *restored {
+			msg := strings.TrimSpace(t.Message)
+			if msg == "" {
+				msg = fmt.Sprintf("exit code %d", t.ExitCode)
+			}
+			return &restored{metav1.ConditionFalse, examplev1.ReasonRestoreFailed,
+				fmt.Sprintf("Pod %s could not restore %s (it tries again): %s", podName, source, msg)}
+		}
+		switch t := s.State.Terminated; {
+		case t != nil && t.ExitCode == 0:
+			return &restored{metav1.ConditionTrue, examplev1.ReasonRestored, fmt.Sprintf("Pod %s restored %s", podName, source)}
+		case t != nil:
+			return failedWith(t)
+		case s.LastTerminationState.Terminated != nil && s.LastTerminationState.Terminated.ExitCode != 0:
+			return failedWith(s.LastTerminationState.Terminated)
+		}
+	}
+	return &restored{metav1.ConditionUnknown, examplev1.ReasonRestoring, "Pod " + podName + " is restoring " + source}
+}
+
+// restoreContainerName is the init container engines' RestorePod names.
+const restoreContainerName = "restore"

@@ -78,6 +78,11 @@ func (r *Reconciler) sync(ctx context.Context, db *examplev1.Database) (observat
 	if err := p.resolveBackupStore(ctx); err != nil {
 		return p.halted(observation{}, nil), err
 	}
+	if db.Spec.Restore != nil && p.desired.Backup == nil && sts == nil {
+		// Without its store, the first Pod would initialise an empty database in place of
+		// the restored one.
+		return p.halted(observation{}, fail(examplev1.ReasonRestoreFailed, "cannot restore: %s", p.backupStore)), nil
+	}
 	p.wantStatefulSet = specs.StatefulSet(db, p.desired)
 	obs, err := p.run(ctx)
 	if obs.failure == nil {
@@ -147,6 +152,7 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 		return p.halted(obs, h), err
 	}
 	obs.statefulSet = sts
+	obs.restore = p.observeRestore()
 	if obs.backup, err = p.reconcileBackups(ctx); err != nil {
 		return obs, err
 	}

@@ -308,6 +308,9 @@ func (r *Reconciler) report(ctx context.Context, db *examplev1.Database, obs obs
 	if refusalBegins {
 		r.event(ctx, db, corev1.EventTypeWarning, obs.refusal.reason, "%s", obs.refusal.message)
 	}
+	if rs := obs.restore; rs != nil && rs.condition == metav1.ConditionFalse && !sameCondition(db.Status, status, examplev1.ConditionRestored) {
+		r.event(ctx, db, corev1.EventTypeWarning, rs.reason, "%s", rs.message)
+	}
 	result := requeue(obs, status)
 	if wait := obs.unschedulableIn; wait > 0 && (result.RequeueAfter == 0 || wait < result.RequeueAfter) {
 		// No event marks the end of UnschedulableAfter.

@@ -68,6 +68,9 @@ type observation struct {
 	// backup is what the backup step found (status.backup, BackedUp); nil when the
 	// Database has no spec.backup or the pass stopped before the step.
 	backup *backups
+	// restore is the Restored condition of a Database with spec.restore; nil otherwise or
+	// when the pass stopped before it.
+	restore *restored
 }
 
 // rolledOut reports whether the StatefulSet controller has observed sts's current generation
@@ -316,6 +319,15 @@ func computeStatus(db *examplev1.Database, obs observation, now time.Time) examp
 	case db.Spec.Backup == nil:
 		// status.backup stays: the last backups taken, which the store may still hold.
 		meta.RemoveStatusCondition(&status.Conditions, examplev1.ConditionBackedUp)
+	}
+	if r := obs.restore; r != nil {
+		conditions = append(conditions, struct {
+			typ string
+			cond
+		}{examplev1.ConditionRestored, cond{r.condition, r.reason, r.message}})
+		if r.condition == metav1.ConditionFalse && !stopped {
+			notReady(r.reason, r.message)
+		}
 	}
 	for _, c := range conditions {
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{

@@ -35,7 +35,8 @@ import (
 // OnDelete: the controller picks the order in which Pods restart for a new revision.
 //
 // With spec.backup (d.Backup), the Pod template also has what the engine's BackupPod adds:
-// continuous archiving and the server backup Jobs read the data through.
+// continuous archiving and the server backup Jobs read the data through; with spec.restore
+// too, what its RestorePod adds: the restore of the primary's empty data volume.
 //
 // A restart asked for through databases/restart (status.restart) is the Pod template's
 // RestartedAtAnnotation: a new revision, rolled out as an image update is. So is a change of
@@ -89,6 +90,9 @@ func StatefulSet(db *examplev1.Database, d Desired) *appsv1.StatefulSet {
 	}
 	if b, ok := d.Engine().(engine.Backups); ok && d.Backup != nil {
 		b.BackupPod(db, d, &sts.Spec.Template)
+		if db.Spec.Restore != nil {
+			b.RestorePod(db, d, &sts.Spec.Template)
+		}
 	}
 	return sts
 }

@@ -178,3 +178,46 @@ func (Engine) BackupJob(db *examplev1.Database, d engine.Desired) corev1.PodSpec
 		EnableServiceLinks:           ptr.To(false),
 	}
 }
+
+// RestoreContainerName is the init container that restores a Database created with
+// spec.restore.
+const RestoreContainerName = "restore"
+
+// RestorePod adds to tmpl the init container RestoreContainerName, first of the init
+// containers: postgresql-restore.sh from the replication ConfigMap, which on the primary with
+// an empty data directory restores the stanza of spec.restore.database from d.Backup's
+// store up to spec.restore.pointInTime (the end of the archive when unset), recovers it, and
+// gives it this Database's superuser password and database name. It runs with the database
+// container's environment (credentials, PGDATA, the repository of BackupPod, which must come
+// first) and mounts, and its failure's last log lines are its termination message, which
+// the controller reports.
+func (Engine) RestorePod(db *examplev1.Database, d engine.Desired, tmpl *corev1.PodTemplateSpec) {
+	pod := &tmpl.Spec
+	c := &pod.Containers[0]
+	target := ""
+	if t := db.Spec.Restore.PointInTime; t != nil {
+		target = t.UTC().Format("2006-01-02 15:04:05") + "+00"
+	}
+	env := append(append([]corev1.EnvVar(nil), c.Env...),
+		corev1.EnvVar{Name: "RESTORE_STANZA", Value: db.Spec.Restore.Database},
+		corev1.EnvVar{Name: "RESTORE_DATABASE", Value: d.Recipe.DatabaseName(db.Spec.Restore.Database)},
+		corev1.EnvVar{Name: "RESTORE_TARGET_TIME", Value: target},
+	)
+	var mounts []corev1.VolumeMount
+	for _, m := range c.VolumeMounts {
+		if m.Name != engine.BackupSocketVolumeName {
+			mounts = append(mounts, m)
+		}
+	}
+	restore := corev1.Container{
+		Name:                     RestoreContainerName,
+		Image:                    c.Image,
+		Command:                  []string{"bash", engine.ReplicationMountPath + "/" + restoreKey},
+		Env:                      env,
+		VolumeMounts:             mounts,
+		Resources:                c.Resources,
+		SecurityContext:          engine.ContainerSecurityContext(),
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+	pod.InitContainers = append([]corev1.Container{restore}, pod.InitContainers...)
+}

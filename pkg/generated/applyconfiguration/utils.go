@@ -50,6 +50,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &examplev1.DatabaseNetworkPolicyPeerApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DatabaseRestartStatus"):
 		return &examplev1.DatabaseRestartStatusApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("DatabaseRestore"):
+		return &examplev1.DatabaseRestoreApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DatabaseSpec"):
 		return &examplev1.DatabaseSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DatabaseStatus"):

@@ -47,6 +47,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1.DatabaseNetworkPolicyPeer{}.OpenAPIModelName():                   schema_pkg_apis_example_v1_DatabaseNetworkPolicyPeer(ref),
 		v1.DatabaseRestart{}.OpenAPIModelName():                             schema_pkg_apis_example_v1_DatabaseRestart(ref),
 		v1.DatabaseRestartStatus{}.OpenAPIModelName():                       schema_pkg_apis_example_v1_DatabaseRestartStatus(ref),
+		v1.DatabaseRestore{}.OpenAPIModelName():                             schema_pkg_apis_example_v1_DatabaseRestore(ref),
 		v1.DatabaseSpec{}.OpenAPIModelName():                                schema_pkg_apis_example_v1_DatabaseSpec(ref),
 		v1.DatabaseStatus{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_DatabaseStatus(ref),
 		v1.DatabaseSwitchover{}.OpenAPIModelName():                          schema_pkg_apis_example_v1_DatabaseSwitchover(ref),
@@ -773,6 +774,36 @@ func schema_pkg_apis_example_v1_DatabaseRestartStatus(ref common.ReferenceCallba
 	}
 }
 
+func schema_pkg_apis_example_v1_DatabaseRestore(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DatabaseRestore is where a new Database's data comes from.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"database": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Database is the name of the Database whose backups to restore: its stanza in the repository of spec.backup.s3 (\"<prefix>/<namespace>\").",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"pointInTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PointInTime is the moment to restore to (RFC 3339): every transaction committed by then, none after. Unset: the end of the archive, the last change archived.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"database"},
+			},
+		},
+		Dependencies: []string{
+			metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_example_v1_DatabaseSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -867,12 +898,18 @@ func schema_pkg_apis_example_v1_DatabaseSpec(ref common.ReferenceCallback) commo
 							Ref:         ref(v1.DatabaseBackupPolicy{}.OpenAPIModelName()),
 						},
 					},
+					"restore": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Restore, set at creation, fills the new Database's data from the backups and archived changes of another Database of the namespace, which may have been deleted, in the store of spec.backup (required with it): the first Pod restores the latest backup before pointInTime and replays the archive up to it, then the Database starts as any other, its replicas cloned from it. Immutable. A restore that fails (no backup that old, a missing or damaged object) leaves the Database not Ready with the Restored condition False saying why. Only for an engine that takes backups (postgresql).",
+							Ref:         ref(v1.DatabaseRestore{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"engine", "version"},
 			},
 		},
 		Dependencies: []string{
-			v1.DatabaseBackupPolicy{}.OpenAPIModelName(), v1.DatabaseNetworkPolicy{}.OpenAPIModelName()},
+			v1.DatabaseBackupPolicy{}.OpenAPIModelName(), v1.DatabaseNetworkPolicy{}.OpenAPIModelName(), v1.DatabaseRestore{}.OpenAPIModelName()},
 	}
 }
 

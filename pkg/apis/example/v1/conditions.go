@@ -21,6 +21,11 @@ const (
 	// the store's Secret cannot be used (ReasonBackupStoreInvalid), and Unknown until
 	// the first backup ends (ReasonBackupPending).
 	ConditionBackedUp = "BackedUp"
+	// ConditionRestored, on a Database with spec.restore, is True once its data was
+	// restored (ReasonRestored), False while the restore fails (ReasonRestoreFailed,
+	// with what the engine's restore said), and Unknown while it runs
+	// (ReasonRestoring).
+	ConditionRestored = "Restored"
 )
 
 // Reasons of the conditions, which the controller also gives its Events of the same
@@ -86,4 +91,8 @@ const (
 	ReasonBackupFailed       = "BackupFailed"
 	ReasonBackupPending      = "BackupPending"
 	ReasonBackupStoreInvalid = "BackupStoreInvalid"
+	// Reasons of ConditionRestored.
+	ReasonRestored      = "Restored"
+	ReasonRestoring     = "Restoring"
+	ReasonRestoreFailed = "RestoreFailed"
 )

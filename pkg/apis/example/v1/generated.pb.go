@@ -55,6 +55,8 @@ func (m *DatabaseRestart) Reset() { *m = DatabaseRestart{} }
 
 func (m *DatabaseRestartStatus) Reset() { *m = DatabaseRestartStatus{} }
 
+func (m *DatabaseRestore) Reset() { *m = DatabaseRestore{} }
+
 func (m *DatabaseSpec) Reset() { *m = DatabaseSpec{} }
 
 func (m *DatabaseStatus) Reset() { *m = DatabaseStatus{} }
@@ -714,6 +716,46 @@ func (m *DatabaseRestartStatus) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	return len(dAtA) - i, nil
 }
 
+func (m *DatabaseRestore) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *DatabaseRestore) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *DatabaseRestore) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.PointInTime != nil {
+		{
+			size, err := m.PointInTime.MarshalToSizedBuffer(dAtA[:i])
+			if err != nil {
+				return 0, err
+			}
+			i -= size
+			i = encodeVarintGenerated(dAtA, i, uint64(size))
+		}
+		i--
+		dAtA[i] = 0x12
+	}
+	i -= len(m.Database)
+	copy(dAtA[i:], m.Database)
+	i = encodeVarintGenerated(dAtA, i, uint64(len(m.Database)))
+	i--
+	dAtA[i] = 0xa
+	return len(dAtA) - i, nil
+}
+
 func (m *DatabaseSpec) Marshal() (dAtA []byte, err error) {
 	size := m.Size()
 	dAtA = make([]byte, size)
@@ -734,6 +776,18 @@ func (m *DatabaseSpec) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	if m.Restore != nil {
+		{
+			size, err := m.Restore.MarshalToSizedBuffer(dAtA[:i])
+			if err != nil {
+				return 0, err
+			}
+			i -= size
+			i = encodeVarintGenerated(dAtA, i, uint64(size))
+		}
+		i--
+		dAtA[i] = 0x62
+	}
 	if m.Backup != nil {
 		{
 			size, err := m.Backup.MarshalToSizedBuffer(dAtA[:i])
@@ -1339,6 +1393,21 @@ func (m *DatabaseRestartStatus) Size() (n int) {
 	return n
 }
 
+func (m *DatabaseRestore) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = len(m.Database)
+	n += 1 + l + sovGenerated(uint64(l))
+	if m.PointInTime != nil {
+		l = m.PointInTime.Size()
+		n += 1 + l + sovGenerated(uint64(l))
+	}
+	return n
+}
+
 func (m *DatabaseSpec) Size() (n int) {
 	if m == nil {
 		return 0
@@ -1371,6 +1440,10 @@ func (m *DatabaseSpec) Size() (n int) {
 	n += 1 + l + sovGenerated(uint64(l))
 	if m.Backup != nil {
 		l = m.Backup.Size()
+		n += 1 + l + sovGenerated(uint64(l))
+	}
+	if m.Restore != nil {
+		l = m.Restore.Size()
 		n += 1 + l + sovGenerated(uint64(l))
 	}
 	return n
@@ -1661,6 +1734,17 @@ func (this *DatabaseRestartStatus) String() string {
 	}, "")
 	return s
 }
+func (this *DatabaseRestore) String() string {
+	if this == nil {
+		return "nil"
+	}
+	s := strings.Join([]string{`&DatabaseRestore{`,
+		`Database:` + fmt.Sprintf("%v", this.Database) + `,`,
+		`PointInTime:` + strings.Replace(fmt.Sprintf("%v", this.PointInTime), "Time", "v1.Time", 1) + `,`,
+		`}`,
+	}, "")
+	return s
+}
 func (this *DatabaseSpec) String() string {
 	if this == nil {
 		return "nil"
@@ -1677,6 +1761,7 @@ func (this *DatabaseSpec) String() string {
 		`FailoverDelaySeconds:` + valueToStringGenerated(this.FailoverDelaySeconds) + `,`,
 		`Durability:` + fmt.Sprintf("%v", this.Durability) + `,`,
 		`Backup:` + strings.Replace(this.Backup.String(), "DatabaseBackupPolicy", "DatabaseBackupPolicy", 1) + `,`,
+		`Restore:` + strings.Replace(this.Restore.String(), "DatabaseRestore", "DatabaseRestore", 1) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -3981,6 +4066,124 @@ func (m *DatabaseRestartStatus) Unmarshal(dAtA []byte) error {
 	}
 	return nil
 }
+func (m *DatabaseRestore) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowGenerated
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: DatabaseRestore: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: DatabaseRestore: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Database", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Database = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 2:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PointInTime", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.PointInTime == nil {
+				m.PointInTime = &v1.Time{}
+			}
+			if err := m.PointInTime.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipGenerated(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
 func (m *DatabaseSpec) Unmarshal(dAtA []byte) error {
 	l := len(dAtA)
 	iNdEx := 0
@@ -4343,6 +4546,42 @@ func (m *DatabaseSpec) Unmarshal(dAtA []byte) error {
 				m.Backup = &DatabaseBackupPolicy{}
 			}
 			if err := m.Backup.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 12:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Restore", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.Restore == nil {
+				m.Restore = &DatabaseRestore{}
+			}
+			if err := m.Restore.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
 			iNdEx = postIndex

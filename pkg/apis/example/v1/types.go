@@ -178,6 +178,30 @@ type DatabaseSpec struct {
 	// Pods one at a time (PostgreSQL reads archive_mode at start).
 	// +optional
 	Backup *DatabaseBackupPolicy `json:"backup,omitempty" protobuf:"bytes,11,opt,name=backup"`
+	// Restore, set at creation, fills the new Database's data from the
+	// backups and archived changes of another Database of the namespace,
+	// which may have been deleted, in the store of spec.backup (required
+	// with it): the first Pod restores the latest backup before
+	// pointInTime and replays the archive up to it, then the Database
+	// starts as any other, its replicas cloned from it. Immutable. A restore
+	// that fails (no backup that old, a missing or damaged object) leaves
+	// the Database not Ready with the Restored condition False saying why.
+	// Only for an engine that takes backups (postgresql).
+	// +optional
+	Restore *DatabaseRestore `json:"restore,omitempty" protobuf:"bytes,12,opt,name=restore"`
+}
+
+// DatabaseRestore is where a new Database's data comes from.
+type DatabaseRestore struct {
+	// Database is the name of the Database whose backups to restore: its
+	// stanza in the repository of spec.backup.s3 ("<prefix>/<namespace>").
+	// +required
+	Database string `json:"database" protobuf:"bytes,1,opt,name=database"`
+	// PointInTime is the moment to restore to (RFC 3339): every transaction
+	// committed by then, none after. Unset: the end of the archive, the
+	// last change archived.
+	// +optional
+	PointInTime *metav1.Time `json:"pointInTime,omitempty" protobuf:"bytes,2,opt,name=pointInTime"`
 }
 
 // DatabaseBackupPolicy is where and how often a Database is backed up.

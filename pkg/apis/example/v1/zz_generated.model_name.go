@@ -82,6 +82,11 @@ func (in DatabaseRestartStatus) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DatabaseRestore) OpenAPIModelName() string {
+	return "com.example.v1.DatabaseRestore"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in DatabaseSpec) OpenAPIModelName() string {
 	return "com.example.v1.DatabaseSpec"
 }

@@ -20,6 +20,7 @@ import (
 	"sync"
 
 	"github.com/robfig/cron/v3"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
@@ -278,7 +279,31 @@ func ValidateDatabaseSpec(spec *example.DatabaseSpec, fldPath *field.Path) field
 	if spec.Backup != nil {
 		errs = append(errs, ValidateBackup(spec, fldPath.Child("backup"))...)
 	}
+	if spec.Restore != nil {
+		errs = append(errs, ValidateRestore(spec, fldPath.Child("restore"))...)
+	}
 	return append(errs, ValidateFailover(spec, fldPath)...)
+}
+
+// ValidateRestore validates spec.restore of spec at fldPath: Forbidden on an engine that takes
+// no backups and without spec.backup (whose store it restores from); database Required,
+// Invalid unless a Database name.
+func ValidateRestore(spec *example.DatabaseSpec, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch {
+	case spec.Engine != "" && !rulesOf(spec.Engine).Backups:
+		return append(errs, field.Forbidden(fldPath, fmt.Sprintf("%s Databases take no backups, so restore none", spec.Engine)))
+	case spec.Backup == nil:
+		errs = append(errs, field.Forbidden(fldPath, "needs spec.backup: the store to restore from is spec.backup.s3's"))
+	}
+	if spec.Restore.Database == "" {
+		errs = append(errs, field.Required(fldPath.Child("database"), "the name of the Database whose backups to restore"))
+	} else {
+		for _, msg := range ValidateDatabaseName(spec.Restore.Database, false) {
+			errs = append(errs, field.Invalid(fldPath.Child("database"), spec.Restore.Database, msg))
+		}
+	}
+	return errs
 }
 
 // ValidateBackup validates spec.backup of spec at fldPath: Forbidden on an engine that takes
@@ -564,8 +589,8 @@ func ValidateStorage(storage string, fldPath *field.Path) field.ErrorList {
 
 // ValidateDatabaseUpdate validates an update of the main resource and of the
 // scale subresource (which writes spec.replicas through the same strategy):
-// the metadata update rules, every create rule on newDB, and three
-// transitions: spec.engine is immutable ("engine type is immutable"),
+// the metadata update rules, every create rule on newDB, and four
+// transitions: spec.engine and spec.restore are immutable ("engine type is immutable"),
 // spec.storage may not shrink, because a PersistentVolumeClaim cannot, and
 // spec.replicas may not drop to or below the ordinal of the Pod spec.primary
 // names, which the scale-down would remove: that is Invalid on spec.primary
@@ -586,6 +611,10 @@ func ValidateDatabaseUpdate(newDB, oldDB *example.Database) field.ErrorList {
 	}
 	if newDB.Spec.Engine != oldDB.Spec.Engine {
 		errs = append(errs, field.Invalid(specPath.Child("engine"), string(newDB.Spec.Engine), "engine type is immutable"))
+	}
+	if !apiequality.Semantic.DeepEqual(newDB.Spec.Restore, oldDB.Spec.Restore) {
+		errs = append(errs, field.Invalid(specPath.Child("restore"), newDB.Spec.Restore,
+			"is immutable: it says where the data came from when the Database was created"))
 	}
 	newGi, newErr := storagesize.Parse(newDB.Spec.Storage)
 	oldGi, oldErr := storagesize.Parse(oldDB.Spec.Storage)

@@ -988,3 +988,81 @@ func TestValidateBackupUsesTheGivenPath(t *testing.T) {
 	spec.Backup.S3.Region = "us_east"
 	requireErrors(t, validation.ValidateBackup(&spec, field.NewPath("backup")), want{field.ErrorTypeInvalid, "backup.s3.region", "must be a region name"})
 }
+
+// spec.restore names a Database of the namespace and needs spec.backup, whose store it
+// restores from; it is immutable; on an engine without backups it is Forbidden.
+func TestValidateRestore(t *testing.T) {
+	takingBackups(t, example.EnginePostgreSQL)
+	at := metav1.NewTime(time.Date(2026, 12, 5, 4, 59, 30, 0, time.UTC))
+	restoring := func(restore *example.DatabaseRestore, backup bool) *example.Database {
+		db := exampleDatabase()
+		db.Spec.Restore = restore
+		if backup {
+			db.Spec.Backup = exampleBackup()
+		}
+		return db
+	}
+	require.Empty(t, validation.ValidateDatabase(restoring(&example.DatabaseRestore{Database: "ledger"}, true)))
+	require.Empty(t, validation.ValidateDatabase(restoring(&example.DatabaseRestore{Database: "ledger", PointInTime: &at}, true)))
+
+	tests := []struct {
+		name    string
+		db      *example.Database
+		typ     field.ErrorType
+		field   string
+		message string
+	}{
+		{"without spec.backup", restoring(&example.DatabaseRestore{Database: "ledger"}, false),
+			field.ErrorTypeForbidden, "spec.restore", "needs spec.backup: the store to restore from is spec.backup.s3's"},
+		{"no source", restoring(&example.DatabaseRestore{}, true), field.ErrorTypeRequired, "spec.restore.database", ""},
+		{"a source that is no Database name", restoring(&example.DatabaseRestore{Database: "Ledger_1"}, true),
+			field.ErrorTypeInvalid, "spec.restore.database", "a DNS-1035 label must consist of lower case"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			errs := validation.ValidateDatabase(tt.db)
+			require.Len(t, errs, 1, errs)
+			require.Equal(t, tt.typ, errs[0].Type, errs)
+			require.Equal(t, tt.field, errs[0].Field, errs)
+			require.Contains(t, errs[0].Detail, tt.message)
+		})
+	}
+
+	t.Run("on an engine without backups", func(t *testing.T) {
+		takingBackups(t)
+		db := restoring(&example.DatabaseRestore{Database: "ledger"}, false)
+		errs := validation.ValidateDatabaseSpec(&db.Spec, field.NewPath("spec"))
+		require.Len(t, errs, 1, errs)
+		require.Equal(t, field.ErrorTypeForbidden, errs[0].Type)
+		require.Equal(t, "spec.restore", errs[0].Field)
+		require.Equal(t, "postgresql Databases take no backups, so restore none", errs[0].Detail)
+	})
+
+	t.Run("immutable", func(t *testing.T) {
+		stored := restoring(&example.DatabaseRestore{Database: "ledger", PointInTime: &at}, true)
+		for name, restore := range map[string]*example.DatabaseRestore{
+			"another source":    {Database: "orders", PointInTime: &at},
+			"another time":      {Database: "ledger", PointInTime: &metav1.Time{Time: at.Add(time.Second)}},
+			"the time removed":  {Database: "ledger"},
+			"the restore unset": nil,
+		} {
+			updated := restoring(restore, true)
+			errs := validation.ValidateDatabaseUpdate(updated, stored)
+			require.Len(t, errs, 1, name)
+			require.Equal(t, field.ErrorTypeInvalid, errs[0].Type, name)
+			require.Equal(t, "spec.restore", errs[0].Field, name)
+			require.Contains(t, errs[0].Detail, "is immutable", name)
+		}
+		require.Empty(t, validation.ValidateDatabaseUpdate(restoring(&example.DatabaseRestore{Database: "ledger", PointInTime: &at}, true), stored))
+		// A Database created without one may not take one on later.
+		errs := validation.ValidateDatabaseUpdate(stored, exampleDatabaseWithBackup())
+		require.Len(t, errs, 1)
+		require.Equal(t, "spec.restore", errs[0].Field)
+	})
+}
+
+func exampleDatabaseWithBackup() *example.Database {
+	db := exampleDatabase()
+	db.Spec.Backup = exampleBackup()
+	return db
+}
