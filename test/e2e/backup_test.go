@@ -24,12 +24,13 @@ import (
 const backupTimeout = 3 * time.Minute
 
 // TestRealPostgreSQLBackups backs up a replicated PostgreSQL Database on the real node to a
-// real S3-compatible store (SeaweedFS) and restores what it wrote with pgBackRest itself:
-// the first full backup starts once the Database is Ready, BackedUp turns True with
-// status.backup naming the Job, the schedule then takes another backup, and the backups and
-// the archived WAL restore the table exactly as it was at a time between two batches of
-// acknowledged inserts (every row of the first, none of the second), and at the end of the
-// archive (every row of both).
+// real S3-compatible store (SeaweedFS) and restores what it wrote: the first full backup
+// starts once the Database is Ready, BackedUp turns True with status.backup naming the Job,
+// the schedule then takes another backup; a new Database with spec.restore as of a time
+// between two batches of acknowledged inserts holds every row of the first and none of the
+// second, on its primary and on its replica, and takes writes; pgBackRest restores every row
+// of both at the archive's end; a restore from a Database without backups fails with the
+// Restored condition and an Event saying why, never Ready.
 func TestRealPostgreSQLBackups(t *testing.T) {
 	img := realNodeImage(t, examplev1.EnginePostgreSQL)
 	ns := restrictedNamespace(t, "e2e-backup")
@@ -78,15 +79,71 @@ func TestRealPostgreSQLBackups(t *testing.T) {
 	phase, out := psqlAt(t, ns, "batch-1", db, host,
 		"CREATE TABLE entries (id int PRIMARY KEY); INSERT INTO entries SELECT generate_series(1, 300); SELECT 'at=' || to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')")
 	require.Equal(t, corev1.PodSucceeded, phase, out)
-	at := strings.TrimPrefix(strings.TrimSpace(out[strings.Index(out, "at="):]), "at=")
-	time.Sleep(time.Second)
+	read, err := time.Parse("2006-01-02 15:04:05.999999", strings.TrimPrefix(strings.TrimSpace(out[strings.Index(out, "at="):]), "at="))
+	require.NoError(t, err, out)
+	// spec.restore.pointInTime is in whole seconds: the second after the clock's reading,
+	// and the second batch well after it.
+	at := read.Truncate(time.Second).Add(time.Second)
+	time.Sleep(2 * time.Second)
 	phase, out = psqlAt(t, ns, "batch-2", db, host, "INSERT INTO entries SELECT generate_series(301, 500)")
 	require.Equal(t, corev1.PodSucceeded, phase, out)
 	// The segment holding the second batch is archived now, not at archive_timeout.
 	psqlAsSuperuserIn(t, ns, db+"-0", "SELECT pg_switch_wal()")
 
-	// The store restores the first batch alone at that time, and both at the archive's end.
-	require.Equal(t, "300", restoredCount(t, ns, store, db, img.Image, "restore-at", "--type=time --target='"+at+"+00' --target-action=promote"))
+	// A new Database restored as of that time holds the first batch alone, on its primary
+	// and on the replica cloned from it, and takes writes (the statement's snapshot is
+	// taken before its own insert).
+	const copyDB = "ledger-copy"
+	kubectlIn(t, replicatedDatabase(ns, copyDB, examplev1.EnginePostgreSQL, img.Line, 2)+fmt.Sprintf(`  backup:
+    s3:
+      endpoint: https://%s
+      bucket: %s
+      prefix: /e2e
+      secretName: store
+  restore:
+    database: %s
+    pointInTime: %s
+`, store.Host, store.Bucket, db, at.UTC().Format(time.RFC3339)), "apply", "-f", "-")
+	waitReplicating(t, ns, copyDB, copyDB+"-0", 2)
+	restoredDB, err := getDatabase(t, ns, copyDB)
+	require.NoError(t, err)
+	restoredCond := meta.FindStatusCondition(restoredDB.Status.Conditions, examplev1.ConditionRestored)
+	require.NotNil(t, restoredCond)
+	require.Equal(t, metav1.ConditionTrue, restoredCond.Status, "%+v", restoredCond)
+	copyHost := copyDB + "." + ns + ".svc.cluster.local"
+	phase, out = psqlAt(t, ns, "copy-count", copyDB, copyHost, "WITH written AS (INSERT INTO entries VALUES (1000) RETURNING id) SELECT count(*) || '|' || max(id) FROM entries")
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	require.Equal(t, "300|300", strings.TrimSpace(out))
+	waitRows(t, ns, "copy-replica", copyDB, memberHost(ns, copyDB, 1), "SELECT count(*) FROM entries", "301")
+
+	// A restore from a Database that has no backups fails, says why, and never serves.
+	kubectlIn(t, replicatedDatabase(ns, "nothing", examplev1.EnginePostgreSQL, img.Line, 1)+fmt.Sprintf(`  backup:
+    s3:
+      endpoint: https://%s
+      bucket: %s
+      prefix: /e2e
+      secretName: store
+  restore:
+    database: never-backed-up
+`, store.Host, store.Bucket), "apply", "-f", "-")
+	eventually(t, realPodTimeout, func() error {
+		d, err := getDatabase(t, ns, "nothing")
+		if err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(d.Status.Conditions, examplev1.ConditionRestored)
+		if c == nil || c.Status != metav1.ConditionFalse {
+			return fmt.Errorf("Restored is %+v", c)
+		}
+		require.Equal(t, examplev1.ReasonRestoreFailed, c.Reason)
+		require.Contains(t, c.Message, "never-backed-up")
+		require.False(t, meta.IsStatusConditionTrue(d.Status.Conditions, examplev1.ConditionReady))
+		return nil
+	})
+	out = kubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.name=nothing,reason=RestoreFailed", "-o", "jsonpath={.items[*].message}")
+	require.Contains(t, out, "could not restore the backups of never-backed-up", out)
+
+	// The store restores both batches at the archive's end (pgBackRest by hand).
 	eventually(t, 2*time.Minute, func() error {
 		if n := restoredCount(t, ns, store, db, img.Image, fmt.Sprintf("restore-end-%d", time.Now().Unix()), ""); n != "500" {
 			return fmt.Errorf("the archive's end restores %s rows, want 500", n)
