@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -113,8 +114,10 @@ func (p *pass) ensureBackupTLSSecret(ctx context.Context) (*halt, error) {
 // stanza archiving needs), at each time of spec.backup.schedule after the last start, and
 // at once again when the last one failed and the spec changed since it started. No Job
 // starts while one runs, nor while the Database is not Ready or Degraded (a backup needs its
-// primary). Every Job is the Database's child (specs.BackupJob).
-func (p *pass) reconcileBackups(ctx context.Context) (*backups, error) {
+// primary), nor while sts, the StatefulSet as this pass left it, is not rolled out (its Pods
+// would not all run the backup server a Job reads through: spec.backup just set, or its
+// store's Secret just fixed). Every Job is the Database's child (specs.BackupJob).
+func (p *pass) reconcileBackups(ctx context.Context, sts *appsv1.StatefulSet) (*backups, error) {
 	db, r := p.db, p.r
 	if db.Spec.Backup == nil {
 		return nil, nil
@@ -156,7 +159,7 @@ func (p *pass) reconcileBackups(ctx context.Context) (*backups, error) {
 
 	now := r.clock.Now()
 	due, next := backupDue(db, b.status, lastFailed, now)
-	ready := db.Status.Phase == examplev1.DatabasePhaseReady || db.Status.Phase == examplev1.DatabasePhaseDegraded
+	ready := (db.Status.Phase == examplev1.DatabasePhaseReady || db.Status.Phase == examplev1.DatabasePhaseDegraded) && rolledOut(sts)
 	if due && b.status.ActiveJob == "" && ready {
 		name := specs.BackupJobName(db, now)
 		job, err := specs.BackupJob(db, p.desired, name)

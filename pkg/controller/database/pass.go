@@ -153,7 +153,7 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 	}
 	obs.statefulSet = sts
 	obs.restore = p.observeRestore()
-	if obs.backup, err = p.reconcileBackups(ctx); err != nil {
+	if obs.backup, err = p.reconcileBackups(ctx, sts); err != nil {
 		return obs, err
 	}
 	if replicates {
