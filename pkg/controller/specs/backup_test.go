@@ -323,12 +323,12 @@ func TestSyncStatefulSetRemovesTheBackupServerOnceUnset(t *testing.T) {
 	require.Equal(t, want.Spec.Template.Spec.Containers[0].VolumeMounts, pod.Containers[0].VolumeMounts)
 	require.Equal(t, corev1.PullIfNotPresent, pod.Containers[0].ImagePullPolicy, "the server's defaults are kept")
 
-	// And set again: the backup server and its volumes come back.
+	// And set again: the backup server and its volumes come back, in the recipe's order.
 	db, d = backedUp(t, 3, false)
 	want = specs.StatefulSet(db, d)
 	specs.SyncStatefulSet(have, want)
 	pod = have.Spec.Template.Spec
-	require.ElementsMatch(t, []string{"database", "backup"}, containerNames(pod.Containers))
+	require.Equal(t, []string{"database", "backup"}, containerNames(pod.Containers), "the database container stays first, the default of kubectl logs and exec")
 	require.Equal(t, append(volumeNames(want.Spec.Template.Spec.Volumes[:2]), "extra", "run", "backup-tls"), volumeNames(pod.Volumes))
 	require.NotContains(t, volumeNames(pod.Volumes), "backup-store-ca", "the store's Secret lost its CA")
 }

@@ -175,19 +175,19 @@ func SyncStatefulSet(have, want *appsv1.StatefulSet) {
 // lacks, once it is unset.
 var optionalVolumes = []string{engine.BackupTLSVolumeName, engine.BackupStoreCAVolumeName, engine.BackupSocketVolumeName}
 
-// syncContainers copies the fields we own of each container of want into the container of
-// its name in have, adding those have lacks in front and removing those want lacks (the
-// workloads admission policy admits the recipe's containers only), and returns have.
+// syncContainers returns want's containers in want's order, each the container of its name
+// in have with the fields we own copied from want (so the fields the API server defaults
+// are kept), or want's own when have has none; the containers want lacks are dropped (the
+// workloads admission policy admits the recipe's containers only).
 func syncContainers(have, want []corev1.Container) []corev1.Container {
-	have = slices.DeleteFunc(have, func(c corev1.Container) bool { return containerIndex(want, c.Name) < 0 })
-	var missing []corev1.Container
+	out := make([]corev1.Container, 0, len(want))
 	for _, w := range want {
 		i := containerIndex(have, w.Name)
 		if i < 0 {
-			missing = append(missing, w)
+			out = append(out, w)
 			continue
 		}
-		c := &have[i]
+		c := have[i]
 		c.Image = w.Image
 		c.Command = w.Command
 		c.Args = w.Args
@@ -200,8 +200,9 @@ func syncContainers(have, want []corev1.Container) []corev1.Container {
 		c.LivenessProbe = w.LivenessProbe
 		c.Lifecycle = w.Lifecycle
 		c.SecurityContext = w.SecurityContext
+		out = append(out, c)
 	}
-	return append(missing, have...)
+	return out
 }
 
 func containerIndex(containers []corev1.Container, name string) int {
