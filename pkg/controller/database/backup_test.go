@@ -460,3 +460,100 @@ func TestBackupCertificatesAreRenewedBeforeTheyExpire(t *testing.T) {
 	require.NotEqual(t, oldData["ca.crt"], data["ca.crt"])
 	require.Empty(t, specs.BackupTLSSecretCurrent(data, renewal))
 }
+
+// restoringDatabase is the example Database restored from "ledger" as of at.
+func restoringDatabase(at time.Time) *examplev1.Database {
+	db := backedUpDatabase("")
+	db.Spec.Restore = &examplev1.DatabaseRestore{Database: "ledger", PointInTime: time0(at)}
+	return db
+}
+
+// setRestoreStatus plays the kubelet: the first Pod's restore init container in state.
+func (f *fixture) setRestoreStatus(state, last corev1.ContainerState) {
+	f.t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "my-database-0", Labels: map[string]string{
+			"app.kubernetes.io/name": "postgresql", "app.kubernetes.io/instance": name, "app.kubernetes.io/managed-by": "database-controller"}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{
+			{Name: "restore", State: state, LastTerminationState: last}}},
+	}
+	if _, err := f.kube.Tracker().Get(pods, namespace, pod.Name); err == nil {
+		require.NoError(f.t, f.kube.Tracker().Update(pods, pod, namespace))
+	} else {
+		require.NoError(f.t, f.kube.Tracker().Add(pod))
+	}
+}
+
+// A Database created with spec.restore: its first Pod restores the source's backups before
+// its server starts; Restored says so while it runs, with the end of its log and a Warning
+// Event while it fails (the Database never Ready), and True once it ended well, for good.
+func TestRestoreIsReportedFromTheFirstPod(t *testing.T) {
+	at := time.Date(2026, time.February, 28, 23, 59, 30, 0, time.UTC)
+	f := newFixture(t, restoringDatabase(at), storeSecret(t, false))
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	init := f.statefulSet().Spec.Template.Spec.InitContainers
+	require.Equal(t, []string{"restore", "setup"}, []string{init[0].Name, init[1].Name}, "the restore before the setup")
+	c := condition(f.database(), examplev1.ConditionRestored)
+	require.Equal(t, metav1.ConditionUnknown, c.Status)
+	require.Equal(t, examplev1.ReasonRestoring, c.Reason)
+	require.Equal(t, "waiting for Pod my-database-0 to restore the backups of ledger as of 2026-02-28T23:59:30Z", c.Message)
+
+	f.setRestoreStatus(corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, corev1.ContainerState{})
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	c = condition(f.database(), examplev1.ConditionRestored)
+	require.Equal(t, examplev1.ReasonRestoring, c.Reason)
+	require.Equal(t, "Pod my-database-0 is restoring the backups of ledger as of 2026-02-28T23:59:30Z", c.Message)
+
+	// It failed, and waits to try again.
+	failed := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1,
+		Message: "ERROR: [075]: no backup set found to restore\n"}}
+	f.setRestoreStatus(corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}, failed)
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	db := f.database()
+	c = condition(db, examplev1.ConditionRestored)
+	require.Equal(t, metav1.ConditionFalse, c.Status)
+	require.Equal(t, examplev1.ReasonRestoreFailed, c.Reason)
+	require.Equal(t, "Pod my-database-0 could not restore the backups of ledger as of 2026-02-28T23:59:30Z (it tries again): ERROR: [075]: no backup set found to restore", c.Message)
+	require.Equal(t, examplev1.ReasonRestoreFailed, condition(db, examplev1.ConditionReady).Reason)
+	require.Contains(t, f.events(), "Warning RestoreFailed "+c.Message)
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Empty(t, slices.DeleteFunc(f.events(), func(e string) bool { return !strings.Contains(e, "RestoreFailed") }), "one Event per failure")
+
+	// Done: True from then on, whatever the Pod's container says later.
+	f.setRestoreStatus(corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}, failed)
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	c = condition(f.database(), examplev1.ConditionRestored)
+	require.Equal(t, metav1.ConditionTrue, c.Status)
+	require.Equal(t, examplev1.ReasonRestored, c.Reason)
+	require.Equal(t, "Pod my-database-0 restored the backups of ledger as of 2026-02-28T23:59:30Z", c.Message)
+	require.NoError(t, f.kube.Tracker().Delete(pods, namespace, "my-database-0"))
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, metav1.ConditionTrue, condition(f.database(), examplev1.ConditionRestored).Status)
+}
+
+// A Database to restore whose store's Secret is missing gets no StatefulSet: its first Pod
+// would initialise an empty database in place of the restored one.
+func TestRestoreWithoutTheStoreMakesNoServer(t *testing.T) {
+	f := newFixture(t, restoringDatabase(start))
+	result, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, requeueExternal, result)
+	require.False(t, f.exists(statefulSets, name))
+	db := f.database()
+	require.Equal(t, examplev1.DatabasePhaseFailed, db.Status.Phase)
+	c := condition(db, examplev1.ConditionReady)
+	require.Equal(t, examplev1.ReasonRestoreFailed, c.Reason)
+	require.Contains(t, c.Message, "cannot restore: Secret store-keys (spec.backup.s3.secretName) does not exist")
+
+	require.NoError(t, f.kube.Tracker().Add(storeSecret(t, false)))
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.True(t, f.exists(statefulSets, name))
+	require.Equal(t, "restore", f.statefulSet().Spec.Template.Spec.InitContainers[0].Name)
+}

@@ -2,6 +2,7 @@ package postgresql_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -250,4 +251,50 @@ func TestBackupJobOfOneReplicaListsOnePod(t *testing.T) {
 	env := envByName(postgresql.Engine{}.BackupJob(db, d).Containers[0].Env)
 	require.Equal(t, "my-database-0.my-database-headless.production.svc.cluster.local", env["PGBACKREST_PG1_HOST"].Value)
 	require.NotContains(t, env, "PGBACKREST_PG2_HOST")
+}
+
+// RestorePod puts the restore script first among the init containers, with the database
+// container's environment and mounts (the socket's excepted) and the source, its database
+// and the target time in whole seconds of UTC; its failure's last log lines are its
+// termination message. The script comes with the replication ConfigMap.
+func TestRestorePod(t *testing.T) {
+	db, d := backupDesired(t, 2, true)
+	at := metav1.NewTime(time.Date(2026, time.December, 5, 5, 59, 30, 0, time.FixedZone("CET", 3600)))
+	db.Spec.Restore = &examplev1.DatabaseRestore{Database: "old-ledger", PointInTime: &at}
+	tmpl := podTemplate(db, d)
+	postgresql.Engine{}.BackupPod(db, d, tmpl)
+	postgresql.Engine{}.RestorePod(db, d, tmpl)
+
+	init := tmpl.Spec.InitContainers
+	require.Len(t, init, 2)
+	restore, server := init[0], tmpl.Spec.Containers[0]
+	require.Equal(t, "restore", restore.Name)
+	require.Equal(t, "setup", init[1].Name)
+	require.Equal(t, []string{"bash", "/etc/database/postgresql-restore.sh"}, restore.Command)
+	require.Equal(t, server.Image, restore.Image)
+	require.Equal(t, corev1.TerminationMessageFallbackToLogsOnError, restore.TerminationMessagePolicy)
+	require.Equal(t, engine.ContainerSecurityContext(), restore.SecurityContext)
+	env := envByName(restore.Env)
+	require.Equal(t, "old-ledger", env["RESTORE_STANZA"].Value)
+	require.Equal(t, "old_ledger", env["RESTORE_DATABASE"].Value)
+	require.Equal(t, "2026-12-05 04:59:30+00", env["RESTORE_TARGET_TIME"].Value)
+	for _, e := range server.Env {
+		require.Equal(t, e, env[e.Name], "the server's %s", e.Name)
+	}
+	requireRepository(t, env, true)
+	var mounts []string
+	for _, m := range restore.VolumeMounts {
+		mounts = append(mounts, m.Name)
+	}
+	require.Equal(t, []string{"data", "credentials", "replication", "backup-store-ca"}, mounts)
+
+	// Without a time: the end of the archive.
+	db.Spec.Restore.PointInTime = nil
+	tmpl = podTemplate(db, d)
+	postgresql.Engine{}.BackupPod(db, d, tmpl)
+	postgresql.Engine{}.RestorePod(db, d, tmpl)
+	require.Equal(t, "", envByName(tmpl.Spec.InitContainers[0].Env)["RESTORE_TARGET_TIME"].Value)
+
+	files := postgresql.Engine{}.ReplicationFiles(db, d)
+	require.Contains(t, files["postgresql-restore.sh"], "pgbackrest --stanza=\"${RESTORE_STANZA}\"")
 }
