@@ -26,11 +26,13 @@ const backupTimeout = 3 * time.Minute
 // TestRealPostgreSQLBackups backs up a replicated PostgreSQL Database on the real node to a
 // real S3-compatible store (SeaweedFS) and restores what it wrote: the first full backup
 // starts once the Database is Ready, BackedUp turns True with status.backup naming the Job,
-// the schedule then takes another backup; a new Database with spec.restore as of a time
-// between two batches of acknowledged inserts holds every row of the first and none of the
-// second, on its primary and on its replica, and takes writes; pgBackRest restores every row
-// of both at the archive's end; a restore from a Database without backups fails with the
-// Restored condition and an Event saying why, never Ready.
+// the schedule then takes another backup; pgBackRest restores every row of two batches of
+// acknowledged inserts at the archive's end; once the source is deleted, a new Database with
+// spec.restore as of a time between the two batches holds every row of the first and none
+// of the second, on its primary and on its replica, and takes writes; a restore from a
+// Database without backups fails with the Restored condition and an Event saying why, never
+// Ready. The Databases come and go so that the real node's CPU holds them with the shared
+// example's.
 func TestRealPostgreSQLBackups(t *testing.T) {
 	img := realNodeImage(t, examplev1.EnginePostgreSQL)
 	ns := restrictedNamespace(t, "e2e-backup")
@@ -90,6 +92,35 @@ func TestRealPostgreSQLBackups(t *testing.T) {
 	// The segment holding the second batch is archived now, not at archive_timeout.
 	psqlAsSuperuserIn(t, ns, db+"-0", "SELECT pg_switch_wal()")
 
+	// The store restores both batches at the archive's end (pgBackRest by hand).
+	eventually(t, 2*time.Minute, func() error {
+		if n := restoredCount(t, ns, store, db, img.Image, fmt.Sprintf("restore-end-%d", time.Now().Unix()), ""); n != "500" {
+			return fmt.Errorf("the archive's end restores %s rows, want 500", n)
+		}
+		return nil
+	})
+
+	// The schedule took another backup, which the status and the store both show.
+	second := waitBackedUp(t, ns, db, first.LastSuccessfulJob)
+	require.True(t, second.LastScheduleTime.After(first.LastScheduleTime.Time), "%+v", second)
+	phase, out = runPod(t, ns, "info", clientPod(ns, "info", img.Image,
+		`printf '%s' "$CA" >/tmp/ca.crt; exec pgbackrest --stanza=`+db+` info --output=json`, storeEnv(store, ns)...))
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	var info []struct {
+		Backup []struct {
+			Type string `json:"type"`
+		} `json:"backup"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &info), out)
+	require.Len(t, info, 1, out)
+	require.GreaterOrEqual(t, len(info[0].Backup), 2, out)
+	for _, b := range info[0].Backup {
+		require.Equal(t, "full", b.Type, out)
+	}
+
+	// The source goes; its backups stay in the store, and a new Database restores them.
+	kubectl(t, "delete", "database", db, "-n", ns, "--wait=true", "--timeout=3m")
+
 	// A new Database restored as of that time holds the first batch alone, on its primary
 	// and on the replica cloned from it, and takes writes (the statement's snapshot is
 	// taken before its own insert).
@@ -142,32 +173,6 @@ func TestRealPostgreSQLBackups(t *testing.T) {
 	})
 	out = kubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.name=nothing,reason=RestoreFailed", "-o", "jsonpath={.items[*].message}")
 	require.Contains(t, out, "could not restore the backups of never-backed-up", out)
-
-	// The store restores both batches at the archive's end (pgBackRest by hand).
-	eventually(t, 2*time.Minute, func() error {
-		if n := restoredCount(t, ns, store, db, img.Image, fmt.Sprintf("restore-end-%d", time.Now().Unix()), ""); n != "500" {
-			return fmt.Errorf("the archive's end restores %s rows, want 500", n)
-		}
-		return nil
-	})
-
-	// The schedule took another backup, which the status and the store both show.
-	second := waitBackedUp(t, ns, db, first.LastSuccessfulJob)
-	require.True(t, second.LastScheduleTime.After(first.LastScheduleTime.Time), "%+v", second)
-	phase, out = runPod(t, ns, "info", clientPod(ns, "info", img.Image,
-		`printf '%s' "$CA" >/tmp/ca.crt; exec pgbackrest --stanza=`+db+` info --output=json`, storeEnv(store, ns)...))
-	require.Equal(t, corev1.PodSucceeded, phase, out)
-	var info []struct {
-		Backup []struct {
-			Type string `json:"type"`
-		} `json:"backup"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(out), &info), out)
-	require.Len(t, info, 1, out)
-	require.GreaterOrEqual(t, len(info[0].Backup), 2, out)
-	for _, b := range info[0].Backup {
-		require.Equal(t, "full", b.Type, out)
-	}
 }
 
 // waitBackedUp waits until the Database's BackedUp condition is True for a backup Job other
