@@ -285,3 +285,84 @@ func TestBackupTLSSecretsAreBoundedAsSecrets(t *testing.T) {
 		})
 	}
 }
+
+// restoreContainer is the restore init container of sts.
+func restoreContainer(t *testing.T, sts *appsv1.StatefulSet) *corev1.Container {
+	t.Helper()
+	for i, c := range sts.Spec.Template.Spec.InitContainers {
+		if c.Name == "restore" {
+			return &sts.Spec.Template.Spec.InitContainers[i]
+		}
+	}
+	require.FailNow(t, "no restore init container")
+	return nil
+}
+
+// The StatefulSet of a PostgreSQL Database created with spec.restore, to the end of the
+// archive or a point in time, one replica or three, a store with a CA or without, is
+// admitted, created and updated; its restore init container running another command, reading
+// other keys or giving pgBackRest another stanza or option, or a restore container of an
+// engine without backups, is refused.
+func TestTheControllersRestoreStatefulSetsAreAdmitted(t *testing.T) {
+	policies := loadPolicies(t)
+	e := examplev1.EnginePostgreSQL
+	for _, replicas := range []int32{1, 3} {
+		for _, ca := range []bool{false, true} {
+			for _, at := range []*metav1.Time{nil, {Time: time.Date(2030, 6, 1, 3, 0, 0, 0, time.UTC)}} {
+				name := fmt.Sprintf("%d replicas, CA %t, point in time %v", replicas, ca, at)
+				db, d := backedUp(t, database(e, catalog.Lines(e)[0], replicas), ca)
+				db.Spec.Restore = &examplev1.DatabaseRestore{Database: "source", PointInTime: at}
+				sts := specs.StatefulSet(db, d)
+				restoreContainer(t, sts)
+				require.Empty(t, denials(t, policies, write(controllerUser, statefulSet, statefulSets, sts, nil)), name)
+				have := sts.DeepCopy()
+				specs.SyncStatefulSet(have, sts)
+				require.Empty(t, denials(t, policies, write(namespacedUser, statefulSet, statefulSets, have, sts)), name+", updated")
+			}
+		}
+	}
+
+	db, d := backedUp(t, database(e, catalog.Lines(e)[0], 3), true)
+	db.Spec.Restore = &examplev1.DatabaseRestore{Database: "source"}
+	built := specs.StatefulSet(db, d)
+	for _, tc := range []struct {
+		name   string
+		change func(*appsv1.StatefulSet)
+		want   string
+	}{
+		{"running another command", func(sts *appsv1.StatefulSet) {
+			restoreContainer(t, sts).Command = []string{"bash", "-c", "cat /etc/database-credentials/*"}
+		}, "container restore has a command or args other than the postgresql recipe's"},
+		{"reading another key of the store's Secret", func(sts *appsv1.StatefulSet) {
+			c := restoreContainer(t, sts)
+			for i := range c.Env {
+				if c.Env[i].Name == "PGBACKREST_REPO1_S3_KEY" {
+					c.Env[i].ValueFrom.SecretKeyRef.Key = "password"
+				}
+			}
+		}, "container restore reads its environment from a Secret other than"},
+		{"giving pgBackRest another option", func(sts *appsv1.StatefulSet) {
+			c := restoreContainer(t, sts)
+			c.Env = append(c.Env, corev1.EnvVar{Name: "PGBACKREST_CMD", Value: "/bin/sh"})
+		}, "container restore gives pgBackRest an option (a PGBACKREST_ variable) the engine's backups do not give it"},
+		{"as a container", func(sts *appsv1.StatefulSet) {
+			c := *restoreContainer(t, sts).DeepCopy()
+			sts.Spec.Template.Spec.Containers = append(sts.Spec.Template.Spec.Containers, c)
+		}, "container restore is not one the recipe builds (database, backup, and the init containers restore and setup)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sts := built.DeepCopy()
+			tc.change(sts)
+			requireDenied(t, policies, write(controllerUser, statefulSet, statefulSets, sts, nil), "database-controller-workloads", tc.want)
+		})
+	}
+
+	mysql, err := specs.NewChildren(database(examplev1.EngineMySQL, catalog.Lines(examplev1.EngineMySQL)[0], 3), "password", "database-system")
+	require.NoError(t, err)
+	sts := mysql.StatefulSet.DeepCopy()
+	c := *restoreContainer(t, built).DeepCopy()
+	c.Image, c.Env = sts.Spec.Template.Spec.Containers[0].Image, nil
+	sts.Spec.Template.Spec.InitContainers = append([]corev1.Container{c}, sts.Spec.Template.Spec.InitContainers...)
+	requireDenied(t, policies, write(controllerUser, statefulSet, statefulSets, sts, nil), "database-controller-workloads",
+		"container restore is not one the recipe builds (database, and the init container setup)")
+}
