@@ -26,7 +26,8 @@ const backupTimeout = 3 * time.Minute
 // TestRealPostgreSQLBackups backs up a replicated PostgreSQL Database on the real node to a
 // real S3-compatible store (SeaweedFS) and restores what it wrote: the first full backup
 // starts once the Database is Ready, BackedUp turns True with status.backup naming the Job,
-// the schedule then takes another backup; pgBackRest restores every row of two batches of
+// the schedule then takes another backup, and kubectl database backup one more;
+// pgBackRest restores every row of two batches of
 // acknowledged inserts at the archive's end; once the source is deleted, a new Database with
 // spec.restore as of a time between the two batches holds every row of the first and none
 // of the second, on its primary and on its replica, and takes writes; a restore from a
@@ -117,6 +118,25 @@ func TestRealPostgreSQLBackups(t *testing.T) {
 	for _, b := range info[0].Backup {
 		require.Equal(t, "full", b.Type, out)
 	}
+
+	// A backup now, through the plugin (databases/backup), with the schedule off; a second
+	// request while it is pending or runs is a Conflict.
+	kubectl(t, "patch", "database", db, "-n", ns, "--type=merge", "-p", `{"spec":{"backup":{"schedule":""}}}`)
+	eventually(t, backupTimeout, func() error {
+		out, errOut, err := kubectlDatabase(t, "backup", db, "-n", ns)
+		if err != nil {
+			// The last scheduled Job may still run.
+			return fmt.Errorf("%v: %s", err, errOut)
+		}
+		require.Equal(t, "database.example.com/"+db+" backup requested\n", out)
+		return nil
+	})
+	_, errOut, err := kubectlDatabase(t, "backup", db, "-n", ns)
+	require.Error(t, err)
+	require.Contains(t, errOut, "Error from server (Conflict)")
+	requested := waitBackedUp(t, ns, db, second.LastSuccessfulJob)
+	require.NotNil(t, requested.Request)
+	require.True(t, !requested.LastScheduleTime.Before(&requested.Request.RequestedAt), "%+v", requested)
 
 	// The source goes; its backups stay in the store, and a new Database restores them.
 	kubectl(t, "delete", "database", db, "-n", ns, "--wait=true", "--timeout=3m")

@@ -271,6 +271,9 @@ type DatabaseStatus struct {
 // DatabaseBackupStatus is what the controller saw of a Database's backup
 // Jobs: the one running, the last that succeeded, the last that failed.
 type DatabaseBackupStatus struct {
+	// Request is the last backup asked for through databases/backup; only
+	// that subresource sets it.
+	Request            *DatabaseBackupRequestStatus
 	LastScheduleTime   *metav1.Time
 	ActiveJob          string
 	LastSuccessfulTime *metav1.Time
@@ -293,6 +296,14 @@ type DatabaseRestartStatus struct {
 	// CompletedAt is when every Pod was recreated and Ready, to the
 	// microsecond; nil while under way.
 	CompletedAt *metav1.MicroTime
+}
+
+// DatabaseBackupRequestStatus is a backup asked for through databases/backup.
+type DatabaseBackupRequestStatus struct {
+	// RequestedBy is the authenticated user name of whoever asked.
+	RequestedBy string
+	// RequestedAt is when the request was recorded.
+	RequestedAt metav1.Time
 }
 
 // DatabaseSwitchoverStatus is a switchover asked for through databases/switchover.
@@ -426,6 +437,14 @@ type DatabaseConnection struct {
 	Primary string
 	// Ready is true when the Database's Ready condition is True.
 	Ready bool
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// DatabaseBackupRequest is the body of POST databases/{name}/backup.
+type DatabaseBackupRequest struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -111,7 +111,8 @@ func (p *pass) ensureBackupTLSSecret(ctx context.Context) (*halt, error) {
 // reconcileBackups reports the backup Jobs of a Database with spec.backup (status.backup and
 // the BackedUp condition) and starts one when due: at once when none was ever started
 // (status.backup.lastScheduleTime unset: the first full backup, which also makes the
-// stanza archiving needs), at each time of spec.backup.schedule after the last start, and
+// stanza archiving needs), at once for a request of databases/backup newer than the last
+// start, at each time of spec.backup.schedule after the last start, and
 // at once again when the last one failed and the spec changed since it started. No Job
 // starts while one runs, nor while the Database is not Ready or Degraded (a backup needs its
 // primary), nor while sts, the StatefulSet as this pass left it, is not rolled out (its Pods
@@ -193,11 +194,16 @@ func (p *pass) reconcileBackups(ctx context.Context, sts *appsv1.StatefulSet) (*
 }
 
 // backupDue says whether a backup of db is due at now, and, when one is scheduled later, how
-// long until then: due when none was ever started, when the schedule's first time after the
-// last start has come, or when lastFailed (the last Job, which failed) started at an older
+// long until then: due when none was ever started, when one was asked for through
+// databases/backup since the last start, when the schedule's first time after the last
+// start has come, or when lastFailed (the last Job, which failed) started at an older
 // generation of the Database than its current one.
 func backupDue(db *examplev1.Database, status examplev1.DatabaseBackupStatus, lastFailed *batchv1.Job, now time.Time) (bool, time.Duration) {
 	if status.LastScheduleTime == nil {
+		return true, 0
+	}
+	if r := status.Request; r != nil && status.LastScheduleTime.Before(&r.RequestedAt) {
+		// Asked for through databases/backup since the last start.
 		return true, 0
 	}
 	if lastFailed != nil && failedLast(status) {

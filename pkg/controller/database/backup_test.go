@@ -557,3 +557,38 @@ func TestRestoreWithoutTheStoreMakesNoServer(t *testing.T) {
 	require.True(t, f.exists(statefulSets, name))
 	require.Equal(t, "restore", f.statefulSet().Spec.Template.Spec.InitContainers[0].Name)
 }
+
+// A backup asked for through databases/backup (status.backup.request) newer than the last
+// start starts a Job at once, whatever the schedule; one older than the last start does not.
+func TestARequestedBackupStartsAtOnce(t *testing.T) {
+	f := newFixture(t, backedUpDatabase(""), storeSecret(t, false))
+	f.ready()
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	f.clock.SetTime(start.Add(time.Minute))
+	f.finishJob(firstJob, batchv1.JobComplete)
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, []string{firstJob}, f.backupJobs(), "no schedule: nothing more")
+
+	// A request recorded before the first start is served by it.
+	f.updateDatabase(func(db *examplev1.Database) {
+		db.Status.Backup.Request = &examplev1.DatabaseBackupRequestStatus{RequestedBy: "alice", RequestedAt: metav1.NewTime(start.Add(-time.Second))}
+	})
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, []string{firstJob}, f.backupJobs())
+
+	f.clock.SetTime(start.Add(2 * time.Hour))
+	f.updateDatabase(func(db *examplev1.Database) {
+		db.Status.Backup.Request = &examplev1.DatabaseBackupRequestStatus{RequestedBy: "alice", RequestedAt: metav1.NewTime(start.Add(time.Hour))}
+	})
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	second := specs.BackupJobName(f.database(), start.Add(2*time.Hour))
+	require.Equal(t, []string{firstJob, second}, f.backupJobs())
+	db := f.database()
+	require.Equal(t, second, db.Status.Backup.ActiveJob)
+	require.Equal(t, time0(start.Add(2*time.Hour)), db.Status.Backup.LastScheduleTime)
+	require.Equal(t, "alice", db.Status.Backup.Request.RequestedBy, "the request stays recorded")
+}

@@ -36,6 +36,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &examplev1.DatabaseApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DatabaseBackupPolicy"):
 		return &examplev1.DatabaseBackupPolicyApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("DatabaseBackupRequestStatus"):
+		return &examplev1.DatabaseBackupRequestStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DatabaseBackupS3"):
 		return &examplev1.DatabaseBackupS3ApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DatabaseBackupStatus"):

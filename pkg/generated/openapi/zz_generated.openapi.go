@@ -37,6 +37,8 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 	return map[string]common.OpenAPIDefinition{
 		v1.Database{}.OpenAPIModelName():                                    schema_pkg_apis_example_v1_Database(ref),
 		v1.DatabaseBackupPolicy{}.OpenAPIModelName():                        schema_pkg_apis_example_v1_DatabaseBackupPolicy(ref),
+		v1.DatabaseBackupRequest{}.OpenAPIModelName():                       schema_pkg_apis_example_v1_DatabaseBackupRequest(ref),
+		v1.DatabaseBackupRequestStatus{}.OpenAPIModelName():                 schema_pkg_apis_example_v1_DatabaseBackupRequestStatus(ref),
 		v1.DatabaseBackupS3{}.OpenAPIModelName():                            schema_pkg_apis_example_v1_DatabaseBackupS3(ref),
 		v1.DatabaseBackupStatus{}.OpenAPIModelName():                        schema_pkg_apis_example_v1_DatabaseBackupStatus(ref),
 		v1.DatabaseConnection{}.OpenAPIModelName():                          schema_pkg_apis_example_v1_DatabaseConnection(ref),
@@ -221,6 +223,72 @@ func schema_pkg_apis_example_v1_DatabaseBackupPolicy(ref common.ReferenceCallbac
 	}
 }
 
+func schema_pkg_apis_example_v1_DatabaseBackupRequest(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DatabaseBackupRequest asks for a backup of a Database now: the body of POST databases/{name}/backup. The API server records the request in status.backup.request and answers with the Database; the controller starts a backup Job at once (or, while the Database is not Ready, once it is). A Database without spec.backup is a 409 Conflict, and so is a request while a backup runs or one asked for is not started yet, or of a Database being deleted.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Standard object metadata. metadata.name, when set, must be the Database's name.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(metav1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			metav1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_DatabaseBackupRequestStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DatabaseBackupRequestStatus is a backup asked for through databases/backup.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"requestedBy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RequestedBy is the user name of whoever asked, as the API server authenticated them.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"requestedAt": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RequestedAt is when the API server recorded the request.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"requestedBy", "requestedAt"},
+			},
+		},
+		Dependencies: []string{
+			metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_example_v1_DatabaseBackupS3(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -280,6 +348,12 @@ func schema_pkg_apis_example_v1_DatabaseBackupStatus(ref common.ReferenceCallbac
 				Description: "DatabaseBackupStatus is what the controller saw of a Database's backups, each taken by a Job of its namespace.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
+					"request": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Request is the last backup asked for through databases/backup: who asked and when. The controller starts a backup Job for a request newer than lastScheduleTime. Only databases/backup sets it; a write of status keeps the stored one.",
+							Ref:         ref(v1.DatabaseBackupRequestStatus{}.OpenAPIModelName()),
+						},
+					},
 					"lastScheduleTime": {
 						SchemaProps: spec.SchemaProps{
 							Description: "LastScheduleTime is when the controller last started a backup Job: at once when spec.backup is set, then at each time of spec.backup.schedule after it. Only the controller writes it.",
@@ -323,7 +397,7 @@ func schema_pkg_apis_example_v1_DatabaseBackupStatus(ref common.ReferenceCallbac
 			},
 		},
 		Dependencies: []string{
-			metav1.Time{}.OpenAPIModelName()},
+			v1.DatabaseBackupRequestStatus{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 

@@ -72,6 +72,7 @@ const (
 // +genclient:method=GetConnection,verb=get,subresource=connection,result=DatabaseConnection
 // +genclient:method=Restart,verb=create,subresource=restart,input=DatabaseRestart,result=Database
 // +genclient:method=Switchover,verb=create,subresource=switchover,input=DatabaseSwitchover,result=Database
+// +genclient:method=Backup,verb=create,subresource=backup,input=DatabaseBackupRequest,result=Database
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // Database is a managed database: a StatefulSet of the chosen engine with its
@@ -418,6 +419,12 @@ type DatabaseStatus struct {
 // DatabaseBackupStatus is what the controller saw of a Database's backups,
 // each taken by a Job of its namespace.
 type DatabaseBackupStatus struct {
+	// Request is the last backup asked for through databases/backup: who
+	// asked and when. The controller starts a backup Job for a request newer
+	// than lastScheduleTime. Only databases/backup sets it; a write of status
+	// keeps the stored one.
+	// +optional
+	Request *DatabaseBackupRequestStatus `json:"request,omitempty" protobuf:"bytes,7,opt,name=request"`
 	// LastScheduleTime is when the controller last started a backup Job: at
 	// once when spec.backup is set, then at each time of spec.backup.schedule
 	// after it. Only the controller writes it.
@@ -686,6 +693,34 @@ type DatabaseRestart struct {
 	// control characters (newlines, tabs, terminal escape sequences).
 	// +optional
 	Reason string `json:"reason,omitempty" protobuf:"bytes,2,opt,name=reason"`
+}
+
+// DatabaseBackupRequestStatus is a backup asked for through databases/backup.
+type DatabaseBackupRequestStatus struct {
+	// RequestedBy is the user name of whoever asked, as the API server
+	// authenticated them.
+	// +required
+	RequestedBy string `json:"requestedBy" protobuf:"bytes,1,opt,name=requestedBy"`
+	// RequestedAt is when the API server recorded the request.
+	// +required
+	RequestedAt metav1.Time `json:"requestedAt" protobuf:"bytes,2,opt,name=requestedAt"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// DatabaseBackupRequest asks for a backup of a Database now: the body of
+// POST databases/{name}/backup. The API server records the request in
+// status.backup.request and answers with the Database; the controller
+// starts a backup Job at once (or, while the Database is not Ready, once it
+// is). A Database without spec.backup is a 409 Conflict, and so is a
+// request while a backup runs or one asked for is not started yet, or of a
+// Database being deleted.
+type DatabaseBackupRequest struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard object metadata. metadata.name, when set, must be the
+	// Database's name.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

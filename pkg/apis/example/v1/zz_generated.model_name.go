@@ -32,6 +32,16 @@ func (in DatabaseBackupPolicy) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DatabaseBackupRequest) OpenAPIModelName() string {
+	return "com.example.v1.DatabaseBackupRequest"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DatabaseBackupRequestStatus) OpenAPIModelName() string {
+	return "com.example.v1.DatabaseBackupRequestStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in DatabaseBackupS3) OpenAPIModelName() string {
 	return "com.example.v1.DatabaseBackupS3"
 }

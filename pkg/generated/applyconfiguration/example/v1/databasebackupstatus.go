@@ -28,6 +28,11 @@ import (
 // DatabaseBackupStatus is what the controller saw of a Database's backups,
 // each taken by a Job of its namespace.
 type DatabaseBackupStatusApplyConfiguration struct {
+	// Request is the last backup asked for through databases/backup: who
+	// asked and when. The controller starts a backup Job for a request newer
+	// than lastScheduleTime. Only databases/backup sets it; a write of status
+	// keeps the stored one.
+	Request *DatabaseBackupRequestStatusApplyConfiguration `json:"request,omitempty"`
 	// LastScheduleTime is when the controller last started a backup Job: at
 	// once when spec.backup is set, then at each time of spec.backup.schedule
 	// after it. Only the controller writes it.
@@ -48,6 +53,14 @@ type DatabaseBackupStatusApplyConfiguration struct {
 // apply.
 func DatabaseBackupStatus() *DatabaseBackupStatusApplyConfiguration {
 	return &DatabaseBackupStatusApplyConfiguration{}
+}
+
+// WithRequest sets the Request field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Request field is set to the value of the last call.
+func (b *DatabaseBackupStatusApplyConfiguration) WithRequest(value *DatabaseBackupRequestStatusApplyConfiguration) *DatabaseBackupStatusApplyConfiguration {
+	b.Request = value
+	return b
 }
 
 // WithLastScheduleTime sets the LastScheduleTime field in the declarative configuration to the given value
