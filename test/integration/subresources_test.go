@@ -302,8 +302,12 @@ func TestSubresourceBadInputIsRefused(t *testing.T) {
 		code                     int
 		msg                      string
 	}{
-		{"unknown subresource", http.MethodPost, base + "/backup", `{}`, http.StatusNotFound, ""},
-		{"unknown subresource get", http.MethodGet, base + "/backup", "", http.StatusNotFound, ""},
+		{"unknown subresource", http.MethodPost, base + "/snapshot", `{}`, http.StatusNotFound, ""},
+		{"unknown subresource get", http.MethodGet, base + "/snapshot", "", http.StatusNotFound, ""},
+		{"backup body of another kind", http.MethodPost, base + "/backup", `{"apiVersion":"example.com/v1","kind":"DatabaseRestart"}`, http.StatusBadRequest, "cannot be handled as a DatabaseBackupRequest"},
+		{"backup of a Database without spec.backup", http.MethodPost, base + "/backup", `{"apiVersion":"example.com/v1","kind":"DatabaseBackupRequest"}`, http.StatusConflict, "the Database has no spec.backup"},
+		{"backup of a missing Database", http.MethodPost, databasesPath(ns) + "/missing/backup", `{"apiVersion":"example.com/v1","kind":"DatabaseBackupRequest"}`, http.StatusNotFound, ""},
+		{"get of backup", http.MethodGet, base + "/backup", "", http.StatusMethodNotAllowed, ""},
 		{"missing Database", http.MethodPost, databasesPath(ns) + "/missing/restart", `{"apiVersion":"example.com/v1","kind":"DatabaseRestart"}`, http.StatusNotFound, `databases.example.com "missing" not found`},
 		{"malformed body", http.MethodPost, base + "/restart", `{"apiVersion":`, http.StatusBadRequest, ""},
 		{"wrong kind", http.MethodPost, base + "/restart", `{"apiVersion":"example.com/v1","kind":"Database","metadata":{"name":"shop"}}`, http.StatusBadRequest, "Database in version \"v1\" cannot be handled as a DatabaseRestart"},
