@@ -49,13 +49,7 @@ func TestRealPostgreSQLBackups(t *testing.T) {
 	require.NoError(t, err)
 
 	const db = "ledger"
-	kubectlIn(t, replicatedDatabase(ns, db, examplev1.EnginePostgreSQL, img.Line, 2)+fmt.Sprintf(`  backup:
-    s3:
-      endpoint: https://%s
-      bucket: %s
-      prefix: /e2e
-      secretName: store
-`, store.Host, store.Bucket), "apply", "-f", "-")
+	kubectlIn(t, backedUpDatabase(ns, db, img.Line, 2, store), "apply", "-f", "-")
 	t.Cleanup(func() {
 		if t.Failed() {
 			out, _, _ := kubectlAs(cluster.KubeconfigPath, "", "get", "events", "-n", ns, "--sort-by=.lastTimestamp")
@@ -145,16 +139,10 @@ func TestRealPostgreSQLBackups(t *testing.T) {
 	// and on the replica cloned from it, and takes writes (the statement's snapshot is
 	// taken before its own insert).
 	const copyDB = "ledger-copy"
-	kubectlIn(t, replicatedDatabase(ns, copyDB, examplev1.EnginePostgreSQL, img.Line, 2)+fmt.Sprintf(`  backup:
-    s3:
-      endpoint: https://%s
-      bucket: %s
-      prefix: /e2e
-      secretName: store
-  restore:
+	kubectlIn(t, backedUpDatabase(ns, copyDB, img.Line, 2, store)+fmt.Sprintf(`  restore:
     database: %s
     pointInTime: %s
-`, store.Host, store.Bucket, db, at.UTC().Format(time.RFC3339)), "apply", "-f", "-")
+`, db, at.UTC().Format(time.RFC3339)), "apply", "-f", "-")
 	waitReplicating(t, ns, copyDB, copyDB+"-0", 2)
 	restoredDB, err := getDatabase(t, ns, copyDB)
 	require.NoError(t, err)
@@ -168,15 +156,9 @@ func TestRealPostgreSQLBackups(t *testing.T) {
 	waitRows(t, ns, "copy-replica", copyDB, memberHost(ns, copyDB, 1), "SELECT count(*) FROM entries", "301")
 
 	// A restore from a Database that has no backups fails, says why, and never serves.
-	kubectlIn(t, replicatedDatabase(ns, "nothing", examplev1.EnginePostgreSQL, img.Line, 1)+fmt.Sprintf(`  backup:
-    s3:
-      endpoint: https://%s
-      bucket: %s
-      prefix: /e2e
-      secretName: store
-  restore:
+	kubectlIn(t, backedUpDatabase(ns, "nothing", img.Line, 1, store)+`  restore:
     database: never-backed-up
-`, store.Host, store.Bucket), "apply", "-f", "-")
+`, "apply", "-f", "-")
 	eventually(t, realPodTimeout, func() error {
 		d, err := getDatabase(t, ns, "nothing")
 		if err != nil {
@@ -193,6 +175,19 @@ func TestRealPostgreSQLBackups(t *testing.T) {
 	})
 	out = kubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.name=nothing,reason=RestoreFailed", "-o", "jsonpath={.items[*].message}")
 	require.Contains(t, out, "could not restore the backups of never-backed-up", out)
+}
+
+// backedUpDatabase is the manifest of a PostgreSQL Database of replicas Pods at version
+// (replicatedDatabase) backed up to store under the prefix /e2e with the keys of the Secret
+// "store".
+func backedUpDatabase(ns, name, version string, replicas int, store objectStore) string {
+	return replicatedDatabase(ns, name, examplev1.EnginePostgreSQL, version, replicas) + fmt.Sprintf(`  backup:
+    s3:
+      endpoint: https://%s
+      bucket: %s
+      prefix: /e2e
+      secretName: store
+`, store.Host, store.Bucket)
 }
 
 // waitBackedUp waits until the Database's BackedUp condition is True for a backup Job other

@@ -5,12 +5,9 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/cli-runtime/pkg/printers"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/generated/clientset/versioned/scheme"
 )
 
 const backupLong = `Ask for a backup of a Database now, into the store of its spec.backup: the controller
@@ -31,26 +28,20 @@ const backupExample = `  # Back up my-database now
 // BackupOptions are the inputs of "kubectl database backup NAME".
 type BackupOptions struct {
 	databaseOptions
-
-	PrintFlags *genericclioptions.PrintFlags
-	printer    printers.ResourcePrinter
+	printedOptions
 }
 
 func newCmdBackup(f *factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &BackupOptions{
-		databaseOptions: databaseOptions{IOStreams: streams},
-		PrintFlags:      genericclioptions.NewPrintFlags("backup requested").WithTypeSetter(scheme.Scheme),
-	}
+	o := &BackupOptions{databaseOptions: databaseOptions{IOStreams: streams}}
 	cmd := databaseCommand("backup NAME", "Back up a Database now", backupLong, backupExample,
 		func(args []string) error { return o.Complete(f, args) }, o.Run)
-	o.PrintFlags.AddFlags(cmd)
+	o.printedOptions = newPrintedOptions(cmd, "backup requested")
 	return cmd
 }
 
 // Complete fills the options from the arguments and kubectl's flags.
 func (o *BackupOptions) Complete(f *factory, args []string) error {
-	var err error
-	if o.printer, err = o.PrintFlags.ToPrinter(); err != nil {
+	if err := o.completePrinter(); err != nil {
 		return err
 	}
 	return o.complete(f, args)
