@@ -71,6 +71,29 @@ type Backups interface {
 	RestorePod(db *examplev1.Database, d Desired, tmpl *corev1.PodTemplateSpec)
 }
 
+// Archiver is a Replicator whose primary reports its continuous archiving (Backups'
+// BackupPod): the observer's side of an engine that takes backups.
+type Archiver interface {
+	Replicator
+	// Archiving is what primary, which answered as primary, said of its archiving.
+	Archiving(primary *Member) Archiving
+}
+
+// Archiving is a primary's account of its continuous archiving.
+type Archiving struct {
+	// Last is when it last archived a change (a WAL segment, a binary log); zero when it
+	// did not since its statistics began.
+	Last time.Time
+	// Failed is when its last attempt that failed was, and FailedWhat what it tried to
+	// archive then; zero and empty when none failed.
+	Failed     time.Time
+	FailedWhat string
+}
+
+// Failing reports whether the last attempt failed: archiving is stuck until it succeeds,
+// and the changes it could not archive pile up on the primary's volume.
+func (a Archiving) Failing() bool { return !a.Failed.IsZero() && a.Failed.After(a.Last) }
+
 // Access is what a user may do on a logical database.
 type Access string
 

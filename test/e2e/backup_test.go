@@ -30,7 +30,8 @@ const backupTimeout = 3 * time.Minute
 // pgBackRest restores every row of two batches of
 // acknowledged inserts at the archive's end; once the source is deleted, a new Database with
 // spec.restore as of a time between the two batches holds every row of the first and none
-// of the second, on its primary and on its replica, and takes writes; a restore from a
+// of the second, on its primary and on its replica, takes writes and is backed up in turn; a
+// restore from a
 // Database without backups fails with the Restored condition and an Event saying why, never
 // Ready. The Databases come and go so that the real node's CPU holds them with the shared
 // example's.
@@ -154,6 +155,8 @@ func TestRealPostgreSQLBackups(t *testing.T) {
 	require.Equal(t, corev1.PodSucceeded, phase, out)
 	require.Equal(t, "300|300", strings.TrimSpace(out))
 	waitRows(t, ns, "copy-replica", copyDB, memberHost(ns, copyDB, 1), "SELECT count(*) FROM entries", "301")
+	// The copy is backed up into a stanza of its own, from its new timeline.
+	waitBackedUp(t, ns, copyDB, "")
 
 	// A restore from a Database that has no backups fails, says why, and never serves.
 	kubectlIn(t, backedUpDatabase(ns, "nothing", img.Line, 1, store)+`  restore:

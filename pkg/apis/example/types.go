@@ -280,6 +280,10 @@ type DatabaseBackupStatus struct {
 	LastSuccessfulJob  string
 	LastFailureTime    *metav1.Time
 	LastFailedJob      string
+	// LastArchivedTime is when the primary last archived its changes;
+	// ArchiveFailureTime, while its last attempt failed, when that was.
+	LastArchivedTime   *metav1.Time
+	ArchiveFailureTime *metav1.Time
 }
 
 // DatabaseRestartStatus is a rolling restart: the request databases/restart

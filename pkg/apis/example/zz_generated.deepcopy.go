@@ -155,6 +155,14 @@ func (in *DatabaseBackupStatus) DeepCopyInto(out *DatabaseBackupStatus) {
 		in, out := &in.LastFailureTime, &out.LastFailureTime
 		*out = (*in).DeepCopy()
 	}
+	if in.LastArchivedTime != nil {
+		in, out := &in.LastArchivedTime, &out.LastArchivedTime
+		*out = (*in).DeepCopy()
+	}
+	if in.ArchiveFailureTime != nil {
+		in, out := &in.ArchiveFailureTime, &out.ArchiveFailureTime
+		*out = (*in).DeepCopy()
+	}
 	return
 }
 

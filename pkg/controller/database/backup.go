@@ -36,6 +36,8 @@ type backups struct {
 	message   string
 	// next, when positive, is how long until the next scheduled backup.
 	next time.Duration
+	// archiving is true once the primary answered of its archiving this pass (archived).
+	archiving bool
 }
 
 // resolveBackupStore sets p.desired.Backup from spec.backup, reading the store's Secret
@@ -191,6 +193,30 @@ func (p *pass) reconcileBackups(ctx context.Context, sts *appsv1.StatefulSet) (*
 		}
 	}
 	return b, nil
+}
+
+// archived records what the primary said of its continuous archiving: status.backup's
+// lastArchivedTime and archiveFailureTime, and, while its last attempt failed, BackedUp
+// False (ReasonArchiveFailing), which says more than any backup's outcome: no change is
+// archived meanwhile. Before the first backup succeeded archiving is not judged: it starts
+// with the stanza that backup makes.
+func (b *backups) archived(primary string, a engine.Archiving) {
+	b.archiving = true
+	if !a.Last.IsZero() {
+		b.status.LastArchivedTime = &metav1.Time{Time: a.Last.Truncate(time.Second)}
+	}
+	b.status.ArchiveFailureTime = nil
+	if !a.Failing() || b.status.LastSuccessfulTime == nil || b.reason == examplev1.ReasonBackupStoreInvalid {
+		return
+	}
+	b.status.ArchiveFailureTime = &metav1.Time{Time: a.Failed.Truncate(time.Second)}
+	last := "never"
+	if !a.Last.IsZero() {
+		last = a.Last.UTC().Format(time.RFC3339)
+	}
+	b.condition, b.reason = metav1.ConditionFalse, examplev1.ReasonArchiveFailing
+	b.message = fmt.Sprintf("%s, the primary, failed to archive %s at %s (it last archived at %s): its changes pile up on its volume until the store takes them; its log says why",
+		primary, a.FailedWhat, a.Failed.UTC().Format(time.RFC3339), last)
 }
 
 // backupDue says whether a backup of db is due at now, and, when one is scheduled later, how

@@ -171,6 +171,9 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 			return obs, err
 		}
 		obs.replication = &rep
+		if obs.backup != nil && rep.archiving != nil {
+			obs.backup.archived(rep.primary, *rep.archiving)
+		}
 	}
 	return obs, nil
 }

@@ -319,8 +319,10 @@ func (r *Reconciler) report(ctx context.Context, db *examplev1.Database, obs obs
 	if b := obs.backup; b != nil {
 		// No event marks a scheduled backup's time, nor a store's Secret fixed (the
 		// controller caches only Secrets it manages).
+		// Nor the primary's archiving, which it is asked for at least every
+		// RequeueAfterExternal once it answered.
 		wait := b.next
-		if b.reason == examplev1.ReasonBackupStoreInvalid {
+		if (b.reason == examplev1.ReasonBackupStoreInvalid || b.archiving) && (wait == 0 || wait > RequeueAfterExternal) {
 			wait = RequeueAfterExternal
 		}
 		if wait > 0 && (result.RequeueAfter == 0 || wait < result.RequeueAfter) {

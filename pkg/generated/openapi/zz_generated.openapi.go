@@ -393,6 +393,18 @@ func schema_pkg_apis_example_v1_DatabaseBackupStatus(ref common.ReferenceCallbac
 							Format:      "",
 						},
 					},
+					"lastArchivedTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastArchivedTime is when the primary last archived its changes to the store (PostgreSQL's pg_stat_archiver.last_archived_time, of a WAL segment), as the controller last read it: a restore reaches up to about then. Unset before the first.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"archiveFailureTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ArchiveFailureTime is, while the primary's last attempt to archive its changes failed, when that was (the changes it could not archive pile up on its volume until the store takes them); unset while archiving works.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},

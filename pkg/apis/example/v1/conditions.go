@@ -17,9 +17,10 @@ const (
 	// switchover is under way, and Unknown when the controller cannot reach the servers.
 	ConditionReplicating = "Replicating"
 	// ConditionBackedUp, on a Database with spec.backup, is True when its last backup
-	// succeeded (ReasonBackupSucceeded), False when it failed (ReasonBackupFailed) or
-	// the store's Secret cannot be used (ReasonBackupStoreInvalid), and Unknown until
-	// the first backup ends (ReasonBackupPending).
+	// succeeded (ReasonBackupSucceeded), False when it failed (ReasonBackupFailed), the
+	// primary fails to archive its changes (ReasonArchiveFailing) or the store's Secret
+	// cannot be used (ReasonBackupStoreInvalid), and Unknown until the first backup ends
+	// (ReasonBackupPending).
 	ConditionBackedUp = "BackedUp"
 	// ConditionRestored, on a Database with spec.restore, is True once its data was
 	// restored (ReasonRestored), False while the restore fails (ReasonRestoreFailed,
@@ -91,6 +92,7 @@ const (
 	ReasonBackupFailed       = "BackupFailed"
 	ReasonBackupPending      = "BackupPending"
 	ReasonBackupStoreInvalid = "BackupStoreInvalid"
+	ReasonArchiveFailing     = "ArchiveFailing"
 	// Reasons of ConditionRestored.
 	ReasonRestored      = "Restored"
 	ReasonRestoring     = "Restoring"

@@ -306,6 +306,30 @@ func (m *DatabaseBackupStatus) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	if m.ArchiveFailureTime != nil {
+		{
+			size, err := m.ArchiveFailureTime.MarshalToSizedBuffer(dAtA[:i])
+			if err != nil {
+				return 0, err
+			}
+			i -= size
+			i = encodeVarintGenerated(dAtA, i, uint64(size))
+		}
+		i--
+		dAtA[i] = 0x4a
+	}
+	if m.LastArchivedTime != nil {
+		{
+			size, err := m.LastArchivedTime.MarshalToSizedBuffer(dAtA[:i])
+			if err != nil {
+				return 0, err
+			}
+			i -= size
+			i = encodeVarintGenerated(dAtA, i, uint64(size))
+		}
+		i--
+		dAtA[i] = 0x42
+	}
 	if m.Request != nil {
 		{
 			size, err := m.Request.MarshalToSizedBuffer(dAtA[:i])
@@ -1351,6 +1375,14 @@ func (m *DatabaseBackupStatus) Size() (n int) {
 		l = m.Request.Size()
 		n += 1 + l + sovGenerated(uint64(l))
 	}
+	if m.LastArchivedTime != nil {
+		l = m.LastArchivedTime.Size()
+		n += 1 + l + sovGenerated(uint64(l))
+	}
+	if m.ArchiveFailureTime != nil {
+		l = m.ArchiveFailureTime.Size()
+		n += 1 + l + sovGenerated(uint64(l))
+	}
 	return n
 }
 
@@ -1749,6 +1781,8 @@ func (this *DatabaseBackupStatus) String() string {
 		`LastFailedJob:` + fmt.Sprintf("%v", this.LastFailedJob) + `,`,
 		`LastScheduleTime:` + strings.Replace(fmt.Sprintf("%v", this.LastScheduleTime), "Time", "v1.Time", 1) + `,`,
 		`Request:` + strings.Replace(this.Request.String(), "DatabaseBackupRequestStatus", "DatabaseBackupRequestStatus", 1) + `,`,
+		`LastArchivedTime:` + strings.Replace(fmt.Sprintf("%v", this.LastArchivedTime), "Time", "v1.Time", 1) + `,`,
+		`ArchiveFailureTime:` + strings.Replace(fmt.Sprintf("%v", this.ArchiveFailureTime), "Time", "v1.Time", 1) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -2939,6 +2973,78 @@ func (m *DatabaseBackupStatus) Unmarshal(dAtA []byte) error {
 				m.Request = &DatabaseBackupRequestStatus{}
 			}
 			if err := m.Request.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 8:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field LastArchivedTime", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.LastArchivedTime == nil {
+				m.LastArchivedTime = &v1.Time{}
+			}
+			if err := m.LastArchivedTime.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 9:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ArchiveFailureTime", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.ArchiveFailureTime == nil {
+				m.ArchiveFailureTime = &v1.Time{}
+			}
+			if err := m.ArchiveFailureTime.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
 			iNdEx = postIndex

@@ -445,6 +445,18 @@ type DatabaseBackupStatus struct {
 	// LastFailedJob is the Job that failed; its Pods' logs say why.
 	// +optional
 	LastFailedJob string `json:"lastFailedJob,omitempty" protobuf:"bytes,5,opt,name=lastFailedJob"`
+	// LastArchivedTime is when the primary last archived its changes to the
+	// store (PostgreSQL's pg_stat_archiver.last_archived_time, of a WAL
+	// segment), as the controller last read it: a restore reaches up to
+	// about then. Unset before the first.
+	// +optional
+	LastArchivedTime *metav1.Time `json:"lastArchivedTime,omitempty" protobuf:"bytes,8,opt,name=lastArchivedTime"`
+	// ArchiveFailureTime is, while the primary's last attempt to archive its
+	// changes failed, when that was (the changes it could not archive pile
+	// up on its volume until the store takes them); unset while archiving
+	// works.
+	// +optional
+	ArchiveFailureTime *metav1.Time `json:"archiveFailureTime,omitempty" protobuf:"bytes,9,opt,name=archiveFailureTime"`
 }
 
 // DatabaseRestartStatus is a rolling restart of a Database's Pods: the

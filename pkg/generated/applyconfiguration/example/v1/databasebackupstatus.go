@@ -47,6 +47,16 @@ type DatabaseBackupStatusApplyConfiguration struct {
 	LastFailureTime *metav1.Time `json:"lastFailureTime,omitempty"`
 	// LastFailedJob is the Job that failed; its Pods' logs say why.
 	LastFailedJob *string `json:"lastFailedJob,omitempty"`
+	// LastArchivedTime is when the primary last archived its changes to the
+	// store (PostgreSQL's pg_stat_archiver.last_archived_time, of a WAL
+	// segment), as the controller last read it: a restore reaches up to
+	// about then. Unset before the first.
+	LastArchivedTime *metav1.Time `json:"lastArchivedTime,omitempty"`
+	// ArchiveFailureTime is, while the primary's last attempt to archive its
+	// changes failed, when that was (the changes it could not archive pile
+	// up on its volume until the store takes them); unset while archiving
+	// works.
+	ArchiveFailureTime *metav1.Time `json:"archiveFailureTime,omitempty"`
 }
 
 // DatabaseBackupStatusApplyConfiguration constructs a declarative configuration of the DatabaseBackupStatus type for use with
@@ -108,5 +118,21 @@ func (b *DatabaseBackupStatusApplyConfiguration) WithLastFailureTime(value metav
 // If called multiple times, the LastFailedJob field is set to the value of the last call.
 func (b *DatabaseBackupStatusApplyConfiguration) WithLastFailedJob(value string) *DatabaseBackupStatusApplyConfiguration {
 	b.LastFailedJob = &value
+	return b
+}
+
+// WithLastArchivedTime sets the LastArchivedTime field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the LastArchivedTime field is set to the value of the last call.
+func (b *DatabaseBackupStatusApplyConfiguration) WithLastArchivedTime(value metav1.Time) *DatabaseBackupStatusApplyConfiguration {
+	b.LastArchivedTime = &value
+	return b
+}
+
+// WithArchiveFailureTime sets the ArchiveFailureTime field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ArchiveFailureTime field is set to the value of the last call.
+func (b *DatabaseBackupStatusApplyConfiguration) WithArchiveFailureTime(value metav1.Time) *DatabaseBackupStatusApplyConfiguration {
+	b.ArchiveFailureTime = &value
 	return b
 }
