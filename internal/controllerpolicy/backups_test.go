@@ -308,8 +308,8 @@ func TestTheControllersRestoreStatefulSetsAreAdmitted(t *testing.T) {
 	e := examplev1.EnginePostgreSQL
 	for _, replicas := range []int32{1, 3} {
 		for _, ca := range []bool{false, true} {
-			for _, at := range []*metav1.Time{nil, {Time: time.Date(2030, 6, 1, 3, 0, 0, 0, time.UTC)}} {
-				name := fmt.Sprintf("%d replicas, CA %t, point in time %v", replicas, ca, at)
+			for _, at := range []string{"", "2030-06-01T03:00:00.5Z"} {
+				name := fmt.Sprintf("%d replicas, CA %t, point in time %q", replicas, ca, at)
 				db, d := backedUp(t, database(e, catalog.Lines(e)[0], replicas), ca)
 				db.Spec.Restore = &examplev1.DatabaseRestore{Database: "source", PointInTime: at}
 				sts := specs.StatefulSet(db, d)

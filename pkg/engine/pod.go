@@ -15,6 +15,10 @@ const (
 	// The setup script reads it when a Pod starts: a Pod that is not named there starts as a
 	// replica.
 	ConfigMapKeyPrimary = "primary"
+	// ConfigMapKeyRestored is present once a Database created with spec.restore was
+	// restored: its restore init container restores nothing again, even onto an empty
+	// data volume, which then starts as any new Database's.
+	ConfigMapKeyRestored = "restored"
 	// ReplicationVolumeName is the Pod volume of the replication ConfigMap, mounted
 	// read-only at ReplicationMountPath (ReplicationMount).
 	ReplicationVolumeName = "replication"

@@ -133,10 +133,10 @@ type DatabaseSpec struct {
 }
 
 // DatabaseRestore is where a new Database's data comes from: the backups of
-// the Database named Database, up to PointInTime (nil: the end of the archive).
+// the Database named Database, up to PointInTime (RFC 3339; empty: the end of the archive).
 type DatabaseRestore struct {
 	Database    string
-	PointInTime *metav1.Time
+	PointInTime string
 }
 
 // DatabaseBackupPolicy is where and how often a Database is backed up.

@@ -295,8 +295,8 @@ func (p *pass) observeRestore() *restored {
 		return &restored{c.Status, c.Reason, c.Message}
 	}
 	source := "the backups of " + db.Spec.Restore.Database
-	if t := db.Spec.Restore.PointInTime; t != nil {
-		source += " as of " + t.UTC().Format(time.RFC3339)
+	if t := db.Spec.Restore.PointInTime; t != "" {
+		source += " as of " + t
 	}
 	podName := engine.PodName(db, 0)
 	pod, err := p.r.listers.Pods.Pods(db.Namespace).Get(podName)

@@ -464,7 +464,7 @@ func TestBackupCertificatesAreRenewedBeforeTheyExpire(t *testing.T) {
 // restoringDatabase is the example Database restored from "ledger" as of at.
 func restoringDatabase(at time.Time) *examplev1.Database {
 	db := backedUpDatabase("")
-	db.Spec.Restore = &examplev1.DatabaseRestore{Database: "ledger", PointInTime: time0(at)}
+	db.Spec.Restore = &examplev1.DatabaseRestore{Database: "ledger", PointInTime: at.Format(time.RFC3339)}
 	return db
 }
 
@@ -492,6 +492,9 @@ func TestRestoreIsReportedFromTheFirstPod(t *testing.T) {
 	f := newFixture(t, restoringDatabase(at), storeSecret(t, false))
 	_, err := f.reconcile()
 	require.NoError(t, err)
+	obj, err := f.kube.Tracker().Get(configMaps, namespace, "my-database-replication")
+	require.NoError(t, err)
+	require.NotContains(t, obj.(*corev1.ConfigMap).Data, "restored")
 	init := f.statefulSet().Spec.Template.Spec.InitContainers
 	require.Equal(t, []string{"restore", "setup"}, []string{init[0].Name, init[1].Name}, "the restore before the setup")
 	c := condition(f.database(), examplev1.ConditionRestored)
@@ -535,6 +538,11 @@ func TestRestoreIsReportedFromTheFirstPod(t *testing.T) {
 	_, err = f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, metav1.ConditionTrue, condition(f.database(), examplev1.ConditionRestored).Status)
+	// The restore scripts learn it from the replication ConfigMap: an empty volume later
+	// is not filled from the source's old backups again.
+	obj, err = f.kube.Tracker().Get(configMaps, namespace, "my-database-replication")
+	require.NoError(t, err)
+	require.Equal(t, "true", obj.(*corev1.ConfigMap).Data["restored"])
 }
 
 // A Database to restore whose store's Secret is missing gets no StatefulSet: its first Pod

@@ -2,6 +2,7 @@ package postgresql
 
 import (
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
@@ -187,16 +188,19 @@ const RestoreContainerName = "restore"
 // containers: postgresql-restore.sh from the replication ConfigMap, which on the primary with
 // an empty data directory restores the stanza of spec.restore.database from d.Backup's
 // store up to spec.restore.pointInTime (the end of the archive when unset), recovers it, and
-// gives it this Database's superuser password and database name. It runs with the database
+// gives it this Database's superuser password and database name. The API server validated
+// pointInTime (RFC 3339). It runs with the database
 // container's environment (credentials, PGDATA, the repository of BackupPod, which must come
 // first) and mounts, and its failure's last log lines are its termination message, which
 // the controller reports.
 func (Engine) RestorePod(db *examplev1.Database, d engine.Desired, tmpl *corev1.PodTemplateSpec) {
 	pod := &tmpl.Spec
 	c := &pod.Containers[0]
+	// pgBackRest's --target of --type=time is a timestamp PostgreSQL reads
+	// (recovery_target_time): the time in UTC, to the microsecond it keeps.
 	target := ""
-	if t := db.Spec.Restore.PointInTime; t != nil {
-		target = t.UTC().Format("2006-01-02 15:04:05") + "+00"
+	if t, err := time.Parse(time.RFC3339Nano, db.Spec.Restore.PointInTime); err == nil {
+		target = t.UTC().Format("2006-01-02 15:04:05.999999") + "+00"
 	}
 	env := append(append([]corev1.EnvVar(nil), c.Env...),
 		corev1.EnvVar{Name: "RESTORE_STANZA", Value: db.Spec.Restore.Database},

@@ -2,7 +2,6 @@ package postgresql_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -255,12 +254,11 @@ func TestBackupJobOfOneReplicaListsOnePod(t *testing.T) {
 
 // RestorePod puts the restore script first among the init containers, with the database
 // container's environment and mounts (the socket's excepted) and the source, its database
-// and the target time in whole seconds of UTC; its failure's last log lines are its
+// and the target time in UTC, fractions kept; its failure's last log lines are its
 // termination message. The script comes with the replication ConfigMap.
 func TestRestorePod(t *testing.T) {
 	db, d := backupDesired(t, 2, true)
-	at := metav1.NewTime(time.Date(2026, time.December, 5, 5, 59, 30, 0, time.FixedZone("CET", 3600)))
-	db.Spec.Restore = &examplev1.DatabaseRestore{Database: "old-ledger", PointInTime: &at}
+	db.Spec.Restore = &examplev1.DatabaseRestore{Database: "old-ledger", PointInTime: "2026-12-05T05:59:30.25+01:00"}
 	tmpl := podTemplate(db, d)
 	postgresql.Engine{}.BackupPod(db, d, tmpl)
 	postgresql.Engine{}.RestorePod(db, d, tmpl)
@@ -277,7 +275,7 @@ func TestRestorePod(t *testing.T) {
 	env := envByName(restore.Env)
 	require.Equal(t, "old-ledger", env["RESTORE_STANZA"].Value)
 	require.Equal(t, "old_ledger", env["RESTORE_DATABASE"].Value)
-	require.Equal(t, "2026-12-05 04:59:30+00", env["RESTORE_TARGET_TIME"].Value)
+	require.Equal(t, "2026-12-05 04:59:30.25+00", env["RESTORE_TARGET_TIME"].Value)
 	for _, e := range server.Env {
 		require.Equal(t, e, env[e.Name], "the server's %s", e.Name)
 	}
@@ -289,7 +287,7 @@ func TestRestorePod(t *testing.T) {
 	require.Equal(t, []string{"data", "credentials", "replication", "backup-store-ca"}, mounts)
 
 	// Without a time: the end of the archive.
-	db.Spec.Restore.PointInTime = nil
+	db.Spec.Restore.PointInTime = ""
 	tmpl = podTemplate(db, d)
 	postgresql.Engine{}.BackupPod(db, d, tmpl)
 	postgresql.Engine{}.RestorePod(db, d, tmpl)

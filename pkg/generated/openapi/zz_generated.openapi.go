@@ -877,16 +877,15 @@ func schema_pkg_apis_example_v1_DatabaseRestore(ref common.ReferenceCallback) co
 					},
 					"pointInTime": {
 						SchemaProps: spec.SchemaProps{
-							Description: "PointInTime is the moment to restore to (RFC 3339): every transaction committed by then, none after. Unset: the end of the archive, the last change archived.",
-							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+							Description: "PointInTime is the moment to restore to, in RFC 3339 with a time zone and, if wanted, fractions of a second (\"2026-12-05T04:59:30Z\", \"2026-12-05T05:59:30.25+01:00\"): every transaction committed by then, none after. Empty: the end of the archive, the last change archived.",
+							Type:        []string{"string"},
+							Format:      "",
 						},
 					},
 				},
 				Required: []string{"database"},
 			},
 		},
-		Dependencies: []string{
-			metav1.Time{}.OpenAPIModelName()},
 	}
 }
 

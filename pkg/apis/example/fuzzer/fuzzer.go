@@ -66,13 +66,12 @@ func fuzzDatabaseSpec(s *example.DatabaseSpec, c randfill.Continue) {
 		s.Backup = &example.DatabaseBackupPolicy{}
 		fuzzDatabaseBackupPolicy(s.Backup, c)
 	}
-	// Half of those restore another Database, half of those as of a time in whole seconds.
+	// Half of those restore another Database, half of those as of a time.
 	s.Restore = nil
 	if s.Backup != nil && c.Bool() {
 		s.Restore = &example.DatabaseRestore{Database: randomName(c)}
 		if c.Bool() {
-			t := metav1.Unix(c.Int63n(1<<32), 0)
-			s.Restore.PointInTime = &t
+			s.Restore.PointInTime = time.Unix(c.Int63n(1<<32), c.Int63n(1e9)).UTC().Format(time.RFC3339Nano)
 		}
 	}
 }

@@ -847,18 +847,11 @@ func (m *DatabaseRestore) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
-	if m.PointInTime != nil {
-		{
-			size, err := m.PointInTime.MarshalToSizedBuffer(dAtA[:i])
-			if err != nil {
-				return 0, err
-			}
-			i -= size
-			i = encodeVarintGenerated(dAtA, i, uint64(size))
-		}
-		i--
-		dAtA[i] = 0x12
-	}
+	i -= len(m.PointInTime)
+	copy(dAtA[i:], m.PointInTime)
+	i = encodeVarintGenerated(dAtA, i, uint64(len(m.PointInTime)))
+	i--
+	dAtA[i] = 0x12
 	i -= len(m.Database)
 	copy(dAtA[i:], m.Database)
 	i = encodeVarintGenerated(dAtA, i, uint64(len(m.Database)))
@@ -1548,10 +1541,8 @@ func (m *DatabaseRestore) Size() (n int) {
 	_ = l
 	l = len(m.Database)
 	n += 1 + l + sovGenerated(uint64(l))
-	if m.PointInTime != nil {
-		l = m.PointInTime.Size()
-		n += 1 + l + sovGenerated(uint64(l))
-	}
+	l = len(m.PointInTime)
+	n += 1 + l + sovGenerated(uint64(l))
 	return n
 }
 
@@ -1911,7 +1902,7 @@ func (this *DatabaseRestore) String() string {
 	}
 	s := strings.Join([]string{`&DatabaseRestore{`,
 		`Database:` + fmt.Sprintf("%v", this.Database) + `,`,
-		`PointInTime:` + strings.Replace(fmt.Sprintf("%v", this.PointInTime), "Time", "v1.Time", 1) + `,`,
+		`PointInTime:` + fmt.Sprintf("%v", this.PointInTime) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -4608,7 +4599,7 @@ func (m *DatabaseRestore) Unmarshal(dAtA []byte) error {
 			if wireType != 2 {
 				return fmt.Errorf("proto: wrong wireType = %d for field PointInTime", wireType)
 			}
-			var msglen int
+			var stringLen uint64
 			for shift := uint(0); ; shift += 7 {
 				if shift >= 64 {
 					return ErrIntOverflowGenerated
@@ -4618,27 +4609,23 @@ func (m *DatabaseRestore) Unmarshal(dAtA []byte) error {
 				}
 				b := dAtA[iNdEx]
 				iNdEx++
-				msglen |= int(b&0x7F) << shift
+				stringLen |= uint64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
 			}
-			if msglen < 0 {
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
 				return ErrInvalidLengthGenerated
 			}
-			postIndex := iNdEx + msglen
+			postIndex := iNdEx + intStringLen
 			if postIndex < 0 {
 				return ErrInvalidLengthGenerated
 			}
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			if m.PointInTime == nil {
-				m.PointInTime = &v1.Time{}
-			}
-			if err := m.PointInTime.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
-				return err
-			}
+			m.PointInTime = string(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex

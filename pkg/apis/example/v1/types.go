@@ -198,11 +198,12 @@ type DatabaseRestore struct {
 	// stanza in the repository of spec.backup.s3 ("<prefix>/<namespace>").
 	// +required
 	Database string `json:"database" protobuf:"bytes,1,opt,name=database"`
-	// PointInTime is the moment to restore to (RFC 3339): every transaction
-	// committed by then, none after. Unset: the end of the archive, the
-	// last change archived.
+	// PointInTime is the moment to restore to, in RFC 3339 with a time zone
+	// and, if wanted, fractions of a second ("2026-12-05T04:59:30Z",
+	// "2026-12-05T05:59:30.25+01:00"): every transaction committed by then,
+	// none after. Empty: the end of the archive, the last change archived.
 	// +optional
-	PointInTime *metav1.Time `json:"pointInTime,omitempty" protobuf:"bytes,2,opt,name=pointInTime"`
+	PointInTime string `json:"pointInTime,omitempty" protobuf:"bytes,2,opt,name=pointInTime"`
 }
 
 // DatabaseBackupPolicy is where and how often a Database is backed up.

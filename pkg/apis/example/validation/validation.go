@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/robfig/cron/v3"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -108,6 +109,10 @@ func ValidateDatabaseName(name string, prefix bool) []string {
 func ValidateDatabase(db *example.Database) field.ErrorList {
 	errs := apimachineryvalidation.ValidateObjectMeta(&db.ObjectMeta, true, ValidateDatabaseName, field.NewPath("metadata"))
 	errs = append(errs, ValidateDatabaseSpec(&db.Spec, field.NewPath("spec"))...)
+	if db.Spec.Restore != nil && db.Spec.Backup == nil && rulesOf(db.Spec.Engine).Backups {
+		// Only at creation: the restore is done once; later the Database may stop backing up.
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "restore"), "needs spec.backup: the store to restore from is spec.backup.s3's"))
+	}
 	if err := ReplicationRelease(&db.Spec, nil, field.NewPath("spec", "version")); err != nil {
 		errs = append(errs, err)
 	}
@@ -286,15 +291,21 @@ func ValidateDatabaseSpec(spec *example.DatabaseSpec, fldPath *field.Path) field
 }
 
 // ValidateRestore validates spec.restore of spec at fldPath: Forbidden on an engine that takes
-// no backups and without spec.backup (whose store it restores from); database Required,
-// Invalid unless a Database name.
+// no backups; database Required, Invalid unless a Database name; pointInTime, when set,
+// Invalid unless RFC 3339 (fractions of a second allowed). ValidateDatabase requires
+// spec.backup with it at creation, the store it restores from.
 func ValidateRestore(spec *example.DatabaseSpec, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	switch {
-	case spec.Engine != "" && !rulesOf(spec.Engine).Backups:
+	if spec.Engine != "" && !rulesOf(spec.Engine).Backups {
 		return append(errs, field.Forbidden(fldPath, fmt.Sprintf("%s Databases take no backups, so restore none", spec.Engine)))
-	case spec.Backup == nil:
-		errs = append(errs, field.Forbidden(fldPath, "needs spec.backup: the store to restore from is spec.backup.s3's"))
+	}
+	if t := spec.Restore.PointInTime; t != "" {
+		if len(t) > MaxPointInTimeLength {
+			errs = append(errs, field.TooLong(fldPath.Child("pointInTime"), "", MaxPointInTimeLength))
+		} else if _, err := time.Parse(time.RFC3339Nano, t); err != nil {
+			errs = append(errs, field.Invalid(fldPath.Child("pointInTime"), t,
+				`must be a time in RFC 3339 with its zone, e.g. "2026-12-05T04:59:30Z" or "2026-12-05T05:59:30.25+01:00"`))
+		}
 	}
 	if spec.Restore.Database == "" {
 		errs = append(errs, field.Required(fldPath.Child("database"), "the name of the Database whose backups to restore"))
@@ -308,15 +319,17 @@ func ValidateRestore(spec *example.DatabaseSpec, fldPath *field.Path) field.Erro
 
 // ValidateBackup validates spec.backup of spec at fldPath: Forbidden on an engine that takes
 // no backups (EngineRules.Backups), naming the engines that do, and nothing else checked;
-// schedule Invalid unless five cron fields as a CronJob's schedule takes them (robfig/cron's
-// standard parser, which kube-apiserver uses, and which takes its descriptors too: "@daily",
-// "@every 1h"), without a time zone; retentionFullBackups Invalid outside
+// schedule TooLong over MaxScheduleLength, Invalid unless five cron fields as a CronJob's
+// schedule takes them (robfig/cron's standard parser, which kube-apiserver uses) or one of its
+// descriptors of a time of day ("@daily"; not "@every", an interval that could ask for a full
+// backup every second), without a time zone; retentionFullBackups Invalid outside
 // MinRetentionFullBackups to MaxRetentionFullBackups; s3.endpoint Required, Invalid unless
 // "https://<DNS name>[:<port>]" (pgBackRest verifies the store's certificate against a DNS
 // name, never an IP address, in any of its forms, and takes no path); s3.bucket Required,
-// Invalid unless an S3 bucket name; s3.prefix Invalid unless "/" or "/"-separated segments,
-// none "." or ".."; s3.region Invalid unless a region name; s3.secretName Required, Invalid
-// unless a Secret name.
+// Invalid unless an S3 bucket name (no IP address, no prefix or suffix S3 reserves);
+// s3.prefix Invalid unless "/" or "/"-separated segments, none "." or ".."; s3.region
+// Invalid unless a region name; s3.secretName Required, Invalid unless a Secret name; each
+// TooLong past its bound (the refused value is not echoed).
 func ValidateBackup(spec *example.DatabaseSpec, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if spec.Engine != "" && !rulesOf(spec.Engine).Backups {
@@ -329,11 +342,18 @@ func ValidateBackup(spec *example.DatabaseSpec, fldPath *field.Path) field.Error
 		return append(errs, field.Forbidden(fldPath, why))
 	}
 	b := spec.Backup
-	if b.Schedule != "" {
-		if strings.Contains(b.Schedule, "TZ") {
-			errs = append(errs, field.Invalid(fldPath.Child("schedule"), b.Schedule, "must not name a time zone: the schedule is in UTC"))
-		} else if _, err := cron.ParseStandard(b.Schedule); err != nil {
-			errs = append(errs, field.Invalid(fldPath.Child("schedule"), b.Schedule,
+	switch schedulePath := fldPath.Child("schedule"); {
+	case b.Schedule == "":
+	case len(b.Schedule) > MaxScheduleLength:
+		errs = append(errs, field.TooLong(schedulePath, "", MaxScheduleLength))
+	case strings.Contains(b.Schedule, "TZ"):
+		errs = append(errs, field.Invalid(schedulePath, b.Schedule, "must not name a time zone: the schedule is in UTC"))
+	case strings.HasPrefix(strings.TrimSpace(b.Schedule), "@every"):
+		errs = append(errs, field.Invalid(schedulePath, b.Schedule,
+			`must be five cron fields or one of @yearly, @monthly, @weekly, @daily, @hourly, not an "@every" interval, which could ask for a full backup every second`))
+	default:
+		if _, err := cron.ParseStandard(b.Schedule); err != nil {
+			errs = append(errs, field.Invalid(schedulePath, b.Schedule,
 				"must be five cron fields, minute hour day-of-month month day-of-week, e.g. \"0 3 * * *\": "+err.Error()))
 		}
 	}
@@ -344,31 +364,73 @@ func ValidateBackup(spec *example.DatabaseSpec, fldPath *field.Path) field.Error
 	s3Path := fldPath.Child("s3")
 	if msg := endpointError(b.S3.Endpoint); b.S3.Endpoint == "" {
 		errs = append(errs, field.Required(s3Path.Child("endpoint"), `an HTTPS URL, e.g. "https://s3.example.com"`))
+	} else if len(b.S3.Endpoint) > MaxEndpointLength {
+		errs = append(errs, field.TooLong(s3Path.Child("endpoint"), "", MaxEndpointLength))
 	} else if msg != "" {
 		errs = append(errs, field.Invalid(s3Path.Child("endpoint"), b.S3.Endpoint, msg))
 	}
 	switch bucket := b.S3.Bucket; {
 	case bucket == "":
 		errs = append(errs, field.Required(s3Path.Child("bucket"), ""))
+	case len(bucket) > 63:
+		errs = append(errs, field.TooLong(s3Path.Child("bucket"), "", 63))
 	case len(bucket) < 3 || len(bucket) > 63 || !bucketRegexp.MatchString(bucket) || strings.Contains(bucket, ".."):
 		errs = append(errs, field.Invalid(s3Path.Child("bucket"), bucket,
 			"must be 3 to 63 lower-case letters, digits, dots and hyphens, beginning and ending with a letter or digit, no two dots in a row"))
+	case net.ParseIP(bucket) != nil || reservedBucket(bucket):
+		errs = append(errs, field.Invalid(s3Path.Child("bucket"), bucket,
+			`must not be an IP address, begin with "xn--" or "sthree-", nor end with "-s3alias", "--ol-s3" or "--x-s3" (names S3 reserves)`))
 	}
-	if p := b.S3.Prefix; p != "" && (len(p) > MaxBackupPrefixLength || !prefixRegexp.MatchString(p) || hasDotSegment(p)) {
+	if p := b.S3.Prefix; len(p) > MaxBackupPrefixLength {
+		errs = append(errs, field.TooLong(s3Path.Child("prefix"), "", MaxBackupPrefixLength))
+	} else if p != "" && (!prefixRegexp.MatchString(p) || hasDotSegment(p)) {
 		errs = append(errs, field.Invalid(s3Path.Child("prefix"), p,
 			fmt.Sprintf(`must be "/" or "/"-separated segments of letters, digits, ".", "_" and "-" ("/backups/production"), none of them "." or "..", at most %d characters`, MaxBackupPrefixLength)))
 	}
-	if r := b.S3.Region; r != "" && (len(r) > 64 || !regionRegexp.MatchString(r)) {
+	if r := b.S3.Region; len(r) > 64 {
+		errs = append(errs, field.TooLong(s3Path.Child("region"), "", 64))
+	} else if r != "" && !regionRegexp.MatchString(r) {
 		errs = append(errs, field.Invalid(s3Path.Child("region"), r, `must be a region name of lower-case letters, digits and hyphens, e.g. "us-east-1"`))
 	}
 	if b.S3.SecretName == "" {
 		errs = append(errs, field.Required(s3Path.Child("secretName"), "a Secret of the Database's namespace with the keys accessKeyId and secretAccessKey"))
+	} else if len(b.S3.SecretName) > validation.DNS1123SubdomainMaxLength {
+		errs = append(errs, field.TooLong(s3Path.Child("secretName"), "", validation.DNS1123SubdomainMaxLength))
 	} else {
 		for _, msg := range validation.IsDNS1123Subdomain(b.S3.SecretName) {
 			errs = append(errs, field.Invalid(s3Path.Child("secretName"), b.S3.SecretName, msg))
 		}
 	}
 	return errs
+}
+
+// reservedBucket reports whether bucket has a prefix or suffix S3 reserves
+// (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html).
+func reservedBucket(bucket string) bool {
+	for _, prefix := range []string{"xn--", "sthree-"} {
+		if strings.HasPrefix(bucket, prefix) {
+			return true
+		}
+	}
+	for _, suffix := range []string{"-s3alias", "--ol-s3", "--x-s3"} {
+		if strings.HasSuffix(bucket, suffix) {
+			return true
+		}
+	}
+	return false
+}
+
+// restoreString is spec.restore as a user writes it: "database=<name>[, pointInTime=<time>]",
+// or "none".
+func restoreString(r *example.DatabaseRestore) string {
+	switch {
+	case r == nil:
+		return "none"
+	case r.PointInTime == "":
+		return "database=" + r.Database
+	default:
+		return "database=" + r.Database + ", pointInTime=" + r.PointInTime
+	}
 }
 
 // enginesWithBackups lists the engines whose rules take backups (EngineRules.Backups), in
@@ -398,8 +460,14 @@ func hasDotSegment(p string) bool {
 	return false
 }
 
-// MaxBackupPrefixLength is the longest spec.backup.s3.prefix.
-const MaxBackupPrefixLength = 256
+// The longest values of spec.backup and spec.restore: far above any real one, so a refused
+// value is not echoed back at length.
+const (
+	MaxBackupPrefixLength = 256
+	MaxScheduleLength     = 128
+	MaxEndpointLength     = 2048
+	MaxPointInTimeLength  = 64
+)
 
 var (
 	// bucketRegexp is the S3 bucket naming rule
@@ -613,8 +681,8 @@ func ValidateDatabaseUpdate(newDB, oldDB *example.Database) field.ErrorList {
 		errs = append(errs, field.Invalid(specPath.Child("engine"), string(newDB.Spec.Engine), "engine type is immutable"))
 	}
 	if !apiequality.Semantic.DeepEqual(newDB.Spec.Restore, oldDB.Spec.Restore) {
-		errs = append(errs, field.Invalid(specPath.Child("restore"), newDB.Spec.Restore,
-			"is immutable: it says where the data came from when the Database was created"))
+		errs = append(errs, field.Invalid(specPath.Child("restore"), restoreString(newDB.Spec.Restore),
+			"is immutable: it says where the data came from when the Database was created ("+restoreString(oldDB.Spec.Restore)+")"))
 	}
 	newGi, newErr := storagesize.Parse(newDB.Spec.Storage)
 	oldGi, oldErr := storagesize.Parse(oldDB.Spec.Storage)

@@ -708,9 +708,8 @@ func TestValidateDatabaseAcceptsABackup(t *testing.T) {
 		{"no schedule: changes are archived, backups taken on request", func(b *example.DatabaseBackupPolicy) { b.Schedule = "" }},
 		{"schedule with steps, ranges and names", func(b *example.DatabaseBackupPolicy) { b.Schedule = "*/15 1-5 * JAN-DEC MON-FRI" }},
 		// robfig/cron's standard parser, which a CronJob's schedule goes through, takes its
-		// descriptors: "@daily" is "0 0 * * *", "@every 1h" every hour from when it starts.
+		// descriptors of a time of day: "@daily" is "0 0 * * *".
 		{"the @daily descriptor", func(b *example.DatabaseBackupPolicy) { b.Schedule = "@daily" }},
-		{"the @every descriptor", func(b *example.DatabaseBackupPolicy) { b.Schedule = "@every 1h" }},
 		{"retention unset", func(b *example.DatabaseBackupPolicy) { b.RetentionFullBackups = nil }},
 		{"retention of 1", func(b *example.DatabaseBackupPolicy) { b.RetentionFullBackups = ptr.To[int32](1) }},
 		{"retention of 100", func(b *example.DatabaseBackupPolicy) { b.RetentionFullBackups = ptr.To[int32](100) }},
@@ -879,7 +878,7 @@ func TestValidateBackupReportsEachBrokenRuleOnItsField(t *testing.T) {
 		{"bucket of 2 characters", func(b *example.DatabaseBackupPolicy) { b.S3.Bucket = "ab" },
 			want{field.ErrorTypeInvalid, "spec.backup.s3.bucket", bucket}, true},
 		{"bucket of 64 characters", func(b *example.DatabaseBackupPolicy) { b.S3.Bucket = strings.Repeat("a", 64) },
-			want{field.ErrorTypeInvalid, "spec.backup.s3.bucket", bucket}, true},
+			want{field.ErrorTypeTooLong, "spec.backup.s3.bucket", "may not be more than 63 bytes"}, false},
 		{"bucket with a capital", func(b *example.DatabaseBackupPolicy) { b.S3.Bucket = "Bucket" },
 			want{field.ErrorTypeInvalid, "spec.backup.s3.bucket", bucket}, true},
 		{"bucket beginning with a hyphen", func(b *example.DatabaseBackupPolicy) { b.S3.Bucket = "-abc" },
@@ -900,7 +899,7 @@ func TestValidateBackupReportsEachBrokenRuleOnItsField(t *testing.T) {
 		{"prefix with a space", func(b *example.DatabaseBackupPolicy) { b.S3.Prefix = "/a b" },
 			want{field.ErrorTypeInvalid, "spec.backup.s3.prefix", prefix}, true},
 		{"prefix of 257 characters", func(b *example.DatabaseBackupPolicy) { b.S3.Prefix = "/" + strings.Repeat("a", 256) },
-			want{field.ErrorTypeInvalid, "spec.backup.s3.prefix", prefix}, true},
+			want{field.ErrorTypeTooLong, "spec.backup.s3.prefix", "may not be more than 256 bytes"}, false},
 		{"prefix with a .. segment", func(b *example.DatabaseBackupPolicy) { b.S3.Prefix = "/backups/../prod" },
 			want{field.ErrorTypeInvalid, "spec.backup.s3.prefix", prefix}, true},
 		{"prefix /..", func(b *example.DatabaseBackupPolicy) { b.S3.Prefix = "/.." },
@@ -915,14 +914,20 @@ func TestValidateBackupReportsEachBrokenRuleOnItsField(t *testing.T) {
 		{"region ending with a hyphen", func(b *example.DatabaseBackupPolicy) { b.S3.Region = "us-east-" },
 			want{field.ErrorTypeInvalid, "spec.backup.s3.region", region}, true},
 		{"region of 65 characters", func(b *example.DatabaseBackupPolicy) { b.S3.Region = strings.Repeat("a", 65) },
-			want{field.ErrorTypeInvalid, "spec.backup.s3.region", region}, true},
+			want{field.ErrorTypeTooLong, "spec.backup.s3.region", "may not be more than 64 bytes"}, false},
 
 		{"no secret name", func(b *example.DatabaseBackupPolicy) { b.S3.SecretName = "" },
 			want{field.ErrorTypeRequired, "spec.backup.s3.secretName", "a Secret of the Database's namespace with the keys accessKeyId and secretAccessKey"}, true},
 		{"secret name not a Secret's", func(b *example.DatabaseBackupPolicy) { b.S3.SecretName = "Bad_Name" },
 			want{field.ErrorTypeInvalid, "spec.backup.s3.secretName", "a lowercase RFC 1123 subdomain must consist of"}, false},
 		{"secret name of 254 characters", func(b *example.DatabaseBackupPolicy) { b.S3.SecretName = strings.Repeat("a", 254) },
-			want{field.ErrorTypeInvalid, "spec.backup.s3.secretName", "must be no more than 253 characters"}, true},
+			want{field.ErrorTypeTooLong, "spec.backup.s3.secretName", "may not be more than 253 bytes"}, false},
+		{"schedule of 129 characters", func(b *example.DatabaseBackupPolicy) { b.Schedule = "0 3 * * *" + strings.Repeat(" ", 120) },
+			want{field.ErrorTypeTooLong, "spec.backup.schedule", "may not be more than 128 bytes"}, false},
+		{"schedule every second", func(b *example.DatabaseBackupPolicy) { b.Schedule = "@every 1s" },
+			want{field.ErrorTypeInvalid, "spec.backup.schedule", `not an "@every" interval, which could ask for a full backup every second`}, false},
+		{"endpoint of 2049 characters", func(b *example.DatabaseBackupPolicy) { b.S3.Endpoint = "https://" + strings.Repeat("a", 2041) },
+			want{field.ErrorTypeTooLong, "spec.backup.s3.endpoint", "may not be more than 2048 bytes"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -993,7 +998,7 @@ func TestValidateBackupUsesTheGivenPath(t *testing.T) {
 // restores from; it is immutable; on an engine without backups it is Forbidden.
 func TestValidateRestore(t *testing.T) {
 	takingBackups(t, example.EnginePostgreSQL)
-	at := metav1.NewTime(time.Date(2026, 12, 5, 4, 59, 30, 0, time.UTC))
+	const at = "2026-12-05T04:59:30Z"
 	restoring := func(restore *example.DatabaseRestore, backup bool) *example.Database {
 		db := exampleDatabase()
 		db.Spec.Restore = restore
@@ -1003,7 +1008,7 @@ func TestValidateRestore(t *testing.T) {
 		return db
 	}
 	require.Empty(t, validation.ValidateDatabase(restoring(&example.DatabaseRestore{Database: "ledger"}, true)))
-	require.Empty(t, validation.ValidateDatabase(restoring(&example.DatabaseRestore{Database: "ledger", PointInTime: &at}, true)))
+	require.Empty(t, validation.ValidateDatabase(restoring(&example.DatabaseRestore{Database: "ledger", PointInTime: at}, true)))
 
 	tests := []struct {
 		name    string
@@ -1039,12 +1044,13 @@ func TestValidateRestore(t *testing.T) {
 	})
 
 	t.Run("immutable", func(t *testing.T) {
-		stored := restoring(&example.DatabaseRestore{Database: "ledger", PointInTime: &at}, true)
+		stored := restoring(&example.DatabaseRestore{Database: "ledger", PointInTime: at}, true)
 		for name, restore := range map[string]*example.DatabaseRestore{
-			"another source":    {Database: "orders", PointInTime: &at},
-			"another time":      {Database: "ledger", PointInTime: &metav1.Time{Time: at.Add(time.Second)}},
-			"the time removed":  {Database: "ledger"},
-			"the restore unset": nil,
+			"another source":                   {Database: "orders", PointInTime: at},
+			"another time":                     {Database: "ledger", PointInTime: "2026-12-05T04:59:31Z"},
+			"the same time, written otherwise": {Database: "ledger", PointInTime: "2026-12-05T05:59:30+01:00"},
+			"the time removed":                 {Database: "ledger"},
+			"the restore unset":                nil,
 		} {
 			updated := restoring(restore, true)
 			errs := validation.ValidateDatabaseUpdate(updated, stored)
@@ -1053,11 +1059,26 @@ func TestValidateRestore(t *testing.T) {
 			require.Equal(t, "spec.restore", errs[0].Field, name)
 			require.Contains(t, errs[0].Detail, "is immutable", name)
 		}
-		require.Empty(t, validation.ValidateDatabaseUpdate(restoring(&example.DatabaseRestore{Database: "ledger", PointInTime: &at}, true), stored))
+		require.Empty(t, validation.ValidateDatabaseUpdate(restoring(&example.DatabaseRestore{Database: "ledger", PointInTime: at}, true), stored))
 		// A Database created without one may not take one on later.
 		errs := validation.ValidateDatabaseUpdate(stored, exampleDatabaseWithBackup())
 		require.Len(t, errs, 1)
 		require.Equal(t, "spec.restore", errs[0].Field)
+		require.Contains(t, errs[0].Detail, "(none)")
+		// A restored Database may stop backing up: spec.backup is needed at creation only.
+		withoutBackup := restoring(&example.DatabaseRestore{Database: "ledger", PointInTime: at}, false)
+		require.Empty(t, validation.ValidateDatabaseUpdate(withoutBackup, stored))
+	})
+
+	t.Run("pointInTime", func(t *testing.T) {
+		for _, good := range []string{"2026-12-05T04:59:30Z", "2026-12-05T05:59:30.25+01:00", "2026-12-05T04:59:30.123456789Z"} {
+			require.Empty(t, validation.ValidateDatabase(restoring(&example.DatabaseRestore{Database: "ledger", PointInTime: good}, true)), good)
+		}
+		for _, bad := range []string{"2026-12-05", "2026-12-05T04:59:30", "2026-12-05 04:59:30Z", "yesterday", "10000-01-01T00:00:00Z", strings.Repeat("9", 65)} {
+			errs := validation.ValidateDatabase(restoring(&example.DatabaseRestore{Database: "ledger", PointInTime: bad}, true))
+			require.Len(t, errs, 1, bad)
+			require.Equal(t, "spec.restore.pointInTime", errs[0].Field, bad)
+		}
 	})
 }
 

@@ -6,7 +6,7 @@
 # recovers it to completion with a server of its own (a private socket, no TCP, no
 # archiving) until it takes writes, gives it this Database's superuser password and database
 # name, and moves it into place; the server then starts on it as on any primary's data, and
-# the other Pods clone it. Anywhere else it does nothing. A restore that fails leaves the
+# the other Pods clone it. Anywhere else, and once the Database was restored, it does nothing. A restore that fails leaves the
 # data directory empty and the container failed, its last lines saying why (the Pod's
 # terminationMessagePolicy), so the server never starts on half-restored data.
 # Environment: PGDATA, POSTGRES_USER and POSTGRES_PASSWORD_FILE (this Database's superuser),
@@ -17,7 +17,9 @@
 set -o errexit -o nounset -o pipefail
 
 primary=$(</etc/database/primary)
-if [[ -s ${PGDATA}/PG_VERSION || ${HOSTNAME} != "${primary}" ]]; then
+# Once restored (the controller adds /etc/database/restored), an empty data volume is not
+# filled from the source again: the source's old backups are not this Database's data.
+if [[ -s ${PGDATA}/PG_VERSION || ${HOSTNAME} != "${primary}" || -e /etc/database/restored ]]; then
 	exit 0
 fi
 
@@ -52,11 +54,30 @@ failed() {
 }
 
 # Recovery replays the archive up to the target and promotes (a restore to the archive's end
-# promotes at its end). hot_standby lets the loop ask while it replays.
+# promotes at its end). The server takes connections once its data is consistent, which may
+# take long for a large backup; hot_standby then lets the loop ask while it replays. The log
+# says every 30 s how far it replayed; a server that runs but does not answer for 2 minutes,
+# or whose replay does not move for 30 minutes, fails the restore.
 server --options="-c listen_addresses='' -c unix_socket_directories=${socket} -c archive_mode=off -c hba_file=/etc/database/pg_hba.conf" \
-	--wait --timeout=600 start >/dev/null || failed "the restored data does not start"
-until [[ $(sql --command='SELECT pg_is_in_recovery()' 2>/dev/null) == f ]]; do
-	server status >/dev/null || failed "recovery stopped before it took writes"
+	--wait --timeout=86400 start >/dev/null || failed "the restored data does not start"
+unanswered=0 stalled=0 replayed=
+for ((i = 1; ; i++)); do
+	if answer=$(sql --command='SELECT pg_is_in_recovery(), pg_last_wal_replay_lsn()' 2>/dev/null); then
+		unanswered=0
+		[[ ${answer%%|*} == f ]] && break
+		lsn=${answer#*|}
+		if [[ ${lsn} == "${replayed}" ]]; then
+			stalled=$((stalled + 1))
+		else
+			stalled=0 replayed=${lsn}
+		fi
+		((stalled < 1800)) || failed "recovery has not replayed past ${replayed} for 30 minutes"
+		((i % 30)) || echo "postgresql-restore: recovering: replayed up to ${replayed}"
+	else
+		server status >/dev/null || failed "recovery stopped before it took writes"
+		unanswered=$((unanswered + 1))
+		((unanswered < 120)) || failed "the restored server runs but has not answered for 2 minutes"
+	fi
 	sleep 1
 done
 

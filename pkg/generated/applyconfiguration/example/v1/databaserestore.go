@@ -18,10 +18,6 @@ limitations under the License.
 
 package v1
 
-import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-)
-
 // DatabaseRestoreApplyConfiguration represents a declarative configuration of the DatabaseRestore type for use
 // with apply.
 //
@@ -30,10 +26,11 @@ type DatabaseRestoreApplyConfiguration struct {
 	// Database is the name of the Database whose backups to restore: its
 	// stanza in the repository of spec.backup.s3 ("<prefix>/<namespace>").
 	Database *string `json:"database,omitempty"`
-	// PointInTime is the moment to restore to (RFC 3339): every transaction
-	// committed by then, none after. Unset: the end of the archive, the
-	// last change archived.
-	PointInTime *metav1.Time `json:"pointInTime,omitempty"`
+	// PointInTime is the moment to restore to, in RFC 3339 with a time zone
+	// and, if wanted, fractions of a second ("2026-12-05T04:59:30Z",
+	// "2026-12-05T05:59:30.25+01:00"): every transaction committed by then,
+	// none after. Empty: the end of the archive, the last change archived.
+	PointInTime *string `json:"pointInTime,omitempty"`
 }
 
 // DatabaseRestoreApplyConfiguration constructs a declarative configuration of the DatabaseRestore type for use with
@@ -53,7 +50,7 @@ func (b *DatabaseRestoreApplyConfiguration) WithDatabase(value string) *Database
 // WithPointInTime sets the PointInTime field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the PointInTime field is set to the value of the last call.
-func (b *DatabaseRestoreApplyConfiguration) WithPointInTime(value metav1.Time) *DatabaseRestoreApplyConfiguration {
+func (b *DatabaseRestoreApplyConfiguration) WithPointInTime(value string) *DatabaseRestoreApplyConfiguration {
 	b.PointInTime = &value
 	return b
 }
