@@ -96,8 +96,19 @@ func TestRealPostgreSQLBackups(t *testing.T) {
 		return nil
 	})
 
-	// The schedule took another backup, which the status and the store both show.
+	// The schedule took another backup, which the status and the store both show, with the
+	// primary's archiving past the second batch.
 	second := waitBackedUp(t, ns, db, first.LastSuccessfulJob)
+	eventually(t, 2*time.Minute, func() error {
+		d, err := getDatabase(t, ns, db)
+		if err != nil {
+			return err
+		}
+		if b := d.Status.Backup; b == nil || b.LastArchivedTime == nil || !b.LastArchivedTime.After(at) || b.ArchiveFailureTime != nil {
+			return fmt.Errorf("status.backup %+v: no archiving after %s yet", b, at)
+		}
+		return nil
+	})
 	require.True(t, second.LastScheduleTime.After(first.LastScheduleTime.Time), "%+v", second)
 	phase, out = runPod(t, ns, "info", clientPod(ns, "info", img.Image,
 		`printf '%s' "$CA" >/tmp/ca.crt; exec pgbackrest --stanza=`+db+` info --output=json`, storeEnv(store, ns)...))
