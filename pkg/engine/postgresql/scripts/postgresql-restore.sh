@@ -6,13 +6,14 @@
 # recovers it to completion with a server of its own (a private socket, no TCP, no
 # archiving) until it takes writes, gives it this Database's superuser password and database
 # name, and moves it into place; the server then starts on it as on any primary's data, and
-# the other Pods clone it. Anywhere else, and once the Database was restored, it does nothing. A restore that fails leaves the
-# data directory empty and the container failed, its last lines saying why (the Pod's
-# terminationMessagePolicy), so the server never starts on half-restored data.
+# the other Pods clone it. Anywhere else, and once the Database was restored, it does
+# nothing. A restore that fails leaves the data directory empty and the container failed, its
+# last lines saying why (the Pod's terminationMessagePolicy), so the server never starts on
+# half-restored data.
 # Environment: PGDATA, POSTGRES_USER and POSTGRES_PASSWORD_FILE (this Database's superuser),
 # POSTGRES_DB (this Database's database), PGBACKREST_* (the store: repository, keys, CA),
 # RESTORE_STANZA (the source Database's name), RESTORE_DATABASE (the source's database),
-# RESTORE_TARGET_TIME (empty: the end of the archive; else "YYYY-MM-DD HH:MM:SS+00"),
+# RESTORE_TARGET_TIME (empty: the end of the archive; else "YYYY-MM-DD HH:MM:SS[.ffffff]+00"),
 # HOSTNAME (the Pod's name).
 set -o errexit -o nounset -o pipefail
 
