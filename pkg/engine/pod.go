@@ -26,6 +26,9 @@ const (
 
 	// SetupContainerName is the init container that prepares a Pod's data directory.
 	SetupContainerName = "setup"
+	// RestoreContainerName is the init container of an engine's Backups.RestorePod, whose
+	// state the controller reports in the Restored condition.
+	RestoreContainerName = "restore"
 )
 
 // ReplicationConfigMapName is the ConfigMap "<name>-replication": the primary's Pod name

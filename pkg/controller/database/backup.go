@@ -304,7 +304,7 @@ func (p *pass) observeRestore() *restored {
 		return &restored{metav1.ConditionUnknown, examplev1.ReasonRestoring, "waiting for Pod " + podName + " to restore " + source}
 	}
 	for _, s := range pod.Status.InitContainerStatuses {
-		if s.Name != restoreContainerName {
+		if s.Name != engine.RestoreContainerName {
 			continue
 		}
 		failedWith := func(t *corev1.ContainerStateTerminated) *restored {
@@ -326,6 +326,3 @@ func (p *pass) observeRestore() *restored {
 	}
 	return &restored{metav1.ConditionUnknown, examplev1.ReasonRestoring, "Pod " + podName + " is restoring " + source}
 }
-
-// restoreContainerName is the init container engines' RestorePod names.
-const restoreContainerName = "restore"

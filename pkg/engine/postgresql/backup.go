@@ -180,11 +180,7 @@ func (Engine) BackupJob(db *examplev1.Database, d engine.Desired) corev1.PodSpec
 	}
 }
 
-// RestoreContainerName is the init container that restores a Database created with
-// spec.restore.
-const RestoreContainerName = "restore"
-
-// RestorePod adds to tmpl the init container RestoreContainerName, first of the init
+// RestorePod adds to tmpl the init container engine.RestoreContainerName, first of the init
 // containers: postgresql-restore.sh from the replication ConfigMap, which on the primary with
 // an empty data directory restores the stanza of spec.restore.database from d.Backup's
 // store up to spec.restore.pointInTime (the end of the archive when unset), recovers it, and
@@ -214,7 +210,7 @@ func (Engine) RestorePod(db *examplev1.Database, d engine.Desired, tmpl *corev1.
 		}
 	}
 	restore := corev1.Container{
-		Name:                     RestoreContainerName,
+		Name:                     engine.RestoreContainerName,
 		Image:                    c.Image,
 		Command:                  []string{"bash", engine.ReplicationMountPath + "/" + restoreKey},
 		Env:                      env,
