@@ -181,7 +181,7 @@ func (p *pass) reconcileBackups(ctx context.Context, sts *appsv1.StatefulSet) (*
 	switch {
 	case failedLast(b.status):
 		b.condition, b.reason = metav1.ConditionFalse, examplev1.ReasonBackupFailed
-		b.message = fmt.Sprintf("backup Job %s failed at %s; its Pods' logs say why (kubectl logs job/%s)",
+		b.message = fmt.Sprintf("backup Job %s failed at %s; its Pods' logs say why (kubectl logs job/%s --all-containers)",
 			b.status.LastFailedJob, b.status.LastFailureTime.UTC().Format(time.RFC3339), b.status.LastFailedJob)
 	case b.status.LastSuccessfulTime != nil:
 		b.condition, b.reason = metav1.ConditionTrue, examplev1.ReasonBackupSucceeded

@@ -265,7 +265,7 @@ func TestAFailedBackupIsBackedUpFalseNamingItsLogs(t *testing.T) {
 	require.Equal(t, metav1.ConditionFalse, c.Status)
 	require.Equal(t, examplev1.ReasonBackupFailed, c.Reason)
 	require.Contains(t, c.Message, "backup Job "+firstJob+" failed at 2026-03-01T12:01:00Z")
-	require.Contains(t, c.Message, "kubectl logs job/"+firstJob)
+	require.Contains(t, c.Message, "kubectl logs job/"+firstJob+" --all-containers")
 	require.Equal(t, []string{firstJob}, f.backupJobs(), "the same spec: not tried again at once")
 }
 

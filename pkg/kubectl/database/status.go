@@ -28,7 +28,7 @@ type StatusOptions struct {
 func newCmdStatus(f *factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &StatusOptions{databaseOptions: databaseOptions{IOStreams: streams}, now: f.now}
 	return databaseCommand("status NAME", "Show on one screen whether a Database is healthy and what is wrong",
-		"Show what an on-call looks at first: the Database's state, its primary and whether it takes writes, each member's role, readiness, streaming and lag, its volumes, what is under way (a failover, a switchover, a restart), and every condition that is not as it should be, with its reason and message.",
+		"Show what an on-call looks at first: the Database's state, its primary and whether it takes writes, each member's role, readiness, streaming and lag, its volumes, its backups (the store, the schedule, the last success and failure, the Job running), what is under way (a failover, a switchover, a restart), and every condition that is not as it should be, with its reason and message.",
 		statusExample, func(args []string) error { return o.complete(f, args) }, o.Run)
 }
 
@@ -40,6 +40,7 @@ var healthyStatus = map[string]metav1.ConditionStatus{
 	"Degraded":    metav1.ConditionFalse,
 	"Replicating": metav1.ConditionTrue,
 	"BackedUp":    metav1.ConditionTrue,
+	"Restored":    metav1.ConditionTrue,
 }
 
 // Run reads the Database (an error when that fails) and its claims (shown as "<error: ...>"
