@@ -82,7 +82,10 @@ up_to_date() {
 # A throwaway registry on loopback: crane mutates images only in a registry.
 start_registry() {
   [[ -n ${registry_pid} ]] && return 0
-  "${CRANE}" registry serve --address 127.0.0.1:0 2>"${work}/registry.log" &
+  # Made before the server starts: the background process opens it only once it runs, and
+  # the loop below may read it first.
+  : >"${work}/registry.log"
+  "${CRANE}" registry serve --address 127.0.0.1:0 2>>"${work}/registry.log" &
   registry_pid=$!
   local port=
   for _ in $(seq 50); do

@@ -98,7 +98,7 @@ func (cfg *Config) Complete() CompletedConfig {
 }
 
 // New builds the server and installs example.com/v1: databases and its
-// status, scale, connection, restart and switchover subresources. It returns an error when the storage
+// status, scale, connection, restart, switchover and backup subresources. It returns an error when the storage
 // cannot be built or the group cannot be installed (e.g. incomplete OpenAPI).
 func (c completedConfig) New() (*DatabaseServer, error) {
 	genericServer, err := c.GenericConfig.New("database-apiserver", genericapiserver.NewEmptyDelegate())
@@ -128,6 +128,7 @@ func (c completedConfig) New() (*DatabaseServer, error) {
 		"databases/scale":      databases.Scale,
 		"databases/connection": databases.Connection,
 		"databases/restart":    databases.Restart,
+		"databases/backup":     databases.Backup,
 		"databases/switchover": databases.Switchover,
 	}
 	if err := genericServer.InstallAPIGroup(&apiGroupInfo); err != nil {

@@ -26,6 +26,8 @@ type Desired struct {
 	// its --superuser-sources: the engine's superuser logs in over the network from these
 	// only. None: from any address.
 	SuperuserSources []netip.Prefix
+	// Backup is the store the Database is backed up to (spec.backup); nil when it is not.
+	Backup *BackupStore
 }
 
 // Engine is the registered engine of d's recipe. It panics when none is: Desired comes from

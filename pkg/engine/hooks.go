@@ -48,20 +48,51 @@ type Synchronous interface {
 	CommitsWaiting(primary *Member) (sessions int, longest time.Duration)
 }
 
-// Backups is an engine that takes backups of its primary to a store and restores a new
-// Database from them.
+// Backups is an engine that archives its primary's changes to an object store and takes
+// backups there, from a Job of the Database's namespace (BackupJob) that reads the data
+// through a server in each Pod (BackupPod): no Pod is exec'ed into, and the Job holds no
+// right on the API.
 type Backups interface {
-	// BackupContainer is the container that takes a backup of the primary at host into the
-	// store its environment names (store), as a Job of the Database's namespace runs it.
-	BackupContainer(db *examplev1.Database, d Desired, host string, store []corev1.EnvVar) corev1.Container
-	// RestoreContainer is the init container that fills an empty data volume from a backup
-	// in store, replaying archived changes up to pointInTime (RFC 3339; "" for all), before
-	// the server starts.
-	RestoreContainer(db *examplev1.Database, d Desired, store []corev1.EnvVar, backup, pointInTime string) corev1.Container
-	// ArchivePod adds to tmpl the continuous archiving of changes (WAL, binary log, oplog)
-	// to store.
-	ArchivePod(db *examplev1.Database, d Desired, tmpl *corev1.PodTemplateSpec, store []corev1.EnvVar)
+	// BackupPod adds to tmpl, the Pod template of a Database with d.Backup set, the
+	// continuous archiving of changes (WAL, binary log, oplog) to d.Backup's store, and
+	// the server a backup Job reads the data through: on BackupPort, with the certificates
+	// of the Secret names.BackupTLSSecretName, authenticating the Job by its client
+	// certificate.
+	BackupPod(db *examplev1.Database, d Desired, tmpl *corev1.PodTemplateSpec)
+	// BackupJob is the Pod of a Job that takes a backup of db's primary, whichever Pod it
+	// is, into d.Backup's store, and expires what the store's retention no longer keeps.
+	BackupJob(db *examplev1.Database, d Desired) corev1.PodSpec
+	// BackupPort is the TCP port of BackupPod's server.
+	BackupPort() int32
+	// RestorePod adds to tmpl, the Pod template of a Database created with spec.restore
+	// (and d.Backup set), what fills the primary's empty data volume from the source's
+	// backups in d.Backup's store before its server first starts: an init container that
+	// ends once the data is restored and recovered, or fails saying why.
+	RestorePod(db *examplev1.Database, d Desired, tmpl *corev1.PodTemplateSpec)
 }
+
+// Archiver is a Replicator whose primary reports its continuous archiving (Backups'
+// BackupPod): the observer's side of an engine that takes backups.
+type Archiver interface {
+	Replicator
+	// Archiving is what primary, which answered as primary, said of its archiving.
+	Archiving(primary *Member) Archiving
+}
+
+// Archiving is a primary's account of its continuous archiving.
+type Archiving struct {
+	// Last is when it last archived a change (a WAL segment, a binary log); zero when it
+	// did not since its statistics began.
+	Last time.Time
+	// Failed is when its last attempt that failed was, and FailedWhat what it tried to
+	// archive then; zero and empty when none failed.
+	Failed     time.Time
+	FailedWhat string
+}
+
+// Failing reports whether the last attempt failed: archiving is stuck until it succeeds,
+// and the changes it could not archive pile up on the primary's volume.
+func (a Archiving) Failing() bool { return !a.Failed.IsZero() && a.Failed.After(a.Last) }
 
 // Access is what a user may do on a logical database.
 type Access string

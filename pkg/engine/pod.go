@@ -15,6 +15,10 @@ const (
 	// The setup script reads it when a Pod starts: a Pod that is not named there starts as a
 	// replica.
 	ConfigMapKeyPrimary = "primary"
+	// ConfigMapKeyRestored is present once a Database created with spec.restore was
+	// restored: its restore init container restores nothing again, even onto an empty
+	// data volume, which then starts as any new Database's.
+	ConfigMapKeyRestored = "restored"
 	// ReplicationVolumeName is the Pod volume of the replication ConfigMap, mounted
 	// read-only at ReplicationMountPath (ReplicationMount).
 	ReplicationVolumeName = "replication"
@@ -22,6 +26,9 @@ const (
 
 	// SetupContainerName is the init container that prepares a Pod's data directory.
 	SetupContainerName = "setup"
+	// RestoreContainerName is the init container of an engine's Backups.RestorePod, whose
+	// state the controller reports in the Restored condition.
+	RestoreContainerName = "restore"
 )
 
 // ReplicationConfigMapName is the ConfigMap "<name>-replication": the primary's Pod name

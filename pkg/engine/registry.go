@@ -53,7 +53,8 @@ var (
 
 // Register makes e the engine of spec.engine e.Recipe().Engine, its Catalog that
 // engine's catalog (catalog.Register), and its rules, if it is Validating, those the API's
-// validation applies to it, with EngineRules.ElectsPrimary its recipe's ReplicaSet. It panics when that engine
+// validation applies to it, with EngineRules.ElectsPrimary its recipe's ReplicaSet and
+// EngineRules.Backups whether it implements Backups. It panics when that engine
 // is registered already: two packages would claim the same Databases.
 func Register(e Engine) {
 	registryMu.Lock()
@@ -71,6 +72,7 @@ func Register(e Engine) {
 		rules = v.ValidationRules()
 	}
 	rules.ElectsPrimary = e.Recipe().ReplicaSet
+	_, rules.Backups = e.(Backups)
 	validation.RegisterEngineRules(example.Engine(name), rules)
 	registry[name] = e
 }
@@ -80,11 +82,9 @@ func Register(e Engine) {
 func Unregister(name examplev1.Engine) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
-	if e, ok := registry[name]; ok {
+	if _, ok := registry[name]; ok {
 		catalog.Unregister(name)
-		if _, ok := e.(Validating); ok {
-			validation.UnregisterEngineRules(example.Engine(name))
-		}
+		validation.UnregisterEngineRules(example.Engine(name))
 	}
 	delete(registry, name)
 }

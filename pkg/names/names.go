@@ -31,6 +31,10 @@ const (
 // SecretName is the credentials Secret's name: "<name>-credentials".
 func SecretName(db *examplev1.Database) string { return db.Name + "-credentials" }
 
+// BackupTLSSecretName is the Secret "<name>-backup-tls": the certificates a Database's Pods
+// and its backup Jobs authenticate each other with (spec.backup).
+func BackupTLSSecretName(db *examplev1.Database) string { return db.Name + "-backup-tls" }
+
 // HeadlessServiceName is the StatefulSet's governing Service's name: "<name>-headless".
 func HeadlessServiceName(db *examplev1.Database) string { return db.Name + "-headless" }
 

@@ -297,6 +297,14 @@ func TestControllerRBACIsLeastPrivilege(t *testing.T) {
 		{[]string{"create", "poddisruptionbudgets.policy", "-n", "production"}, "yes"},
 		{[]string{"create", "networkpolicies.networking.k8s.io", "-n", "production"}, "yes"},
 		{[]string{"watch", "networkpolicies.networking.k8s.io", "-A"}, "yes"},
+		// Backup Jobs: created and read, never changed or deleted (the Job controller, their
+		// TTL and the garbage collector see to them).
+		{[]string{"create", "jobs.batch", "-n", "production"}, "yes"},
+		{[]string{"watch", "jobs.batch", "-A"}, "yes"},
+		{[]string{"update", "jobs.batch", "-n", "production"}, "no"},
+		{[]string{"patch", "jobs.batch", "-n", "production"}, "no"},
+		{[]string{"delete", "jobs.batch", "-n", "production"}, "no"},
+		{[]string{"create", "cronjobs.batch", "-n", "production"}, "no"},
 		{[]string{"create", "events", "-n", "production"}, "yes"},
 		// The StatefulSet controller's Events say which Pods it is refused.
 		{[]string{"watch", "events", "-A"}, "yes"},

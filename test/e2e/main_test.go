@@ -85,16 +85,30 @@ func runMain(m *testing.M) int {
 	return code
 }
 
-// startCluster starts the control plane on clusterConfig's state.
+// startCluster starts the control plane on clusterConfig's state. Its AdminConfig, which
+// every client of the tests is built from (copied, for an impersonating one), has no
+// client-side rate limit.
 func startCluster(ctx context.Context) (*localcluster.Cluster, error) {
-	return localcluster.Start(ctx, clusterConfig)
+	c, err := localcluster.Start(ctx, clusterConfig)
+	if c != nil && c.AdminConfig != nil {
+		unlimited(c.AdminConfig)
+	}
+	return c, err
 }
 
-// restConfig loads a kubeconfig written by the cluster.
+// unlimited lifts client-go's default client-side rate limit (5 requests a second, bursts of
+// 10) from cfg: a test that sends a few hundred requests through one client (an access
+// matrix, one admission case after the other) would wait for it, not for the servers.
+func unlimited(cfg *rest.Config) {
+	cfg.QPS, cfg.Burst = -1, -1
+}
+
+// restConfig loads a kubeconfig written by the cluster, without a client-side rate limit.
 func restConfig(t *testing.T, kubeconfig string) *rest.Config {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	require.NoError(t, err)
+	unlimited(cfg)
 	return cfg
 }
 

@@ -30,6 +30,7 @@ import (
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	dbcontroller "example.com/database-apiserver/pkg/controller/database"
 	"example.com/database-apiserver/pkg/controller/specs"
+	"example.com/database-apiserver/pkg/engine"
 	"example.com/database-apiserver/pkg/names"
 )
 
@@ -132,6 +133,50 @@ func TestControllerPolicyRefusesWhatTheControllerDoesNotBuild(t *testing.T) {
 			sts := built.StatefulSet.DeepCopy()
 			tc.Change(sts)
 			_, err := k.AppsV1().StatefulSets(sts.Namespace).Create(ctx, sts, dryRun)
+			requireRefused(t, err, tc.Policy, tc.Want)
+		})
+	}
+
+	// A PostgreSQL Database with spec.backup (its store's Secret holding a CA): its StatefulSet
+	// (archiving, the backup server), the Secret of its backup certificates, its backup Job and
+	// its NetworkPolicy are admitted; other shapes of its StatefulSet and Job are refused.
+	backupDB := db.DeepCopy()
+	backupDB.Spec.Backup = &examplev1.DatabaseBackupPolicy{S3: examplev1.DatabaseBackupS3{
+		Endpoint: "https://store.example.test", Bucket: "backups", SecretName: "e2e-store"}}
+	backupDB.Spec.NetworkPolicy = &examplev1.DatabaseNetworkPolicy{From: []examplev1.DatabaseNetworkPolicyPeer{
+		{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "shop"}}}}}
+	backupDesired, err := specs.Resolve(backupDB)
+	require.NoError(t, err)
+	backupDesired.Backup, _ = engine.ResolveBackupStore(backupDB, true)
+	backupSTS := specs.StatefulSet(backupDB, backupDesired)
+	backupJob, err := specs.BackupJob(backupDB, backupDesired, specs.BackupJobName(backupDB, time.Now()))
+	require.NoError(t, err)
+	t.Run("the controller's backup children are admitted", func(t *testing.T) {
+		_, err := k.AppsV1().StatefulSets(ns).Create(ctx, backupSTS, dryRun)
+		require.NoError(t, err)
+		_, err = k.BatchV1().Jobs(ns).Create(ctx, backupJob, dryRun)
+		require.NoError(t, err)
+		secret, err := specs.BackupTLSSecret(backupDB, backupDesired, time.Now())
+		require.NoError(t, err)
+		_, err = k.CoreV1().Secrets(ns).Create(ctx, secret, dryRun)
+		require.NoError(t, err)
+		_, err = k.NetworkingV1().NetworkPolicies(ns).Create(ctx, specs.NetworkPolicy(backupDB, backupDesired, localcluster.APIServerNamespace), dryRun)
+		require.NoError(t, err)
+	})
+	for _, tc := range controllerpolicy.BackupStatefulSetChanges() {
+		t.Run("a backed up StatefulSet "+tc.Name+" is refused", func(t *testing.T) {
+			sts := backupSTS.DeepCopy()
+			tc.Change(sts)
+			_, err := k.AppsV1().StatefulSets(sts.Namespace).Create(ctx, sts, dryRun)
+			requireRefused(t, err, tc.Policy, tc.Want)
+		})
+	}
+	// kube-apiserver generates the Job's selector and its Pods' job labels before admission.
+	for _, tc := range controllerpolicy.JobChanges() {
+		t.Run("a Job "+tc.Name+" is refused", func(t *testing.T) {
+			job := backupJob.DeepCopy()
+			tc.Change(job)
+			_, err := k.BatchV1().Jobs(job.Namespace).Create(ctx, job, dryRun)
 			requireRefused(t, err, tc.Policy, tc.Want)
 		})
 	}

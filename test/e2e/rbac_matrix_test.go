@@ -27,7 +27,7 @@ var matrixVerbs = []string{"get", "list", "watch", "create", "update", "patch", 
 
 // matrixResources are databases and its subresources.
 var matrixResources = []string{"databases", "databases/status", "databases/scale",
-	"databases/connection", "databases/restart", "databases/switchover"}
+	"databases/connection", "databases/restart", "databases/switchover", "databases/backup"}
 
 // matrixRoles are the users of the matrix: one per aggregated ClusterRole, bound in the
 // test's namespace with a RoleBinding, and one without any binding.
@@ -43,6 +43,7 @@ var authorizationMatrix = map[string]map[string][]string{
 		"databases/connection": {"get"},
 		"databases/restart":    {"create"},
 		"databases/switchover": {"create"},
+		"databases/backup":     {"create"},
 	},
 	"edit": {
 		"databases":            matrixVerbs,
@@ -51,6 +52,7 @@ var authorizationMatrix = map[string]map[string][]string{
 		"databases/connection": {"get"},
 		"databases/restart":    {"create"},
 		"databases/switchover": {"create"},
+		"databases/backup":     {"create"},
 	},
 	"view": {
 		"databases":            {"get", "list", "watch"},
@@ -59,6 +61,7 @@ var authorizationMatrix = map[string]map[string][]string{
 		"databases/connection": {"get"},
 		"databases/restart":    {},
 		"databases/switchover": {},
+		"databases/backup":     {},
 	},
 	"no binding": {
 		"databases":            {},
@@ -67,6 +70,7 @@ var authorizationMatrix = map[string]map[string][]string{
 		"databases/connection": {},
 		"databases/restart":    {},
 		"databases/switchover": {},
+		"databases/backup":     {},
 	},
 }
 

@@ -23,12 +23,12 @@ import (
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 )
 
-// TestRealDatabasesLogNoPassword runs a replicated PostgreSQL and a replicated MySQL on the
-// real node through the steps where the controller and the images handle passwords: the
-// roles and users created, a switchover (databases/switchover), a change of the Secret's
-// replication-password and password, and a rolling restart (databases/restart). After each,
-// a user bound to the view ClusterRole, who may read Pod logs and Events but no Secret, reads
-// every container's log of every Pod of the namespace (init containers too, and the
+// TestRealDatabasesLogNoPassword runs a replicated PostgreSQL and a replicated MySQL side by
+// side on the real node through the steps where the controller and the images handle
+// passwords: the roles and users created, a switchover (databases/switchover), a change of the
+// Secret's replication-password and password, and a rolling restart (databases/restart). After
+// each, a user bound to the view ClusterRole, who may read Pod logs and Events but no Secret,
+// reads every container's log of every Pod of the namespace (init containers too, and the
 // previous instance of a container that restarted) and every Event there, and none holds any
 // password the Secret held.
 func TestRealDatabasesLogNoPassword(t *testing.T) {
@@ -44,6 +44,9 @@ func TestRealDatabasesLogNoPassword(t *testing.T) {
 		{examplev1.EngineMySQL, "myshop", false},
 	} {
 		t.Run(string(tc.engine), func(t *testing.T) {
+			// Side by side: each has its namespace, viewer and Database (2 Pods each, which
+			// the real node holds next to the example's 3).
+			t.Parallel()
 			// The release the real node's image holds, as the replication tests ask for it.
 			img := realNodeImage(t, tc.engine)
 			version := img.Line

@@ -151,7 +151,7 @@ spec:
 	require.Nil(t, db.Status.Switchover)
 
 	// An unknown subresource is a 404.
-	errOut = kubectlFails(t, cluster.KubeconfigPath, "", "get", "--raw", base+"/backup")
+	errOut = kubectlFails(t, cluster.KubeconfigPath, "", "get", "--raw", base+"/snapshot")
 	require.Contains(t, errOut, "NotFound")
 }
 
@@ -168,6 +168,7 @@ func TestSubresourcesInDiscoveryAndExplain(t *testing.T) {
 	require.Equal(t, "DatabaseConnection get", kinds["databases/connection"])
 	require.Equal(t, "DatabaseRestart create", kinds["databases/restart"])
 	require.Equal(t, "DatabaseSwitchover create", kinds["databases/switchover"])
+	require.Equal(t, "DatabaseBackupRequest create", kinds["databases/backup"])
 
 	out = kubectl(t, "explain", "databases.status.restart")
 	require.Regexp(t, `FIELD:\s+restart\s+<DatabaseRestartStatus>`, out)

@@ -302,8 +302,12 @@ func TestSubresourceBadInputIsRefused(t *testing.T) {
 		code                     int
 		msg                      string
 	}{
-		{"unknown subresource", http.MethodPost, base + "/backup", `{}`, http.StatusNotFound, ""},
-		{"unknown subresource get", http.MethodGet, base + "/backup", "", http.StatusNotFound, ""},
+		{"unknown subresource", http.MethodPost, base + "/snapshot", `{}`, http.StatusNotFound, ""},
+		{"unknown subresource get", http.MethodGet, base + "/snapshot", "", http.StatusNotFound, ""},
+		{"backup body of another kind", http.MethodPost, base + "/backup", `{"apiVersion":"example.com/v1","kind":"DatabaseRestart"}`, http.StatusBadRequest, "cannot be handled as a DatabaseBackupRequest"},
+		{"backup of a Database without spec.backup", http.MethodPost, base + "/backup", `{"apiVersion":"example.com/v1","kind":"DatabaseBackupRequest"}`, http.StatusConflict, "the Database has no spec.backup"},
+		{"backup of a missing Database", http.MethodPost, databasesPath(ns) + "/missing/backup", `{"apiVersion":"example.com/v1","kind":"DatabaseBackupRequest"}`, http.StatusNotFound, ""},
+		{"get of backup", http.MethodGet, base + "/backup", "", http.StatusMethodNotAllowed, ""},
 		{"missing Database", http.MethodPost, databasesPath(ns) + "/missing/restart", `{"apiVersion":"example.com/v1","kind":"DatabaseRestart"}`, http.StatusNotFound, `databases.example.com "missing" not found`},
 		{"malformed body", http.MethodPost, base + "/restart", `{"apiVersion":`, http.StatusBadRequest, ""},
 		{"wrong kind", http.MethodPost, base + "/restart", `{"apiVersion":"example.com/v1","kind":"Database","metadata":{"name":"shop"}}`, http.StatusBadRequest, "Database in version \"v1\" cannot be handled as a DatabaseRestart"},
@@ -656,4 +660,79 @@ func failedOver(t *testing.T, client versioned.Interface, ns, primary string, la
 	db, err := dbs.UpdateStatus(context.Background(), db, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	return db
+}
+
+// databases/backup records who asked for a backup and when, on a Database with spec.backup
+// only; a second request is a 409 while the first is not started, and so is one while a
+// backup Job runs; a status writer cannot forge or drop the record; a dry run records
+// nothing.
+func TestBackupRequestIsRecordedAndRefusedWhileOneIsPending(t *testing.T) {
+	client, _ := clientFor(t)
+	ns := namespace(t)
+	ctx := context.Background()
+	dbs := client.ExampleV1().Databases(ns)
+	create(t, client, newDatabase(ns, "plain", examplev1.EnginePostgreSQL, "16"))
+	_, err := dbs.Backup(ctx, "plain", &examplev1.DatabaseBackupRequest{}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsConflict(err), "%v", err)
+	require.Contains(t, err.Error(), "the Database has no spec.backup")
+
+	db := newDatabase(ns, "shop", examplev1.EnginePostgreSQL, "16")
+	db.Spec.Backup = &examplev1.DatabaseBackupPolicy{S3: examplev1.DatabaseBackupS3{
+		Endpoint: "https://s3.example.com", Bucket: "backups", SecretName: "store"}}
+	db = create(t, client, db)
+
+	dry, err := dbs.Backup(ctx, "shop", &examplev1.DatabaseBackupRequest{}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	require.NoError(t, err)
+	require.NotNil(t, dry.Status.Backup.Request)
+	stored, err := dbs.Get(ctx, "shop", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Nil(t, stored.Status.Backup, "a dry run records nothing")
+
+	got, err := dbs.Backup(ctx, "shop", &examplev1.DatabaseBackupRequest{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	request := got.Status.Backup.Request
+	require.NotNil(t, request)
+	require.NotEmpty(t, request.RequestedBy)
+	require.WithinDuration(t, time.Now(), request.RequestedAt.Time, time.Minute)
+	require.Equal(t, db.Generation, got.Generation, "a request changes no spec")
+
+	_, err = dbs.Backup(ctx, "shop", &examplev1.DatabaseBackupRequest{}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsConflict(err), "%v", err)
+	require.Contains(t, err.Error(), "is not started yet")
+
+	// A status writer neither forges nor drops the request: the controller's write keeps it.
+	forged := got.DeepCopy()
+	forged.Status.Backup = &examplev1.DatabaseBackupStatus{ActiveJob: "shop-backup-1", LastScheduleTime: ptr.To(metav1.NewTime(request.RequestedAt.Add(time.Second))),
+		Request: &examplev1.DatabaseBackupRequestStatus{RequestedBy: "mallory", RequestedAt: metav1.Now()}}
+	out, err := dbs.UpdateStatus(ctx, forged, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Equal(t, request, out.Status.Backup.Request)
+	require.Equal(t, "shop-backup-1", out.Status.Backup.ActiveJob)
+	dropped := out.DeepCopy()
+	dropped.Status.Backup = nil
+	out, err = dbs.UpdateStatus(ctx, dropped, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Equal(t, request, out.Status.Backup.Request)
+
+	// Started, and running: a new request waits for the Job to end.
+	out.Status.Backup.ActiveJob = "shop-backup-1"
+	out.Status.Backup.LastScheduleTime = ptr.To(metav1.NewTime(request.RequestedAt.Add(time.Second)))
+	out, err = dbs.UpdateStatus(ctx, out, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	_, err = dbs.Backup(ctx, "shop", &examplev1.DatabaseBackupRequest{}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsConflict(err), "%v", err)
+	require.Contains(t, err.Error(), "a backup is running: Job shop-backup-1")
+
+	// Ended: a new request is recorded.
+	out.Status.Backup.ActiveJob = ""
+	_, err = dbs.UpdateStatus(ctx, out, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	time.Sleep(time.Second) // the record is to the second
+	again, err := dbs.Backup(ctx, "shop", &examplev1.DatabaseBackupRequest{}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.True(t, again.Status.Backup.Request.RequestedAt.After(request.RequestedAt.Time))
+
+	// Another Database's name in the body is a 400.
+	_, err = dbs.Backup(ctx, "shop", &examplev1.DatabaseBackupRequest{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsBadRequest(err), "%v", err)
 }

@@ -34,6 +34,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&DatabaseList{},
 		&DatabaseConnection{},
 		&DatabaseRestart{},
+		&DatabaseBackupRequest{},
 		&DatabaseSwitchover{},
 	)
 	return nil

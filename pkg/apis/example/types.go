@@ -124,7 +124,54 @@ type DatabaseSpec struct {
 	FailoverDelaySeconds *int32
 	// Durability is Asynchronous or Synchronous; empty means Asynchronous.
 	Durability Durability
+	// Backup, when set, has the controller archive changes and take
+	// backups to an S3-compatible store; nil: none.
+	Backup *DatabaseBackupPolicy
+	// Restore, set at creation, fills the data from another Database's
+	// backups in spec.backup's store; immutable.
+	Restore *DatabaseRestore
 }
+
+// DatabaseRestore is where a new Database's data comes from: the backups of
+// the Database named Database, up to PointInTime (RFC 3339; empty: the end of the archive).
+type DatabaseRestore struct {
+	Database    string
+	PointInTime string
+}
+
+// DatabaseBackupPolicy is where and how often a Database is backed up.
+type DatabaseBackupPolicy struct {
+	// Schedule is a cron schedule of five fields, in UTC; empty: none.
+	Schedule string
+	// RetentionFullBackups is how many full backups are kept,
+	// MinRetentionFullBackups to MaxRetentionFullBackups; nil means
+	// DefaultRetentionFullBackups.
+	RetentionFullBackups *int32
+	// S3 is the object store.
+	S3 DatabaseBackupS3
+}
+
+// DatabaseBackupS3 is an S3-compatible object store reached over HTTPS.
+type DatabaseBackupS3 struct {
+	// Endpoint is "https://<DNS name>[:<port>]".
+	Endpoint string
+	// Bucket is an existing bucket's name.
+	Bucket string
+	// Prefix is the path in the bucket, "/" or "/seg[/seg...]"; empty means "/".
+	Prefix string
+	// Region is the store's region; empty means DefaultBackupRegion.
+	Region string
+	// SecretName is the Secret of the store's keys and CA, in the Database's namespace.
+	SecretName string
+}
+
+// The bounds and defaults of spec.backup.
+const (
+	MinRetentionFullBackups     = 1
+	MaxRetentionFullBackups     = 100
+	DefaultRetentionFullBackups = 7
+	DefaultBackupRegion         = "us-east-1"
+)
 
 // FailoverPolicy is spec.failover.
 type FailoverPolicy string
@@ -216,6 +263,27 @@ type DatabaseStatus struct {
 	// Username is the user the credentials Secret gives clients, as the
 	// controller last wrote it; empty until then.
 	Username string
+	// Backup is what the controller saw of the backups; nil until
+	// spec.backup is set. Only the controller writes it.
+	Backup *DatabaseBackupStatus
+}
+
+// DatabaseBackupStatus is what the controller saw of a Database's backup
+// Jobs: the one running, the last that succeeded, the last that failed.
+type DatabaseBackupStatus struct {
+	// Request is the last backup asked for through databases/backup; only
+	// that subresource sets it.
+	Request            *DatabaseBackupRequestStatus
+	LastScheduleTime   *metav1.Time
+	ActiveJob          string
+	LastSuccessfulTime *metav1.Time
+	LastSuccessfulJob  string
+	LastFailureTime    *metav1.Time
+	LastFailedJob      string
+	// LastArchivedTime is when the primary last archived its changes;
+	// ArchiveFailureTime, while its last attempt failed, when that was.
+	LastArchivedTime   *metav1.Time
+	ArchiveFailureTime *metav1.Time
 }
 
 // DatabaseRestartStatus is a rolling restart: the request databases/restart
@@ -232,6 +300,14 @@ type DatabaseRestartStatus struct {
 	// CompletedAt is when every Pod was recreated and Ready, to the
 	// microsecond; nil while under way.
 	CompletedAt *metav1.MicroTime
+}
+
+// DatabaseBackupRequestStatus is a backup asked for through databases/backup.
+type DatabaseBackupRequestStatus struct {
+	// RequestedBy is the authenticated user name of whoever asked.
+	RequestedBy string
+	// RequestedAt is when the request was recorded.
+	RequestedAt metav1.Time
 }
 
 // DatabaseSwitchoverStatus is a switchover asked for through databases/switchover.
@@ -365,6 +441,14 @@ type DatabaseConnection struct {
 	Primary string
 	// Ready is true when the Database's Ready condition is True.
 	Ready bool
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// DatabaseBackupRequest is the body of POST databases/{name}/backup.
+type DatabaseBackupRequest struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -206,6 +206,7 @@ func NewController(ctx context.Context, kube kubernetes.Interface, databases ver
 	networkPolicies := kubeInformers.Networking().V1().NetworkPolicies()
 	configMaps := kubeInformers.Core().V1().ConfigMaps()
 	pods := kubeInformers.Core().V1().Pods()
+	jobs := kubeInformers.Batch().V1().Jobs()
 
 	c := &Controller{
 		reconciler: NewReconciler(kube, databases, Listers{
@@ -217,6 +218,7 @@ func NewController(ctx context.Context, kube kubernetes.Interface, databases ver
 			NetworkPolicies:        networkPolicies.Lister(),
 			ConfigMaps:             configMaps.Lister(),
 			Pods:                   pods.Lister(),
+			Jobs:                   jobs.Lister(),
 			PersistentVolumeClaims: claims.GetIndexer(),
 			Events:                 events.GetIndexer(),
 		}, recorder, clock.RealClock{}, options),
@@ -266,6 +268,7 @@ func NewController(ctx context.Context, kube kubernetes.Interface, databases ver
 		{networkPolicies.Informer(), c.enqueueOwner},
 		{configMaps.Informer(), c.enqueueOwner},
 		{pods.Informer(), c.enqueuePod},
+		{jobs.Informer(), c.enqueueOwner},
 		{events, c.enqueueEvent},
 	} {
 		reg, err := h.informer.AddEventHandler(changes(h.enqueue))

@@ -28,7 +28,8 @@ type failure struct {
 // Spec errors wait for a change of the Database.
 func (f *failure) external() bool {
 	switch f.reason {
-	case examplev1.ReasonChildConflict, examplev1.ReasonStorageExpansionFailed, examplev1.ReasonNamespaceTerminating, examplev1.ReasonInvalidCredentials, examplev1.ReasonCredentialsLost:
+	case examplev1.ReasonChildConflict, examplev1.ReasonStorageExpansionFailed, examplev1.ReasonNamespaceTerminating, examplev1.ReasonInvalidCredentials, examplev1.ReasonCredentialsLost,
+		examplev1.ReasonRestoreFailed:
 		return true
 	}
 	return false

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	appslisters "k8s.io/client-go/listers/apps/v1"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
@@ -57,6 +59,7 @@ var (
 	pdbs            = policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets")
 	configMaps      = corev1.SchemeGroupVersion.WithResource("configmaps")
 	pods            = corev1.SchemeGroupVersion.WithResource("pods")
+	jobs            = batchv1.SchemeGroupVersion.WithResource("jobs")
 	events          = corev1.SchemeGroupVersion.WithResource("events")
 	databases       = examplev1.SchemeGroupVersion.WithResource("databases")
 )
@@ -168,6 +171,13 @@ func newFixtureWithOptions(t *testing.T, options database.Options, db *examplev1
 		}
 		return false, nil, nil
 	})
+	// And for Jobs, whose metadata.creationTimestamp tells a backup Job's start.
+	f.kube.PrependReactor("create", "jobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if job := a.(k8stesting.CreateAction).GetObject().(*batchv1.Job); job.CreationTimestamp.IsZero() {
+			job.CreationTimestamp = metav1.NewTime(f.clock.Now().Truncate(time.Second))
+		}
+		return false, nil, nil
+	})
 	f.kube.PrependReactor("update", "statefulsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		sts := a.(k8stesting.UpdateAction).GetObject().(*appsv1.StatefulSet)
 		if stored, err := f.kube.Tracker().Get(statefulSets, sts.Namespace, sts.Name); err == nil {
@@ -179,7 +189,7 @@ func newFixtureWithOptions(t *testing.T, options database.Options, db *examplev1
 		}
 		return false, nil, nil
 	})
-	for _, gvr := range []schema.GroupVersionResource{statefulSets, services, secrets, pdbs, networkPolicies, configMaps, pods, databases} {
+	for _, gvr := range []schema.GroupVersionResource{statefulSets, services, secrets, pdbs, networkPolicies, configMaps, pods, jobs, databases} {
 		f.indexers[gvr] = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	}
 	f.indexers[claims] = database.NewClaimInformer(f.kube, 0).GetIndexer()
@@ -270,6 +280,9 @@ func (f *fixture) sync() {
 		},
 		pods: func() (runtime.Object, error) {
 			return f.kube.CoreV1().Pods("").List(f.t.Context(), metav1.ListOptions{})
+		},
+		jobs: func() (runtime.Object, error) {
+			return f.kube.BatchV1().Jobs("").List(f.t.Context(), metav1.ListOptions{})
 		},
 		events: func() (runtime.Object, error) {
 			return f.kube.CoreV1().Events("").List(f.t.Context(), metav1.ListOptions{})
@@ -478,6 +491,7 @@ func (f *fixture) newReconciler() {
 		NetworkPolicies:        networkinglisters.NewNetworkPolicyLister(f.indexers[networkPolicies]),
 		ConfigMaps:             corelisters.NewConfigMapLister(f.indexers[configMaps]),
 		Pods:                   corelisters.NewPodLister(f.indexers[pods]),
+		Jobs:                   batchlisters.NewJobLister(f.indexers[jobs]),
 		PersistentVolumeClaims: f.indexers[claims],
 		Events:                 f.indexers[events],
 	}, f.recorder, f.clock, f.options)

@@ -2,7 +2,9 @@ package database
 
 import (
 	"strings"
+	"time"
 
+	"github.com/robfig/cron/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/metrics"
 
@@ -41,6 +43,18 @@ var (
 		databaseLabels, nil, metrics.ALPHA, "")
 	lastFailoverDesc = metrics.NewDesc("database_last_failover_timestamp_seconds",
 		"When an automatic failover last promoted a replica of the Database (status.lastFailoverTime), in seconds since the Unix epoch; absent when none did.",
+		databaseLabels, nil, metrics.ALPHA, "")
+	backupLastSuccessDesc = metrics.NewDesc("database_backup_last_success_timestamp_seconds",
+		"When the Database's last backup that succeeded completed (status.backup.lastSuccessfulTime), in seconds since the Unix epoch; absent before the first.",
+		databaseLabels, nil, metrics.ALPHA, "")
+	backupLastFailureDesc = metrics.NewDesc("database_backup_last_failure_timestamp_seconds",
+		"When the Database's last backup that failed gave up (status.backup.lastFailureTime), in seconds since the Unix epoch; absent when none failed.",
+		databaseLabels, nil, metrics.ALPHA, "")
+	backupRunningDesc = metrics.NewDesc("database_backup_running",
+		"For a Database with spec.backup, 1 while a backup Job runs (status.backup.activeJob), else 0; absent without spec.backup.",
+		databaseLabels, nil, metrics.ALPHA, "")
+	backupIntervalDesc = metrics.NewDesc("database_backup_schedule_interval_seconds",
+		"For a Database with spec.backup.schedule, the time between the schedule's next two times, in seconds (86400 for a daily one); absent without a schedule.",
 		databaseLabels, nil, metrics.ALPHA, "")
 	memberRoleDesc = metrics.NewDesc("database_member_role",
 		"Each member's role as its server answered (status.members): 1 for the current role (primary, replica, or unknown while it does not answer), 0 for the others.",
@@ -100,7 +114,8 @@ func newDatabaseCollector(databases func() []*examplev1.Database) metrics.Stable
 
 func (c *databaseCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 	for _, d := range []*metrics.Desc{infoDesc, phaseDesc, conditionDesc, replicasDesc, readyReplicasDesc,
-		primaryWritableDesc, primaryLastWritableDesc, lastFailoverDesc, memberRoleDesc, memberReadyDesc,
+		primaryWritableDesc, primaryLastWritableDesc, lastFailoverDesc, backupLastSuccessDesc, backupLastFailureDesc,
+		backupRunningDesc, backupIntervalDesc, memberRoleDesc, memberReadyDesc,
 		memberStreamingDesc, memberLagBytesDesc, memberLagSecondsDesc} {
 		ch <- d
 	}
@@ -110,13 +125,14 @@ func (c *databaseCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	if c.databases == nil {
 		return
 	}
+	now := time.Now()
 	for _, db := range c.databases() {
-		collectDatabase(ch, db)
+		collectDatabase(ch, db, now)
 	}
 }
 
-// collectDatabase sends db's gauges.
-func collectDatabase(ch chan<- metrics.Metric, db *examplev1.Database) {
+// collectDatabase sends db's gauges at now.
+func collectDatabase(ch chan<- metrics.Metric, db *examplev1.Database, now time.Time) {
 	gauge := func(d *metrics.Desc, v float64, labels ...string) {
 		ch <- metrics.NewLazyConstMetric(d, metrics.GaugeValue, v, append([]string{db.Namespace, db.Name}, labels...)...)
 	}
@@ -149,6 +165,21 @@ func collectDatabase(ch chan<- metrics.Metric, db *examplev1.Database) {
 	}
 	if t := db.Status.LastFailoverTime; t != nil {
 		gauge(lastFailoverDesc, float64(t.Unix()))
+	}
+	if b := db.Status.Backup; b != nil {
+		if t := b.LastSuccessfulTime; t != nil {
+			gauge(backupLastSuccessDesc, float64(t.Unix()))
+		}
+		if t := b.LastFailureTime; t != nil {
+			gauge(backupLastFailureDesc, float64(t.Unix()))
+		}
+	}
+	if db.Spec.Backup != nil {
+		gauge(backupRunningDesc, bool01(db.Status.Backup != nil && db.Status.Backup.ActiveJob != ""))
+		if schedule, err := cron.ParseStandard(db.Spec.Backup.Schedule); err == nil && db.Spec.Backup.Schedule != "" {
+			next := schedule.Next(now)
+			gauge(backupIntervalDesc, schedule.Next(next).Sub(next).Seconds())
+		}
 	}
 	for _, m := range db.Status.Members {
 		role := strings.ToLower(string(m.Role))

@@ -124,6 +124,45 @@ database_status_phase{database="carts",namespace="shop",phase="Ready"} 0
 	require.NoError(t, testutil.CustomCollectAndCompare(newDatabaseCollector(nil), strings.NewReader(""), "database_info"))
 }
 
+// The backup gauges say what status.backup and spec.backup say: a Database backed up daily
+// whose last backup succeeded while another runs, one whose last backup failed without a
+// schedule, and one without spec.backup, which has none.
+func TestTheDatabaseMetricsReportBackups(t *testing.T) {
+	succeeded, failed := metav1.NewTime(time.Unix(1_800_000_000, 0)), metav1.NewTime(time.Unix(1_800_000_600, 0))
+	backup := func(name, schedule string, status *examplev1.DatabaseBackupStatus) *examplev1.Database {
+		db := &examplev1.Database{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name},
+			Spec:       examplev1.DatabaseSpec{Engine: examplev1.EnginePostgreSQL, Version: "15"},
+			Status:     examplev1.DatabaseStatus{Backup: status},
+		}
+		if schedule != "-" {
+			db.Spec.Backup = &examplev1.DatabaseBackupPolicy{Schedule: schedule}
+		}
+		return db
+	}
+	dbs := []*examplev1.Database{
+		backup("orders", "0 3 * * *", &examplev1.DatabaseBackupStatus{LastSuccessfulTime: &succeeded, ActiveJob: "orders-backup-1"}),
+		backup("carts", "", &examplev1.DatabaseBackupStatus{LastFailureTime: &failed}),
+		backup("stock", "-", nil),
+	}
+	require.NoError(t, testutil.CustomCollectAndCompare(newDatabaseCollector(func() []*examplev1.Database { return dbs }), strings.NewReader(`
+# HELP database_backup_last_failure_timestamp_seconds [ALPHA] When the Database's last backup that failed gave up (status.backup.lastFailureTime), in seconds since the Unix epoch; absent when none failed.
+# TYPE database_backup_last_failure_timestamp_seconds gauge
+database_backup_last_failure_timestamp_seconds{database="carts",namespace="shop"} 1.8000006e+09
+# HELP database_backup_last_success_timestamp_seconds [ALPHA] When the Database's last backup that succeeded completed (status.backup.lastSuccessfulTime), in seconds since the Unix epoch; absent before the first.
+# TYPE database_backup_last_success_timestamp_seconds gauge
+database_backup_last_success_timestamp_seconds{database="orders",namespace="shop"} 1.8e+09
+# HELP database_backup_running [ALPHA] For a Database with spec.backup, 1 while a backup Job runs (status.backup.activeJob), else 0; absent without spec.backup.
+# TYPE database_backup_running gauge
+database_backup_running{database="carts",namespace="shop"} 0
+database_backup_running{database="orders",namespace="shop"} 1
+# HELP database_backup_schedule_interval_seconds [ALPHA] For a Database with spec.backup.schedule, the time between the schedule's next two times, in seconds (86400 for a daily one); absent without a schedule.
+# TYPE database_backup_schedule_interval_seconds gauge
+database_backup_schedule_interval_seconds{database="orders",namespace="shop"} 86400
+`), "database_backup_last_success_timestamp_seconds", "database_backup_last_failure_timestamp_seconds",
+		"database_backup_running", "database_backup_schedule_interval_seconds"))
+}
+
 // The metric names, types and help texts follow Prometheus's naming rules (promlint), the
 // counters' included.
 func TestTheDatabaseMetricsPassPromlint(t *testing.T) {

@@ -50,6 +50,8 @@ type pass struct {
 	username string
 	// deletedPods names the Pods the pass deleted: not ready, whatever the cache says.
 	deletedPods []string
+	// backupStore, when set, says why spec.backup's store cannot be used (resolveBackupStore).
+	backupStore string
 }
 
 // sync brings db's children to its spec in one pass and returns what status needs, with the
@@ -72,7 +74,16 @@ func (r *Reconciler) sync(ctx context.Context, db *examplev1.Database) (observat
 	}
 	desired.Image = specs.ImageFrom(r.options.ImageRegistry, desired.Image)
 	desired.ClusterDomain, desired.SuperuserSources = r.clusterDomain(), r.options.SuperuserSources
-	p.desired, p.wantStatefulSet = desired, specs.StatefulSet(db, desired)
+	p.desired = desired
+	if err := p.resolveBackupStore(ctx); err != nil {
+		return p.halted(observation{}, nil), err
+	}
+	if db.Spec.Restore != nil && p.desired.Backup == nil && sts == nil {
+		// Without its store, the first Pod would initialise an empty database in place of
+		// the restored one.
+		return p.halted(observation{}, fail(examplev1.ReasonRestoreFailed, "cannot restore: %s", p.backupStore)), nil
+	}
+	p.wantStatefulSet = specs.StatefulSet(db, p.desired)
 	obs, err := p.run(ctx)
 	if obs.failure == nil {
 		refusal, rerr := r.podRefusal(obs.statefulSet)
@@ -94,6 +105,9 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 	defer p.recordCreated(ctx)
 	replicates, designated := p.desired.Recipe.Replicates(), ""
 	children := []step{p.ensureNetworkPolicy, p.ensureSecret, p.ensureServices}
+	if p.desired.Backup != nil {
+		children = append(children, p.ensureBackupTLSSecret)
+	}
 	if specs.HasInitConfigMap(p.desired) {
 		children = append(children, p.ensureInitConfigMap)
 	}
@@ -138,6 +152,10 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 		return p.halted(obs, h), err
 	}
 	obs.statefulSet = sts
+	obs.restore = p.observeRestore()
+	if obs.backup, err = p.reconcileBackups(ctx, sts); err != nil {
+		return obs, err
+	}
 	if replicates {
 		reconcile := p.reconcileReplication
 		if p.desired.Recipe.ReplicaSet {
@@ -153,6 +171,9 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 			return obs, err
 		}
 		obs.replication = &rep
+		if obs.backup != nil && rep.archiving != nil {
+			obs.backup.archived(rep.primary, *rep.archiving)
+		}
 	}
 	return obs, nil
 }

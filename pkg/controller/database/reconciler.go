@@ -35,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
@@ -94,6 +95,8 @@ type Listers struct {
 	NetworkPolicies      networkinglisters.NetworkPolicyLister
 	ConfigMaps           corelisters.ConfigMapLister
 	Pods                 corelisters.PodLister
+	// Jobs holds the backup Jobs (spec.backup).
+	Jobs batchlisters.JobLister
 	// PersistentVolumeClaims is the claim cache, unlike the others not scoped by labels
 	// (NewClaimInformer's indexer), with the index ClaimsByDatabaseIndex: the Reconciler finds
 	// a Database's data claims in it by name, since the StatefulSet mounts a claim by name.
@@ -305,10 +308,26 @@ func (r *Reconciler) report(ctx context.Context, db *examplev1.Database, obs obs
 	if refusalBegins {
 		r.event(ctx, db, corev1.EventTypeWarning, obs.refusal.reason, "%s", obs.refusal.message)
 	}
+	if rs := obs.restore; rs != nil && rs.condition == metav1.ConditionFalse && !sameCondition(db.Status, status, examplev1.ConditionRestored) {
+		r.event(ctx, db, corev1.EventTypeWarning, rs.reason, "%s", rs.message)
+	}
 	result := requeue(obs, status)
 	if wait := obs.unschedulableIn; wait > 0 && (result.RequeueAfter == 0 || wait < result.RequeueAfter) {
 		// No event marks the end of UnschedulableAfter.
 		result.RequeueAfter = wait
+	}
+	if b := obs.backup; b != nil {
+		// No event marks a scheduled backup's time, nor a store's Secret fixed (the
+		// controller caches only Secrets it manages).
+		// Nor the primary's archiving, which it is asked for at least every
+		// RequeueAfterExternal once it answered.
+		wait := b.next
+		if (b.reason == examplev1.ReasonBackupStoreInvalid || b.archiving) && (wait == 0 || wait > RequeueAfterExternal) {
+			wait = RequeueAfterExternal
+		}
+		if wait > 0 && (result.RequeueAfter == 0 || wait < result.RequeueAfter) {
+			result.RequeueAfter = wait
+		}
 	}
 	return result, nil
 }

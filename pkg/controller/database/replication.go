@@ -74,6 +74,9 @@ type replication struct {
 	// commitsWaiting, when not empty, says that the primary's commits have waited for
 	// replicas' acknowledgements for CommitWaitLimit or longer (commitsWaiting).
 	commitsWaiting string
+	// archiving is what the primary said of its continuous archiving, for a Database with
+	// spec.backup on an engine.Archiver; nil otherwise or when it did not answer.
+	archiving *engine.Archiving
 }
 
 // confirmedPrimary is the Pod the controller last confirmed primary, status.primary; at
@@ -363,6 +366,10 @@ func (p *pass) reconcileReplication(ctx context.Context, statefulSet *appsv1.Sta
 		}
 		if s, ok := r.(engine.Synchronous); ok {
 			rep.commitsWaiting = p.commitsWaiting(s, primary)
+		}
+		if a, ok := r.(engine.Archiver); ok && db.Spec.Backup != nil {
+			archiving := a.Archiving(primary)
+			rep.archiving = &archiving
 		}
 	}
 	if err := p.labelRoles(ctx, members, rep); err != nil {

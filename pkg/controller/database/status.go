@@ -65,6 +65,12 @@ type observation struct {
 	// username is the credentials Secret's username key as the pass wrote or found it;
 	// empty when the pass stopped before the Secret.
 	username string
+	// backup is what the backup step found (status.backup, BackedUp); nil when the
+	// Database has no spec.backup or the pass stopped before the step.
+	backup *backups
+	// restore is the Restored condition of a Database with spec.restore; nil otherwise or
+	// when the pass stopped before it.
+	restore *restored
 }
 
 // rolledOut reports whether the StatefulSet controller has observed sts's current generation
@@ -301,6 +307,26 @@ func computeStatus(db *examplev1.Database, obs observation, now time.Time) examp
 				msg += fmt.Sprintf(": %d/%d replicas restarted", min(sts.Status.UpdatedReplicas, obs.replicas), obs.replicas)
 			}
 			conditions[1].cond = cond{metav1.ConditionTrue, examplev1.ReasonRestarting, msg}
+		}
+	}
+	switch {
+	case obs.backup != nil:
+		status.Backup = obs.backup.status.DeepCopy()
+		conditions = append(conditions, struct {
+			typ string
+			cond
+		}{examplev1.ConditionBackedUp, cond{obs.backup.condition, obs.backup.reason, obs.backup.message}})
+	case db.Spec.Backup == nil:
+		// status.backup stays: the last backups taken, which the store may still hold.
+		meta.RemoveStatusCondition(&status.Conditions, examplev1.ConditionBackedUp)
+	}
+	if r := obs.restore; r != nil {
+		conditions = append(conditions, struct {
+			typ string
+			cond
+		}{examplev1.ConditionRestored, cond{r.condition, r.reason, r.message}})
+		if r.condition == metav1.ConditionFalse && !stopped {
+			notReady(r.reason, r.message)
 		}
 	}
 	for _, c := range conditions {

@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/engine"
 	"example.com/database-apiserver/pkg/names"
 )
 
@@ -25,7 +26,10 @@ func NetworkPolicyName(db *examplev1.Database) string { return db.Name }
 //   - the peers of spec.networkPolicy.from, as the user wrote them (a rule of its own, left
 //     out when the list is empty: a rule without peers would admit every source);
 //   - the Database's own Pods, which replicate from each other on that port;
-//   - the Pods labelled ControllerPodLabels in controllerNamespace.
+//   - the Pods labelled ControllerPodLabels in controllerNamespace;
+//
+// and, with spec.backup (d.Backup), the Database's backup Jobs' Pods (BackupJobLabels) on the
+// engine's backup port only (engine.Backups).
 //
 // Under networking.k8s.io/v1 semantics rules are allowed in union, so any other
 // NetworkPolicy selecting the same Pods can only admit more.
@@ -48,6 +52,15 @@ func NetworkPolicy(db *examplev1.Database, d Desired, controllerNamespace string
 		},
 		Ports: ports,
 	})
+	if b, ok := d.Engine().(engine.Backups); ok && d.Backup != nil {
+		rules = append(rules, networkingv1.NetworkPolicyIngressRule{
+			From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: BackupJobLabels(db)}}},
+			Ports: []networkingv1.NetworkPolicyPort{{
+				Protocol: ptr.To(corev1.ProtocolTCP),
+				Port:     ptr.To(intstr.FromInt32(b.BackupPort())),
+			}},
+		})
+	}
 	return &networkingv1.NetworkPolicy{
 		ObjectMeta: objectMeta(db, NetworkPolicyName(db), ChildLabels(db)),
 		Spec: networkingv1.NetworkPolicySpec{

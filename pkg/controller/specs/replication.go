@@ -2,6 +2,7 @@ package specs
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/engine"
@@ -41,13 +42,17 @@ const (
 )
 
 // ReplicationConfigMap is "<name>-replication" naming primary (a Pod name) the primary, with
-// the engine's files (engine.Engine.ReplicationFiles).
+// the engine's files (engine.Engine.ReplicationFiles), and, once a Database created with
+// spec.restore has been restored (its Restored condition True), engine.ConfigMapKeyRestored.
 func ReplicationConfigMap(db *examplev1.Database, d Desired, primary string) *corev1.ConfigMap {
 	data := map[string]string{}
 	for k, v := range d.Engine().ReplicationFiles(db, d) {
 		data[k] = v
 	}
 	data[ConfigMapKeyPrimary] = primary
+	if db.Spec.Restore != nil && meta.IsStatusConditionTrue(db.Status.Conditions, examplev1.ConditionRestored) {
+		data[engine.ConfigMapKeyRestored] = "true"
+	}
 	return &corev1.ConfigMap{
 		ObjectMeta: objectMeta(db, ReplicationConfigMapName(db), ChildLabels(db)),
 		Data:       data,

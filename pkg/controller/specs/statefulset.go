@@ -34,6 +34,10 @@ import (
 // the engine's ReplicationPod adds (every Pod but the primary starts as a standby of it), and the update strategy is
 // OnDelete: the controller picks the order in which Pods restart for a new revision.
 //
+// With spec.backup (d.Backup), the Pod template also has what the engine's BackupPod adds:
+// continuous archiving and the server backup Jobs read the data through; with spec.restore
+// too, what its RestorePod adds: the restore of the primary's empty data volume.
+//
 // A restart asked for through databases/restart (status.restart) is the Pod template's
 // RestartedAtAnnotation: a new revision, rolled out as an image update is. So is a change of
 // an engine's settings it keys by a Pod template annotation (its ReplicationPod's).
@@ -84,6 +88,12 @@ func StatefulSet(db *examplev1.Database, d Desired) *appsv1.StatefulSet {
 		// and the primary last, wherever the primary is (a RollingUpdate goes by ordinal).
 		sts.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}
 	}
+	if b, ok := d.Engine().(engine.Backups); ok && d.Backup != nil {
+		b.BackupPod(db, d, &sts.Spec.Template)
+		if db.Spec.Restore != nil {
+			b.RestorePod(db, d, &sts.Spec.Template)
+		}
+	}
 	return sts
 }
 
@@ -114,9 +124,11 @@ func DataClaim(sts *appsv1.StatefulSet, ordinal int32) *corev1.PersistentVolumeC
 // replicas, the update strategy's type, the Pod template's labels and annotations
 // (RestartedAtAnnotation and those of the engine's ReplicationPod, when want has them), its security context's
 // user, group, fsGroup and seccomp fields, token and service-link settings, the volumes of
-// want's names, the database container's image, arguments, ports, environment, mounts,
-// resources, probes, lifecycle and security context, and the same of want's init
-// containers. Everything else (fields the API server defaults, other containers and volumes,
+// want's names (removing the volumes of spec.backup, optionalVolumes, that want lacks), the
+// database container's image, arguments, ports, environment, mounts, resources, probes,
+// lifecycle and security context, and the same of want's other containers and init
+// containers (removing those want lacks). Everything else (fields the API server defaults,
+// other volumes,
 // annotations such as kubectl's restartedAt) is kept, so a StatefulSet read back compares
 // equal. The
 // selector, serviceName, podManagementPolicy and volumeClaimTemplates are immutable.
@@ -151,21 +163,31 @@ func SyncStatefulSet(have, want *appsv1.StatefulSet) {
 			pod.Volumes = append(pod.Volumes, v)
 		}
 	}
+	pod.Volumes = slices.DeleteFunc(pod.Volumes, func(v corev1.Volume) bool {
+		return slices.Contains(optionalVolumes, v.Name) && !slices.ContainsFunc(wantPod.Volumes, func(w corev1.Volume) bool { return w.Name == v.Name })
+	})
 	pod.Containers = syncContainers(pod.Containers, wantPod.Containers)
 	pod.InitContainers = syncContainers(pod.InitContainers, wantPod.InitContainers)
 }
 
-// syncContainers copies the fields we own of each container of want into the container of
-// its name in have, adding those have lacks in front, and returns have.
+// optionalVolumes are the volumes of the Pod template the controller adds for spec.backup
+// only (the engines' BackupPod), which SyncStatefulSet removes, with every container want
+// lacks, once it is unset.
+var optionalVolumes = []string{engine.BackupTLSVolumeName, engine.BackupStoreCAVolumeName, engine.BackupSocketVolumeName}
+
+// syncContainers returns want's containers in want's order, each the container of its name
+// in have with the fields we own copied from want (so the fields the API server defaults
+// are kept), or want's own when have has none; the containers want lacks are dropped (the
+// workloads admission policy admits the recipe's containers only).
 func syncContainers(have, want []corev1.Container) []corev1.Container {
-	var missing []corev1.Container
+	out := make([]corev1.Container, 0, len(want))
 	for _, w := range want {
 		i := containerIndex(have, w.Name)
 		if i < 0 {
-			missing = append(missing, w)
+			out = append(out, w)
 			continue
 		}
-		c := &have[i]
+		c := have[i]
 		c.Image = w.Image
 		c.Command = w.Command
 		c.Args = w.Args
@@ -178,8 +200,9 @@ func syncContainers(have, want []corev1.Container) []corev1.Container {
 		c.LivenessProbe = w.LivenessProbe
 		c.Lifecycle = w.Lifecycle
 		c.SecurityContext = w.SecurityContext
+		out = append(out, c)
 	}
-	return append(missing, have...)
+	return out
 }
 
 func containerIndex(containers []corev1.Container, name string) int {

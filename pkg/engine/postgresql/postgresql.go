@@ -65,21 +65,25 @@ func (Engine) Recipe() engine.Recipe { return recipe }
 
 // Replication ConfigMap keys.
 const (
-	setupKey = "postgresql-setup.sh"
-	hbaKey   = "pg_hba.conf"
+	setupKey   = "postgresql-setup.sh"
+	restoreKey = "postgresql-restore.sh"
+	hbaKey     = "pg_hba.conf"
 )
 
 var (
 	//go:embed scripts/postgresql-setup.sh
 	setupScript string
+	//go:embed scripts/postgresql-restore.sh
+	restoreScript string
 	//go:embed scripts/pg_hba.conf
 	hba         string
 	hbaTemplate = template.Must(template.New(hbaKey).Parse(hba))
 )
 
-// ReplicationFiles are the setup script and pg_hba.conf (HBA).
+// ReplicationFiles are the setup script, the restore script (run by RestorePod's container)
+// and pg_hba.conf (HBA).
 func (Engine) ReplicationFiles(db *examplev1.Database, d engine.Desired) map[string]string {
-	return map[string]string{setupKey: setupScript, hbaKey: HBA(db, d)}
+	return map[string]string{setupKey: setupScript, restoreKey: restoreScript, hbaKey: HBA(db, d)}
 }
 
 // InitFiles is nil: the image initialises the superuser and the database itself.

@@ -34,6 +34,14 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 	// Group=example.com, Version=v1
 	case v1.SchemeGroupVersion.WithKind("Database"):
 		return &examplev1.DatabaseApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("DatabaseBackupPolicy"):
+		return &examplev1.DatabaseBackupPolicyApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("DatabaseBackupRequestStatus"):
+		return &examplev1.DatabaseBackupRequestStatusApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("DatabaseBackupS3"):
+		return &examplev1.DatabaseBackupS3ApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("DatabaseBackupStatus"):
+		return &examplev1.DatabaseBackupStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DatabaseFailoverStatus"):
 		return &examplev1.DatabaseFailoverStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DatabaseMember"):
@@ -44,6 +52,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &examplev1.DatabaseNetworkPolicyPeerApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DatabaseRestartStatus"):
 		return &examplev1.DatabaseRestartStatusApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("DatabaseRestore"):
+		return &examplev1.DatabaseRestoreApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DatabaseSpec"):
 		return &examplev1.DatabaseSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("DatabaseStatus"):

@@ -36,6 +36,11 @@ import (
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
 		v1.Database{}.OpenAPIModelName():                                    schema_pkg_apis_example_v1_Database(ref),
+		v1.DatabaseBackupPolicy{}.OpenAPIModelName():                        schema_pkg_apis_example_v1_DatabaseBackupPolicy(ref),
+		v1.DatabaseBackupRequest{}.OpenAPIModelName():                       schema_pkg_apis_example_v1_DatabaseBackupRequest(ref),
+		v1.DatabaseBackupRequestStatus{}.OpenAPIModelName():                 schema_pkg_apis_example_v1_DatabaseBackupRequestStatus(ref),
+		v1.DatabaseBackupS3{}.OpenAPIModelName():                            schema_pkg_apis_example_v1_DatabaseBackupS3(ref),
+		v1.DatabaseBackupStatus{}.OpenAPIModelName():                        schema_pkg_apis_example_v1_DatabaseBackupStatus(ref),
 		v1.DatabaseConnection{}.OpenAPIModelName():                          schema_pkg_apis_example_v1_DatabaseConnection(ref),
 		v1.DatabaseFailoverStatus{}.OpenAPIModelName():                      schema_pkg_apis_example_v1_DatabaseFailoverStatus(ref),
 		v1.DatabaseList{}.OpenAPIModelName():                                schema_pkg_apis_example_v1_DatabaseList(ref),
@@ -44,6 +49,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1.DatabaseNetworkPolicyPeer{}.OpenAPIModelName():                   schema_pkg_apis_example_v1_DatabaseNetworkPolicyPeer(ref),
 		v1.DatabaseRestart{}.OpenAPIModelName():                             schema_pkg_apis_example_v1_DatabaseRestart(ref),
 		v1.DatabaseRestartStatus{}.OpenAPIModelName():                       schema_pkg_apis_example_v1_DatabaseRestartStatus(ref),
+		v1.DatabaseRestore{}.OpenAPIModelName():                             schema_pkg_apis_example_v1_DatabaseRestore(ref),
 		v1.DatabaseSpec{}.OpenAPIModelName():                                schema_pkg_apis_example_v1_DatabaseSpec(ref),
 		v1.DatabaseStatus{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_DatabaseStatus(ref),
 		v1.DatabaseSwitchover{}.OpenAPIModelName():                          schema_pkg_apis_example_v1_DatabaseSwitchover(ref),
@@ -175,6 +181,235 @@ func schema_pkg_apis_example_v1_Database(ref common.ReferenceCallback) common.Op
 		},
 		Dependencies: []string{
 			v1.DatabaseSpec{}.OpenAPIModelName(), v1.DatabaseStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_DatabaseBackupPolicy(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DatabaseBackupPolicy is where and how often a Database is backed up.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"schedule": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Schedule is when backups are taken, in the five fields of cron (\"minute hour day-of-month month day-of-week\", as a CronJob's schedule, in UTC), e.g. \"0 3 * * *\" for 03:00 every day. Empty: no scheduled backups; changes are still archived from the first backup on.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"retentionFullBackups": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RetentionFullBackups is how many full backups the store keeps, 1 to 100 (pgBackRest's repo1-retention-full): an older full backup, the backups that depend on it and the archived changes only they need are expired after each backup. Unset: 7.",
+							Minimum:     ptr.To[float64](1),
+							Maximum:     ptr.To[float64](100),
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"s3": {
+						SchemaProps: spec.SchemaProps{
+							Description: "S3 is the object store.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1.DatabaseBackupS3{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"s3"},
+			},
+		},
+		Dependencies: []string{
+			v1.DatabaseBackupS3{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_DatabaseBackupRequest(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DatabaseBackupRequest asks for a backup of a Database now: the body of POST databases/{name}/backup. The API server records the request in status.backup.request and answers with the Database; the controller starts a backup Job at once (or, while the Database is not Ready, once it is). A Database without spec.backup is a 409 Conflict, and so is a request while a backup runs or one asked for is not started yet, or of a Database being deleted.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Standard object metadata. metadata.name, when set, must be the Database's name.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(metav1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			metav1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_DatabaseBackupRequestStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DatabaseBackupRequestStatus is a backup asked for through databases/backup.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"requestedBy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RequestedBy is the user name of whoever asked, as the API server authenticated them.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"requestedAt": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RequestedAt is when the API server recorded the request.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"requestedBy", "requestedAt"},
+			},
+		},
+		Dependencies: []string{
+			metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_DatabaseBackupS3(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DatabaseBackupS3 is an S3-compatible object store, reached over HTTPS with path-style requests. A Database's backups and archived changes are under \"<prefix>/<namespace>\" in the bucket, in pgBackRest's layout with the Database's name as its stanza (\"backup/<name>/\", \"archive/<name>/\").",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"endpoint": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Endpoint is the store's URL, \"https://<host>[:<port>]\", the host a DNS name (the certificate is verified against it; an IP address is refused).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"bucket": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Bucket is the bucket, which must exist: 3 to 63 lower-case letters, digits, dots and hyphens.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"prefix": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Prefix is the path in the bucket under which every Database's backups are kept, \"/\" followed by path segments of letters, digits, \".\", \"_\" and \"-\". Unset: \"/\".",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"region": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Region is the store's region. Unset: \"us-east-1\".",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"secretName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SecretName is a Secret of the Database's namespace holding the store's access key (\"accessKeyId\"), secret key (\"secretAccessKey\") and, optionally, the PEM certificates of the CAs to verify the store by (\"ca.crt\"; without it, the system's). Its values are read by the Database's Pods and backup Jobs only, never copied.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"endpoint", "bucket", "secretName"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_example_v1_DatabaseBackupStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DatabaseBackupStatus is what the controller saw of a Database's backups, each taken by a Job of its namespace.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"request": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Request is the last backup asked for through databases/backup: who asked and when. The controller starts a backup Job for a request newer than lastScheduleTime. Only databases/backup sets it; a write of status keeps the stored one.",
+							Ref:         ref(v1.DatabaseBackupRequestStatus{}.OpenAPIModelName()),
+						},
+					},
+					"lastScheduleTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastScheduleTime is when the controller last started a backup Job: at once when spec.backup is set, then at each time of spec.backup.schedule after it. Only the controller writes it.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"activeJob": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ActiveJob is the Job taking a backup now; empty when none is.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"lastSuccessfulTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastSuccessfulTime is when the last backup that succeeded completed.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"lastSuccessfulJob": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastSuccessfulJob is the Job that took it.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"lastFailureTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastFailureTime is when the last backup that failed gave up.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"lastFailedJob": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastFailedJob is the Job that failed; its Pods' logs say why.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"lastArchivedTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastArchivedTime is when the primary last archived its changes to the store (PostgreSQL's pg_stat_archiver.last_archived_time, of a WAL segment), as the controller last read it: a restore reaches up to about then. Unset before the first.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"archiveFailureTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ArchiveFailureTime is, while the primary's last attempt to archive its changes failed, when that was (the changes it could not archive pile up on its volume until the store takes them); unset while archiving works.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.DatabaseBackupRequestStatus{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -625,6 +860,35 @@ func schema_pkg_apis_example_v1_DatabaseRestartStatus(ref common.ReferenceCallba
 	}
 }
 
+func schema_pkg_apis_example_v1_DatabaseRestore(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DatabaseRestore is where a new Database's data comes from.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"database": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Database is the name of the Database whose backups to restore: its stanza in the repository of spec.backup.s3 (\"<prefix>/<namespace>\").",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"pointInTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PointInTime is the moment to restore to, in RFC 3339 with a time zone and, if wanted, fractions of a second (\"2026-12-05T04:59:30Z\", \"2026-12-05T05:59:30.25+01:00\"): every transaction committed by then, none after. Empty: the end of the archive, the last change archived.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"database"},
+			},
+		},
+	}
+}
+
 func schema_pkg_apis_example_v1_DatabaseSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -713,12 +977,24 @@ func schema_pkg_apis_example_v1_DatabaseSpec(ref common.ReferenceCallback) commo
 							Enum:        []interface{}{"Asynchronous", "Synchronous"},
 						},
 					},
+					"backup": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Backup, when set, has the controller archive the Database's changes continuously to an S3-compatible object store and take backups there: at once when set (the first full backup, which archiving needs), then on backup.schedule. Unset: nothing is archived nor backed up, and the controller removes the backup schedule it kept. Only for an engine that takes backups (postgresql). Setting or removing it restarts the Pods one at a time (PostgreSQL reads archive_mode at start).",
+							Ref:         ref(v1.DatabaseBackupPolicy{}.OpenAPIModelName()),
+						},
+					},
+					"restore": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Restore, set at creation, fills the new Database's data from the backups and archived changes of another Database of the namespace, which may have been deleted, in the store of spec.backup (required with it): the first Pod restores the latest backup before pointInTime and replays the archive up to it, then the Database starts as any other, its replicas cloned from it. Immutable. A restore that fails (no backup that old, a missing or damaged object) leaves the Database not Ready with the Restored condition False saying why. Only for an engine that takes backups (postgresql).",
+							Ref:         ref(v1.DatabaseRestore{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"engine", "version"},
 			},
 		},
 		Dependencies: []string{
-			v1.DatabaseNetworkPolicy{}.OpenAPIModelName()},
+			v1.DatabaseBackupPolicy{}.OpenAPIModelName(), v1.DatabaseNetworkPolicy{}.OpenAPIModelName(), v1.DatabaseRestore{}.OpenAPIModelName()},
 	}
 }
 
@@ -871,11 +1147,17 @@ func schema_pkg_apis_example_v1_DatabaseStatus(ref common.ReferenceCallback) com
 							Format:      "",
 						},
 					},
+					"backup": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Backup is what the controller saw of the Database's backups: the one under way, the last that succeeded and the last that failed. Unset until spec.backup is set. Only the controller writes it, through databases/status.",
+							Ref:         ref(v1.DatabaseBackupStatus{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.DatabaseFailoverStatus{}.OpenAPIModelName(), v1.DatabaseMember{}.OpenAPIModelName(), v1.DatabaseRestartStatus{}.OpenAPIModelName(), v1.DatabaseSwitchoverProgress{}.OpenAPIModelName(), v1.DatabaseSwitchoverStatus{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+			v1.DatabaseBackupStatus{}.OpenAPIModelName(), v1.DatabaseFailoverStatus{}.OpenAPIModelName(), v1.DatabaseMember{}.OpenAPIModelName(), v1.DatabaseRestartStatus{}.OpenAPIModelName(), v1.DatabaseSwitchoverProgress{}.OpenAPIModelName(), v1.DatabaseSwitchoverStatus{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 

@@ -617,3 +617,28 @@ func TestEscapeText(t *testing.T) {
 		assert.Equal(t, want, escapeText(in), "%q", in)
 	}
 }
+
+// kubectl database backup posts one DatabaseBackupRequest naming the Database and says so;
+// the server's Conflict (a backup running) is printed as kubectl prints it.
+func TestBackupPostsADatabaseBackupRequest(t *testing.T) {
+	api := newFakeAPI(t)
+	api.on(http.MethodPost, dbPath+"/backup", http.StatusCreated, shopDatabase())
+
+	code, out, errOut := api.run("backup", "shop", "-n", "production")
+
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, "database.example.com/shop backup requested\n", out)
+	var body examplev1.DatabaseBackupRequest
+	decodeBody(t, api.request(http.MethodPost, dbPath+"/backup"), &body)
+	assert.Equal(t, "example.com/v1", body.APIVersion)
+	assert.Equal(t, "DatabaseBackupRequest", body.Kind)
+	assert.Equal(t, "shop", body.Name)
+	assert.Equal(t, []string{"POST " + dbPath + "/backup"}, api.paths(), "one request, nothing else")
+
+	api = newFakeAPI(t)
+	api.on(http.MethodPost, dbPath+"/backup", http.StatusConflict, status(http.StatusConflict, metav1.StatusReasonConflict,
+		`Operation cannot be fulfilled on databases.example.com "shop": a backup is running: Job shop-backup-1; ask again once it ends (status.backup.activeJob)`))
+	code, _, errOut = api.run("backup", "shop", "-n", "production")
+	assert.Equal(t, 1, code)
+	assert.Equal(t, "Error from server (Conflict): Operation cannot be fulfilled on databases.example.com \"shop\": a backup is running: Job shop-backup-1; ask again once it ends (status.backup.activeJob)\n", errOut)
+}

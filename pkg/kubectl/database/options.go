@@ -5,10 +5,13 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/kubernetes"
 
 	"example.com/database-apiserver/pkg/generated/clientset/versioned"
+	"example.com/database-apiserver/pkg/generated/clientset/versioned/scheme"
 )
 
 // databaseOptions are the inputs every command on one Database shares: the Database's name
@@ -63,4 +66,25 @@ func exactlyOneName(cmd *cobra.Command, args []string) error {
 		return fmt.Errorf("a Database name is required: %s", cmd.UseLine())
 	}
 	return fmt.Errorf("one Database name is expected, got %d arguments %q: %s", len(args), args, cmd.UseLine())
+}
+
+// printedOptions are the output flags of a command that prints the Database the server
+// answers with (-o json|yaml|name|...; without -o, "database.example.com/NAME <operation>").
+type printedOptions struct {
+	PrintFlags *genericclioptions.PrintFlags
+	printer    printers.ResourcePrinter
+}
+
+// newPrintedOptions returns the output flags of operation, added to cmd.
+func newPrintedOptions(cmd *cobra.Command, operation string) printedOptions {
+	o := printedOptions{PrintFlags: genericclioptions.NewPrintFlags(operation).WithTypeSetter(scheme.Scheme)}
+	o.PrintFlags.AddFlags(cmd)
+	return o
+}
+
+// completePrinter makes the printer from the flags, once they are parsed.
+func (o *printedOptions) completePrinter() error {
+	var err error
+	o.printer, err = o.PrintFlags.ToPrinter()
+	return err
 }

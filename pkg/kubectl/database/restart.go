@@ -5,12 +5,9 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/cli-runtime/pkg/printers"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/generated/clientset/versioned/scheme"
 )
 
 const restartLong = `Ask for a rolling restart of a Database's Pods: the controller restarts them one at a time,
@@ -33,28 +30,22 @@ const restartExample = `  # Restart my-database's Pods
 // RestartOptions are the inputs of `kubectl database restart NAME`.
 type RestartOptions struct {
 	databaseOptions
+	printedOptions
 	Reason string
-
-	PrintFlags *genericclioptions.PrintFlags
-	printer    printers.ResourcePrinter
 }
 
 func newCmdRestart(f *factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &RestartOptions{
-		databaseOptions: databaseOptions{IOStreams: streams},
-		PrintFlags:      genericclioptions.NewPrintFlags("restart requested").WithTypeSetter(scheme.Scheme),
-	}
+	o := &RestartOptions{databaseOptions: databaseOptions{IOStreams: streams}}
 	cmd := databaseCommand("restart NAME [--reason TEXT]", "Restart a Database's Pods one at a time", restartLong, restartExample,
 		func(args []string) error { return o.Complete(f, args) }, o.Run)
 	cmd.Flags().StringVar(&o.Reason, "reason", "", "Why the restart is asked for, as printable text on one line (the server refuses control characters), recorded in the Database's status.restart.reason and its Event.")
-	o.PrintFlags.AddFlags(cmd)
+	o.printedOptions = newPrintedOptions(cmd, "restart requested")
 	return cmd
 }
 
 // Complete fills the options from the arguments and kubectl's flags.
 func (o *RestartOptions) Complete(f *factory, args []string) error {
-	var err error
-	if o.printer, err = o.PrintFlags.ToPrinter(); err != nil {
+	if err := o.completePrinter(); err != nil {
 		return err
 	}
 	return o.complete(f, args)

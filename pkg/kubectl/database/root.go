@@ -68,6 +68,7 @@ func newCmdDatabase(streams genericiooptions.IOStreams, now func() time.Time) *c
 		newCmdConnection(f, streams),
 		newCmdRestart(f, streams),
 		newCmdSwitchover(f, streams),
+		newCmdBackup(f, streams),
 		newCmdDescribe(f, streams),
 		newCmdStatus(f, streams),
 	)

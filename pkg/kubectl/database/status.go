@@ -2,6 +2,7 @@ package database
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -27,7 +28,7 @@ type StatusOptions struct {
 func newCmdStatus(f *factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &StatusOptions{databaseOptions: databaseOptions{IOStreams: streams}, now: f.now}
 	return databaseCommand("status NAME", "Show on one screen whether a Database is healthy and what is wrong",
-		"Show what an on-call looks at first: the Database's state, its primary and whether it takes writes, each member's role, readiness, streaming and lag, its volumes, what is under way (a failover, a switchover, a restart), and every condition that is not as it should be, with its reason and message.",
+		"Show what an on-call looks at first: the Database's state, its primary and whether it takes writes, each member's role, readiness, streaming and lag, its volumes, its backups (the store, the schedule, the last success and failure, the Job running), what is under way (a failover, a switchover, a restart), and every condition that is not as it should be, with its reason and message.",
 		statusExample, func(args []string) error { return o.complete(f, args) }, o.Run)
 }
 
@@ -38,6 +39,8 @@ var healthyStatus = map[string]metav1.ConditionStatus{
 	"Ready":       metav1.ConditionTrue,
 	"Degraded":    metav1.ConditionFalse,
 	"Replicating": metav1.ConditionTrue,
+	"BackedUp":    metav1.ConditionTrue,
+	"Restored":    metav1.ConditionTrue,
 }
 
 // Run reads the Database (an error when that fails) and its claims (shown as "<error: ...>"
@@ -68,6 +71,7 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 	}
 	writeMembers(w, db)
 	o.writeVolumes(ctx, w, db)
+	o.writeBackups(w, db)
 	writeUnderWay(w, db)
 	// The problems' columns are their own, not the tables' above.
 	if err := w.Flush(); err != nil {
@@ -114,6 +118,36 @@ func (o *StatusOptions) writeVolumes(ctx context.Context, w *prefixWriter, db *e
 			capacity = q.String()
 		}
 		w.Write(1, "%s\t%s\t%s\n", c.Name, string(c.Status.Phase), capacity)
+	}
+}
+
+// writeBackups writes what status.backup says of a Database with spec.backup: the last backup
+// that succeeded, the last that failed, and the one running.
+func (o *StatusOptions) writeBackups(w *prefixWriter, db *examplev1.Database) {
+	if db.Spec.Backup == nil {
+		return
+	}
+	b := db.Status.Backup
+	if b == nil {
+		b = &examplev1.DatabaseBackupStatus{}
+	}
+	schedule := db.Spec.Backup.Schedule
+	if schedule == "" {
+		schedule = "no schedule"
+	}
+	w.Write(0, "Backups:\tto %s, bucket %s (%s)\n", db.Spec.Backup.S3.Endpoint, db.Spec.Backup.S3.Bucket, schedule)
+	when := func(t *metav1.Time, job string) string {
+		if t == nil {
+			return "<none>"
+		}
+		return fmt.Sprintf("%s (%s ago), Job %s", t.UTC().Format(time.RFC3339), o.age(t.Time), job)
+	}
+	w.Write(1, "Last Success:\t%s\n", when(b.LastSuccessfulTime, b.LastSuccessfulJob))
+	if b.LastFailureTime != nil {
+		w.Write(1, "Last Failure:\t%s\n", when(b.LastFailureTime, b.LastFailedJob))
+	}
+	if b.ActiveJob != "" {
+		w.Write(1, "Running:\tJob %s\n", b.ActiveJob)
 	}
 }
 

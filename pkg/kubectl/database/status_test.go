@@ -88,3 +88,31 @@ func TestStatusShowsVolumesItMayNotReadInPlace(t *testing.T) {
 	assert.Contains(t, out, "Volumes:  <error: persistentvolumeclaims is forbidden: User \"viewer\" cannot list")
 	assert.Contains(t, out, "Problems:  <none>\n")
 }
+
+// A Database with spec.backup: where it is backed up and on what schedule, the last backup
+// that succeeded and the last that failed, the one running, and a BackedUp condition that is
+// not True among the problems.
+func TestStatusShowsBackups(t *testing.T) {
+	api := newFakeAPI(t)
+	describeFixture(api)
+	db := shopDatabase()
+	db.Spec.Backup = &examplev1.DatabaseBackupPolicy{Schedule: "0 3 * * *",
+		S3: examplev1.DatabaseBackupS3{Endpoint: "https://s3.example.com", Bucket: "backups", SecretName: "store"}}
+	db.Status.Backup = &examplev1.DatabaseBackupStatus{
+		LastSuccessfulTime: &metav1.Time{Time: testNow.Add(-26 * time.Hour)}, LastSuccessfulJob: "shop-backup-a",
+		LastFailureTime: &metav1.Time{Time: testNow.Add(-2 * time.Hour)}, LastFailedJob: "shop-backup-b",
+		ActiveJob: "shop-backup-c",
+	}
+	db.Status.Conditions = append(db.Status.Conditions, metav1.Condition{Type: "BackedUp", Status: metav1.ConditionFalse,
+		Reason: "BackupFailed", Message: "backup Job shop-backup-b failed"})
+	api.on(http.MethodGet, dbPath, http.StatusOK, db)
+
+	code, out, errOut := api.run("status", "shop", "-n", "production")
+
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "Backups:         to https://s3.example.com, bucket backups (0 3 * * *)\n")
+	assert.Contains(t, out, "  Last Success:  2026-03-03T10:00:00Z (26h ago), Job shop-backup-a\n")
+	assert.Contains(t, out, "  Last Failure:  2026-03-04T10:00:00Z (120m ago), Job shop-backup-b\n")
+	assert.Contains(t, out, "  Running:       Job shop-backup-c\n")
+	assert.Contains(t, out, "BackedUp=False  BackupFailed  backup Job shop-backup-b failed\n")
+}

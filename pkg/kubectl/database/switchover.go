@@ -6,12 +6,9 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/cli-runtime/pkg/printers"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/generated/clientset/versioned/scheme"
 )
 
 const switchoverLong = `Move a Database's primary to one of its replicas, named by its Pod. The API server accepts
@@ -31,11 +28,9 @@ const switchoverExample = `  # Make my-database-1 the primary of my-database
 // SwitchoverOptions are the inputs of `kubectl database switchover NAME --to POD`.
 type SwitchoverOptions struct {
 	databaseOptions
+	printedOptions
 	// Target is --to: the Pod to become the primary.
 	Target string
-
-	PrintFlags *genericclioptions.PrintFlags
-	printer    printers.ResourcePrinter
 }
 
 func newCmdSwitchover(f *factory, streams genericiooptions.IOStreams) *cobra.Command {
@@ -45,8 +40,7 @@ func newCmdSwitchover(f *factory, streams genericiooptions.IOStreams) *cobra.Com
 	cmd.Flags().StringVar(&o.Target, "to", "", "The Pod (NAME-<ordinal>) to become the primary: a replica that streams from the current primary.")
 	// The printer's operation names the target, so the flags are added before it is known
 	// and the operation set in Complete.
-	o.PrintFlags = genericclioptions.NewPrintFlags("").WithTypeSetter(scheme.Scheme)
-	o.PrintFlags.AddFlags(cmd)
+	o.printedOptions = newPrintedOptions(cmd, "")
 	return cmd
 }
 
@@ -56,8 +50,7 @@ func (o *SwitchoverOptions) Complete(f *factory, args []string) error {
 		return errors.New("--to is required: the Pod to become the primary, e.g. --to " + args[0] + "-1")
 	}
 	o.PrintFlags.NamePrintFlags.Operation = "switchover to " + o.Target + " requested"
-	var err error
-	if o.printer, err = o.PrintFlags.ToPrinter(); err != nil {
+	if err := o.completePrinter(); err != nil {
 		return err
 	}
 	return o.complete(f, args)

@@ -59,6 +59,47 @@ func fuzzDatabaseSpec(s *example.DatabaseSpec, c randfill.Continue) {
 	if c.Bool() {
 		s.Primary = randomName(c) + "-" + strconv.Itoa(c.Intn(int(example.MaxReplicas)))
 	}
+	// Half the time a backup policy, on any engine: which engines take backups is the
+	// engines' say (validation.EngineRules.Backups), which the wire forms do not make.
+	s.Backup = nil
+	if c.Bool() {
+		s.Backup = &example.DatabaseBackupPolicy{}
+		fuzzDatabaseBackupPolicy(s.Backup, c)
+	}
+	// Half of those restore another Database, half of those as of a time.
+	s.Restore = nil
+	if s.Backup != nil && c.Bool() {
+		s.Restore = &example.DatabaseRestore{Database: randomName(c)}
+		if c.Bool() {
+			s.Restore.PointInTime = time.Unix(c.Int63n(1<<32), c.Int63n(1e9)).UTC().Format(time.RFC3339Nano)
+		}
+	}
+}
+
+// fuzzDatabaseBackupPolicy makes a spec.backup as users write one: the store's endpoint,
+// bucket and Secret always, the schedule, retention, port, prefix and region half the time.
+func fuzzDatabaseBackupPolicy(b *example.DatabaseBackupPolicy, c randfill.Continue) {
+	*b = example.DatabaseBackupPolicy{S3: example.DatabaseBackupS3{
+		Endpoint:   "https://" + randomName(c) + ".example.com",
+		Bucket:     "b-" + randomName(c),
+		SecretName: randomName(c),
+	}}
+	if c.Bool() {
+		b.Schedule = fmt.Sprintf("%d %d * * *", c.Intn(60), c.Intn(24))
+	}
+	if c.Bool() {
+		r := example.MinRetentionFullBackups + c.Int31n(example.MaxRetentionFullBackups-example.MinRetentionFullBackups+1)
+		b.RetentionFullBackups = &r
+	}
+	if c.Bool() {
+		b.S3.Endpoint += ":" + strconv.Itoa(1+c.Intn(65535))
+	}
+	if c.Bool() {
+		b.S3.Prefix = "/" + randomName(c)
+	}
+	if c.Bool() {
+		b.S3.Region = randomName(c)
+	}
 }
 
 func fuzzDatabaseStatus(s *example.DatabaseStatus, c randfill.Continue) {
@@ -104,6 +145,11 @@ func fuzzDatabaseStatus(s *example.DatabaseStatus, c randfill.Continue) {
 		s.Restart = &example.DatabaseRestartStatus{}
 		c.Fill(s.Restart)
 	}
+	s.Backup = nil
+	if c.Bool() {
+		s.Backup = &example.DatabaseBackupStatus{}
+		fuzzDatabaseBackupStatus(s.Backup, c)
+	}
 	s.Switchover = nil
 	if c.Bool() {
 		s.Switchover = &example.DatabaseSwitchoverStatus{}
@@ -146,6 +192,29 @@ func fuzzDatabaseRestartStatus(s *example.DatabaseRestartStatus, c randfill.Cont
 	if c.Bool() {
 		t := metav1.NewMicroTime(time.UnixMicro(c.Int63n(1 << 52)))
 		s.CompletedAt = &t
+	}
+}
+
+// fuzzDatabaseBackupStatus makes a status.backup as the controller writes it: Job names,
+// and times in whole seconds (metav1.Time serializes as RFC 3339 without fractions), each
+// half the time.
+func fuzzDatabaseBackupStatus(s *example.DatabaseBackupStatus, c randfill.Continue) {
+	job := func() string { return randomName(c) + "-backup-" + strconv.Itoa(c.Intn(1<<20)) }
+	*s = example.DatabaseBackupStatus{}
+	if c.Bool() {
+		t := metav1.Unix(c.Int63n(1<<32), 0)
+		s.LastScheduleTime = &t
+	}
+	if c.Bool() {
+		s.ActiveJob = job()
+	}
+	if c.Bool() {
+		t := metav1.Unix(c.Int63n(1<<32), 0)
+		s.LastSuccessfulTime, s.LastSuccessfulJob = &t, job()
+	}
+	if c.Bool() {
+		t := metav1.Unix(c.Int63n(1<<32), 0)
+		s.LastFailureTime, s.LastFailedJob = &t, job()
 	}
 }
 

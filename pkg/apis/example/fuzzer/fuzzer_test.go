@@ -18,13 +18,19 @@ import (
 
 // TestFuzzedDatabasesAreValidShaped pins that the fuzzer makes what users and
 // the controller write: specs valid but for the fields defaulting fills in,
-// versions of one to three numbers, statuses valid.
+// versions of one to three numbers, backup policies valid, statuses valid.
 func TestFuzzedDatabasesAreValidShaped(t *testing.T) {
 	scheme := runtime.NewScheme()
 	install.Install(scheme)
 	f := fuzzer.FuzzerFor(examplefuzzer.Funcs, rand.NewSource(1), runtimeserializer.NewCodecFactory(scheme))
+	// spec.backup is fuzzed on any engine; which engines take backups is the engine packages'
+	// say, and none is linked here.
+	for _, e := range example.SupportedEngines {
+		validation.RegisterEngineRules(e, validation.EngineRules{Backups: true})
+		t.Cleanup(func() { validation.UnregisterEngineRules(e) })
+	}
 
-	var sawReplicasUnset, sawStorageUnset, sawConditions, sawMembers, sawPrimary bool
+	var sawReplicasUnset, sawStorageUnset, sawConditions, sawMembers, sawPrimary, sawBackup, sawBackupStatus bool
 	for i := 0; i < 500; i++ {
 		var db example.Database
 		f.Fill(&db)
@@ -42,10 +48,14 @@ func TestFuzzedDatabasesAreValidShaped(t *testing.T) {
 		sawConditions = sawConditions || len(db.Status.Conditions) > 0
 		sawMembers = sawMembers || len(db.Status.Members) > 0
 		sawPrimary = sawPrimary || (db.Spec.Primary != "" && db.Status.Primary != "")
+		sawBackup = sawBackup || (db.Spec.Backup != nil && db.Spec.Backup.Schedule != "" && db.Spec.Backup.S3.Prefix != "")
+		sawBackupStatus = sawBackupStatus || (db.Status.Backup != nil && db.Status.Backup.LastSuccessfulTime != nil)
 	}
 	require.True(t, sawReplicasUnset, "replicas is sometimes unset, as before defaulting")
 	require.True(t, sawStorageUnset, "storage is sometimes unset, as before defaulting")
 	require.True(t, sawConditions, "conditions are sometimes set")
 	require.True(t, sawMembers, "members are sometimes set")
 	require.True(t, sawPrimary, "spec.primary and status.primary are sometimes set")
+	require.True(t, sawBackup, "spec.backup is sometimes set, with a schedule and a prefix")
+	require.True(t, sawBackupStatus, "status.backup is sometimes set, with a backup that succeeded")
 }

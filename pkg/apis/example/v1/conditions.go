@@ -16,6 +16,17 @@ const (
 	// is True when every replica streams from the primary, False while one does not or a
 	// switchover is under way, and Unknown when the controller cannot reach the servers.
 	ConditionReplicating = "Replicating"
+	// ConditionBackedUp, on a Database with spec.backup, is True when its last backup
+	// succeeded (ReasonBackupSucceeded), False when it failed (ReasonBackupFailed), the
+	// primary fails to archive its changes (ReasonArchiveFailing) or the store's Secret
+	// cannot be used (ReasonBackupStoreInvalid), and Unknown until the first backup ends
+	// (ReasonBackupPending).
+	ConditionBackedUp = "BackedUp"
+	// ConditionRestored, on a Database with spec.restore, is True once its data was
+	// restored (ReasonRestored), False while the restore fails (ReasonRestoreFailed,
+	// with what the engine's restore said), and Unknown while it runs
+	// (ReasonRestoring).
+	ConditionRestored = "Restored"
 )
 
 // Reasons of the conditions, which the controller also gives its Events of the same
@@ -76,4 +87,14 @@ const (
 	// ReasonReconcileError is a transient error (Progressing False and a Warning Event),
 	// retried with backoff.
 	ReasonReconcileError = "ReconcileError"
+	// Reasons of ConditionBackedUp.
+	ReasonBackupSucceeded    = "BackupSucceeded"
+	ReasonBackupFailed       = "BackupFailed"
+	ReasonBackupPending      = "BackupPending"
+	ReasonBackupStoreInvalid = "BackupStoreInvalid"
+	ReasonArchiveFailing     = "ArchiveFailing"
+	// Reasons of ConditionRestored.
+	ReasonRestored      = "Restored"
+	ReasonRestoring     = "Restoring"
+	ReasonRestoreFailed = "RestoreFailed"
 )

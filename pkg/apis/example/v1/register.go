@@ -36,6 +36,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&DatabaseList{},
 		&DatabaseConnection{},
 		&DatabaseRestart{},
+		&DatabaseBackupRequest{},
 		&DatabaseSwitchover{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)

@@ -72,6 +72,7 @@ const (
 // +genclient:method=GetConnection,verb=get,subresource=connection,result=DatabaseConnection
 // +genclient:method=Restart,verb=create,subresource=restart,input=DatabaseRestart,result=Database
 // +genclient:method=Switchover,verb=create,subresource=switchover,input=DatabaseSwitchover,result=Database
+// +genclient:method=Backup,verb=create,subresource=backup,input=DatabaseBackupRequest,result=Database
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // Database is a managed database: a StatefulSet of the chosen engine with its
@@ -169,7 +170,105 @@ type DatabaseSpec struct {
 	// concern).
 	// +optional
 	Durability Durability `json:"durability,omitempty" protobuf:"bytes,10,opt,name=durability,casttype=Durability"`
+	// Backup, when set, has the controller archive the Database's changes
+	// continuously to an S3-compatible object store and take backups there:
+	// at once when set (the first full backup, which archiving needs), then
+	// on backup.schedule. Unset: nothing is archived nor backed up, and the
+	// controller removes the backup schedule it kept. Only for an engine
+	// that takes backups (postgresql). Setting or removing it restarts the
+	// Pods one at a time (PostgreSQL reads archive_mode at start).
+	// +optional
+	Backup *DatabaseBackupPolicy `json:"backup,omitempty" protobuf:"bytes,11,opt,name=backup"`
+	// Restore, set at creation, fills the new Database's data from the
+	// backups and archived changes of another Database of the namespace,
+	// which may have been deleted, in the store of spec.backup (required
+	// with it): the first Pod restores the latest backup before
+	// pointInTime and replays the archive up to it, then the Database
+	// starts as any other, its replicas cloned from it. Immutable. A restore
+	// that fails (no backup that old, a missing or damaged object) leaves
+	// the Database not Ready with the Restored condition False saying why.
+	// Only for an engine that takes backups (postgresql).
+	// +optional
+	Restore *DatabaseRestore `json:"restore,omitempty" protobuf:"bytes,12,opt,name=restore"`
 }
+
+// DatabaseRestore is where a new Database's data comes from.
+type DatabaseRestore struct {
+	// Database is the name of the Database whose backups to restore: its
+	// stanza in the repository of spec.backup.s3 ("<prefix>/<namespace>").
+	// +required
+	Database string `json:"database" protobuf:"bytes,1,opt,name=database"`
+	// PointInTime is the moment to restore to, in RFC 3339 with a time zone
+	// and, if wanted, fractions of a second ("2026-12-05T04:59:30Z",
+	// "2026-12-05T05:59:30.25+01:00"): every transaction committed by then,
+	// none after. Empty: the end of the archive, the last change archived.
+	// +optional
+	PointInTime string `json:"pointInTime,omitempty" protobuf:"bytes,2,opt,name=pointInTime"`
+}
+
+// DatabaseBackupPolicy is where and how often a Database is backed up.
+type DatabaseBackupPolicy struct {
+	// Schedule is when backups are taken, in the five fields of cron
+	// ("minute hour day-of-month month day-of-week", as a CronJob's
+	// schedule, in UTC), e.g. "0 3 * * *" for 03:00 every day. Empty: no
+	// scheduled backups; changes are still archived from the first
+	// backup on.
+	// +optional
+	Schedule string `json:"schedule,omitempty" protobuf:"bytes,1,opt,name=schedule"`
+	// RetentionFullBackups is how many full backups the store keeps, 1 to
+	// 100 (pgBackRest's repo1-retention-full): an older full backup, the
+	// backups that depend on it and the archived changes only they need
+	// are expired after each backup. Unset: 7.
+	// +optional
+	// +k8s:validation:minimum=1
+	// +k8s:validation:maximum=100
+	RetentionFullBackups *int32 `json:"retentionFullBackups,omitempty" protobuf:"varint,2,opt,name=retentionFullBackups"`
+	// S3 is the object store.
+	// +required
+	S3 DatabaseBackupS3 `json:"s3" protobuf:"bytes,3,opt,name=s3"`
+}
+
+// DatabaseBackupS3 is an S3-compatible object store, reached over HTTPS
+// with path-style requests. A Database's backups and archived changes are
+// under "<prefix>/<namespace>" in the bucket, in pgBackRest's layout with
+// the Database's name as its stanza ("backup/<name>/",
+// "archive/<name>/").
+type DatabaseBackupS3 struct {
+	// Endpoint is the store's URL, "https://<host>[:<port>]", the host a
+	// DNS name (the certificate is verified against it; an IP address is
+	// refused).
+	// +required
+	Endpoint string `json:"endpoint" protobuf:"bytes,1,opt,name=endpoint"`
+	// Bucket is the bucket, which must exist: 3 to 63 lower-case letters,
+	// digits, dots and hyphens.
+	// +required
+	Bucket string `json:"bucket" protobuf:"bytes,2,opt,name=bucket"`
+	// Prefix is the path in the bucket under which every Database's
+	// backups are kept, "/" followed by path segments of letters, digits,
+	// ".", "_" and "-". Unset: "/".
+	// +optional
+	Prefix string `json:"prefix,omitempty" protobuf:"bytes,3,opt,name=prefix"`
+	// Region is the store's region. Unset: "us-east-1".
+	// +optional
+	Region string `json:"region,omitempty" protobuf:"bytes,4,opt,name=region"`
+	// SecretName is a Secret of the Database's namespace holding the
+	// store's access key ("accessKeyId"), secret key ("secretAccessKey")
+	// and, optionally, the PEM certificates of the CAs to verify the store
+	// by ("ca.crt"; without it, the system's). Its values are read by the
+	// Database's Pods and backup Jobs only, never copied.
+	// +required
+	SecretName string `json:"secretName" protobuf:"bytes,5,opt,name=secretName"`
+}
+
+// DefaultRetentionFullBackups is spec.backup.retentionFullBackups when unset.
+const DefaultRetentionFullBackups = 7
+
+// Keys of the Secret spec.backup.s3.secretName names.
+const (
+	BackupSecretKeyAccessKeyID     = "accessKeyId"
+	BackupSecretKeySecretAccessKey = "secretAccessKey"
+	BackupSecretKeyCA              = "ca.crt"
+)
 
 // DefaultFailoverDelaySeconds is spec.failoverDelaySeconds when unset.
 const DefaultFailoverDelaySeconds = 10
@@ -310,6 +409,55 @@ type DatabaseStatus struct {
 	// controller has written the Secret.
 	// +optional
 	Username string `json:"username,omitempty" protobuf:"bytes,10,opt,name=username"`
+	// Backup is what the controller saw of the Database's backups: the one
+	// under way, the last that succeeded and the last that failed. Unset
+	// until spec.backup is set. Only the controller writes it, through
+	// databases/status.
+	// +optional
+	Backup *DatabaseBackupStatus `json:"backup,omitempty" protobuf:"bytes,16,opt,name=backup"`
+}
+
+// DatabaseBackupStatus is what the controller saw of a Database's backups,
+// each taken by a Job of its namespace.
+type DatabaseBackupStatus struct {
+	// Request is the last backup asked for through databases/backup: who
+	// asked and when. The controller starts a backup Job for a request newer
+	// than lastScheduleTime. Only databases/backup sets it; a write of status
+	// keeps the stored one.
+	// +optional
+	Request *DatabaseBackupRequestStatus `json:"request,omitempty" protobuf:"bytes,7,opt,name=request"`
+	// LastScheduleTime is when the controller last started a backup Job: at
+	// once when spec.backup is set, then at each time of spec.backup.schedule
+	// after it. Only the controller writes it.
+	// +optional
+	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty" protobuf:"bytes,6,opt,name=lastScheduleTime"`
+	// ActiveJob is the Job taking a backup now; empty when none is.
+	// +optional
+	ActiveJob string `json:"activeJob,omitempty" protobuf:"bytes,1,opt,name=activeJob"`
+	// LastSuccessfulTime is when the last backup that succeeded completed.
+	// +optional
+	LastSuccessfulTime *metav1.Time `json:"lastSuccessfulTime,omitempty" protobuf:"bytes,2,opt,name=lastSuccessfulTime"`
+	// LastSuccessfulJob is the Job that took it.
+	// +optional
+	LastSuccessfulJob string `json:"lastSuccessfulJob,omitempty" protobuf:"bytes,3,opt,name=lastSuccessfulJob"`
+	// LastFailureTime is when the last backup that failed gave up.
+	// +optional
+	LastFailureTime *metav1.Time `json:"lastFailureTime,omitempty" protobuf:"bytes,4,opt,name=lastFailureTime"`
+	// LastFailedJob is the Job that failed; its Pods' logs say why.
+	// +optional
+	LastFailedJob string `json:"lastFailedJob,omitempty" protobuf:"bytes,5,opt,name=lastFailedJob"`
+	// LastArchivedTime is when the primary last archived its changes to the
+	// store (PostgreSQL's pg_stat_archiver.last_archived_time, of a WAL
+	// segment), as the controller last read it: a restore reaches up to
+	// about then. Unset before the first.
+	// +optional
+	LastArchivedTime *metav1.Time `json:"lastArchivedTime,omitempty" protobuf:"bytes,8,opt,name=lastArchivedTime"`
+	// ArchiveFailureTime is, while the primary's last attempt to archive its
+	// changes failed, when that was (the changes it could not archive pile
+	// up on its volume until the store takes them); unset while archiving
+	// works.
+	// +optional
+	ArchiveFailureTime *metav1.Time `json:"archiveFailureTime,omitempty" protobuf:"bytes,9,opt,name=archiveFailureTime"`
 }
 
 // DatabaseRestartStatus is a rolling restart of a Database's Pods: the
@@ -558,6 +706,34 @@ type DatabaseRestart struct {
 	// control characters (newlines, tabs, terminal escape sequences).
 	// +optional
 	Reason string `json:"reason,omitempty" protobuf:"bytes,2,opt,name=reason"`
+}
+
+// DatabaseBackupRequestStatus is a backup asked for through databases/backup.
+type DatabaseBackupRequestStatus struct {
+	// RequestedBy is the user name of whoever asked, as the API server
+	// authenticated them.
+	// +required
+	RequestedBy string `json:"requestedBy" protobuf:"bytes,1,opt,name=requestedBy"`
+	// RequestedAt is when the API server recorded the request.
+	// +required
+	RequestedAt metav1.Time `json:"requestedAt" protobuf:"bytes,2,opt,name=requestedAt"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// DatabaseBackupRequest asks for a backup of a Database now: the body of
+// POST databases/{name}/backup. The API server records the request in
+// status.backup.request and answers with the Database; the controller
+// starts a backup Job at once (or, while the Database is not Ready, once it
+// is). A Database without spec.backup is a 409 Conflict, and so is a
+// request while a backup runs or one asked for is not started yet, or of a
+// Database being deleted.
+type DatabaseBackupRequest struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard object metadata. metadata.name, when set, must be the
+	// Database's name.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -46,6 +46,56 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddGeneratedConversionFunc((*DatabaseBackupPolicy)(nil), (*example.DatabaseBackupPolicy)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1_DatabaseBackupPolicy_To_example_DatabaseBackupPolicy(a.(*DatabaseBackupPolicy), b.(*example.DatabaseBackupPolicy), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*example.DatabaseBackupPolicy)(nil), (*DatabaseBackupPolicy)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_example_DatabaseBackupPolicy_To_v1_DatabaseBackupPolicy(a.(*example.DatabaseBackupPolicy), b.(*DatabaseBackupPolicy), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*DatabaseBackupRequest)(nil), (*example.DatabaseBackupRequest)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1_DatabaseBackupRequest_To_example_DatabaseBackupRequest(a.(*DatabaseBackupRequest), b.(*example.DatabaseBackupRequest), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*example.DatabaseBackupRequest)(nil), (*DatabaseBackupRequest)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_example_DatabaseBackupRequest_To_v1_DatabaseBackupRequest(a.(*example.DatabaseBackupRequest), b.(*DatabaseBackupRequest), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*DatabaseBackupRequestStatus)(nil), (*example.DatabaseBackupRequestStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1_DatabaseBackupRequestStatus_To_example_DatabaseBackupRequestStatus(a.(*DatabaseBackupRequestStatus), b.(*example.DatabaseBackupRequestStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*example.DatabaseBackupRequestStatus)(nil), (*DatabaseBackupRequestStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_example_DatabaseBackupRequestStatus_To_v1_DatabaseBackupRequestStatus(a.(*example.DatabaseBackupRequestStatus), b.(*DatabaseBackupRequestStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*DatabaseBackupS3)(nil), (*example.DatabaseBackupS3)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1_DatabaseBackupS3_To_example_DatabaseBackupS3(a.(*DatabaseBackupS3), b.(*example.DatabaseBackupS3), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*example.DatabaseBackupS3)(nil), (*DatabaseBackupS3)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_example_DatabaseBackupS3_To_v1_DatabaseBackupS3(a.(*example.DatabaseBackupS3), b.(*DatabaseBackupS3), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*DatabaseBackupStatus)(nil), (*example.DatabaseBackupStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1_DatabaseBackupStatus_To_example_DatabaseBackupStatus(a.(*DatabaseBackupStatus), b.(*example.DatabaseBackupStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*example.DatabaseBackupStatus)(nil), (*DatabaseBackupStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_example_DatabaseBackupStatus_To_v1_DatabaseBackupStatus(a.(*example.DatabaseBackupStatus), b.(*DatabaseBackupStatus), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddGeneratedConversionFunc((*DatabaseConnection)(nil), (*example.DatabaseConnection)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1_DatabaseConnection_To_example_DatabaseConnection(a.(*DatabaseConnection), b.(*example.DatabaseConnection), scope)
 	}); err != nil {
@@ -123,6 +173,16 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}
 	if err := s.AddGeneratedConversionFunc((*example.DatabaseRestartStatus)(nil), (*DatabaseRestartStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_example_DatabaseRestartStatus_To_v1_DatabaseRestartStatus(a.(*example.DatabaseRestartStatus), b.(*DatabaseRestartStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*DatabaseRestore)(nil), (*example.DatabaseRestore)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1_DatabaseRestore_To_example_DatabaseRestore(a.(*DatabaseRestore), b.(*example.DatabaseRestore), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*example.DatabaseRestore)(nil), (*DatabaseRestore)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_example_DatabaseRestore_To_v1_DatabaseRestore(a.(*example.DatabaseRestore), b.(*DatabaseRestore), scope)
 	}); err != nil {
 		return err
 	}
@@ -209,6 +269,106 @@ func autoConvert_example_Database_To_v1_Database(in *example.Database, out *Data
 // Convert_example_Database_To_v1_Database is an autogenerated conversion function.
 func Convert_example_Database_To_v1_Database(in *example.Database, out *Database, s conversion.Scope) error {
 	return autoConvert_example_Database_To_v1_Database(in, out, s)
+}
+
+func autoConvert_v1_DatabaseBackupPolicy_To_example_DatabaseBackupPolicy(in *DatabaseBackupPolicy, out *example.DatabaseBackupPolicy, s conversion.Scope) error {
+	*out = *(*example.DatabaseBackupPolicy)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1_DatabaseBackupPolicy_To_example_DatabaseBackupPolicy is an autogenerated conversion function.
+func Convert_v1_DatabaseBackupPolicy_To_example_DatabaseBackupPolicy(in *DatabaseBackupPolicy, out *example.DatabaseBackupPolicy, s conversion.Scope) error {
+	return autoConvert_v1_DatabaseBackupPolicy_To_example_DatabaseBackupPolicy(in, out, s)
+}
+
+func autoConvert_example_DatabaseBackupPolicy_To_v1_DatabaseBackupPolicy(in *example.DatabaseBackupPolicy, out *DatabaseBackupPolicy, s conversion.Scope) error {
+	*out = *(*DatabaseBackupPolicy)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_example_DatabaseBackupPolicy_To_v1_DatabaseBackupPolicy is an autogenerated conversion function.
+func Convert_example_DatabaseBackupPolicy_To_v1_DatabaseBackupPolicy(in *example.DatabaseBackupPolicy, out *DatabaseBackupPolicy, s conversion.Scope) error {
+	return autoConvert_example_DatabaseBackupPolicy_To_v1_DatabaseBackupPolicy(in, out, s)
+}
+
+func autoConvert_v1_DatabaseBackupRequest_To_example_DatabaseBackupRequest(in *DatabaseBackupRequest, out *example.DatabaseBackupRequest, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	return nil
+}
+
+// Convert_v1_DatabaseBackupRequest_To_example_DatabaseBackupRequest is an autogenerated conversion function.
+func Convert_v1_DatabaseBackupRequest_To_example_DatabaseBackupRequest(in *DatabaseBackupRequest, out *example.DatabaseBackupRequest, s conversion.Scope) error {
+	return autoConvert_v1_DatabaseBackupRequest_To_example_DatabaseBackupRequest(in, out, s)
+}
+
+func autoConvert_example_DatabaseBackupRequest_To_v1_DatabaseBackupRequest(in *example.DatabaseBackupRequest, out *DatabaseBackupRequest, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	return nil
+}
+
+// Convert_example_DatabaseBackupRequest_To_v1_DatabaseBackupRequest is an autogenerated conversion function.
+func Convert_example_DatabaseBackupRequest_To_v1_DatabaseBackupRequest(in *example.DatabaseBackupRequest, out *DatabaseBackupRequest, s conversion.Scope) error {
+	return autoConvert_example_DatabaseBackupRequest_To_v1_DatabaseBackupRequest(in, out, s)
+}
+
+func autoConvert_v1_DatabaseBackupRequestStatus_To_example_DatabaseBackupRequestStatus(in *DatabaseBackupRequestStatus, out *example.DatabaseBackupRequestStatus, s conversion.Scope) error {
+	*out = *(*example.DatabaseBackupRequestStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1_DatabaseBackupRequestStatus_To_example_DatabaseBackupRequestStatus is an autogenerated conversion function.
+func Convert_v1_DatabaseBackupRequestStatus_To_example_DatabaseBackupRequestStatus(in *DatabaseBackupRequestStatus, out *example.DatabaseBackupRequestStatus, s conversion.Scope) error {
+	return autoConvert_v1_DatabaseBackupRequestStatus_To_example_DatabaseBackupRequestStatus(in, out, s)
+}
+
+func autoConvert_example_DatabaseBackupRequestStatus_To_v1_DatabaseBackupRequestStatus(in *example.DatabaseBackupRequestStatus, out *DatabaseBackupRequestStatus, s conversion.Scope) error {
+	*out = *(*DatabaseBackupRequestStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_example_DatabaseBackupRequestStatus_To_v1_DatabaseBackupRequestStatus is an autogenerated conversion function.
+func Convert_example_DatabaseBackupRequestStatus_To_v1_DatabaseBackupRequestStatus(in *example.DatabaseBackupRequestStatus, out *DatabaseBackupRequestStatus, s conversion.Scope) error {
+	return autoConvert_example_DatabaseBackupRequestStatus_To_v1_DatabaseBackupRequestStatus(in, out, s)
+}
+
+func autoConvert_v1_DatabaseBackupS3_To_example_DatabaseBackupS3(in *DatabaseBackupS3, out *example.DatabaseBackupS3, s conversion.Scope) error {
+	*out = *(*example.DatabaseBackupS3)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1_DatabaseBackupS3_To_example_DatabaseBackupS3 is an autogenerated conversion function.
+func Convert_v1_DatabaseBackupS3_To_example_DatabaseBackupS3(in *DatabaseBackupS3, out *example.DatabaseBackupS3, s conversion.Scope) error {
+	return autoConvert_v1_DatabaseBackupS3_To_example_DatabaseBackupS3(in, out, s)
+}
+
+func autoConvert_example_DatabaseBackupS3_To_v1_DatabaseBackupS3(in *example.DatabaseBackupS3, out *DatabaseBackupS3, s conversion.Scope) error {
+	*out = *(*DatabaseBackupS3)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_example_DatabaseBackupS3_To_v1_DatabaseBackupS3 is an autogenerated conversion function.
+func Convert_example_DatabaseBackupS3_To_v1_DatabaseBackupS3(in *example.DatabaseBackupS3, out *DatabaseBackupS3, s conversion.Scope) error {
+	return autoConvert_example_DatabaseBackupS3_To_v1_DatabaseBackupS3(in, out, s)
+}
+
+func autoConvert_v1_DatabaseBackupStatus_To_example_DatabaseBackupStatus(in *DatabaseBackupStatus, out *example.DatabaseBackupStatus, s conversion.Scope) error {
+	*out = *(*example.DatabaseBackupStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1_DatabaseBackupStatus_To_example_DatabaseBackupStatus is an autogenerated conversion function.
+func Convert_v1_DatabaseBackupStatus_To_example_DatabaseBackupStatus(in *DatabaseBackupStatus, out *example.DatabaseBackupStatus, s conversion.Scope) error {
+	return autoConvert_v1_DatabaseBackupStatus_To_example_DatabaseBackupStatus(in, out, s)
+}
+
+func autoConvert_example_DatabaseBackupStatus_To_v1_DatabaseBackupStatus(in *example.DatabaseBackupStatus, out *DatabaseBackupStatus, s conversion.Scope) error {
+	*out = *(*DatabaseBackupStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_example_DatabaseBackupStatus_To_v1_DatabaseBackupStatus is an autogenerated conversion function.
+func Convert_example_DatabaseBackupStatus_To_v1_DatabaseBackupStatus(in *example.DatabaseBackupStatus, out *DatabaseBackupStatus, s conversion.Scope) error {
+	return autoConvert_example_DatabaseBackupStatus_To_v1_DatabaseBackupStatus(in, out, s)
 }
 
 func autoConvert_v1_DatabaseConnection_To_example_DatabaseConnection(in *DatabaseConnection, out *example.DatabaseConnection, s conversion.Scope) error {
@@ -397,6 +557,26 @@ func autoConvert_example_DatabaseRestartStatus_To_v1_DatabaseRestartStatus(in *e
 // Convert_example_DatabaseRestartStatus_To_v1_DatabaseRestartStatus is an autogenerated conversion function.
 func Convert_example_DatabaseRestartStatus_To_v1_DatabaseRestartStatus(in *example.DatabaseRestartStatus, out *DatabaseRestartStatus, s conversion.Scope) error {
 	return autoConvert_example_DatabaseRestartStatus_To_v1_DatabaseRestartStatus(in, out, s)
+}
+
+func autoConvert_v1_DatabaseRestore_To_example_DatabaseRestore(in *DatabaseRestore, out *example.DatabaseRestore, s conversion.Scope) error {
+	*out = *(*example.DatabaseRestore)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1_DatabaseRestore_To_example_DatabaseRestore is an autogenerated conversion function.
+func Convert_v1_DatabaseRestore_To_example_DatabaseRestore(in *DatabaseRestore, out *example.DatabaseRestore, s conversion.Scope) error {
+	return autoConvert_v1_DatabaseRestore_To_example_DatabaseRestore(in, out, s)
+}
+
+func autoConvert_example_DatabaseRestore_To_v1_DatabaseRestore(in *example.DatabaseRestore, out *DatabaseRestore, s conversion.Scope) error {
+	*out = *(*DatabaseRestore)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_example_DatabaseRestore_To_v1_DatabaseRestore is an autogenerated conversion function.
+func Convert_example_DatabaseRestore_To_v1_DatabaseRestore(in *example.DatabaseRestore, out *DatabaseRestore, s conversion.Scope) error {
+	return autoConvert_example_DatabaseRestore_To_v1_DatabaseRestore(in, out, s)
 }
 
 func autoConvert_v1_DatabaseSpec_To_example_DatabaseSpec(in *DatabaseSpec, out *example.DatabaseSpec, s conversion.Scope) error {

@@ -27,6 +27,31 @@ func (in Database) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DatabaseBackupPolicy) OpenAPIModelName() string {
+	return "com.example.v1.DatabaseBackupPolicy"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DatabaseBackupRequest) OpenAPIModelName() string {
+	return "com.example.v1.DatabaseBackupRequest"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DatabaseBackupRequestStatus) OpenAPIModelName() string {
+	return "com.example.v1.DatabaseBackupRequestStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DatabaseBackupS3) OpenAPIModelName() string {
+	return "com.example.v1.DatabaseBackupS3"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DatabaseBackupStatus) OpenAPIModelName() string {
+	return "com.example.v1.DatabaseBackupStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in DatabaseConnection) OpenAPIModelName() string {
 	return "com.example.v1.DatabaseConnection"
 }
@@ -64,6 +89,11 @@ func (in DatabaseRestart) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in DatabaseRestartStatus) OpenAPIModelName() string {
 	return "com.example.v1.DatabaseRestartStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DatabaseRestore) OpenAPIModelName() string {
+	return "com.example.v1.DatabaseRestore"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

@@ -11,10 +11,17 @@ package validation
 
 import (
 	"fmt"
+	"net"
+	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"time"
 
+	"github.com/robfig/cron/v3"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
@@ -102,6 +109,10 @@ func ValidateDatabaseName(name string, prefix bool) []string {
 func ValidateDatabase(db *example.Database) field.ErrorList {
 	errs := apimachineryvalidation.ValidateObjectMeta(&db.ObjectMeta, true, ValidateDatabaseName, field.NewPath("metadata"))
 	errs = append(errs, ValidateDatabaseSpec(&db.Spec, field.NewPath("spec"))...)
+	if db.Spec.Restore != nil && db.Spec.Backup == nil && rulesOf(db.Spec.Engine).Backups {
+		// Only at creation: the restore is done once; later the Database may stop backing up.
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "restore"), "needs spec.backup: the store to restore from is spec.backup.s3's"))
+	}
 	if err := ReplicationRelease(&db.Spec, nil, field.NewPath("spec", "version")); err != nil {
 		errs = append(errs, err)
 	}
@@ -121,6 +132,9 @@ type EngineRules struct {
 	// replica set), so spec.failover, spec.failoverDelaySeconds and spec.durability, which
 	// rule how the controller replaces a primary, do not apply: Forbidden when set.
 	ElectsPrimary bool
+	// Backups says that the engine archives its changes and takes backups (spec.backup);
+	// spec.backup is Forbidden on an engine without.
+	Backups bool
 }
 
 var (
@@ -267,7 +281,241 @@ func ValidateDatabaseSpec(spec *example.DatabaseSpec, fldPath *field.Path) field
 	if spec.NetworkPolicy != nil {
 		errs = append(errs, ValidateNetworkPolicy(spec.NetworkPolicy, fldPath.Child("networkPolicy"))...)
 	}
+	if spec.Backup != nil {
+		errs = append(errs, ValidateBackup(spec, fldPath.Child("backup"))...)
+	}
+	if spec.Restore != nil {
+		errs = append(errs, ValidateRestore(spec, fldPath.Child("restore"))...)
+	}
 	return append(errs, ValidateFailover(spec, fldPath)...)
+}
+
+// ValidateRestore validates spec.restore of spec at fldPath: Forbidden on an engine that takes
+// no backups; database Required, Invalid unless a Database name; pointInTime, when set,
+// Invalid unless RFC 3339 (fractions of a second allowed). ValidateDatabase requires
+// spec.backup with it at creation, the store it restores from.
+func ValidateRestore(spec *example.DatabaseSpec, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if spec.Engine != "" && !rulesOf(spec.Engine).Backups {
+		return append(errs, field.Forbidden(fldPath, fmt.Sprintf("%s Databases take no backups, so restore none", spec.Engine)))
+	}
+	if t := spec.Restore.PointInTime; t != "" {
+		if len(t) > MaxPointInTimeLength {
+			errs = append(errs, field.TooLong(fldPath.Child("pointInTime"), "", MaxPointInTimeLength))
+		} else if _, err := time.Parse(time.RFC3339Nano, t); err != nil {
+			errs = append(errs, field.Invalid(fldPath.Child("pointInTime"), t,
+				`must be a time in RFC 3339 with its zone, e.g. "2026-12-05T04:59:30Z" or "2026-12-05T05:59:30.25+01:00"`))
+		}
+	}
+	if spec.Restore.Database == "" {
+		errs = append(errs, field.Required(fldPath.Child("database"), "the name of the Database whose backups to restore"))
+	} else {
+		for _, msg := range ValidateDatabaseName(spec.Restore.Database, false) {
+			errs = append(errs, field.Invalid(fldPath.Child("database"), spec.Restore.Database, msg))
+		}
+	}
+	return errs
+}
+
+// ValidateBackup validates spec.backup of spec at fldPath: Forbidden on an engine that takes
+// no backups (EngineRules.Backups), naming the engines that do, and nothing else checked;
+// schedule TooLong over MaxScheduleLength, Invalid unless five cron fields as a CronJob's
+// schedule takes them (robfig/cron's standard parser, which kube-apiserver uses) or one of its
+// descriptors of a time of day ("@daily"; not "@every", an interval that could ask for a full
+// backup every second), without a time zone; retentionFullBackups Invalid outside
+// MinRetentionFullBackups to MaxRetentionFullBackups; s3.endpoint Required, Invalid unless
+// "https://<DNS name>[:<port>]" (pgBackRest verifies the store's certificate against a DNS
+// name, never an IP address, in any of its forms, and takes no path); s3.bucket Required,
+// Invalid unless an S3 bucket name (no IP address, no prefix or suffix S3 reserves);
+// s3.prefix Invalid unless "/" or "/"-separated segments, none "." or ".."; s3.region
+// Invalid unless a region name; s3.secretName Required, Invalid unless a Secret name; each
+// TooLong past its bound (the refused value is not echoed).
+func ValidateBackup(spec *example.DatabaseSpec, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if spec.Engine != "" && !rulesOf(spec.Engine).Backups {
+		why := fmt.Sprintf("%s Databases take no backups yet", spec.Engine)
+		if engines := enginesWithBackups(); len(engines) > 0 {
+			why += "; engines that do: " + strings.Join(engines, ", ")
+		} else {
+			why += "; no engine does yet"
+		}
+		return append(errs, field.Forbidden(fldPath, why))
+	}
+	b := spec.Backup
+	switch schedulePath := fldPath.Child("schedule"); {
+	case b.Schedule == "":
+	case len(b.Schedule) > MaxScheduleLength:
+		errs = append(errs, field.TooLong(schedulePath, "", MaxScheduleLength))
+	case strings.Contains(b.Schedule, "TZ"):
+		errs = append(errs, field.Invalid(schedulePath, b.Schedule, "must not name a time zone: the schedule is in UTC"))
+	case strings.HasPrefix(strings.TrimSpace(b.Schedule), "@every"):
+		errs = append(errs, field.Invalid(schedulePath, b.Schedule,
+			`must be five cron fields or one of @yearly, @monthly, @weekly, @daily, @hourly, not an "@every" interval, which could ask for a full backup every second`))
+	default:
+		if _, err := cron.ParseStandard(b.Schedule); err != nil {
+			errs = append(errs, field.Invalid(schedulePath, b.Schedule,
+				"must be five cron fields, minute hour day-of-month month day-of-week, e.g. \"0 3 * * *\": "+err.Error()))
+		}
+	}
+	if r := b.RetentionFullBackups; r != nil && (*r < example.MinRetentionFullBackups || *r > example.MaxRetentionFullBackups) {
+		errs = append(errs, field.Invalid(fldPath.Child("retentionFullBackups"), *r, fmt.Sprintf("must be from %d to %d",
+			example.MinRetentionFullBackups, example.MaxRetentionFullBackups)))
+	}
+	s3Path := fldPath.Child("s3")
+	if msg := endpointError(b.S3.Endpoint); b.S3.Endpoint == "" {
+		errs = append(errs, field.Required(s3Path.Child("endpoint"), `an HTTPS URL, e.g. "https://s3.example.com"`))
+	} else if len(b.S3.Endpoint) > MaxEndpointLength {
+		errs = append(errs, field.TooLong(s3Path.Child("endpoint"), "", MaxEndpointLength))
+	} else if msg != "" {
+		errs = append(errs, field.Invalid(s3Path.Child("endpoint"), b.S3.Endpoint, msg))
+	}
+	switch bucket := b.S3.Bucket; {
+	case bucket == "":
+		errs = append(errs, field.Required(s3Path.Child("bucket"), ""))
+	case len(bucket) > 63:
+		errs = append(errs, field.TooLong(s3Path.Child("bucket"), "", 63))
+	case len(bucket) < 3 || len(bucket) > 63 || !bucketRegexp.MatchString(bucket) || strings.Contains(bucket, ".."):
+		errs = append(errs, field.Invalid(s3Path.Child("bucket"), bucket,
+			"must be 3 to 63 lower-case letters, digits, dots and hyphens, beginning and ending with a letter or digit, no two dots in a row"))
+	case net.ParseIP(bucket) != nil || reservedBucket(bucket):
+		errs = append(errs, field.Invalid(s3Path.Child("bucket"), bucket,
+			`must not be an IP address, begin with "xn--" or "sthree-", nor end with "-s3alias", "--ol-s3" or "--x-s3" (names S3 reserves)`))
+	}
+	if p := b.S3.Prefix; len(p) > MaxBackupPrefixLength {
+		errs = append(errs, field.TooLong(s3Path.Child("prefix"), "", MaxBackupPrefixLength))
+	} else if p != "" && (!prefixRegexp.MatchString(p) || hasDotSegment(p)) {
+		errs = append(errs, field.Invalid(s3Path.Child("prefix"), p,
+			fmt.Sprintf(`must be "/" or "/"-separated segments of letters, digits, ".", "_" and "-" ("/backups/production"), none of them "." or "..", at most %d characters`, MaxBackupPrefixLength)))
+	}
+	if r := b.S3.Region; len(r) > 64 {
+		errs = append(errs, field.TooLong(s3Path.Child("region"), "", 64))
+	} else if r != "" && !regionRegexp.MatchString(r) {
+		errs = append(errs, field.Invalid(s3Path.Child("region"), r, `must be a region name of lower-case letters, digits and hyphens, e.g. "us-east-1"`))
+	}
+	if b.S3.SecretName == "" {
+		errs = append(errs, field.Required(s3Path.Child("secretName"), "a Secret of the Database's namespace with the keys accessKeyId and secretAccessKey"))
+	} else if len(b.S3.SecretName) > validation.DNS1123SubdomainMaxLength {
+		errs = append(errs, field.TooLong(s3Path.Child("secretName"), "", validation.DNS1123SubdomainMaxLength))
+	} else {
+		for _, msg := range validation.IsDNS1123Subdomain(b.S3.SecretName) {
+			errs = append(errs, field.Invalid(s3Path.Child("secretName"), b.S3.SecretName, msg))
+		}
+	}
+	return errs
+}
+
+// reservedBucket reports whether bucket has a prefix or suffix S3 reserves
+// (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html).
+func reservedBucket(bucket string) bool {
+	for _, prefix := range []string{"xn--", "sthree-"} {
+		if strings.HasPrefix(bucket, prefix) {
+			return true
+		}
+	}
+	for _, suffix := range []string{"-s3alias", "--ol-s3", "--x-s3"} {
+		if strings.HasSuffix(bucket, suffix) {
+			return true
+		}
+	}
+	return false
+}
+
+// restoreString is spec.restore as a user writes it: "database=<name>[, pointInTime=<time>]",
+// or "none".
+func restoreString(r *example.DatabaseRestore) string {
+	switch {
+	case r == nil:
+		return "none"
+	case r.PointInTime == "":
+		return "database=" + r.Database
+	default:
+		return "database=" + r.Database + ", pointInTime=" + r.PointInTime
+	}
+}
+
+// enginesWithBackups lists the engines whose rules take backups (EngineRules.Backups), in
+// the order of example.SupportedEngines.
+func enginesWithBackups() []string {
+	engineRulesMu.RLock()
+	defer engineRulesMu.RUnlock()
+	var engines []string
+	for _, e := range example.SupportedEngines {
+		if engineRules[e].Backups {
+			engines = append(engines, string(e))
+		}
+	}
+	return engines
+}
+
+// hasDotSegment says whether the path p has a "." or ".." segment. An object store keeps
+// such a key as written, while a filesystem, an HTTP client or proxy that normalizes the
+// request's path (RFC 3986 dot-segment removal) resolves it, and some stores (MinIO) refuse
+// it: a prefix that does not mean one place.
+func hasDotSegment(p string) bool {
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+// The longest values of spec.backup and spec.restore: far above any real one, so a refused
+// value is not echoed back at length.
+const (
+	MaxBackupPrefixLength = 256
+	MaxScheduleLength     = 128
+	MaxEndpointLength     = 2048
+	MaxPointInTimeLength  = 64
+)
+
+var (
+	// bucketRegexp is the S3 bucket naming rule
+	// (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html), less
+	// the length and "..", checked apart.
+	bucketRegexp = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]*[a-z0-9]$`)
+	prefixRegexp = regexp.MustCompile(`^/([A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*)?$`)
+	regionRegexp = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
+)
+
+// endpointError says what is wrong with endpoint as spec.backup.s3.endpoint, "" when
+// nothing is: it must be "https://<host>[:<port>]", the host a DNS name (not an IP address)
+// and the port from 1 to 65535, with no user, path, query or fragment.
+func endpointError(endpoint string) string {
+	const want = `must be "https://<DNS name>[:<port>]", e.g. "https://s3.example.com"`
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Scheme != "https" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return want
+	}
+	host := u.Hostname()
+	if net.ParseIP(host) != nil || endsInNumber(host) {
+		return want + ": an IP address cannot be verified against the store's certificate"
+	}
+	if msgs := validation.IsDNS1123Subdomain(strings.ToLower(host)); len(msgs) > 0 {
+		return want + ": " + strings.Join(msgs, "; ")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return want + ": the port must be from 1 to 65535"
+		}
+	}
+	return ""
+}
+
+// endsInNumber says whether host's last label is a number, decimal or "0x" hexadecimal, as
+// the WHATWG URL standard's "ends in a number" check has it: such a host is an IPv4 address
+// in one of the forms resolvers take (inet_aton: "10.1", "010.0.0.1", "0x0a000001") that
+// net.ParseIP does not, and no top-level domain is numeric.
+func endsInNumber(host string) bool {
+	last := host[strings.LastIndex(host, ".")+1:]
+	if last == "" {
+		return false
+	}
+	if strings.Trim(last, "0123456789") == "" {
+		return true
+	}
+	hex, ok := strings.CutPrefix(strings.ToLower(last), "0x")
+	return ok && strings.Trim(hex, "0123456789abcdef") == ""
 }
 
 // ValidateFailover validates spec.failover, spec.failoverDelaySeconds and spec.durability
@@ -409,8 +657,8 @@ func ValidateStorage(storage string, fldPath *field.Path) field.ErrorList {
 
 // ValidateDatabaseUpdate validates an update of the main resource and of the
 // scale subresource (which writes spec.replicas through the same strategy):
-// the metadata update rules, every create rule on newDB, and three
-// transitions: spec.engine is immutable ("engine type is immutable"),
+// the metadata update rules, every create rule on newDB, and four
+// transitions: spec.engine and spec.restore are immutable ("engine type is immutable"),
 // spec.storage may not shrink, because a PersistentVolumeClaim cannot, and
 // spec.replicas may not drop to or below the ordinal of the Pod spec.primary
 // names, which the scale-down would remove: that is Invalid on spec.primary
@@ -431,6 +679,10 @@ func ValidateDatabaseUpdate(newDB, oldDB *example.Database) field.ErrorList {
 	}
 	if newDB.Spec.Engine != oldDB.Spec.Engine {
 		errs = append(errs, field.Invalid(specPath.Child("engine"), string(newDB.Spec.Engine), "engine type is immutable"))
+	}
+	if !apiequality.Semantic.DeepEqual(newDB.Spec.Restore, oldDB.Spec.Restore) {
+		errs = append(errs, field.Invalid(specPath.Child("restore"), restoreString(newDB.Spec.Restore),
+			"is immutable: it says where the data came from when the Database was created ("+restoreString(oldDB.Spec.Restore)+")"))
 	}
 	newGi, newErr := storagesize.Parse(newDB.Spec.Storage)
 	oldGi, oldErr := storagesize.Parse(oldDB.Spec.Storage)

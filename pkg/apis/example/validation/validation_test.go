@@ -662,3 +662,428 @@ func TestValidateDatabaseUpdateRefusesAScaleToOneServerOfASynchronousDatabase(t 
 	requireErrors(t, validation.ValidateDatabaseUpdate(scaled, stored),
 		want{field.ErrorTypeInvalid, "spec.durability", "needs spec.replicas of 2 or more"})
 }
+
+// takingBackups makes the supported engines named take backups (EngineRules.Backups) and the
+// others not, each keeping its other rules, until t ends: the backup tests do not depend on
+// which engine packages implement engine.Backups.
+func takingBackups(t *testing.T, engines ...example.Engine) {
+	t.Helper()
+	for _, e := range example.SupportedEngines {
+		old, had := validation.EngineRulesOf(e)
+		rules := old
+		rules.Backups = slices.Contains(engines, e)
+		validation.RegisterEngineRules(e, rules)
+		t.Cleanup(func() {
+			if had {
+				validation.RegisterEngineRules(e, old)
+			} else {
+				validation.UnregisterEngineRules(e)
+			}
+		})
+	}
+}
+
+// exampleBackup is a spec.backup as a user writes one, every field set.
+func exampleBackup() *example.DatabaseBackupPolicy {
+	return &example.DatabaseBackupPolicy{
+		Schedule:             "0 3 * * *",
+		RetentionFullBackups: ptr.To[int32](7),
+		S3: example.DatabaseBackupS3{
+			Endpoint:   "https://s3.example.com:8443",
+			Bucket:     "db-backups",
+			Prefix:     "/backups/prod",
+			Region:     "eu-west-1",
+			SecretName: "s3-credentials",
+		},
+	}
+}
+
+func TestValidateDatabaseAcceptsABackup(t *testing.T) {
+	takingBackups(t, example.EnginePostgreSQL)
+	tests := []struct {
+		name   string
+		mutate func(*example.DatabaseBackupPolicy)
+	}{
+		{"every field set", func(*example.DatabaseBackupPolicy) {}},
+		{"no schedule: changes are archived, backups taken on request", func(b *example.DatabaseBackupPolicy) { b.Schedule = "" }},
+		{"schedule with steps, ranges and names", func(b *example.DatabaseBackupPolicy) { b.Schedule = "*/15 1-5 * JAN-DEC MON-FRI" }},
+		// robfig/cron's standard parser, which a CronJob's schedule goes through, takes its
+		// descriptors of a time of day: "@daily" is "0 0 * * *".
+		{"the @daily descriptor", func(b *example.DatabaseBackupPolicy) { b.Schedule = "@daily" }},
+		{"retention unset", func(b *example.DatabaseBackupPolicy) { b.RetentionFullBackups = nil }},
+		{"retention of 1", func(b *example.DatabaseBackupPolicy) { b.RetentionFullBackups = ptr.To[int32](1) }},
+		{"retention of 100", func(b *example.DatabaseBackupPolicy) { b.RetentionFullBackups = ptr.To[int32](100) }},
+		{"endpoint without a port", func(b *example.DatabaseBackupPolicy) { b.S3.Endpoint = "https://s3.example.com" }},
+		{"endpoint with a trailing slash", func(b *example.DatabaseBackupPolicy) { b.S3.Endpoint = "https://s3.example.com/" }},
+		{"endpoint with the port 65535", func(b *example.DatabaseBackupPolicy) { b.S3.Endpoint = "https://s3.example.com:65535" }},
+		// DNS names are case-insensitive, and so is pgBackRest's check of the certificate.
+		{"endpoint in mixed case", func(b *example.DatabaseBackupPolicy) { b.S3.Endpoint = "https://S3.Example.com" }},
+		{"endpoint a Service of the cluster", func(b *example.DatabaseBackupPolicy) { b.S3.Endpoint = "https://minio.backup.svc:9000" }},
+		{"endpoint of one label", func(b *example.DatabaseBackupPolicy) { b.S3.Endpoint = "https://minio" }},
+		{"endpoint whose first label is a number", func(b *example.DatabaseBackupPolicy) { b.S3.Endpoint = "https://123.s3.example.com" }},
+		{"bucket with dots and hyphens", func(b *example.DatabaseBackupPolicy) { b.S3.Bucket = "my.bucket-1" }},
+		{"bucket of 3 characters", func(b *example.DatabaseBackupPolicy) { b.S3.Bucket = "abc" }},
+		{"bucket of 63 characters", func(b *example.DatabaseBackupPolicy) { b.S3.Bucket = strings.Repeat("a", 63) }},
+		{"no prefix", func(b *example.DatabaseBackupPolicy) { b.S3.Prefix = "" }},
+		{"prefix /", func(b *example.DatabaseBackupPolicy) { b.S3.Prefix = "/" }},
+		{"prefix with dots, underscores and capitals", func(b *example.DatabaseBackupPolicy) { b.S3.Prefix = "/Backups/pg_16/v1.2/..." }},
+		{"prefix of 256 characters", func(b *example.DatabaseBackupPolicy) { b.S3.Prefix = "/" + strings.Repeat("a", 255) }},
+		{"no region", func(b *example.DatabaseBackupPolicy) { b.S3.Region = "" }},
+		{"region of one word", func(b *example.DatabaseBackupPolicy) { b.S3.Region = "auto" }},
+		{"secret name with dots", func(b *example.DatabaseBackupPolicy) { b.S3.SecretName = "s3.credentials" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db := exampleDatabase()
+			db.Spec.Backup = exampleBackup()
+			tt.mutate(db.Spec.Backup)
+			require.Empty(t, validation.ValidateDatabase(db))
+
+			stored := exampleDatabase()
+			require.Empty(t, validation.ValidateDatabaseUpdate(db, stored), "set on an update")
+		})
+	}
+}
+
+// spec.backup on an engine that takes no backups is Forbidden, naming the engines that do,
+// and nothing in it is judged further.
+func TestValidateBackupIsForbiddenOnAnEngineThatTakesNone(t *testing.T) {
+	specOf := func(engine example.Engine, version string) *example.DatabaseSpec {
+		spec := exampleDatabase().Spec
+		spec.Engine, spec.Version, spec.Backup = engine, version, exampleBackup()
+		return &spec
+	}
+	t.Run("postgresql takes backups", func(t *testing.T) {
+		takingBackups(t, example.EnginePostgreSQL)
+		require.Empty(t, validation.ValidateDatabaseSpec(specOf(example.EnginePostgreSQL, "16"), field.NewPath("spec")))
+
+		for engine, version := range map[example.Engine]string{example.EngineMySQL: "8.4", example.EngineMongoDB: "7.0"} {
+			errs := validation.ValidateDatabaseSpec(specOf(engine, version), field.NewPath("spec"))
+			requireErrors(t, errs, want{field.ErrorTypeForbidden, "spec.backup", ""})
+			require.Equal(t, "spec.backup: Forbidden: "+string(engine)+" Databases take no backups yet; engines that do: postgresql", errs[0].Error())
+		}
+
+		spec := specOf(example.EngineMySQL, "8.4")
+		spec.Backup.Schedule, spec.Backup.S3 = "* * *", example.DatabaseBackupS3{}
+		requireErrors(t, validation.ValidateDatabaseSpec(spec, field.NewPath("spec")),
+			want{field.ErrorTypeForbidden, "spec.backup", "mysql Databases take no backups yet"})
+	})
+	t.Run("every engine that does is named", func(t *testing.T) {
+		takingBackups(t, example.EngineMongoDB, example.EnginePostgreSQL)
+		requireErrors(t, validation.ValidateDatabaseSpec(specOf(example.EngineMySQL, "8.4"), field.NewPath("spec")),
+			want{field.ErrorTypeForbidden, "spec.backup", "mysql Databases take no backups yet; engines that do: postgresql, mongodb"})
+	})
+	t.Run("no engine does", func(t *testing.T) {
+		takingBackups(t)
+		requireErrors(t, validation.ValidateDatabaseSpec(specOf(example.EnginePostgreSQL, "16"), field.NewPath("spec")),
+			want{field.ErrorTypeForbidden, "spec.backup", "postgresql Databases take no backups yet; no engine does yet"})
+	})
+	t.Run("an unknown engine", func(t *testing.T) {
+		takingBackups(t, example.EnginePostgreSQL)
+		requireErrors(t, validation.ValidateDatabaseSpec(specOf("oracle", "19"), field.NewPath("spec")),
+			want{field.ErrorTypeNotSupported, "spec.engine", ""},
+			want{field.ErrorTypeForbidden, "spec.backup", "oracle Databases take no backups yet; engines that do: postgresql"})
+	})
+	t.Run("no engine: the engine is Required, the backup judged", func(t *testing.T) {
+		takingBackups(t, example.EnginePostgreSQL)
+		spec := specOf("", "16")
+		spec.Backup.S3.Bucket = ""
+		requireErrors(t, validation.ValidateDatabaseSpec(spec, field.NewPath("spec")),
+			want{field.ErrorTypeRequired, "spec.engine", ""},
+			want{field.ErrorTypeRequired, "spec.backup.s3.bucket", ""})
+	})
+}
+
+func TestValidateBackupReportsEachBrokenRuleOnItsField(t *testing.T) {
+	takingBackups(t, example.EnginePostgreSQL)
+	const (
+		cronFields = `must be five cron fields, minute hour day-of-month month day-of-week, e.g. "0 3 * * *": `
+		noTZ       = "must not name a time zone: the schedule is in UTC"
+		retention  = "must be from 1 to 100"
+		endpoint   = `must be "https://<DNS name>[:<port>]", e.g. "https://s3.example.com"`
+		ip         = endpoint + ": an IP address cannot be verified against the store's certificate"
+		port       = endpoint + ": the port must be from 1 to 65535"
+		bucket     = "must be 3 to 63 lower-case letters, digits, dots and hyphens, beginning and ending with a letter or digit, no two dots in a row"
+		prefix     = `must be "/" or "/"-separated segments of letters, digits, ".", "_" and "-" ("/backups/production"), none of them "." or "..", at most 256 characters`
+		region     = `must be a region name of lower-case letters, digits and hyphens, e.g. "us-east-1"`
+	)
+	tests := []struct {
+		name   string
+		mutate func(*example.DatabaseBackupPolicy)
+		want   want
+		exact  bool // want.detail is the whole detail
+	}{
+		{"minute 61", func(b *example.DatabaseBackupPolicy) { b.Schedule = "61 * * * *" },
+			want{field.ErrorTypeInvalid, "spec.backup.schedule", cronFields + "end of range (61) above maximum (59): 61"}, true},
+		{"three fields", func(b *example.DatabaseBackupPolicy) { b.Schedule = "* * *" },
+			want{field.ErrorTypeInvalid, "spec.backup.schedule", cronFields + "expected exactly 5 fields, found 3: [* * *]"}, true},
+		{"six fields, seconds first", func(b *example.DatabaseBackupPolicy) { b.Schedule = "0 0 3 * * *" },
+			want{field.ErrorTypeInvalid, "spec.backup.schedule", cronFields + "expected exactly 5 fields, found 6"}, false},
+		{"an unknown descriptor", func(b *example.DatabaseBackupPolicy) { b.Schedule = "@reboot" },
+			want{field.ErrorTypeInvalid, "spec.backup.schedule", cronFields + "unrecognized descriptor: @reboot"}, true},
+		{"a descriptor in capitals", func(b *example.DatabaseBackupPolicy) { b.Schedule = "@DAILY" },
+			want{field.ErrorTypeInvalid, "spec.backup.schedule", "unrecognized descriptor: @DAILY"}, false},
+		{"CRON_TZ", func(b *example.DatabaseBackupPolicy) { b.Schedule = "CRON_TZ=Europe/Paris 0 3 * * *" },
+			want{field.ErrorTypeInvalid, "spec.backup.schedule", noTZ}, true},
+		{"TZ", func(b *example.DatabaseBackupPolicy) { b.Schedule = "TZ=UTC 0 3 * * *" },
+			want{field.ErrorTypeInvalid, "spec.backup.schedule", noTZ}, true},
+
+		{"retention of 0", func(b *example.DatabaseBackupPolicy) { b.RetentionFullBackups = ptr.To[int32](0) },
+			want{field.ErrorTypeInvalid, "spec.backup.retentionFullBackups", retention}, true},
+		{"retention of 101", func(b *example.DatabaseBackupPolicy) { b.RetentionFullBackups = ptr.To[int32](101) },
+			want{field.ErrorTypeInvalid, "spec.backup.retentionFullBackups", retention}, true},
+		{"negative retention", func(b *example.DatabaseBackupPolicy) { b.RetentionFullBackups = ptr.To[int32](-1) },
+			want{field.ErrorTypeInvalid, "spec.backup.retentionFullBackups", retention}, true},
+
+		{"no endpoint", func(b *example.DatabaseBackupPolicy) { b.S3.Endpoint = "" },
+			want{field.ErrorTypeRequired, "spec.backup.s3.endpoint", `an HTTPS URL, e.g. "https://s3.example.com"`}, true},
+		{"endpoint over HTTP", func(b *example.DatabaseBackupPolicy) { b.S3.Endpoint = "http://s3.example.com" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.endpoint", endpoint}, true},
+		{"endpoint without a scheme", func(b *example.DatabaseBackupPolicy) { b.S3.Endpoint = "s3.example.com" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.endpoint", endpoint}, true},
+		{"endpoint an IPv4 address", func(b *example.DatabaseBackupPolicy) { b.S3.Endpoint = "https://10.0.0.1" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.endpoint", ip}, true},
+		{"endpoint an IPv6 address", func(b *example.DatabaseBackupPolicy) { b.S3.Endpoint = "https://[::1]:9000" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.endpoint", ip}, true},
+		// IPv4 addresses in the forms resolvers take besides the dotted quad (inet_aton).
+		{"endpoint a short IPv4 address", func(b *example.DatabaseBackupPolicy) { b.S3.Endpoint = "https://10.1" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.endpoint", ip}, true},
+		{"endpoint an IPv4 address in octal", func(b *example.DatabaseBackupPolicy) { b.S3.Endpoint = "https://010.0.0.1:9000" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.endpoint", ip}, true},
+		{"endpoint an IPv4 address in hexadecimal", func(b *example.DatabaseBackupPolicy) { b.S3.Endpoint = "https://0x0A000001" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.endpoint", ip}, true},
+		{"endpoint with a path", func(b *example.DatabaseBackupPolicy) { b.S3.Endpoint = "https://s3.example.com/path" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.endpoint", endpoint}, true},
+		{"endpoint with a user", func(b *example.DatabaseBackupPolicy) { b.S3.Endpoint = "https://user@s3.example.com" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.endpoint", endpoint}, true},
+		{"endpoint with a user and password", func(b *example.DatabaseBackupPolicy) { b.S3.Endpoint = "https://key:secret@s3.example.com" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.endpoint", endpoint}, true},
+		{"endpoint with a query", func(b *example.DatabaseBackupPolicy) { b.S3.Endpoint = "https://s3.example.com?region=x" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.endpoint", endpoint}, true},
+		{"endpoint with a fragment", func(b *example.DatabaseBackupPolicy) { b.S3.Endpoint = "https://s3.example.com#x" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.endpoint", endpoint}, true},
+		{"endpoint on port 0", func(b *example.DatabaseBackupPolicy) { b.S3.Endpoint = "https://s3.example.com:0" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.endpoint", port}, true},
+		{"endpoint on port 99999", func(b *example.DatabaseBackupPolicy) { b.S3.Endpoint = "https://s3.example.com:99999" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.endpoint", port}, true},
+		{"endpoint with a port that is no number", func(b *example.DatabaseBackupPolicy) { b.S3.Endpoint = "https://s3.example.com:https" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.endpoint", endpoint}, true},
+		{"endpoint without a host", func(b *example.DatabaseBackupPolicy) { b.S3.Endpoint = "https://:9000" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.endpoint", endpoint + ": "}, false},
+		{"endpoint host with an underscore", func(b *example.DatabaseBackupPolicy) { b.S3.Endpoint = "https://s3_store.example.com" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.endpoint", endpoint + ": a lowercase RFC 1123 subdomain must consist of"}, false},
+
+		{"no bucket", func(b *example.DatabaseBackupPolicy) { b.S3.Bucket = "" },
+			want{field.ErrorTypeRequired, "spec.backup.s3.bucket", ""}, true},
+		{"bucket of 2 characters", func(b *example.DatabaseBackupPolicy) { b.S3.Bucket = "ab" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.bucket", bucket}, true},
+		{"bucket of 64 characters", func(b *example.DatabaseBackupPolicy) { b.S3.Bucket = strings.Repeat("a", 64) },
+			want{field.ErrorTypeTooLong, "spec.backup.s3.bucket", "may not be more than 63 bytes"}, false},
+		{"bucket with a capital", func(b *example.DatabaseBackupPolicy) { b.S3.Bucket = "Bucket" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.bucket", bucket}, true},
+		{"bucket beginning with a hyphen", func(b *example.DatabaseBackupPolicy) { b.S3.Bucket = "-abc" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.bucket", bucket}, true},
+		{"bucket ending with a dot", func(b *example.DatabaseBackupPolicy) { b.S3.Bucket = "abc." },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.bucket", bucket}, true},
+		{"bucket with two dots in a row", func(b *example.DatabaseBackupPolicy) { b.S3.Bucket = "a..b" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.bucket", bucket}, true},
+		{"bucket with an underscore", func(b *example.DatabaseBackupPolicy) { b.S3.Bucket = "my_bucket" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.bucket", bucket}, true},
+
+		{"prefix without a leading slash", func(b *example.DatabaseBackupPolicy) { b.S3.Prefix = "backups" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.prefix", prefix}, true},
+		{"prefix with an empty segment", func(b *example.DatabaseBackupPolicy) { b.S3.Prefix = "/a//b" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.prefix", prefix}, true},
+		{"prefix with a trailing slash", func(b *example.DatabaseBackupPolicy) { b.S3.Prefix = "/a/" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.prefix", prefix}, true},
+		{"prefix with a space", func(b *example.DatabaseBackupPolicy) { b.S3.Prefix = "/a b" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.prefix", prefix}, true},
+		{"prefix of 257 characters", func(b *example.DatabaseBackupPolicy) { b.S3.Prefix = "/" + strings.Repeat("a", 256) },
+			want{field.ErrorTypeTooLong, "spec.backup.s3.prefix", "may not be more than 256 bytes"}, false},
+		{"prefix with a .. segment", func(b *example.DatabaseBackupPolicy) { b.S3.Prefix = "/backups/../prod" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.prefix", prefix}, true},
+		{"prefix /..", func(b *example.DatabaseBackupPolicy) { b.S3.Prefix = "/.." },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.prefix", prefix}, true},
+		{"prefix with a . segment", func(b *example.DatabaseBackupPolicy) { b.S3.Prefix = "/./backups" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.prefix", prefix}, true},
+
+		{"region in capitals", func(b *example.DatabaseBackupPolicy) { b.S3.Region = "US-EAST-1" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.region", region}, true},
+		{"region with an underscore", func(b *example.DatabaseBackupPolicy) { b.S3.Region = "us_east" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.region", region}, true},
+		{"region ending with a hyphen", func(b *example.DatabaseBackupPolicy) { b.S3.Region = "us-east-" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.region", region}, true},
+		{"region of 65 characters", func(b *example.DatabaseBackupPolicy) { b.S3.Region = strings.Repeat("a", 65) },
+			want{field.ErrorTypeTooLong, "spec.backup.s3.region", "may not be more than 64 bytes"}, false},
+
+		{"no secret name", func(b *example.DatabaseBackupPolicy) { b.S3.SecretName = "" },
+			want{field.ErrorTypeRequired, "spec.backup.s3.secretName", "a Secret of the Database's namespace with the keys accessKeyId and secretAccessKey"}, true},
+		{"secret name not a Secret's", func(b *example.DatabaseBackupPolicy) { b.S3.SecretName = "Bad_Name" },
+			want{field.ErrorTypeInvalid, "spec.backup.s3.secretName", "a lowercase RFC 1123 subdomain must consist of"}, false},
+		{"secret name of 254 characters", func(b *example.DatabaseBackupPolicy) { b.S3.SecretName = strings.Repeat("a", 254) },
+			want{field.ErrorTypeTooLong, "spec.backup.s3.secretName", "may not be more than 253 bytes"}, false},
+		{"schedule of 129 characters", func(b *example.DatabaseBackupPolicy) { b.Schedule = "0 3 * * *" + strings.Repeat(" ", 120) },
+			want{field.ErrorTypeTooLong, "spec.backup.schedule", "may not be more than 128 bytes"}, false},
+		{"schedule every second", func(b *example.DatabaseBackupPolicy) { b.Schedule = "@every 1s" },
+			want{field.ErrorTypeInvalid, "spec.backup.schedule", `not an "@every" interval, which could ask for a full backup every second`}, false},
+		{"endpoint of 2049 characters", func(b *example.DatabaseBackupPolicy) { b.S3.Endpoint = "https://" + strings.Repeat("a", 2041) },
+			want{field.ErrorTypeTooLong, "spec.backup.s3.endpoint", "may not be more than 2048 bytes"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db := exampleDatabase()
+			db.Spec.Backup = exampleBackup()
+			tt.mutate(db.Spec.Backup)
+			errs := validation.ValidateDatabaseSpec(&db.Spec, field.NewPath("spec"))
+			requireErrors(t, errs, tt.want)
+			if tt.exact {
+				require.Equal(t, tt.want.detail, errs[0].Detail)
+			}
+		})
+	}
+}
+
+func TestValidateBackupReportsEveryBrokenFieldAtOnce(t *testing.T) {
+	takingBackups(t, example.EnginePostgreSQL)
+	db := exampleDatabase()
+	db.Spec.Backup = &example.DatabaseBackupPolicy{
+		Schedule:             "* * *",
+		RetentionFullBackups: ptr.To[int32](0),
+		S3: example.DatabaseBackupS3{
+			Endpoint: "https://10.0.0.1",
+			Bucket:   "ab",
+			Prefix:   "backups",
+			Region:   "US-EAST-1",
+		},
+	}
+	errs := validation.ValidateDatabase(db)
+	requireErrors(t, errs,
+		want{field.ErrorTypeInvalid, "spec.backup.schedule", "must be five cron fields"},
+		want{field.ErrorTypeInvalid, "spec.backup.retentionFullBackups", "must be from 1 to 100"},
+		want{field.ErrorTypeInvalid, "spec.backup.s3.endpoint", "an IP address cannot be verified"},
+		want{field.ErrorTypeInvalid, "spec.backup.s3.bucket", "must be 3 to 63"},
+		want{field.ErrorTypeInvalid, "spec.backup.s3.prefix", `must be "/" or`},
+		want{field.ErrorTypeInvalid, "spec.backup.s3.region", "must be a region name"},
+		want{field.ErrorTypeRequired, "spec.backup.s3.secretName", ""},
+	)
+	require.Equal(t, `spec.backup.retentionFullBackups: Invalid value: 0: must be from 1 to 100`, errs[1].Error())
+
+	// An empty spec.backup: the store's endpoint, bucket and Secret are required.
+	db.Spec.Backup = &example.DatabaseBackupPolicy{}
+	requireErrors(t, validation.ValidateDatabase(db),
+		want{field.ErrorTypeRequired, "spec.backup.s3.endpoint", ""},
+		want{field.ErrorTypeRequired, "spec.backup.s3.bucket", ""},
+		want{field.ErrorTypeRequired, "spec.backup.s3.secretName", ""},
+	)
+
+	// Alongside the spec's other errors, and on an update as on create.
+	db.Spec.Backup = exampleBackup()
+	db.Spec.Backup.S3.Bucket = "Bucket"
+	db.Spec.Replicas = ptr.To[int32](11)
+	requireErrors(t, validation.ValidateDatabaseUpdate(db, exampleDatabase()),
+		want{field.ErrorTypeInvalid, "spec.replicas", "replicas cannot exceed 10"},
+		want{field.ErrorTypeInvalid, "spec.backup.s3.bucket", "must be 3 to 63"},
+	)
+}
+
+func TestValidateBackupUsesTheGivenPath(t *testing.T) {
+	takingBackups(t, example.EnginePostgreSQL)
+	spec := exampleDatabase().Spec
+	spec.Backup = exampleBackup()
+	spec.Backup.S3.Region = "us_east"
+	requireErrors(t, validation.ValidateBackup(&spec, field.NewPath("backup")), want{field.ErrorTypeInvalid, "backup.s3.region", "must be a region name"})
+}
+
+// spec.restore names a Database of the namespace and needs spec.backup, whose store it
+// restores from; it is immutable; on an engine without backups it is Forbidden.
+func TestValidateRestore(t *testing.T) {
+	takingBackups(t, example.EnginePostgreSQL)
+	const at = "2026-12-05T04:59:30Z"
+	restoring := func(restore *example.DatabaseRestore, backup bool) *example.Database {
+		db := exampleDatabase()
+		db.Spec.Restore = restore
+		if backup {
+			db.Spec.Backup = exampleBackup()
+		}
+		return db
+	}
+	require.Empty(t, validation.ValidateDatabase(restoring(&example.DatabaseRestore{Database: "ledger"}, true)))
+	require.Empty(t, validation.ValidateDatabase(restoring(&example.DatabaseRestore{Database: "ledger", PointInTime: at}, true)))
+
+	tests := []struct {
+		name    string
+		db      *example.Database
+		typ     field.ErrorType
+		field   string
+		message string
+	}{
+		{"without spec.backup", restoring(&example.DatabaseRestore{Database: "ledger"}, false),
+			field.ErrorTypeForbidden, "spec.restore", "needs spec.backup: the store to restore from is spec.backup.s3's"},
+		{"no source", restoring(&example.DatabaseRestore{}, true), field.ErrorTypeRequired, "spec.restore.database", ""},
+		{"a source that is no Database name", restoring(&example.DatabaseRestore{Database: "Ledger_1"}, true),
+			field.ErrorTypeInvalid, "spec.restore.database", "a DNS-1035 label must consist of lower case"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			errs := validation.ValidateDatabase(tt.db)
+			require.Len(t, errs, 1, errs)
+			require.Equal(t, tt.typ, errs[0].Type, errs)
+			require.Equal(t, tt.field, errs[0].Field, errs)
+			require.Contains(t, errs[0].Detail, tt.message)
+		})
+	}
+
+	t.Run("on an engine without backups", func(t *testing.T) {
+		takingBackups(t)
+		db := restoring(&example.DatabaseRestore{Database: "ledger"}, false)
+		errs := validation.ValidateDatabaseSpec(&db.Spec, field.NewPath("spec"))
+		require.Len(t, errs, 1, errs)
+		require.Equal(t, field.ErrorTypeForbidden, errs[0].Type)
+		require.Equal(t, "spec.restore", errs[0].Field)
+		require.Equal(t, "postgresql Databases take no backups, so restore none", errs[0].Detail)
+	})
+
+	t.Run("immutable", func(t *testing.T) {
+		stored := restoring(&example.DatabaseRestore{Database: "ledger", PointInTime: at}, true)
+		for name, restore := range map[string]*example.DatabaseRestore{
+			"another source":                   {Database: "orders", PointInTime: at},
+			"another time":                     {Database: "ledger", PointInTime: "2026-12-05T04:59:31Z"},
+			"the same time, written otherwise": {Database: "ledger", PointInTime: "2026-12-05T05:59:30+01:00"},
+			"the time removed":                 {Database: "ledger"},
+			"the restore unset":                nil,
+		} {
+			updated := restoring(restore, true)
+			errs := validation.ValidateDatabaseUpdate(updated, stored)
+			require.Len(t, errs, 1, name)
+			require.Equal(t, field.ErrorTypeInvalid, errs[0].Type, name)
+			require.Equal(t, "spec.restore", errs[0].Field, name)
+			require.Contains(t, errs[0].Detail, "is immutable", name)
+		}
+		require.Empty(t, validation.ValidateDatabaseUpdate(restoring(&example.DatabaseRestore{Database: "ledger", PointInTime: at}, true), stored))
+		// A Database created without one may not take one on later.
+		errs := validation.ValidateDatabaseUpdate(stored, exampleDatabaseWithBackup())
+		require.Len(t, errs, 1)
+		require.Equal(t, "spec.restore", errs[0].Field)
+		require.Contains(t, errs[0].Detail, "(none)")
+		// A restored Database may stop backing up: spec.backup is needed at creation only.
+		withoutBackup := restoring(&example.DatabaseRestore{Database: "ledger", PointInTime: at}, false)
+		require.Empty(t, validation.ValidateDatabaseUpdate(withoutBackup, stored))
+	})
+
+	t.Run("pointInTime", func(t *testing.T) {
+		for _, good := range []string{"2026-12-05T04:59:30Z", "2026-12-05T05:59:30.25+01:00", "2026-12-05T04:59:30.123456789Z"} {
+			require.Empty(t, validation.ValidateDatabase(restoring(&example.DatabaseRestore{Database: "ledger", PointInTime: good}, true)), good)
+		}
+		for _, bad := range []string{"2026-12-05", "2026-12-05T04:59:30", "2026-12-05 04:59:30Z", "yesterday", "10000-01-01T00:00:00Z", strings.Repeat("9", 65)} {
+			errs := validation.ValidateDatabase(restoring(&example.DatabaseRestore{Database: "ledger", PointInTime: bad}, true))
+			require.Len(t, errs, 1, bad)
+			require.Equal(t, "spec.restore.pointInTime", errs[0].Field, bad)
+		}
+	})
+}
+
+func exampleDatabaseWithBackup() *example.Database {
+	db := exampleDatabase()
+	db.Spec.Backup = exampleBackup()
+	return db
+}

@@ -71,6 +71,13 @@ type State struct {
 	NotFollowing bool
 	// SynchronousStandbyNames is a primary's synchronous_standby_names.
 	SynchronousStandbyNames string
+	// LastArchived, LastArchiveFailed and LastFailedWAL are a primary's pg_stat_archiver
+	// last_archived_time, last_failed_time and last_failed_wal: when the archiver last
+	// archived a WAL segment, when it last failed to, and which (zero and empty when
+	// never since the statistics began;
+	// https://www.postgresql.org/docs/current/monitoring-stats.html#MONITORING-PG-STAT-ARCHIVER-VIEW).
+	LastArchived, LastArchiveFailed time.Time
+	LastFailedWAL                   string
 	// CommitsWaiting is how many of a primary's sessions wait for synchronous standbys to
 	// confirm their commit (pg_stat_activity's wait_event SyncRep), and LongestCommitWait
 	// how long the one waiting longest has waited for a standby that does not answer. The
@@ -176,6 +183,21 @@ func (Client) Observe(ctx context.Context, s Server, roles []string) (State, err
 		return State{}, fmt.Errorf("query the commits waiting on %s: %w", s.Host, err)
 	}
 	st.LongestCommitWait = time.Duration(max(longest, 0) * float64(time.Second))
+
+	var archived, failed *time.Time
+	var failedWAL *string
+	if err := conn.QueryRow(ctx, `SELECT last_archived_time, last_failed_time, last_failed_wal FROM pg_stat_archiver`).Scan(&archived, &failed, &failedWAL); err != nil {
+		return State{}, fmt.Errorf("query pg_stat_archiver of %s: %w", s.Host, err)
+	}
+	if archived != nil {
+		st.LastArchived = archived.UTC()
+	}
+	if failed != nil {
+		st.LastArchiveFailed = failed.UTC()
+	}
+	if failedWAL != nil {
+		st.LastFailedWAL = *failedWAL
+	}
 
 	rows, err := conn.Query(ctx, `SELECT application_name, COALESCE(state, ''),
 		COALESCE(pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn), -1)::bigint,

@@ -41,6 +41,7 @@ var (
 	_ engine.Replicator  = Replicator{}
 	_ engine.Failover    = Replicator{}
 	_ engine.Synchronous = Replicator{}
+	_ engine.Archiver    = Replicator{}
 )
 
 // NewReplicator is the Replicator reaching the servers through instances.
@@ -160,6 +161,13 @@ func (r Replicator) SetSynchronous(ctx context.Context, _ engine.Pass, e engine.
 func (Replicator) CommitsWaiting(primary *engine.Member) (int, time.Duration) {
 	st := state(primary)
 	return st.CommitsWaiting, st.LongestCommitWait
+}
+
+// Archiving is what primary's pg_stat_archiver says (State.LastArchived,
+// LastArchiveFailed, LastFailedWAL).
+func (Replicator) Archiving(primary *engine.Member) engine.Archiving {
+	st := state(primary)
+	return engine.Archiving{Last: st.LastArchived, Failed: st.LastArchiveFailed, FailedWhat: st.LastFailedWAL}
 }
 
 // SynchronousStandbyNames is the synchronous_standby_names that makes a primary acknowledge a

@@ -180,8 +180,8 @@ func (StatusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Obj
 	KeepRequests(&newDB.Status, &oldDB.Status)
 }
 
-// KeepRequests sets the restart and switchover records of status to the
-// stored ones of old. The one thing a status write may add is the
+// KeepRequests sets the restart, switchover and backup request records of
+// status to the stored ones of old. The one thing a status write may add is the
 // completion of the stored restart: CompletedAt, when the stored one has
 // none and status names the same request (the same RequestedAt), so a
 // controller writing from a stale copy never completes a newer request.
@@ -193,6 +193,16 @@ func KeepRequests(status, old *example.DatabaseStatus) {
 	}
 	status.Restart = restart
 	status.Switchover = old.Switchover.DeepCopy()
+	var request *example.DatabaseBackupRequestStatus
+	if old.Backup != nil {
+		request = old.Backup.Request.DeepCopy()
+	}
+	switch {
+	case status.Backup != nil:
+		status.Backup.Request = request
+	case request != nil:
+		status.Backup = &example.DatabaseBackupStatus{Request: request}
+	}
 }
 
 // RequestStrategy is the update logic of databases/restart and

@@ -90,6 +90,12 @@ func ExtractDatabase(database *examplev1.Database, fieldManager string) (*Databa
 	return ExtractDatabaseFrom(database, fieldManager, "")
 }
 
+// ExtractDatabaseBackup extracts the applied configuration owned by fieldManager from
+// database for the backup subresource.
+func ExtractDatabaseBackup(database *examplev1.Database, fieldManager string) (*DatabaseApplyConfiguration, error) {
+	return ExtractDatabaseFrom(database, fieldManager, "backup")
+}
+
 // ExtractDatabaseConnection extracts the applied configuration owned by fieldManager from
 // database for the connection subresource.
 func ExtractDatabaseConnection(database *examplev1.Database, fieldManager string) (*DatabaseApplyConfiguration, error) {

@@ -86,6 +86,24 @@ type DatabaseSpecApplyConfiguration struct {
 	// controller picks (not MongoDB, where a write's durability is its write
 	// concern).
 	Durability *examplev1.Durability `json:"durability,omitempty"`
+	// Backup, when set, has the controller archive the Database's changes
+	// continuously to an S3-compatible object store and take backups there:
+	// at once when set (the first full backup, which archiving needs), then
+	// on backup.schedule. Unset: nothing is archived nor backed up, and the
+	// controller removes the backup schedule it kept. Only for an engine
+	// that takes backups (postgresql). Setting or removing it restarts the
+	// Pods one at a time (PostgreSQL reads archive_mode at start).
+	Backup *DatabaseBackupPolicyApplyConfiguration `json:"backup,omitempty"`
+	// Restore, set at creation, fills the new Database's data from the
+	// backups and archived changes of another Database of the namespace,
+	// which may have been deleted, in the store of spec.backup (required
+	// with it): the first Pod restores the latest backup before
+	// pointInTime and replays the archive up to it, then the Database
+	// starts as any other, its replicas cloned from it. Immutable. A restore
+	// that fails (no backup that old, a missing or damaged object) leaves
+	// the Database not Ready with the Restored condition False saying why.
+	// Only for an engine that takes backups (postgresql).
+	Restore *DatabaseRestoreApplyConfiguration `json:"restore,omitempty"`
 }
 
 // DatabaseSpecApplyConfiguration constructs a declarative configuration of the DatabaseSpec type for use with
@@ -171,5 +189,21 @@ func (b *DatabaseSpecApplyConfiguration) WithFailoverDelaySeconds(value int32) *
 // If called multiple times, the Durability field is set to the value of the last call.
 func (b *DatabaseSpecApplyConfiguration) WithDurability(value examplev1.Durability) *DatabaseSpecApplyConfiguration {
 	b.Durability = &value
+	return b
+}
+
+// WithBackup sets the Backup field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Backup field is set to the value of the last call.
+func (b *DatabaseSpecApplyConfiguration) WithBackup(value *DatabaseBackupPolicyApplyConfiguration) *DatabaseSpecApplyConfiguration {
+	b.Backup = value
+	return b
+}
+
+// WithRestore sets the Restore field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Restore field is set to the value of the last call.
+func (b *DatabaseSpecApplyConfiguration) WithRestore(value *DatabaseRestoreApplyConfiguration) *DatabaseSpecApplyConfiguration {
+	b.Restore = value
 	return b
 }

@@ -93,6 +93,11 @@ type DatabaseStatusApplyConfiguration struct {
 	// keeps its root user). databases/connection reports it. Empty until the
 	// controller has written the Secret.
 	Username *string `json:"username,omitempty"`
+	// Backup is what the controller saw of the Database's backups: the one
+	// under way, the last that succeeded and the last that failed. Unset
+	// until spec.backup is set. Only the controller writes it, through
+	// databases/status.
+	Backup *DatabaseBackupStatusApplyConfiguration `json:"backup,omitempty"`
 }
 
 // DatabaseStatusApplyConfiguration constructs a declarative configuration of the DatabaseStatus type for use with
@@ -230,5 +235,13 @@ func (b *DatabaseStatusApplyConfiguration) WithLastFailoverTime(value apismetav1
 // If called multiple times, the Username field is set to the value of the last call.
 func (b *DatabaseStatusApplyConfiguration) WithUsername(value string) *DatabaseStatusApplyConfiguration {
 	b.Username = &value
+	return b
+}
+
+// WithBackup sets the Backup field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Backup field is set to the value of the last call.
+func (b *DatabaseStatusApplyConfiguration) WithBackup(value *DatabaseBackupStatusApplyConfiguration) *DatabaseStatusApplyConfiguration {
+	b.Backup = value
 	return b
 }

@@ -35,7 +35,7 @@ import (
 // DatabaseStorage is the REST storage of databases and its subresources,
 // all over one etcd store: Database serves databases, Status
 // databases/status, Scale databases/scale, Connection databases/connection,
-// Restart databases/restart and Switchover databases/switchover.
+// Restart databases/restart, Switchover databases/switchover and Backup databases/backup.
 type DatabaseStorage struct {
 	Database   *REST
 	Status     *StatusREST
@@ -43,6 +43,7 @@ type DatabaseStorage struct {
 	Connection *ConnectionREST
 	Restart    *RestartREST
 	Switchover *SwitchoverREST
+	Backup     *BackupREST
 }
 
 // NewStorage returns the storage of databases. scheme is the server's scheme,
@@ -100,6 +101,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, ty
 		Connection: &ConnectionREST{store: store, scheme: scheme, clusterDomain: clusterDomain},
 		Restart:    &RestartREST{store: &requestStore, now: time.Now},
 		Switchover: &SwitchoverREST{store: &requestStore, now: time.Now, fieldManager: switchoverFields},
+		Backup:     &BackupREST{store: &requestStore, now: time.Now},
 	}, nil
 }
 

@@ -57,6 +57,7 @@ type DatabaseInterface interface {
 	GetConnection(ctx context.Context, databaseName string, options metav1.GetOptions) (*examplev1.DatabaseConnection, error)
 	Restart(ctx context.Context, databaseName string, databaseRestart *examplev1.DatabaseRestart, opts metav1.CreateOptions) (*examplev1.Database, error)
 	Switchover(ctx context.Context, databaseName string, databaseSwitchover *examplev1.DatabaseSwitchover, opts metav1.CreateOptions) (*examplev1.Database, error)
+	Backup(ctx context.Context, databaseName string, databaseBackupRequest *examplev1.DatabaseBackupRequest, opts metav1.CreateOptions) (*examplev1.Database, error)
 
 	DatabaseExpansion
 }
@@ -154,6 +155,22 @@ func (c *databases) Switchover(ctx context.Context, databaseName string, databas
 		SubResource("switchover").
 		VersionedParams(&opts, scheme.ParameterCodec).
 		Body(databaseSwitchover).
+		Do(ctx).
+		Into(result)
+	return
+}
+
+// Backup takes the representation of a databaseBackupRequest and creates it.  Returns the server's representation of the database, and an error, if there is any.
+func (c *databases) Backup(ctx context.Context, databaseName string, databaseBackupRequest *examplev1.DatabaseBackupRequest, opts metav1.CreateOptions) (result *examplev1.Database, err error) {
+	result = &examplev1.Database{}
+	err = c.GetClient().Post().
+		UseProtobufAsDefault().
+		Namespace(c.GetNamespace()).
+		Resource("databases").
+		Name(databaseName).
+		SubResource("backup").
+		VersionedParams(&opts, scheme.ParameterCodec).
+		Body(databaseBackupRequest).
 		Do(ctx).
 		Into(result)
 	return

@@ -112,3 +112,15 @@ func (c *fakeDatabases) Switchover(ctx context.Context, databaseName string, dat
 	}
 	return obj.(*v1.Database), err
 }
+
+// Backup takes the representation of a databaseBackupRequest and creates it.  Returns the server's representation of the database, and an error, if there is any.
+func (c *fakeDatabases) Backup(ctx context.Context, databaseName string, databaseBackupRequest *v1.DatabaseBackupRequest, opts metav1.CreateOptions) (result *v1.Database, err error) {
+	emptyResult := &v1.Database{}
+	obj, err := c.Fake.
+		Invokes(testing.NewCreateSubresourceActionWithOptions(c.Resource(), databaseName, "backup", c.Namespace(), databaseBackupRequest, opts), emptyResult)
+
+	if obj == nil {
+		return emptyResult, err
+	}
+	return obj.(*v1.Database), err
+}

@@ -1,0 +1,248 @@
+package postgresql_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// fakePgbackrest records its arguments in $CALLS_LOG and, unless $PGBACKREST_FAIL is set,
+// makes its --pg1-path a data directory; when set, it writes part of the data and fails as
+// pgBackRest does when the store holds no backup for the target.
+const fakePgbackrest = `#!/bin/bash
+set -o errexit -o nounset
+echo "pgbackrest $*" >>"${CALLS_LOG}"
+for a in "$@"; do
+	case ${a} in --pg1-path=*) dir=${a#--pg1-path=} ;; esac
+done
+echo partial >"${dir}/base"
+if [[ -n ${PGBACKREST_FAIL:-} ]]; then
+	echo "ERROR: [075]: no backup set found to restore" >&2
+	exit 75
+fi
+echo 16 >"${dir}/PG_VERSION"
+`
+
+// fakePgCtl records its arguments in $CALLS_LOG; start writes the server's log and fails when
+// $PGCTL_START is "fail"; status answers 0 while started, and 3 ("no server running") once
+// $PGCTL_STOPS_AFTER status calls were made, writing the server's last words to its log;
+// stop stops it.
+const fakePgCtl = `#!/bin/bash
+set -o errexit -o nounset
+echo "pg_ctl $*" >>"${CALLS_LOG}"
+for a in "$@"; do
+	case ${a} in --log=*) log=${a#--log=} ;; esac
+done
+case " $* " in
+*" start "*)
+	echo "LOG:  starting PostgreSQL" >>"${log}"
+	if [[ ${PGCTL_START:-} == fail ]]; then
+		echo "FATAL:  could not locate a valid checkpoint record" >>"${log}"
+		echo "pg_ctl: could not start server" >&2
+		exit 1
+	fi
+	touch "${STATE_DIR}/running"
+	;;
+*" status "*)
+	n=$(grep -c ' status' "${CALLS_LOG}")
+	if [[ -e ${STATE_DIR}/running && ${n} -lt ${PGCTL_STOPS_AFTER:-1000000} ]]; then
+		exit 0
+	fi
+	rm -f "${STATE_DIR}/running"
+	echo "FATAL:  recovery ended before configured recovery target was reached" >>"${log}"
+	exit 3
+	;;
+*" stop "*) rm -f "${STATE_DIR}/running" ;;
+esac
+`
+
+// fakeRestorePsql records its arguments in $CALLS_LOG and what it reads on stdin in
+// $STDIN_LOG; asked pg_is_in_recovery(), it answers $RECOVERY ("f", "t", or "fail": an
+// error).
+const fakeRestorePsql = `#!/bin/bash
+set -o errexit -o nounset
+echo "psql $*" >>"${CALLS_LOG}"
+if [[ " $* " == *"--command=SELECT pg_is_in_recovery()"* ]]; then
+	if [[ ${RECOVERY} == fail ]]; then
+		echo "psql: error: connection to server failed" >&2
+		exit 2
+	fi
+	echo "${RECOVERY}"
+	exit 0
+fi
+cat >>"${STDIN_LOG}"
+`
+
+// restoreRun is one run of postgresql-restore.sh in a temporary directory, with pgbackrest,
+// pg_ctl, psql and sleep fakes on PATH.
+type restoreRun struct {
+	t                 *testing.T
+	dir, pgdata       string
+	hostname, primary string
+	password          string
+	env               map[string]string
+}
+
+func newRestoreRun(t *testing.T) *restoreRun {
+	dir := t.TempDir()
+	r := &restoreRun{t: t, dir: dir, pgdata: filepath.Join(dir, "data", "pgdata"), hostname: "copy-0", primary: "copy-0",
+		password: "s3cret", env: map[string]string{"RECOVERY": "f"}}
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "bin"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "state"), 0o755))
+	for name, content := range map[string]string{"pgbackrest": fakePgbackrest, "pg_ctl": fakePgCtl, "psql": fakeRestorePsql, "sleep": fakeSleep} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "bin", name), []byte(content), 0o755))
+	}
+	require.NoError(t, os.MkdirAll(r.pgdata, 0o700))
+	return r
+}
+
+func (r *restoreRun) start(timeout time.Duration) (string, error) {
+	r.t.Helper()
+	script, err := os.ReadFile("scripts/postgresql-restore.sh")
+	require.NoError(r.t, err)
+	require.Equal(r.t, 1, strings.Count(string(script), readPrimary))
+	primaryFile := filepath.Join(r.dir, "primary")
+	require.NoError(r.t, os.WriteFile(primaryFile, []byte(r.primary), 0o644))
+	path := filepath.Join(r.dir, "postgresql-restore.sh")
+	require.NoError(r.t, os.WriteFile(path, []byte(strings.Replace(string(script), readPrimary, "primary=$(<"+primaryFile+")", 1)), 0o644))
+	passwordFile := filepath.Join(r.dir, "superuser password")
+	require.NoError(r.t, os.WriteFile(passwordFile, []byte(r.password), 0o400))
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", path)
+	cmd.Env = []string{
+		"PATH=" + filepath.Join(r.dir, "bin") + ":" + os.Getenv("PATH"),
+		"PGDATA=" + r.pgdata,
+		"POSTGRES_USER=postgres",
+		"POSTGRES_PASSWORD_FILE=" + passwordFile,
+		"POSTGRES_DB=copy",
+		"RESTORE_STANZA=ledger",
+		"RESTORE_DATABASE=ledger",
+		"RESTORE_TARGET_TIME=2026-12-05 04:59:30+00",
+		"HOSTNAME=" + r.hostname,
+		"CALLS_LOG=" + filepath.Join(r.dir, "calls.log"),
+		"STDIN_LOG=" + filepath.Join(r.dir, "stdin.log"),
+		"STATE_DIR=" + filepath.Join(r.dir, "state"),
+	}
+	for k, v := range r.env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		return string(out), ctx.Err()
+	}
+	return string(out), err
+}
+
+func (r *restoreRun) read(name string) string {
+	b, err := os.ReadFile(filepath.Join(r.dir, name))
+	if os.IsNotExist(err) {
+		return ""
+	}
+	require.NoError(r.t, err)
+	return string(b)
+}
+
+func (r *restoreRun) pgdataEntries() []string {
+	entries, err := os.ReadDir(r.pgdata)
+	require.NoError(r.t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func TestBreakerRestoreScriptDoesNothingOnDataOrAReplica(t *testing.T) {
+	r := newRestoreRun(t)
+	require.NoError(t, os.WriteFile(filepath.Join(r.pgdata, "PG_VERSION"), []byte("16\n"), 0o600))
+	out, err := r.start(10 * time.Second)
+	require.NoError(t, err, out)
+	require.Empty(t, r.read("calls.log"))
+
+	r = newRestoreRun(t)
+	r.hostname = "copy-1"
+	out, err = r.start(10 * time.Second)
+	require.NoError(t, err, out)
+	require.Empty(t, r.read("calls.log"))
+	require.Empty(t, r.pgdataEntries())
+}
+
+// The passwords and names go to psql as psql variables, never in the SQL text nor its
+// arguments, however they are quoted.
+func TestBreakerRestoreScriptPassesNamesAndPasswordsSafely(t *testing.T) {
+	r := newRestoreRun(t)
+	r.password = `pa'ss "w\ord:'x' ; DROP ROLE postgres; --`
+	r.env["RESTORE_DATABASE"] = `led"ger'; --`
+	r.env["POSTGRES_DB"] = `co:'py\`
+	out, err := r.start(10 * time.Second)
+	require.NoError(t, err, out)
+	require.Equal(t, []string{"PG_VERSION", "base"}, r.pgdataEntries())
+	_, err = os.Stat(r.pgdata + ".restore")
+	require.True(t, os.IsNotExist(err), "the restore directory was moved into place")
+	stdin := r.read("stdin.log")
+	calls := r.read("calls.log")
+	for _, secret := range []string{r.password, "DROP ROLE", `led"ger`, `co:'py`} {
+		require.NotContains(t, stdin, secret)
+		require.NotContains(t, calls, secret)
+	}
+	require.Contains(t, stdin, `ALTER ROLE :"user" PASSWORD :'password';`)
+	require.Contains(t, stdin, `ALTER DATABASE :"source" RENAME TO :"target";`)
+	require.Contains(t, calls, "pgbackrest --stanza=ledger --pg1-path="+r.pgdata+".restore restore --type=time --target=2026-12-05 04:59:30+00 --target-action=promote")
+}
+
+// A failing pgbackrest leaves PGDATA as it was (empty), fails, and its error is in the output.
+func TestBreakerRestoreScriptFailingPgbackrest(t *testing.T) {
+	r := newRestoreRun(t)
+	r.env["PGBACKREST_FAIL"] = "1"
+	out, err := r.start(10 * time.Second)
+	require.Error(t, err, out)
+	require.Contains(t, out, "no backup set found to restore")
+	require.Empty(t, r.pgdataEntries())
+	require.NotContains(t, r.read("calls.log"), "pg_ctl")
+}
+
+// A server that does not start, or stops during recovery, fails the restore with the
+// server's log tail, PGDATA untouched.
+func TestBreakerRestoreScriptServerFailures(t *testing.T) {
+	r := newRestoreRun(t)
+	r.env["PGCTL_START"] = "fail"
+	out, err := r.start(10 * time.Second)
+	require.Error(t, err, out)
+	require.Contains(t, out, "postgresql-restore: the restored data does not start; the server said:")
+	require.Contains(t, out, "could not locate a valid checkpoint record")
+	require.Empty(t, r.pgdataEntries())
+
+	r = newRestoreRun(t)
+	r.env["RECOVERY"] = "fail"
+	r.env["PGCTL_STOPS_AFTER"] = "3"
+	out, err = r.start(10 * time.Second)
+	require.Error(t, err, out)
+	require.Contains(t, out, "postgresql-restore: recovery stopped before it took writes; the server said:")
+	require.Contains(t, out, "recovery ended before configured recovery target was reached")
+	require.Empty(t, r.pgdataEntries())
+}
+
+// A server that runs but never answers psql fails the restore after its 120 tries (2 minutes
+// of the script's sleeps, none here); one that answers it is still in recovery is logged every
+// 30 tries with how far it replayed, and fails only once its replay stalled for 1800.
+func TestRestoreScriptSaysWhatItWaitsFor(t *testing.T) {
+	r := newRestoreRun(t)
+	r.env["RECOVERY"] = "fail"
+	out, err := r.start(20 * time.Second)
+	require.NotErrorIs(t, err, context.DeadlineExceeded, "still looping after 20 s (%d psql calls), output: %q", strings.Count(r.read("calls.log"), "psql "), out)
+	require.Error(t, err)
+	require.Contains(t, out, "postgresql-restore: the restored server runs but has not answered for 2 minutes; the server said:")
+	require.Empty(t, r.pgdataEntries())
+
+	r = newRestoreRun(t)
+	r.env["RECOVERY"] = "t"
+	out, _ = r.start(3 * time.Second)
+	require.Contains(t, out, "postgresql-restore: recovering: replayed up to ")
+}
