@@ -41,7 +41,7 @@ func BackupTLSSecret(db *examplev1.Database, d Desired, now time.Time) (*corev1.
 		return nil, err
 	}
 	var hosts []string
-	for ordinal := range int32(MaxReplicas) {
+	for ordinal := range int32(engine.MaxReplicas) {
 		pod := PodName(db, ordinal)
 		hosts = append(hosts, pod+"."+names.HeadlessServiceName(db)+"."+db.Namespace+".svc", names.PodHost(db, d.ClusterDomain, pod))
 	}
@@ -75,9 +75,6 @@ func BackupTLSSecret(db *examplev1.Database, d Desired, now time.Time) (*corev1.
 		},
 	}, nil
 }
-
-// MaxReplicas is the most Pods a Database may have (spec.replicas).
-const MaxReplicas = 10
 
 // BackupTLSSecretCurrent says why the Secret's data cannot serve db's backups any longer
 // ("" when it can): a key missing, a certificate that does not parse, or one within
