@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -78,10 +79,14 @@ func (r *Reconciler) sync(ctx context.Context, db *examplev1.Database) (observat
 	if err := p.resolveBackupStore(ctx); err != nil {
 		return p.halted(observation{}, nil), err
 	}
-	if db.Spec.Restore != nil && p.desired.Backup == nil && sts == nil {
+	if db.Spec.Restore != nil && p.desired.Backup == nil && sts == nil && !meta.IsStatusConditionTrue(db.Status.Conditions, examplev1.ConditionRestored) {
 		// Without its store, the first Pod would initialise an empty database in place of
 		// the restored one.
-		return p.halted(observation{}, fail(examplev1.ReasonRestoreFailed, "cannot restore: %s", p.backupStore)), nil
+		why := p.backupStore
+		if db.Spec.Backup == nil {
+			why = "spec.backup, the store to restore from, is unset"
+		}
+		return p.halted(observation{}, fail(examplev1.ReasonRestoreFailed, "cannot restore: %s", why)), nil
 	}
 	p.wantStatefulSet = specs.StatefulSet(db, p.desired)
 	obs, err := p.run(ctx)
