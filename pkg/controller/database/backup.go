@@ -192,6 +192,12 @@ func (p *pass) reconcileBackups(ctx context.Context, sts *appsv1.StatefulSet) (*
 			b.message = "the first backup, Job " + b.status.ActiveJob + ", is running"
 		}
 	}
+	if t := b.status.ArchiveFailureTime; t != nil && b.status.LastSuccessfulTime != nil {
+		// As the primary last said; archived says it anew once it answers this pass.
+		b.condition, b.reason = metav1.ConditionFalse, examplev1.ReasonArchiveFailing
+		b.message = fmt.Sprintf("the primary failed to archive its WAL at %s, as it last said; its changes pile up on its volume until the store takes them",
+			t.UTC().Format(time.RFC3339))
+	}
 	return b, nil
 }
 

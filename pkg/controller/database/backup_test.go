@@ -600,3 +600,25 @@ func TestARequestedBackupStartsAtOnce(t *testing.T) {
 	require.Equal(t, time0(start.Add(2*time.Hour)), db.Status.Backup.LastScheduleTime)
 	require.Equal(t, "alice", db.Status.Backup.Request.RequestedBy, "the request stays recorded")
 }
+
+// A pass in which the primary does not say how its archiving goes (here: no server asked)
+// keeps what it last said, and so does BackedUp: a recorded failure stays reported.
+func TestArchiveFailureLastSeenStaysReported(t *testing.T) {
+	f := newFixture(t, backedUpDatabase(""), storeSecret(t, false))
+	f.ready()
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	f.clock.SetTime(start.Add(time.Minute))
+	f.finishJob(firstJob, batchv1.JobComplete)
+	f.updateDatabase(func(db *examplev1.Database) {
+		db.Status.Backup.ArchiveFailureTime = time0(start.Add(30 * time.Second))
+	})
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	db := f.database()
+	require.Equal(t, time0(start.Add(30*time.Second)), db.Status.Backup.ArchiveFailureTime)
+	c := condition(db, examplev1.ConditionBackedUp)
+	require.Equal(t, metav1.ConditionFalse, c.Status)
+	require.Equal(t, examplev1.ReasonArchiveFailing, c.Reason)
+	require.Equal(t, "the primary failed to archive its WAL at 2026-03-01T12:00:30Z, as it last said; its changes pile up on its volume until the store takes them", c.Message)
+}
