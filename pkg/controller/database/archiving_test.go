@@ -23,12 +23,17 @@ func TestArchivingIsReportedAndItsFailureIsBackedUpFalse(t *testing.T) {
 		}
 	}
 
+	// A failure last seen, which the primary's answer now clears.
 	b := succeeded()
+	b.status.ArchiveFailureTime = &metav1.Time{Time: at.Add(time.Minute)}
+	b.judge()
+	require.Equal(t, examplev1.ReasonArchiveFailing, b.reason)
 	b.archived("db-0", engine.Archiving{Last: at.Add(90*time.Second + 500*time.Millisecond), Failed: at.Add(time.Minute), FailedWhat: "000000010000000000000003"})
 	require.True(t, b.archiving)
 	require.Equal(t, &metav1.Time{Time: at.Add(90 * time.Second)}, b.status.LastArchivedTime, "to the second")
 	require.Nil(t, b.status.ArchiveFailureTime, "an attempt failed, a later one succeeded")
 	require.Equal(t, examplev1.ReasonBackupSucceeded, b.reason)
+	require.Equal(t, metav1.ConditionTrue, b.condition)
 
 	b = succeeded()
 	b.archived("db-0", engine.Archiving{Last: at, Failed: at.Add(time.Minute), FailedWhat: "000000010000000000000004"})

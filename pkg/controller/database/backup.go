@@ -177,8 +177,20 @@ func (p *pass) reconcileBackups(ctx context.Context, sts *appsv1.StatefulSet) (*
 		_, next = backupDue(db, b.status, nil, now)
 	}
 	b.next = next
+	b.judge()
+	return b, nil
+}
 
+// judge sets BackedUp from status.backup: False while the primary's archiving fails, as it
+// last said, once a backup made the stanza (ArchiveFailing, over any backup's outcome: no
+// change is archived meanwhile); else False when the last backup that ended failed, True
+// when it succeeded, Unknown before the first ended.
+func (b *backups) judge() {
 	switch {
+	case b.status.ArchiveFailureTime != nil && b.status.LastSuccessfulTime != nil:
+		b.condition, b.reason = metav1.ConditionFalse, examplev1.ReasonArchiveFailing
+		b.message = fmt.Sprintf("the primary failed to archive its WAL at %s, as it last said; its changes pile up on its volume until the store takes them",
+			b.status.ArchiveFailureTime.UTC().Format(time.RFC3339))
 	case failedLast(b.status):
 		b.condition, b.reason = metav1.ConditionFalse, examplev1.ReasonBackupFailed
 		b.message = fmt.Sprintf("backup Job %s failed at %s; its Pods' logs say why (kubectl logs job/%s --all-containers)",
@@ -192,27 +204,25 @@ func (p *pass) reconcileBackups(ctx context.Context, sts *appsv1.StatefulSet) (*
 			b.message = "the first backup, Job " + b.status.ActiveJob + ", is running"
 		}
 	}
-	if t := b.status.ArchiveFailureTime; t != nil && b.status.LastSuccessfulTime != nil {
-		// As the primary last said; archived says it anew once it answers this pass.
-		b.condition, b.reason = metav1.ConditionFalse, examplev1.ReasonArchiveFailing
-		b.message = fmt.Sprintf("the primary failed to archive its WAL at %s, as it last said; its changes pile up on its volume until the store takes them",
-			t.UTC().Format(time.RFC3339))
-	}
-	return b, nil
 }
 
 // archived records what the primary said of its continuous archiving: status.backup's
 // lastArchivedTime and archiveFailureTime, and, while its last attempt failed, BackedUp
-// False (ReasonArchiveFailing), which says more than any backup's outcome: no change is
-// archived meanwhile. Before the first backup succeeded archiving is not judged: it starts
-// with the stanza that backup makes.
+// False (ReasonArchiveFailing) naming the WAL segment; once it archives again, BackedUp as
+// judge says. Before the first backup succeeded archiving is not judged: it starts with the
+// stanza that backup makes.
 func (b *backups) archived(primary string, a engine.Archiving) {
+	if b.reason == examplev1.ReasonBackupStoreInvalid {
+		// Nothing is archived: the Pods have no store.
+		return
+	}
 	b.archiving = true
 	if !a.Last.IsZero() {
 		b.status.LastArchivedTime = &metav1.Time{Time: a.Last.Truncate(time.Second)}
 	}
 	b.status.ArchiveFailureTime = nil
-	if !a.Failing() || b.status.LastSuccessfulTime == nil || b.reason == examplev1.ReasonBackupStoreInvalid {
+	if !a.Failing() || b.status.LastSuccessfulTime == nil {
+		b.judge()
 		return
 	}
 	b.status.ArchiveFailureTime = &metav1.Time{Time: a.Failed.Truncate(time.Second)}
