@@ -71,8 +71,6 @@ type failoverEngine struct {
 func TestRealFailover(t *testing.T) {
 	requireRealNode(t)
 	pg, my := realNodeImage(t, examplev1.EnginePostgreSQL), realNodeImage(t, examplev1.EngineMySQL)
-	// The real node's room for both Databases' Pods and the one a failover recreates.
-	scaleExampleDown(t)
 	for _, e := range []failoverEngine{{
 		engine: examplev1.EnginePostgreSQL, version: pg.Release, replicas: 3, sqlAt: psqlAt,
 		writer: func(ns, db, host string) string {

@@ -11,9 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"example.com/database-apiserver/internal/localcluster"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
@@ -324,31 +322,4 @@ func TestRealExampleReplicates(t *testing.T) {
 		waitRows(t, ns, fmt.Sprintf("example-read-%d", i), db, memberHost(ns, db, i),
 			"SELECT current_setting('server_version'), pg_is_in_recovery(), count(*) FROM example;", "14.5|t|10")
 	}
-}
-
-// scaleExampleDown scales the shared example (production/my-database, 3 Pods on the real node
-// once a test applied it) to one Pod for the rest of the test, and back to its replicas in the
-// test's cleanup, without waiting for it: every Database Pod requests 250m CPU and the real
-// node's 2 CPUs hold 8, so two 3-Pod Databases side by side next to the whole example, with
-// the Pod a failover recreates, would wait for one another's slots. The tests that need the
-// example whole wait for it themselves: TestKubectlDatabasePlugin until its status shows no
-// problem (Ready: every replica ready; Replicating), TestRealExampleReplicates until it
-// replicates. Without the example (a run of a few tests) it does nothing.
-func scaleExampleDown(t *testing.T) {
-	t.Helper()
-	const ns, db = "production", "my-database"
-	d, err := getDatabase(t, ns, db)
-	if apierrors.IsNotFound(err) {
-		return
-	}
-	require.NoError(t, err)
-	replicas := ptr.Deref(d.Spec.Replicas, 1)
-	if replicas <= 1 {
-		return
-	}
-	kubectl(t, "scale", "db/"+db, "-n", ns, "--replicas=1")
-	t.Logf("the example %s/%s scaled from %d Pods to 1 for this test", ns, db, replicas)
-	t.Cleanup(func() {
-		kubectl(t, "scale", "db/"+db, "-n", ns, fmt.Sprintf("--replicas=%d", replicas))
-	})
 }

@@ -26,8 +26,6 @@ import (
 func TestRealSynchronousScaleDownKeepsAcknowledgedCommits(t *testing.T) {
 	requireRealNode(t)
 	pg, my := realNodeImage(t, examplev1.EnginePostgreSQL), realNodeImage(t, examplev1.EngineMySQL)
-	// The real node's room for both Databases' Pods.
-	scaleExampleDown(t)
 	for _, e := range []struct {
 		engine  examplev1.Engine
 		version string
