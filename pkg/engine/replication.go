@@ -17,6 +17,9 @@ const MaxReplicas = 10
 const (
 	ReasonCreated = "Created"
 	ReasonUpdated = "Updated"
+	// ReasonUpdateFailed: a setting the engine keeps on a server could not be made; the
+	// pass goes on and the next tries again.
+	ReasonUpdateFailed = "UpdateFailed"
 )
 
 // Keys of the credentials record (the controller's record, in its own namespace, of the

@@ -757,4 +757,11 @@ spec:
 	phase, out = mysqlAt(t, ns, "after-restart", db, primaryHost, "SELECT count(*) FROM items;")
 	require.Equal(t, corev1.PodSucceeded, phase, out)
 	require.Equal(t, "101", lastLines(out, 1), out)
+	// The primary came back read-only, as every server starts, and took writes again only
+	// once the controller promoted it.
+	out = kubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.name="+db+",reason=Updated", "-o", "jsonpath={.items[*].message}")
+	require.Contains(t, out, db+"-1, the primary, answered read-only with no primary to follow: it takes writes again", out)
+	phase, out = mysqlAt(t, ns, "after-restart-write", db, primaryHost, "INSERT INTO items VALUES (1003); SELECT count(*) FROM items;")
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	require.Equal(t, "102", lastLines(out, 1), out)
 }

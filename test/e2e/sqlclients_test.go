@@ -896,6 +896,7 @@ func testMySQLClient(t *testing.T, ns, db string) {
 		require.NoError(t, err)
 		_, after := gtidExecuted(t, onPrimary)
 		require.False(t, st.ReadOnly)
+		require.True(t, st.StartsReadOnly, "the controller persisted super_read_only: the primary takes writes until it stops, and starts read-only")
 		require.Nil(t, st.Source, "a primary has no replication channel")
 		require.Equal(t, []string{replUser}, st.Users)
 		require.True(t, st.Executed.Contains(before) && after.Contains(st.Executed), "gtid_executed %v, between %v and %v", st.Executed, before, after)
@@ -925,6 +926,7 @@ func testMySQLClient(t *testing.T, ns, db string) {
 			return nil
 		})
 		require.True(t, st.ReadOnly)
+		require.True(t, st.StartsReadOnly, "persisted on a server already super_read_only")
 		require.Equal(t, []string{replUser}, st.Users, "the account replicated")
 		require.NotNil(t, st.Source)
 		require.Equal(t, primaryHost, st.Source.Host)
@@ -1348,6 +1350,7 @@ func testMySQLClient(t *testing.T, ns, db string) {
 		st, err := c.Observe(ctx, replica, replHost, nil)
 		require.NoError(t, err)
 		require.False(t, st.ReadOnly)
+		require.True(t, st.StartsReadOnly, "a promotion lasts until the server stops: it starts read-only again")
 		require.Nil(t, st.Source)
 		// The application user, without SUPER, writes.
 		app := replica

@@ -2,6 +2,7 @@ package database_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -144,6 +145,21 @@ func (fm *fakeMySQL) Promote(_ context.Context, s myclient.Server) error {
 	return fm.record(s, "promote "+s.Host)
 }
 
+// PersistReadOnly records the call and, when it succeeds, makes the server answer that it
+// starts read-only from then on, as a real one does.
+func (fm *fakeMySQL) PersistReadOnly(_ context.Context, s myclient.Server) error {
+	if err := fm.record(s, "persist-read-only "+s.Host); err != nil {
+		return err
+	}
+	fm.mu.Lock()
+	defer fm.mu.Unlock()
+	if st, ok := fm.states[s.Host]; ok {
+		st.StartsReadOnly = true
+		fm.states[s.Host] = st
+	}
+	return nil
+}
+
 const uuid0 = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 
 // gtids parses a GTID set of the fake servers.
@@ -163,15 +179,16 @@ func podHost(ordinal int) string {
 const replicationAccount = "replicator@%.production.svc.cluster.local"
 
 // mysqlPrimary is a writable server with the replication account, and root's account of any
-// host, as the image makes it without MYSQL_ROOT_HOST.
+// host, as the image makes it without MYSQL_ROOT_HOST, that an earlier pass made start
+// read-only.
 func mysqlPrimary(t *testing.T, executed string) myclient.State {
-	return myclient.State{Executed: gtids(t, executed), Users: []string{replicationAccount}, SuperuserHosts: []string{"%"}}
+	return myclient.State{Executed: gtids(t, executed), Users: []string{replicationAccount}, SuperuserHosts: []string{"%"}, StartsReadOnly: true}
 }
 
-// mysqlReplica is a read-only server whose channel streams from the Pod of ordinal source
-// (-1: no channel).
+// mysqlReplica is a read-only server, which an earlier pass made start read-only, whose
+// channel streams from the Pod of ordinal source (-1: no channel).
 func mysqlReplica(t *testing.T, executed string, source int) myclient.State {
-	st := myclient.State{ReadOnly: true, Executed: gtids(t, executed)}
+	st := myclient.State{ReadOnly: true, StartsReadOnly: true, Executed: gtids(t, executed)}
 	if source >= 0 {
 		st.Source = &myclient.Source{Host: podHost(source), Port: 3306, User: "replicator", Receiving: "ON", Applying: "ON"}
 	}
@@ -219,8 +236,9 @@ func TestMySQLBootstrapCreatesTheUserAndPointsANewReplicaAtThePrimary(t *testing
 	password := string(secret.Data["replication-password"])
 	require.Equal(t, []string{
 		"set-user 10.0.0.1 replicator@%.production.svc.cluster.local " + password,
+		"persist-read-only 10.0.0.1",
 		"set-source 10.0.0.2 " + podHost(0) + " 3306 replicator " + password,
-	}, fm.recorded(), "the user on the primary, then the replica without a channel; the one streaming is left alone")
+	}, fm.recorded(), "the user on the primary, which is made to start read-only from then on, then the replica without a channel; the one streaming is left alone")
 	require.Equal(t, myclient.Server{Host: "10.0.0.1", Port: 3306, User: "root", Password: string(secret.Data["superuser-password"])}, fm.servers[0],
 		"as root, with the Secret's superuser password")
 	require.Equal(t, []string{"primary", "replica", "replica"}, f.roles(3))
@@ -422,4 +440,38 @@ func filter(calls []string, prefix string) []string {
 		}
 	}
 	return out
+}
+
+// A server that cannot be made to start read-only (SET PERSIST_ONLY fails: its disk is full;
+// a new clone, whose data directory the CLONE plugin copies without mysqld-auto.cnf) gets a
+// Warning Event and keeps nothing else from happening: through a switchover, every replica
+// is pointed at the new primary and the promoted server is labelled primary, pass after
+// pass, while that one replica's disk stays full.
+func TestMySQLAReplicaThatCannotStartReadOnlyStopsNoSwitchover(t *testing.T) {
+	f, fm := replicatingMySQL(t)
+	_, err := f.reconcile()
+	require.NoError(t, err)
+
+	f.updateDatabase(func(db *examplev1.Database) { db.Spec.Primary = "my-database-1" })
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, "my-database-1", f.configMapPrimary())
+
+	f.restartPod(0, "my-database-0-uid-2")
+	fm.set(0, mysqlReplica(t, uuid0+":1-10", -1))
+	full := mysqlReplica(t, uuid0+":1-10", 0)
+	full.StartsReadOnly = false
+	fm.set(2, full)
+	diskFull := errors.New("Error 1 (HY000): Can't create/write to file './mysqld-auto.cnf' (OS errno 28 - No space left on device)")
+	fm.failOn("persist-read-only", "10.0.0.3", diskFull)
+	for range 3 {
+		_, err = f.reconcile()
+		require.NoError(t, err)
+		fm.set(1, mysqlPrimary(t, uuid0+":1-10")) // promoted
+	}
+	require.Equal(t, []string{"replica", "primary", "replica"}, f.roles(3), "the promoted primary serves writes")
+	require.Contains(t, fm.recorded(), "set-source 10.0.0.3 "+podHost(1)+" 3306 replicator "+string(f.secret().Data["replication-password"]))
+	require.Contains(t, f.events(), "Warning UpdateFailed Could not make my-database-2 start read-only (SET PERSIST_ONLY super_read_only = ON): "+diskFull.Error())
 }

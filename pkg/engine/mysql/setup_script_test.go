@@ -184,11 +184,11 @@ func TestMySQLSetupScript(t *testing.T) {
 		require.False(t, r.exists(filepath.Join(r.fake, "calls")), "no clone")
 	})
 
-	t.Run("the primary with data: writable", func(t *testing.T) {
+	t.Run("the primary with data: read-only until the controller promotes it", func(t *testing.T) {
 		r := newMySQLSetupRun(t, "my-database-1", "my-database-1")
 		require.NoError(t, os.MkdirAll(filepath.Join(r.datadir, "mysql"), 0o700))
 		r.run()
-		require.Equal(t, mysqlConfig("101", "my-database-1", false), r.config())
+		require.Equal(t, mysqlConfig("101", "my-database-1", true), r.config())
 		info, err := os.Stat(filepath.Join(r.conf, "replication.cnf"))
 		require.NoError(t, err)
 		require.Equal(t, os.FileMode(0o644), info.Mode().Perm(), "the server ignores a world-writable option file")

@@ -50,6 +50,10 @@ type State struct {
 	// ReadOnly is @@read_only or @@super_read_only: true on a replica, which takes no
 	// writes.
 	ReadOnly bool
+	// StartsReadOnly is true when super_read_only is persisted ON in the data directory
+	// (performance_schema.persisted_variables: SET PERSIST_ONLY, mysqld-auto.cnf), so the
+	// server starts read-only whatever its option files say.
+	StartsReadOnly bool
 	// UUID is @@server_uuid, lower case: the source part of the GTIDs of the transactions
 	// the server commits itself.
 	UUID string
@@ -158,6 +162,10 @@ func (Client) Observe(ctx context.Context, s Server, host string, users []string
 		return State{}, fmt.Errorf("query the commits waiting on %s: %w", s.Host, err)
 	}
 	st.LongestCommitWait = time.Duration(longest) * time.Second
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) > 0 FROM performance_schema.persisted_variables
+		WHERE VARIABLE_NAME = 'super_read_only' AND VARIABLE_VALUE = 'ON'`).Scan(&st.StartsReadOnly); err != nil {
+		return State{}, fmt.Errorf("query the persisted settings of %s: %w", s.Host, err)
+	}
 
 	var src Source
 	var lastError, received sql.NullString
@@ -477,6 +485,23 @@ func (Client) SetSource(ctx context.Context, s Server, host string, port int32, 
 	return nil
 }
 
+// PersistReadOnly makes s start read-only at every later start: SET PERSIST_ONLY
+// super_read_only = ON, which the server writes to mysqld-auto.cnf in its data directory
+// and reads after every option file (https://dev.mysql.com/doc/refman/9.7/en/persisted-system-variables.html).
+// The running server is left as it is: a primary keeps taking writes until it stops; only
+// Promote turns super_read_only off, and only until the server stops.
+func (Client) PersistReadOnly(ctx context.Context, s Server) error {
+	db, err := open(s)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `SET PERSIST_ONLY super_read_only = ON`); err != nil {
+		return fmt.Errorf("make %s start read-only: %w", s.Host, err)
+	}
+	return nil
+}
+
 // ApplyWait bounds how long Promote waits for the replica to apply what it has received:
 // below IOTimeout, the driver's bound on reading the answer.
 const ApplyWait = 8 * time.Second
@@ -490,14 +515,24 @@ const ApplyWait = 8 * time.Second
 // promoting when it has not; then STOP REPLICA, RESET REPLICA ALL (the channel is
 // forgotten, so it does not start again at a restart), and super_read_only and read_only
 // off. The caller makes sure s holds every transaction of the former primary first (it
-// has received them: CaughtUp, Holds). A promoted server has no channel: the statements
-// before RESET REPLICA ALL do nothing there, so a second Promote makes the same server.
+// has received them: CaughtUp, Holds). A server with no channel (one promoted before: a
+// second Promote, or a primary that came back read-only from a restart) only has
+// super_read_only and read_only turned off: the channel statements would make it
+// initialise a channel's metadata, which a read-only server refuses (ER_REPLICA_MI_INIT_REPOSITORY,
+// 1871, measured on MySQL 9.7).
 func (Client) Promote(ctx context.Context, s Server) error {
 	db, err := open(s)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	var channels int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM performance_schema.replication_connection_configuration WHERE CHANNEL_NAME = ''`).Scan(&channels); err != nil {
+		return fmt.Errorf("promote %s: read its replication channel: %w", s.Host, err)
+	}
+	if channels == 0 {
+		return writable(ctx, db, s)
+	}
 	if _, err := db.ExecContext(ctx, `STOP REPLICA IO_THREAD`); err != nil {
 		return fmt.Errorf("promote %s: stop its receiver: %w", s.Host, err)
 	}
@@ -521,7 +556,18 @@ func (Client) Promote(ctx context.Context, s Server) error {
 	if err := applied(timedOut, wait); err != nil {
 		return fmt.Errorf("promote %s: %w", s.Host, err)
 	}
-	for _, stmt := range []string{`STOP REPLICA`, `RESET REPLICA ALL`, `SET GLOBAL super_read_only = OFF`, `SET GLOBAL read_only = OFF`} {
+	for _, stmt := range []string{`STOP REPLICA`, `RESET REPLICA ALL`} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("promote %s: %s: %w", s.Host, stmt, err)
+		}
+	}
+	return writable(ctx, db, s)
+}
+
+// writable turns super_read_only and read_only off on s, through db: it takes writes until
+// it stops (the setting is not persisted; every server starts read-only).
+func writable(ctx context.Context, db *sql.DB, s Server) error {
+	for _, stmt := range []string{`SET GLOBAL super_read_only = OFF`, `SET GLOBAL read_only = OFF`} {
 		if _, err := db.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("promote %s: %s: %w", s.Host, stmt, err)
 		}

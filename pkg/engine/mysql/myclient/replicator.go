@@ -26,6 +26,7 @@ type Instances interface {
 	StartReplica(ctx context.Context, s Server) error
 	SetSemiSync(ctx context.Context, s Server, k int32) ([]Setting, error)
 	Promote(ctx context.Context, s Server) error
+	PersistReadOnly(ctx context.Context, s Server) error
 }
 
 // Replicator is MySQL's engine.Replicator: GTID replication, a primary that is not
@@ -82,8 +83,8 @@ func (r Replicator) SetSource(ctx context.Context, p engine.Pass, e engine.Endpo
 	return r.Instances.SetSource(ctx, server(e), names.PodHost(p.Database(), d.ClusterDomain, primary), d.Recipe.Port, user, password)
 }
 
-// SyncReplica makes the replica, which answered, follow primary, which answered as the
-// primary:
+// SyncReplica makes the replica, which answered, start read-only (startReadOnly) and follow
+// primary, which answered as the primary:
 //   - a replica with the source side of semi-synchronous replication enabled (a former
 //     primary, SetSemiSync persists it) has it disabled first: its applier's commits would
 //     wait for acknowledgements no replica sends;
@@ -100,6 +101,7 @@ func (r Replicator) SetSource(ctx context.Context, p engine.Pass, e engine.Endpo
 func (r Replicator) SyncReplica(ctx context.Context, p engine.Pass, e engine.Endpoint, replica, primaryMember *engine.Member, user, password string) error {
 	primary, primarySt := primaryMember.Name, state(primaryMember)
 	d := p.Desired()
+	r.startReadOnly(ctx, p, e, replica)
 	st := state(replica)
 	if st.SemiSync != nil && st.SemiSync.Enabled {
 		set, err := r.Instances.SetSemiSync(ctx, server(e), 0)
@@ -153,11 +155,38 @@ func settings(set []Setting) string {
 	return strings.Join(s, ", ")
 }
 
-// SyncPrimary gives root the accounts of SuperuserHosts, and no others but root@localhost,
-// when the primary has others (SetSuperuserHosts); the replicas get them through the binary
-// log. The primary keeps its binary log for binlog_expire_logs_seconds (30 days by default),
-// and a new replica clones it rather than reading it from the start: nothing else to do.
+// startReadOnly makes the server of m, which answered, start read-only from now on
+// (PersistReadOnly) when it does not yet. Every server of a Database then starts read-only,
+// whatever its Pod's setup wrote when the Pod was created (a primary that initialises its
+// data directory starts writable: the image's entrypoint writes its accounts), and only a
+// promotion (Promote) makes one take writes, until it stops: a former primary whose
+// container restarts in place, or a Pod that read a stale primary name, never takes writes
+// beside the one the controller promoted. The primary the controller confirms comes back
+// read-only after a restart and is promoted again (the reconciler's Detached rule).
+//
+// It is done as well as it can be: a server that cannot persist it (its data directory's
+// file system full or read-only) gets a Warning Event, and the pass goes on, so one
+// member's disk never keeps the others from being pointed at the primary or the primary
+// from its label. Its option files still start it read-only unless it initialised its
+// data directory as the primary; the next pass tries again.
+func (r Replicator) startReadOnly(ctx context.Context, p engine.Pass, e engine.Endpoint, m *engine.Member) {
+	if state(m).StartsReadOnly {
+		return
+	}
+	if err := r.Instances.PersistReadOnly(ctx, server(e)); err != nil {
+		p.Event(ctx, corev1.EventTypeWarning, engine.ReasonUpdateFailed, "Could not make %s start read-only (SET PERSIST_ONLY super_read_only = ON): %v", m.Name, err)
+		return
+	}
+	state(m).StartsReadOnly = true
+}
+
+// SyncPrimary makes the primary start read-only at its next start (startReadOnly) and gives
+// root the accounts of SuperuserHosts, and no others but root@localhost, when the primary
+// has others (SetSuperuserHosts); the replicas get them through the binary log. The primary
+// keeps its binary log for binlog_expire_logs_seconds (30 days by default), and a new
+// replica clones it rather than reading it from the start: nothing else to do.
 func (r Replicator) SyncPrimary(ctx context.Context, p engine.Pass, e engine.Endpoint, primary *engine.Member, _ int32) error {
+	r.startReadOnly(ctx, p, e, primary)
 	have := state(primary).SuperuserHosts
 	want := slices.Sorted(slices.Values(mysql.SuperuserHosts(p.Desired())))
 	if slices.Equal(have, want) {

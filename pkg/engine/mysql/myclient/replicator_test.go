@@ -3,6 +3,7 @@ package myclient
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math"
 	"testing"
@@ -63,6 +64,11 @@ func (f *fakeInstances) SetSemiSync(_ context.Context, s Server, k int32) ([]Set
 
 func (f *fakeInstances) Promote(_ context.Context, s Server) error {
 	f.calls = append(f.calls, "Promote "+s.Host)
+	return f.err
+}
+
+func (f *fakeInstances) PersistReadOnly(_ context.Context, s Server) error {
+	f.calls = append(f.calls, "PersistReadOnly "+s.Host)
 	return f.err
 }
 
@@ -252,7 +258,7 @@ func TestSyncReplica(t *testing.T) {
 	// state receiving, holding executed.
 	primary := member("my-database-0", State{UUID: uuidA, Executed: gtids(t, uuidA+":1-10")})
 	replica := func(host, receiving, executed string, semiSync *SemiSync) *engine.Member {
-		st := State{ReadOnly: true, UUID: uuidB, Executed: gtids(t, executed), SemiSync: semiSync}
+		st := State{ReadOnly: true, StartsReadOnly: true, UUID: uuidB, Executed: gtids(t, executed), SemiSync: semiSync}
 		if host != "" {
 			st.Source = &Source{Host: host, Port: 3306, User: "replicator", Receiving: receiving, Applying: "ON"}
 		}
@@ -306,6 +312,15 @@ func TestSyncReplica(t *testing.T) {
 			},
 		},
 		{
+			name: "streaming, not yet made to start read-only (a clone: the setup made it read-only)",
+			replica: func() *engine.Member {
+				m := replica(primaryHost, "ON", uuidA+":1-10", nil)
+				state(m).StartsReadOnly = false
+				return m
+			}(),
+			calls: []string{"PersistReadOnly 10.0.0.2"},
+		},
+		{
 			name: "streaming with the source side enabled", replica: replica(primaryHost, "ON", uuidA+":1-10", onlySource),
 			calls:  []string{"SetSemiSync 10.0.0.2 0"},
 			events: []string{"Normal Updated Set rpl_semi_sync_source_enabled = OFF on replica my-database-1"},
@@ -326,6 +341,30 @@ func TestSyncReplica(t *testing.T) {
 			require.Equal(t, c.events, p.events)
 		})
 	}
+}
+
+// TestSyncPrimaryMakesThePrimaryStartReadOnly: a primary that would start writable is made
+// to start read-only (only a promotion makes a server take writes), once; one that cannot be
+// gets a Warning Event, and the rest of the pass goes on (the next tries again).
+func TestSyncPrimaryMakesThePrimaryStartReadOnly(t *testing.T) {
+	ctx := context.Background()
+	e := engine.Endpoint{Host: "10.0.0.1", Port: 3306, User: "root", Password: "pw"}
+	primary := member("my-database-0", State{UUID: uuidA, Executed: gtids(t, uuidA+":1-10"), SuperuserHosts: []string{"%"}})
+	f := &fakeInstances{}
+	require.NoError(t, NewReplicator(f).SyncPrimary(ctx, &fakePass{}, e, primary, 3))
+	require.Equal(t, []string{"PersistReadOnly 10.0.0.1"}, f.calls)
+	require.True(t, state(primary).StartsReadOnly)
+	f.calls = nil
+	require.NoError(t, NewReplicator(f).SyncPrimary(ctx, &fakePass{}, e, primary, 3))
+	require.Empty(t, f.calls, "it starts read-only already")
+
+	state(primary).StartsReadOnly = false
+	f.err = errors.New("Error 1 (HY000): Can't create/write to file './mysqld-auto.cnf' (OS errno 28 - No space left on device)")
+	p := &fakePass{}
+	require.NoError(t, NewReplicator(f).SyncPrimary(ctx, p, e, primary, 3))
+	require.Equal(t, []string{"PersistReadOnly 10.0.0.1"}, f.calls)
+	require.Equal(t, []string{"Warning UpdateFailed Could not make my-database-0 start read-only (SET PERSIST_ONLY super_read_only = ON): " + f.err.Error()}, p.events)
+	require.False(t, state(primary).StartsReadOnly, "tried again at the next pass")
 }
 
 func TestPromoteWaitsForTheApplierWithinItsBound(t *testing.T) {

@@ -18,10 +18,17 @@
 #     read from the source it last had, which after a failover is the fenced former
 #     primary, and acknowledge its commits; the controller starts the channel once it
 #     reads the primary (SyncReplica);
-#   - every Pod but the primary: super-read-only ON, so it takes no writes (the controller
-#     points it at the primary, and turns it off on the replica it promotes);
-#   - the primary with an empty data directory: nothing more; the image's entrypoint
-#     initialises it (the controller then creates the replication user);
+#   - every Pod with data, the primary's too: super-read-only ON, so it takes no writes
+#     until the controller promotes it (it points a replica at the primary, and turns
+#     super-read-only off on the server it promotes or on the primary it confirmed, when
+#     that comes back read-only with no source). A Pod that reads a stale primary name, or
+#     a former primary, never starts writable beside the one the controller promoted. The
+#     controller also persists super_read_only in each server's data directory, for the
+#     starts of a server whose container restarts in place (this script does not run
+#     again then);
+#   - the primary with an empty data directory: nothing more, so it starts writable; the
+#     image's entrypoint initialises it and writes its accounts through a temporary server
+#     that reads these settings (the controller then creates the replication user);
 #   - any other Pod with an empty data directory: a copy of the primary's data taken with the
 #     CLONE plugin, from a scratch server of its own, into a sibling directory that is moved
 #     into place once complete (a clone cut short is never taken for data). The copy carries
@@ -38,7 +45,8 @@ me=${HOSTNAME}
 primary=$(</etc/database/primary)
 ordinal=${me##*-}
 
-# write_config writes the server's replication settings, replacing any earlier ones.
+# write_config [writable] writes the server's replication settings, replacing any earlier
+# ones; the server starts read-only but with the argument "writable".
 write_config() {
 	local conf=${MYSQL_CONFIG_DIR}/replication.cnf
 	{
@@ -58,7 +66,7 @@ write_config() {
 		# refuses an unknown option.
 		echo 'loose-rpl-semi-sync-replica-enabled=ON'
 		echo 'skip-replica-start=ON'
-		if [[ ${me} != "${primary}" ]]; then
+		if [[ ${1:-} != writable ]]; then
 			echo 'super-read-only=ON'
 		fi
 	} >"${conf}.new"
@@ -70,12 +78,14 @@ write_config() {
 if [[ -d ${DATADIR}/mysql ]]; then
 	if [[ ${me} != "${primary}" ]]; then
 		echo "mysql-setup: ${primary} is the primary: ${me} starts read-only"
+	else
+		echo "mysql-setup: ${me} is the primary: it starts read-only until the controller promotes it"
 	fi
 	write_config
 	exit 0
 fi
 if [[ ${me} == "${primary}" ]]; then
-	write_config
+	write_config writable
 	exit 0
 fi
 
