@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"bufio"
 	"net/url"
 	"path"
 	"strconv"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
@@ -131,4 +134,45 @@ func BackupStoreMounts(store *BackupStore) []corev1.VolumeMount {
 		return nil
 	}
 	return []corev1.VolumeMount{{Name: BackupStoreCAVolumeName, MountPath: BackupStoreCAPath, ReadOnly: true}}
+}
+
+// A backup Job's report: the container of an engine's BackupJob that takes the backup ends,
+// when it succeeded, with a termination message (the file /dev/termination-log, at most
+// 4096 bytes, which the kubelet puts on the Pod's status) of "<key>=<value>" lines saying
+// what the store holds once the backup and its expiry are done. The controller reads it
+// into status.backup (ParseBackupReport).
+const (
+	// BackupReportFirstRecoverableTime is the first time a restore can reach, in whole
+	// seconds since the Unix epoch: just after the end of the oldest backup the store
+	// keeps.
+	BackupReportFirstRecoverableTime = "firstRecoverableTime"
+)
+
+// BackupReport is a backup Job's report.
+type BackupReport struct {
+	// FirstRecoverableTime is BackupReportFirstRecoverableTime; zero when the report does
+	// not say.
+	FirstRecoverableTime time.Time
+}
+
+// maxReportSeconds is 9999-12-31T23:59:59Z: the last time RFC 3339, and so a
+// metav1.Time in JSON, can write.
+const maxReportSeconds = 253402300799
+
+// ParseBackupReport reads a backup Job's termination message: unknown keys, lines without
+// "=" and values that do not parse (a time must be after the epoch and at most
+// maxReportSeconds) are skipped, so a message of anything else is an empty report.
+func ParseBackupReport(message string) BackupReport {
+	var r BackupReport
+	lines := bufio.NewScanner(strings.NewReader(message))
+	for lines.Scan() {
+		key, value, ok := strings.Cut(strings.TrimSpace(lines.Text()), "=")
+		if !ok || key != BackupReportFirstRecoverableTime {
+			continue
+		}
+		if secs, err := strconv.ParseInt(value, 10, 64); err == nil && secs > 0 && secs <= maxReportSeconds {
+			r.FirstRecoverableTime = time.Unix(secs, 0).UTC()
+		}
+	}
+	return r
 }

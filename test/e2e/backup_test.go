@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -68,6 +69,22 @@ func TestRealPostgreSQLBackups(t *testing.T) {
 	job, err := kube(t).BatchV1().Jobs(ns).Get(context.Background(), first.LastSuccessfulJob, metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "Database", job.OwnerReferences[0].Kind)
+	// Its report: the window starts at the end of the one backup the store holds, between
+	// the Job's start and its end.
+	var firstRecoverable time.Time
+	eventually(t, time.Minute, func() error {
+		d, err := getDatabase(t, ns, db)
+		if err != nil {
+			return err
+		}
+		if b := d.Status.Backup; b == nil || b.FirstRecoverableTime == nil {
+			return fmt.Errorf("status.backup %+v: no firstRecoverableTime", b)
+		}
+		firstRecoverable = d.Status.Backup.FirstRecoverableTime.Time
+		return nil
+	})
+	require.False(t, firstRecoverable.Before(first.LastScheduleTime.Time), "%v, Job started at %v", firstRecoverable, first.LastScheduleTime)
+	require.False(t, firstRecoverable.After(first.LastSuccessfulTime.Add(time.Second)), "%v, Job ended at %v", firstRecoverable, first.LastSuccessfulTime)
 
 	// Then the schedule: every minute, from now on.
 	kubectl(t, "patch", "database", db, "-n", ns, "--type=merge", "-p", `{"spec":{"backup":{"schedule":"* * * * *"}}}`)
@@ -115,7 +132,10 @@ func TestRealPostgreSQLBackups(t *testing.T) {
 	require.Equal(t, corev1.PodSucceeded, phase, out)
 	var info []struct {
 		Backup []struct {
-			Type string `json:"type"`
+			Type      string `json:"type"`
+			Timestamp struct {
+				Stop int64 `json:"stop"`
+			} `json:"timestamp"`
 		} `json:"backup"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &info), out)
@@ -124,6 +144,12 @@ func TestRealPostgreSQLBackups(t *testing.T) {
 	for _, b := range info[0].Backup {
 		require.Equal(t, "full", b.Type, out)
 	}
+	// The window's start on status is the second after the end of the oldest backup the
+	// store lists (the retention, 7, keeps the first).
+	require.Equal(t, info[0].Backup[0].Timestamp.Stop+1, firstRecoverable.Unix(), out)
+	d, err := getDatabase(t, ns, db)
+	require.NoError(t, err)
+	require.Equal(t, firstRecoverable, d.Status.Backup.FirstRecoverableTime.Time, "the later reports say the same")
 
 	// A backup now, through the plugin (databases/backup), with the schedule off; a second
 	// request while it is pending or runs is a Conflict.
@@ -143,6 +169,24 @@ func TestRealPostgreSQLBackups(t *testing.T) {
 	requested := waitBackedUp(t, ns, db, second.LastSuccessfulJob)
 	require.NotNil(t, requested.Request)
 	require.True(t, !requested.LastScheduleTime.Before(&requested.Request.RequestedAt), "%+v", requested)
+
+	// A restore to a time before the window, or after now, is refused at once, naming the
+	// window; nothing is made.
+	for pointInTime, refusal := range map[string]string{
+		firstRecoverable.Add(-time.Hour).UTC().Format(time.RFC3339): fmt.Sprintf(`must be within the recoverability window of Database %q: from %s`,
+			db, firstRecoverable.UTC().Format(time.RFC3339)),
+		time.Now().Add(time.Hour).UTC().Format(time.RFC3339): "must be within the recoverability window",
+	} {
+		_, errOut, err := kubectlAs(cluster.KubeconfigPath, backedUpDatabase(ns, "too-early", img.Line, 1, store)+fmt.Sprintf(`  restore:
+    database: %s
+    pointInTime: %s
+`, db, pointInTime), "apply", "-f", "-")
+		require.Error(t, err, pointInTime)
+		require.Contains(t, errOut, "spec.restore.pointInTime", errOut)
+		require.Contains(t, errOut, refusal, errOut)
+	}
+	_, err = getDatabase(t, ns, "too-early")
+	require.True(t, apierrors.IsNotFound(err), "%v", err)
 
 	// The source goes; its backups stay in the store, and a new Database restores them.
 	kubectl(t, "delete", "database", db, "-n", ns, "--wait=true", "--timeout=3m")

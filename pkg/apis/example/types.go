@@ -284,6 +284,10 @@ type DatabaseBackupStatus struct {
 	// ArchiveFailureTime, while its last attempt failed, when that was.
 	LastArchivedTime   *metav1.Time
 	ArchiveFailureTime *metav1.Time
+	// FirstRecoverableTime is the first time a restore can reach: the
+	// second after the end of the oldest backup the store kept after the
+	// last backup.
+	FirstRecoverableTime *metav1.Time
 }
 
 // DatabaseRestartStatus is a rolling restart: the request databases/restart

@@ -3,6 +3,7 @@ package database
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -159,6 +160,11 @@ func (p *pass) reconcileBackups(ctx context.Context, sts *appsv1.StatefulSet) (*
 			lastFailed = job
 		}
 	}
+	if report, err := p.backupReport(jobs, b.status.LastSuccessfulJob); err != nil {
+		return nil, err
+	} else if t := report.FirstRecoverableTime; !t.IsZero() && !t.After(b.status.LastSuccessfulTime.Add(ReportClockSkew)) {
+		b.status.FirstRecoverableTime = &metav1.Time{Time: t}
+	}
 
 	now := r.clock.Now()
 	due, next := backupDue(db, b.status, lastFailed, now)
@@ -179,6 +185,45 @@ func (p *pass) reconcileBackups(ctx context.Context, sts *appsv1.StatefulSet) (*
 	b.next = next
 	b.judge()
 	return b, nil
+}
+
+// ReportClockSkew is how much later than its Job's end, by the controller's clock, a backup
+// report's time may be: a node's clock may run a little ahead. A report later than that
+// (a clock far ahead, a store's records written by someone else) is not taken: the window
+// it would state cannot start after the backup that found it ended.
+const ReportClockSkew = time.Minute
+
+// backupReport is the report (engine.BackupReport) of the backup Job named name among jobs,
+// when the Database controls that Job: the termination message of a container that ended
+// well, of the Job's Pod that finished last (a retried Job has two). It is empty when the
+// Job or its Pods are gone (the Job's ttl: status keeps what the last report said) or said
+// nothing.
+func (p *pass) backupReport(jobs []*batchv1.Job, name string) (engine.BackupReport, error) {
+	i := slices.IndexFunc(jobs, func(j *batchv1.Job) bool { return j.Name == name && isControlledBy(j, p.db) })
+	if name == "" || i < 0 {
+		return engine.BackupReport{}, nil
+	}
+	pods, err := p.r.listers.Pods.Pods(p.db.Namespace).List(labels.SelectorFromSet(specs.BackupJobLabels(p.db)))
+	if err != nil {
+		return engine.BackupReport{}, err
+	}
+	var report engine.BackupReport
+	var last time.Time
+	for _, pod := range pods {
+		if !metav1.IsControlledBy(pod, jobs[i]) {
+			continue
+		}
+		for _, c := range pod.Status.ContainerStatuses {
+			t := c.State.Terminated
+			if t == nil || t.ExitCode != 0 || (!report.FirstRecoverableTime.IsZero() && !t.FinishedAt.After(last)) {
+				continue
+			}
+			if r := engine.ParseBackupReport(t.Message); r != (engine.BackupReport{}) {
+				report, last = r, t.FinishedAt.Time
+			}
+		}
+	}
+	return report, nil
 }
 
 // judge sets BackedUp from status.backup: False while the primary's archiving fails, as it

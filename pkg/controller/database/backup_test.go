@@ -1,6 +1,7 @@
 package database_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
@@ -340,6 +342,173 @@ func TestScheduledBackupsStartAtTheScheduleTimes(t *testing.T) {
 	require.Equal(t, second, db.Status.Backup.LastSuccessfulJob, "the latest that succeeded")
 	require.Equal(t, time0(nextDay.Add(time.Minute)), db.Status.Backup.LastSuccessfulTime)
 	require.Equal(t, third, db.Status.Backup.ActiveJob)
+}
+
+// jobPod plays the Job controller and the kubelet: the Pod of the backup Job named n, which
+// ended with exitCode and the termination message of its container "backup".
+func (f *fixture) jobPod(n string, exitCode int32, message string) {
+	f.t.Helper()
+	job := f.job(n).DeepCopy()
+	job.UID = types.UID("uid-" + n)
+	require.NoError(f.t, f.kube.Tracker().Update(jobs, job, namespace))
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: n + "-x7k2p", Labels: job.Spec.Template.Labels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: n, UID: job.UID, Controller: ptr.To(true)}}},
+		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "backup", State: corev1.ContainerState{
+			Terminated: &corev1.ContainerStateTerminated{ExitCode: exitCode, Message: message}}}}},
+	}
+	require.NoError(f.t, f.kube.Tracker().Add(pod))
+}
+
+// status.backup.firstRecoverableTime is what the last backup that succeeded reported of the
+// store (engine.BackupReport, its Pod's termination message); a report that says nothing, a
+// failed Job's and a Job's whose Pods are gone change nothing.
+func TestFirstRecoverableTimeIsWhatTheLastBackupReported(t *testing.T) {
+	f := newFixture(t, backedUpDatabase("0 3 * * *"), storeSecret(t, false))
+	f.ready()
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, []string{firstJob}, f.backupJobs())
+	oldest := start.Add(-48 * time.Hour)
+	f.clock.SetTime(start.Add(10 * time.Minute))
+	f.jobPod(firstJob, 0, fmt.Sprintf("firstRecoverableTime=%d\n", oldest.Unix()))
+	f.finishJob(firstJob, batchv1.JobComplete)
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, time0(oldest), f.database().Status.Backup.FirstRecoverableTime)
+
+	// The next, whose report does not parse: the window's start stays.
+	threeAM := time.Date(2026, time.March, 2, 3, 0, 0, 0, time.UTC)
+	f.clock.SetTime(threeAM)
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	second := specs.BackupJobName(f.database(), threeAM)
+	f.jobPod(second, 0, "ERROR: [082]: unable to read backup.info")
+	f.clock.SetTime(threeAM.Add(time.Minute))
+	f.finishJob(second, batchv1.JobComplete)
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	db := f.database()
+	require.Equal(t, second, db.Status.Backup.LastSuccessfulJob)
+	require.Equal(t, time0(oldest), db.Status.Backup.FirstRecoverableTime)
+
+	// A failed backup's message is not a report.
+	fourAM := threeAM.Add(24 * time.Hour)
+	f.clock.SetTime(fourAM)
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	third := specs.BackupJobName(f.database(), fourAM)
+	f.jobPod(third, 1, fmt.Sprintf("firstRecoverableTime=%d\n", fourAM.Unix()))
+	f.finishJob(third, batchv1.JobFailed)
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, time0(oldest), f.database().Status.Backup.FirstRecoverableTime)
+
+	// Retention expired the oldest: the next report moves the start.
+	fiveAM := fourAM.Add(24 * time.Hour)
+	f.clock.SetTime(fiveAM)
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	fourth := specs.BackupJobName(f.database(), fiveAM)
+	f.jobPod(fourth, 0, fmt.Sprintf("firstRecoverableTime=%d\n", threeAM.Add(30*time.Second).Unix()))
+	f.finishJob(fourth, batchv1.JobComplete)
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, time0(threeAM.Add(30*time.Second)), f.database().Status.Backup.FirstRecoverableTime)
+}
+
+// A report whose time is later than its Job's end (and ReportClockSkew) is not taken: a node
+// clock far ahead, or a store's records written by someone else, would otherwise refuse
+// every restore of the Database until then; past year 9999 it is no report at all.
+func TestABackupReportLaterThanItsJobIsNotTaken(t *testing.T) {
+	for name, secs := range map[string]int64{
+		"a day ahead":                start.Add(24*time.Hour + 10*time.Minute).Unix(),
+		"just past the allowed skew": start.Add(10*time.Minute + database.ReportClockSkew + time.Second).Unix(),
+		"year 10000":                 253402300800,
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, backedUpDatabase("0 3 * * *"), storeSecret(t, false))
+			f.ready()
+			_, err := f.reconcile()
+			require.NoError(t, err)
+			f.clock.SetTime(start.Add(10 * time.Minute))
+			f.jobPod(firstJob, 0, fmt.Sprintf("firstRecoverableTime=%d\n", secs))
+			f.finishJob(firstJob, batchv1.JobComplete)
+			_, err = f.reconcile()
+			require.NoError(t, err)
+			require.Nil(t, f.database().Status.Backup.FirstRecoverableTime)
+		})
+	}
+	t.Run("within the skew", func(t *testing.T) {
+		f := newFixture(t, backedUpDatabase("0 3 * * *"), storeSecret(t, false))
+		f.ready()
+		_, err := f.reconcile()
+		require.NoError(t, err)
+		f.clock.SetTime(start.Add(10 * time.Minute))
+		ahead := start.Add(10*time.Minute + database.ReportClockSkew)
+		f.jobPod(firstJob, 0, fmt.Sprintf("firstRecoverableTime=%d\n", ahead.Unix()))
+		f.finishJob(firstJob, batchv1.JobComplete)
+		_, err = f.reconcile()
+		require.NoError(t, err)
+		require.Equal(t, time0(ahead), f.database().Status.Backup.FirstRecoverableTime)
+	})
+}
+
+// A Job tried twice (backoffLimit 1) has two Pods: the report is the one of the Pod that
+// finished last.
+func TestABackupReportIsTheLastPodsOfItsJob(t *testing.T) {
+	f := newFixture(t, backedUpDatabase("0 3 * * *"), storeSecret(t, false))
+	f.ready()
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	f.clock.SetTime(start.Add(10 * time.Minute))
+	older, newer := start.Add(-72*time.Hour), start.Add(-48*time.Hour)
+	f.jobPod(firstJob, 0, fmt.Sprintf("firstRecoverableTime=%d\n", newer.Unix()))
+	jobPod := func() *corev1.Pod {
+		obj, err := f.kube.Tracker().Get(pods, namespace, firstJob+"-x7k2p")
+		require.NoError(t, err)
+		return obj.(*corev1.Pod).DeepCopy()
+	}
+	second := jobPod()
+	second.Name, second.ResourceVersion = firstJob+"-a1b2c", ""
+	second.Status.ContainerStatuses[0].State.Terminated.Message = fmt.Sprintf("firstRecoverableTime=%d\n", older.Unix())
+	second.Status.ContainerStatuses[0].State.Terminated.FinishedAt = metav1.NewTime(start.Add(5 * time.Minute))
+	require.NoError(t, f.kube.Tracker().Add(second))
+	last := jobPod()
+	last.Status.ContainerStatuses[0].State.Terminated.FinishedAt = metav1.NewTime(start.Add(9 * time.Minute))
+	require.NoError(t, f.kube.Tracker().Update(pods, last, namespace))
+	f.finishJob(firstJob, batchv1.JobComplete)
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, time0(newer), f.database().Status.Backup.FirstRecoverableTime)
+}
+
+// The report is read only from a Job the Database controls: once its Job is gone (ttl), a
+// Job of the same name and labels made by someone else does not speak for the store.
+func TestABackupReportOfAJobTheDatabaseDoesNotControlIsNotTaken(t *testing.T) {
+	f := newFixture(t, backedUpDatabase("0 3 * * *"), storeSecret(t, false))
+	f.ready()
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	oldest := start.Add(-48 * time.Hour)
+	f.clock.SetTime(start.Add(10 * time.Minute))
+	f.jobPod(firstJob, 0, fmt.Sprintf("firstRecoverableTime=%d\n", oldest.Unix()))
+	f.finishJob(firstJob, batchv1.JobComplete)
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, time0(oldest), f.database().Status.Backup.FirstRecoverableTime)
+
+	ours := f.job(firstJob).DeepCopy()
+	require.NoError(t, f.kube.Tracker().Delete(jobs, namespace, firstJob))
+	require.NoError(t, f.kube.Tracker().Delete(pods, namespace, firstJob+"-x7k2p"))
+	foreign := &batchv1.Job{ObjectMeta: ours.ObjectMeta, Spec: ours.Spec, Status: ours.Status}
+	foreign.OwnerReferences, foreign.ResourceVersion = nil, ""
+	require.NoError(t, f.kube.Tracker().Add(foreign))
+	f.clock.SetTime(start.Add(11 * time.Minute))
+	f.jobPod(firstJob, 0, fmt.Sprintf("firstRecoverableTime=%d\n", start.Add(11*time.Minute).Unix()))
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	require.Equal(t, time0(oldest), f.database().Status.Backup.FirstRecoverableTime)
 }
 
 // A failed backup is tried again at once when the spec changed since its Job started, not

@@ -50,6 +50,12 @@ var (
 	backupLastFailureDesc = metrics.NewDesc("database_backup_last_failure_timestamp_seconds",
 		"When the Database's last backup that failed gave up (status.backup.lastFailureTime), in seconds since the Unix epoch; absent when none failed.",
 		databaseLabels, nil, metrics.ALPHA, "")
+	backupFirstRecoverableDesc = metrics.NewDesc("database_backup_first_recoverable_timestamp_seconds",
+		"The first time a restore of the Database can reach, just after the end of the oldest backup its store keeps (status.backup.firstRecoverableTime), in seconds since the Unix epoch; absent before the first backup's report.",
+		databaseLabels, nil, metrics.ALPHA, "")
+	backupLastArchivedDesc = metrics.NewDesc("database_backup_last_archived_timestamp_seconds",
+		"When the Database's primary last archived its changes to the store (status.backup.lastArchivedTime), in seconds since the Unix epoch: the end of the recoverability window; absent before the first.",
+		databaseLabels, nil, metrics.ALPHA, "")
 	backupRunningDesc = metrics.NewDesc("database_backup_running",
 		"For a Database with spec.backup, 1 while a backup Job runs (status.backup.activeJob), else 0; absent without spec.backup.",
 		databaseLabels, nil, metrics.ALPHA, "")
@@ -115,7 +121,7 @@ func newDatabaseCollector(databases func() []*examplev1.Database) metrics.Stable
 func (c *databaseCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 	for _, d := range []*metrics.Desc{infoDesc, phaseDesc, conditionDesc, replicasDesc, readyReplicasDesc,
 		primaryWritableDesc, primaryLastWritableDesc, lastFailoverDesc, backupLastSuccessDesc, backupLastFailureDesc,
-		backupRunningDesc, backupIntervalDesc, memberRoleDesc, memberReadyDesc,
+		backupFirstRecoverableDesc, backupLastArchivedDesc, backupRunningDesc, backupIntervalDesc, memberRoleDesc, memberReadyDesc,
 		memberStreamingDesc, memberLagBytesDesc, memberLagSecondsDesc} {
 		ch <- d
 	}
@@ -172,6 +178,12 @@ func collectDatabase(ch chan<- metrics.Metric, db *examplev1.Database, now time.
 		}
 		if t := b.LastFailureTime; t != nil {
 			gauge(backupLastFailureDesc, float64(t.Unix()))
+		}
+		if t := b.FirstRecoverableTime; t != nil {
+			gauge(backupFirstRecoverableDesc, float64(t.Unix()))
+		}
+		if t := b.LastArchivedTime; t != nil {
+			gauge(backupLastArchivedDesc, float64(t.Unix()))
 		}
 	}
 	if db.Spec.Backup != nil {

@@ -129,6 +129,7 @@ database_status_phase{database="carts",namespace="shop",phase="Ready"} 0
 // schedule, and one without spec.backup, which has none.
 func TestTheDatabaseMetricsReportBackups(t *testing.T) {
 	succeeded, failed := metav1.NewTime(time.Unix(1_800_000_000, 0)), metav1.NewTime(time.Unix(1_800_000_600, 0))
+	first, archived := metav1.NewTime(time.Unix(1_799_000_000, 0)), metav1.NewTime(time.Unix(1_800_000_060, 0))
 	backup := func(name, schedule string, status *examplev1.DatabaseBackupStatus) *examplev1.Database {
 		db := &examplev1.Database{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name},
@@ -141,11 +142,18 @@ func TestTheDatabaseMetricsReportBackups(t *testing.T) {
 		return db
 	}
 	dbs := []*examplev1.Database{
-		backup("orders", "0 3 * * *", &examplev1.DatabaseBackupStatus{LastSuccessfulTime: &succeeded, ActiveJob: "orders-backup-1"}),
+		backup("orders", "0 3 * * *", &examplev1.DatabaseBackupStatus{LastSuccessfulTime: &succeeded, ActiveJob: "orders-backup-1",
+			FirstRecoverableTime: &first, LastArchivedTime: &archived}),
 		backup("carts", "", &examplev1.DatabaseBackupStatus{LastFailureTime: &failed}),
 		backup("stock", "-", nil),
 	}
 	require.NoError(t, testutil.CustomCollectAndCompare(newDatabaseCollector(func() []*examplev1.Database { return dbs }), strings.NewReader(`
+# HELP database_backup_first_recoverable_timestamp_seconds [ALPHA] The first time a restore of the Database can reach, just after the end of the oldest backup its store keeps (status.backup.firstRecoverableTime), in seconds since the Unix epoch; absent before the first backup's report.
+# TYPE database_backup_first_recoverable_timestamp_seconds gauge
+database_backup_first_recoverable_timestamp_seconds{database="orders",namespace="shop"} 1.799e+09
+# HELP database_backup_last_archived_timestamp_seconds [ALPHA] When the Database's primary last archived its changes to the store (status.backup.lastArchivedTime), in seconds since the Unix epoch: the end of the recoverability window; absent before the first.
+# TYPE database_backup_last_archived_timestamp_seconds gauge
+database_backup_last_archived_timestamp_seconds{database="orders",namespace="shop"} 1.80000006e+09
 # HELP database_backup_last_failure_timestamp_seconds [ALPHA] When the Database's last backup that failed gave up (status.backup.lastFailureTime), in seconds since the Unix epoch; absent when none failed.
 # TYPE database_backup_last_failure_timestamp_seconds gauge
 database_backup_last_failure_timestamp_seconds{database="carts",namespace="shop"} 1.8000006e+09
@@ -160,6 +168,7 @@ database_backup_running{database="orders",namespace="shop"} 1
 # TYPE database_backup_schedule_interval_seconds gauge
 database_backup_schedule_interval_seconds{database="orders",namespace="shop"} 86400
 `), "database_backup_last_success_timestamp_seconds", "database_backup_last_failure_timestamp_seconds",
+		"database_backup_first_recoverable_timestamp_seconds", "database_backup_last_archived_timestamp_seconds",
 		"database_backup_running", "database_backup_schedule_interval_seconds"))
 }
 

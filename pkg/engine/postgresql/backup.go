@@ -128,13 +128,31 @@ func (Engine) BackupPod(db *examplev1.Database, d engine.Desired, tmpl *corev1.P
 	pod.Volumes = append(pod.Volumes, engine.BackupStoreVolumes(store)...)
 }
 
+// backupScript is the command of a backup Job's container BackupContainerName, bash's: a
+// full backup (backup --type=full), then the Job's report (engine.BackupReport) from
+// pgBackRest's info on the stanza: the end of the oldest backup the store keeps, once the
+// backup expired those beyond the retention, is the first time a restore can reach. info
+// lists a stanza's backups oldest first, and in its JSON a backup's one number named "stop"
+// is its timestamp's, in seconds since the epoch (those of its archive and lsn are
+// strings) (https://pgbackrest.org/command.html#command-info). It is cut to the second, so
+// the window starts the second after it: a target at the cut second itself may come before
+// the backup's consistent point, which recovery refuses. A report that cannot be read
+// leaves the message empty; the backup still succeeded. No quote or tab in it: the policy
+// that bounds the Jobs holds it as a CEL string.
+const backupScript = "set -o errexit\n" +
+	"pgbackrest backup --type=full\n" +
+	"if [[ $(pgbackrest info --output=json) =~ .stop.:([0-9]+) ]]; then\n" +
+	"  echo " + engine.BackupReportFirstRecoverableTime + "=$((BASH_REMATCH[1] + 1)) >/dev/termination-log\n" +
+	"fi\n"
+
 // BackupJob is a Pod that runs pgBackRest as the repository host: stanza-create (which
 // does nothing once the stanza exists and matches the server), then a full backup
 // (backup --type=full, start-fast: a checkpoint at once) of whichever of db's Pods is the
 // primary, each Pod listed as pg<n>-host through its stable name and pgBackRest's TLS
 // server, verified by the Database's CA and presenting the client certificate. pgBackRest
 // expires, after the backup, the full backups beyond the retention and the WAL only they
-// need. Every backup is full, so each expires on its own.
+// need. Every backup is full, so each expires on its own. The container's termination
+// message is the Job's report (backupScript).
 func (Engine) BackupJob(db *examplev1.Database, d engine.Desired) corev1.PodSpec {
 	store := d.Backup
 	env := append(repositoryEnv(db, store),
@@ -172,7 +190,7 @@ func (Engine) BackupJob(db *examplev1.Database, d engine.Desired) corev1.PodSpec
 	return corev1.PodSpec{
 		RestartPolicy:                corev1.RestartPolicyNever,
 		InitContainers:               []corev1.Container{container(StanzaCreateContainerName, "pgbackrest", "stanza-create")},
-		Containers:                   []corev1.Container{container(BackupContainerName, "pgbackrest", "backup", "--type=full")},
+		Containers:                   []corev1.Container{container(BackupContainerName, "bash", "-c", backupScript)},
 		Volumes:                      append([]corev1.Volume{engine.BackupTLSVolume(db, engine.BackupTLSKeyCA, engine.BackupTLSKeyClientCert, engine.BackupTLSKeyClientKey)}, engine.BackupStoreVolumes(store)...),
 		SecurityContext:              d.Recipe.PodSecurityContext(),
 		AutomountServiceAccountToken: ptr.To(false),

@@ -1,6 +1,10 @@
 package postgresql_test
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -195,7 +199,7 @@ func TestBackupJobBacksUpThePrimaryThroughEachPodsTLSServer(t *testing.T) {
 			require.Equal(t, "stanza-create", stanza.Name)
 			require.Equal(t, []string{"pgbackrest", "stanza-create"}, stanza.Command)
 			require.Equal(t, "backup", backup.Name)
-			require.Equal(t, []string{"pgbackrest", "backup", "--type=full"}, backup.Command)
+			require.Equal(t, []string{"bash", "-c"}, backup.Command[:2], "the backup, then its report (TestBackupJobReportsTheFirstRecoverableTime)")
 
 			mounts := []corev1.VolumeMount{{Name: "backup-tls", MountPath: "/etc/backup-tls", ReadOnly: true}}
 			if ca {
@@ -295,4 +299,69 @@ func TestRestorePod(t *testing.T) {
 
 	files := postgresql.Engine{}.ReplicationFiles(db, d)
 	require.Contains(t, files["postgresql-restore.sh"], "pgbackrest --stanza=\"${RESTORE_STANZA}\"")
+}
+
+// infoJSON is what pgBackRest 2.45's info --output=json prints for a stanza with two full
+// backups, the oldest ending at 1764892805 (2025-12-05T00:00:05Z).
+const infoJSON = `[{"archive":[{"database":{"id":1,"repo-key":1},"id":"15-1","max":"000000010000000000000009","min":"000000010000000000000003"}],` +
+	`"backup":[{"archive":{"start":"000000010000000000000003","stop":"000000010000000000000003"},"backrest":{"format":5,"version":"2.45"},` +
+	`"database":{"id":1,"repo-key":1},"error":false,"info":{"delta":23488000,"repository":{"delta":3011000,"size":3011000},"size":23488000},` +
+	`"label":"20251205-000000F","link":null,"lsn":{"start":"0/3000028","stop":"0/3000100"},"prior":null,"reference":null,` +
+	`"timestamp":{"start":1764892800,"stop":1764892805},"type":"full"},` +
+	`{"archive":{"start":"000000010000000000000008","stop":"000000010000000000000008"},"backrest":{"format":5,"version":"2.45"},` +
+	`"database":{"id":1,"repo-key":1},"error":false,"info":{"delta":23490000,"repository":{"delta":3012000,"size":3012000},"size":23490000},` +
+	`"label":"20251206-000000F","link":null,"lsn":{"start":"0/8000028","stop":"0/8000100"},"prior":null,"reference":null,` +
+	`"timestamp":{"start":1764979200,"stop":1764979206},"type":"full"}],` +
+	`"cipher":"none","db":[{"id":1,"repo-key":1,"system-id":7580000000000000001,"version":"15"}],"name":"my-database",` +
+	`"repo":[{"cipher":"none","key":1,"status":{"code":0,"message":"ok"}}],"status":{"code":0,"lock":{"backup":{"held":false}},"message":"ok"}}]`
+
+// TestBackupJobReportsTheFirstRecoverableTime runs the backup container's script with a
+// fake pgbackrest on PATH, its termination message written to a file of the test's: after
+// the backup, the second after the end of the oldest backup info lists, as
+// engine.ParseBackupReport reads it; nothing when the backup fails (and the script fails) or info lists none.
+func TestBackupJobReportsTheFirstRecoverableTime(t *testing.T) {
+	db, d := backupDesired(t, 1, false)
+	command := postgresql.Engine{}.BackupJob(db, d).Containers[0].Command
+	require.Len(t, command, 3)
+	for name, tc := range map[string]struct {
+		fail, info string
+		report     string
+	}{
+		"two backups":          {info: infoJSON, report: "firstRecoverableTime=1764892806\n"},
+		"the backup fails":     {fail: "1", info: infoJSON},
+		"info lists no backup": {info: `[{"archive":[],"backup":[],"cipher":"none","db":[],"name":"my-database","status":{"code":2,"message":"no valid backups"}}]`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			fake := `#!/bin/bash
+echo "pgbackrest $*" >>"${CALLS_LOG}"
+case $1 in
+backup) [[ -z ${BACKUP_FAIL} ]] ;;
+info) printf '%s\n' "${INFO}" ;;
+esac
+`
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "pgbackrest"), []byte(fake), 0o755))
+			message := filepath.Join(dir, "termination-log")
+			script := strings.ReplaceAll(command[2], "/dev/termination-log", message)
+			require.NotEqual(t, command[2], script, "the script writes the termination message")
+			cmd := exec.Command(command[0], command[1], script)
+			cmd.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"), "CALLS_LOG="+filepath.Join(dir, "calls"),
+				"BACKUP_FAIL="+tc.fail, "INFO="+tc.info)
+			out, err := cmd.CombinedOutput()
+			calls, _ := os.ReadFile(filepath.Join(dir, "calls"))
+			got, _ := os.ReadFile(message)
+			if tc.fail != "" {
+				require.Error(t, err, "%s", out)
+				require.Equal(t, "pgbackrest backup --type=full\n", string(calls), "no report of a backup that failed")
+				require.Empty(t, got)
+				return
+			}
+			require.NoError(t, err, "%s", out)
+			require.Equal(t, "pgbackrest backup --type=full\npgbackrest info --output=json\n", string(calls))
+			require.Equal(t, tc.report, string(got))
+			if tc.report != "" {
+				require.Equal(t, int64(1764892806), engine.ParseBackupReport(string(got)).FirstRecoverableTime.Unix(), "the second after the oldest backup's end")
+			}
+		})
+	}
 }

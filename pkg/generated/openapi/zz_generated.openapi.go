@@ -405,6 +405,12 @@ func schema_pkg_apis_example_v1_DatabaseBackupStatus(ref common.ReferenceCallbac
 							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
 						},
 					},
+					"firstRecoverableTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "FirstRecoverableTime is the first time a restore of this Database can reach (spec.restore.pointInTime): the second after the end of the oldest backup the store kept once the last backup that succeeded expired those beyond spec.backup.retentionFullBackups, as that backup's Job reported it. With lastArchivedTime it bounds the recoverability window. Unset before the first backup's report.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},

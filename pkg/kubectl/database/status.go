@@ -122,7 +122,8 @@ func (o *StatusOptions) writeVolumes(ctx context.Context, w *prefixWriter, db *e
 }
 
 // writeBackups writes what status.backup says of a Database with spec.backup: the last backup
-// that succeeded, the last that failed, and the one running.
+// that succeeded, the recoverability window (status.backup.firstRecoverableTime to
+// lastArchivedTime), the last that failed, and the one running.
 func (o *StatusOptions) writeBackups(w *prefixWriter, db *examplev1.Database) {
 	if db.Spec.Backup == nil {
 		return
@@ -143,6 +144,13 @@ func (o *StatusOptions) writeBackups(w *prefixWriter, db *examplev1.Database) {
 		return fmt.Sprintf("%s (%s ago), Job %s", t.UTC().Format(time.RFC3339), o.age(t.Time), job)
 	}
 	w.Write(1, "Last Success:\t%s\n", when(b.LastSuccessfulTime, b.LastSuccessfulJob))
+	if b.FirstRecoverableTime != nil {
+		to := "<nothing archived yet>"
+		if b.LastArchivedTime != nil {
+			to = b.LastArchivedTime.UTC().Format(time.RFC3339) + " (last archived)"
+		}
+		w.Write(1, "Recoverable:\tfrom %s to %s\n", b.FirstRecoverableTime.UTC().Format(time.RFC3339), to)
+	}
 	if b.LastFailureTime != nil {
 		w.Write(1, "Last Failure:\t%s\n", when(b.LastFailureTime, b.LastFailedJob))
 	}

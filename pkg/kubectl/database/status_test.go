@@ -101,7 +101,9 @@ func TestStatusShowsBackups(t *testing.T) {
 	db.Status.Backup = &examplev1.DatabaseBackupStatus{
 		LastSuccessfulTime: &metav1.Time{Time: testNow.Add(-26 * time.Hour)}, LastSuccessfulJob: "shop-backup-a",
 		LastFailureTime: &metav1.Time{Time: testNow.Add(-2 * time.Hour)}, LastFailedJob: "shop-backup-b",
-		ActiveJob: "shop-backup-c",
+		ActiveJob:            "shop-backup-c",
+		FirstRecoverableTime: &metav1.Time{Time: testNow.Add(-7 * 24 * time.Hour)},
+		LastArchivedTime:     &metav1.Time{Time: testNow.Add(-30 * time.Second)},
 	}
 	db.Status.Conditions = append(db.Status.Conditions, metav1.Condition{Type: "BackedUp", Status: metav1.ConditionFalse,
 		Reason: "BackupFailed", Message: "backup Job shop-backup-b failed"})
@@ -112,6 +114,7 @@ func TestStatusShowsBackups(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "Backups:         to https://s3.example.com, bucket backups (0 3 * * *)\n")
 	assert.Contains(t, out, "  Last Success:  2026-03-03T10:00:00Z (26h ago), Job shop-backup-a\n")
+	assert.Contains(t, out, "  Recoverable:   from 2026-02-25T12:00:00Z to 2026-03-04T11:59:30Z (last archived)\n")
 	assert.Contains(t, out, "  Last Failure:  2026-03-04T10:00:00Z (120m ago), Job shop-backup-b\n")
 	assert.Contains(t, out, "  Running:       Job shop-backup-c\n")
 	assert.Contains(t, out, "BackedUp=False  BackupFailed  backup Job shop-backup-b failed\n")

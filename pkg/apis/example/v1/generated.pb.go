@@ -306,6 +306,18 @@ func (m *DatabaseBackupStatus) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	if m.FirstRecoverableTime != nil {
+		{
+			size, err := m.FirstRecoverableTime.MarshalToSizedBuffer(dAtA[:i])
+			if err != nil {
+				return 0, err
+			}
+			i -= size
+			i = encodeVarintGenerated(dAtA, i, uint64(size))
+		}
+		i--
+		dAtA[i] = 0x52
+	}
 	if m.ArchiveFailureTime != nil {
 		{
 			size, err := m.ArchiveFailureTime.MarshalToSizedBuffer(dAtA[:i])
@@ -1376,6 +1388,10 @@ func (m *DatabaseBackupStatus) Size() (n int) {
 		l = m.ArchiveFailureTime.Size()
 		n += 1 + l + sovGenerated(uint64(l))
 	}
+	if m.FirstRecoverableTime != nil {
+		l = m.FirstRecoverableTime.Size()
+		n += 1 + l + sovGenerated(uint64(l))
+	}
 	return n
 }
 
@@ -1774,6 +1790,7 @@ func (this *DatabaseBackupStatus) String() string {
 		`Request:` + strings.Replace(this.Request.String(), "DatabaseBackupRequestStatus", "DatabaseBackupRequestStatus", 1) + `,`,
 		`LastArchivedTime:` + strings.Replace(fmt.Sprintf("%v", this.LastArchivedTime), "Time", "v1.Time", 1) + `,`,
 		`ArchiveFailureTime:` + strings.Replace(fmt.Sprintf("%v", this.ArchiveFailureTime), "Time", "v1.Time", 1) + `,`,
+		`FirstRecoverableTime:` + strings.Replace(fmt.Sprintf("%v", this.FirstRecoverableTime), "Time", "v1.Time", 1) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -3036,6 +3053,42 @@ func (m *DatabaseBackupStatus) Unmarshal(dAtA []byte) error {
 				m.ArchiveFailureTime = &v1.Time{}
 			}
 			if err := m.ArchiveFailureTime.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 10:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field FirstRecoverableTime", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.FirstRecoverableTime == nil {
+				m.FirstRecoverableTime = &v1.Time{}
+			}
+			if err := m.FirstRecoverableTime.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
 			iNdEx = postIndex

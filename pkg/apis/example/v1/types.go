@@ -458,6 +458,15 @@ type DatabaseBackupStatus struct {
 	// works.
 	// +optional
 	ArchiveFailureTime *metav1.Time `json:"archiveFailureTime,omitempty" protobuf:"bytes,9,opt,name=archiveFailureTime"`
+	// FirstRecoverableTime is the first time a restore of this Database can
+	// reach (spec.restore.pointInTime): the second after the end of the
+	// oldest backup the store kept once the last backup that succeeded
+	// expired those beyond spec.backup.retentionFullBackups, as that
+	// backup's Job reported it.
+	// With lastArchivedTime it bounds the recoverability window. Unset
+	// before the first backup's report.
+	// +optional
+	FirstRecoverableTime *metav1.Time `json:"firstRecoverableTime,omitempty" protobuf:"bytes,10,opt,name=firstRecoverableTime"`
 }
 
 // DatabaseRestartStatus is a rolling restart of a Database's Pods: the

@@ -163,6 +163,10 @@ func (in *DatabaseBackupStatus) DeepCopyInto(out *DatabaseBackupStatus) {
 		in, out := &in.ArchiveFailureTime, &out.ArchiveFailureTime
 		*out = (*in).DeepCopy()
 	}
+	if in.FirstRecoverableTime != nil {
+		in, out := &in.FirstRecoverableTime, &out.FirstRecoverableTime
+		*out = (*in).DeepCopy()
+	}
 	return
 }
 

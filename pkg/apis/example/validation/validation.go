@@ -317,6 +317,39 @@ func ValidateRestore(spec *example.DatabaseSpec, fldPath *field.Path) field.Erro
 	return errs
 }
 
+// ValidateRestoreWindow validates, at creation, spec.restore.pointInTime of spec at fldPath
+// (spec.restore) against what can be restored, as of now: Invalid when it is later than now
+// (the archive holds no change after now, and a recovery that ends before its target fails),
+// or earlier than source's status.backup.firstRecoverableTime (the end of the oldest backup
+// its store keeps), when source, the Database named spec.restore.database, still exists
+// and reports it. A source that is gone, or has not reported it yet, is not checked: its
+// restore fails then, on the Restored condition, when the store holds nothing that old.
+// A pointInTime that does not parse is left to ValidateRestore.
+func ValidateRestoreWindow(spec *example.DatabaseSpec, source *example.Database, now time.Time, fldPath *field.Path) field.ErrorList {
+	if spec.Restore == nil || spec.Restore.PointInTime == "" || len(spec.Restore.PointInTime) > MaxPointInTimeLength {
+		return nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, spec.Restore.PointInTime)
+	if err != nil {
+		return nil
+	}
+	fld := fldPath.Child("pointInTime")
+	var first *metav1.Time
+	if source != nil && source.Status.Backup != nil {
+		first = source.Status.Backup.FirstRecoverableTime
+	}
+	switch {
+	case first != nil && (t.Before(first.Time) || t.After(now)):
+		return field.ErrorList{field.Invalid(fld, spec.Restore.PointInTime, fmt.Sprintf(
+			"must be within the recoverability window of Database %q: from %s (just after the end of the oldest backup its store keeps) to now (%s)",
+			spec.Restore.Database, first.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339)))}
+	case t.After(now):
+		return field.ErrorList{field.Invalid(fld, spec.Restore.PointInTime, fmt.Sprintf(
+			"must not be later than now (%s): no change after it is archived yet", now.UTC().Format(time.RFC3339)))}
+	}
+	return nil
+}
+
 // ValidateBackup validates spec.backup of spec at fldPath: Forbidden on an engine that takes
 // no backups (EngineRules.Backups), naming the engines that do, and nothing else checked;
 // schedule TooLong over MaxScheduleLength, Invalid unless five cron fields as a CronJob's

@@ -57,6 +57,14 @@ type DatabaseBackupStatusApplyConfiguration struct {
 	// up on its volume until the store takes them); unset while archiving
 	// works.
 	ArchiveFailureTime *metav1.Time `json:"archiveFailureTime,omitempty"`
+	// FirstRecoverableTime is the first time a restore of this Database can
+	// reach (spec.restore.pointInTime): the second after the end of the
+	// oldest backup the store kept once the last backup that succeeded
+	// expired those beyond spec.backup.retentionFullBackups, as that
+	// backup's Job reported it.
+	// With lastArchivedTime it bounds the recoverability window. Unset
+	// before the first backup's report.
+	FirstRecoverableTime *metav1.Time `json:"firstRecoverableTime,omitempty"`
 }
 
 // DatabaseBackupStatusApplyConfiguration constructs a declarative configuration of the DatabaseBackupStatus type for use with
@@ -134,5 +142,13 @@ func (b *DatabaseBackupStatusApplyConfiguration) WithLastArchivedTime(value meta
 // If called multiple times, the ArchiveFailureTime field is set to the value of the last call.
 func (b *DatabaseBackupStatusApplyConfiguration) WithArchiveFailureTime(value metav1.Time) *DatabaseBackupStatusApplyConfiguration {
 	b.ArchiveFailureTime = &value
+	return b
+}
+
+// WithFirstRecoverableTime sets the FirstRecoverableTime field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the FirstRecoverableTime field is set to the value of the last call.
+func (b *DatabaseBackupStatusApplyConfiguration) WithFirstRecoverableTime(value metav1.Time) *DatabaseBackupStatusApplyConfiguration {
+	b.FirstRecoverableTime = &value
 	return b
 }

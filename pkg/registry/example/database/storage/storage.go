@@ -29,6 +29,7 @@ import (
 
 	"example.com/database-apiserver/pkg/apis/example"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/apis/example/validation"
 	"example.com/database-apiserver/pkg/registry/example/database"
 )
 
@@ -94,8 +95,11 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, ty
 		return DatabaseStorage{}, fmt.Errorf("building the field manager of databases/switchover: %w", err)
 	}
 
+	databases := &REST{Store: store, now: time.Now}
+	store.BeginCreate = databases.beginCreate
+
 	return DatabaseStorage{
-		Database:   &REST{Store: store},
+		Database:   databases,
 		Status:     &StatusREST{store: &statusStore},
 		Scale:      &ScaleREST{store: store},
 		Connection: &ConnectionREST{store: store, scheme: scheme, clusterDomain: clusterDomain},
@@ -112,6 +116,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, ty
 // would delete Databases, and with them their data.
 type REST struct {
 	*genericregistry.Store
+	now func() time.Time
 }
 
 var (
@@ -123,6 +128,27 @@ var (
 // ShortNames returns the short names of databases: "db" (`kubectl get db`).
 func (r *REST) ShortNames() []string {
 	return []string{"db"}
+}
+
+// beginCreate is the generic store's BeginCreate hook, which every create runs, a POST and
+// a server-side apply or update that creates alike: the check of spec.restore.pointInTime
+// that needs another object, the Database it restores, in the same namespace, read from this
+// store (validation.ValidateRestoreWindow: a 422 for a time outside its recoverability
+// window, or later than now). A source that cannot be read is not checked here; the body's
+// own validation (the strategy's) follows. Whoever may create a Database in the namespace
+// may restore any of its Databases, so the window a refusal states tells them nothing they
+// could not restore.
+func (r *REST) beginCreate(ctx context.Context, obj runtime.Object, _ *metav1.CreateOptions) (genericregistry.FinishFunc, error) {
+	if db, ok := obj.(*example.Database); ok && db.Spec.Restore != nil && db.Spec.Restore.PointInTime != "" {
+		var source *example.Database
+		if got, err := r.Store.Get(ctx, db.Spec.Restore.Database, &metav1.GetOptions{}); err == nil {
+			source, _ = got.(*example.Database)
+		}
+		if errs := validation.ValidateRestoreWindow(&db.Spec, source, r.now(), field.NewPath("spec", "restore")); len(errs) > 0 {
+			return nil, errors.NewInvalid(example.Kind("Database"), db.Name, errs)
+		}
+	}
+	return func(context.Context, bool) {}, nil
 }
 
 // maxWatchTimeoutSeconds is the longest timeoutSeconds a watch takes: the handler turns it

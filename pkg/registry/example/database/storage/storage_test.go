@@ -530,6 +530,36 @@ func TestReplicationStatusIsWrittenThroughStatusOnly(t *testing.T) {
 	requireInvalidOn(t, err, example.Kind("Database"), "status.members[1].role")
 }
 
+// A restore's pointInTime outside its source's recoverability window, read from the store,
+// is a 422 naming the field, and nothing is stored; a source that is gone is not checked.
+func TestCreateRestoringOutsideTheSourcesWindowIsInvalid(t *testing.T) {
+	s := newStorage(t)
+	now := time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC)
+	s.Database.now = func() time.Time { return now }
+	source := create(t, s, validDatabase("ledger"))
+	first := metav1.NewTime(now.Add(-24 * time.Hour))
+	source.Status.Backup = &example.DatabaseBackupStatus{FirstRecoverableTime: &first}
+	_, _, err := s.Status.Update(testContext(s, "status"), "ledger", rest.DefaultUpdatedObjectInfo(source),
+		rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, false, &metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	restoring := func(name, from, at string) *example.Database {
+		db := validDatabase(name)
+		db.Spec.Restore = &example.DatabaseRestore{Database: from, PointInTime: at}
+		return db
+	}
+	for _, at := range []string{"2026-12-04T07:59:59Z", "2026-12-05T08:00:01Z"} {
+		_, err := s.Database.Create(testContext(s), restoring("ledger-copy", "ledger", at), rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
+		requireInvalidOn(t, err, example.Kind("Database"), "spec.restore.pointInTime")
+		require.ErrorContains(t, err, "recoverability window of Database \"ledger\": from 2026-12-04T08:00:00Z")
+		_, err = s.Database.Get(testContext(s), "ledger-copy", &metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "nothing stored: %v", err)
+	}
+	_, err = s.Database.Create(testContext(s), restoring("later", "gone", "2027-01-01T00:00:00Z"), rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
+	requireInvalidOn(t, err, example.Kind("Database"), "spec.restore.pointInTime")
+	require.ErrorContains(t, err, "must not be later than now")
+}
+
 func TestScaleUpdatePreconditionsConflict(t *testing.T) {
 	tests := []struct {
 		name   string
