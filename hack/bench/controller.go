@@ -99,6 +99,14 @@ func (b *bench) runController(ctx context.Context, res *results) error {
 				r.StatefulSetsSeconds, r.Ready, r.Reconciles, r.ReconcilesPerSecond, r.Requests)
 		}
 	}
+	if w := time.Duration(b.sc.MetricsWindow); w > 0 {
+		logf("metrics cost: four windows of %v, scraped every %v in two", w, time.Duration(b.sc.MetricsScrapeInterval))
+		m, err := b.runMetricsCost(ctx, w, time.Duration(b.sc.MetricsScrapeInterval))
+		if err != nil {
+			return fmt.Errorf("metrics cost: %w", err)
+		}
+		res.MetricsCost = m
+	}
 	return nil
 }
 

@@ -65,6 +65,11 @@ type scale struct {
 	NoList bool     `json:"noList,omitempty"`
 	// ScaleObjects is the data set of the large part (-scale-large), 0 without it.
 	ScaleObjects int `json:"scaleObjects,omitempty"`
+	// MetricsWindow is each window of the metrics cost part (after the controller runs; 0
+	// for none), MetricsScrapeInterval the time between its scrapes (the PodMonitor's of
+	// artifacts/monitoring in the full run).
+	MetricsWindow         Duration `json:"metricsWindow"`
+	MetricsScrapeInterval Duration `json:"metricsScrapeInterval"`
 }
 
 func fullScale() scale {
@@ -83,6 +88,9 @@ func fullScale() scale {
 		FanoutWatchers: []int{100, 300, 1000},
 		FanoutCreates:  50,
 		Verbs:          crudVerbs,
+
+		MetricsWindow:         Duration(2 * time.Minute),
+		MetricsScrapeInterval: Duration(30 * time.Second),
 	}
 }
 
@@ -102,6 +110,9 @@ func quickScale() scale {
 		FanoutWatchers: []int{30},
 		FanoutCreates:  10,
 		Verbs:          crudVerbs,
+
+		MetricsWindow:         Duration(20 * time.Second),
+		MetricsScrapeInterval: Duration(5 * time.Second),
 	}
 }
 
@@ -121,6 +132,7 @@ type options struct {
 	fanoutCreates                               int
 	scaleLarge                                  bool
 	scaleObjects, scaleDatabases                int
+	metricsWindow                               time.Duration
 }
 
 // noConsistencyChecker turns off the watch cache's consistency check (k8s.io/apiserver's
@@ -157,6 +169,7 @@ func main() {
 	flag.BoolVar(&o.skipList, "skip-list", false, "skip the LIST rows")
 	flag.BoolVar(&o.skipAPI, "skip-api", false, "skip the API benchmark")
 	flag.BoolVar(&o.skipController, "skip-controller", false, "skip the controller benchmark")
+	flag.DurationVar(&o.metricsWindow, "metrics-window", -1, "each of the four windows of the metrics cost part, after the controller runs (default 2m, -quick 20s; 0 for none)")
 	flag.StringVar(&o.profileDir, "profile", "", "write CPU profiles of our server and kube-apiserver (steady CRUD and LIST loads after the API rows) and of the controller (the first 60 s of its largest run), and heap profiles of both servers holding the memory rows' objects, to this directory")
 	flag.StringVar(&o.controllerArgs, "controller-args", "", "extra flags for database-controller, space-separated")
 	flag.StringVar(&o.apiserverArgs, "apiserver-args", noConsistencyChecker, "extra flags for database-apiserver, space-separated: by default "+noConsistencyCheckerWhy)
@@ -225,6 +238,9 @@ func benchmain(ctx context.Context, o options) error {
 				sc.FanoutWatchers = append(sc.FanoutWatchers, n)
 			}
 		}
+	}
+	if o.metricsWindow >= 0 {
+		sc.MetricsWindow = Duration(o.metricsWindow)
 	}
 	if o.fanoutCreates < 0 {
 		return fmt.Errorf("-fanout-creates: %d is not a positive number (0 for the default)", o.fanoutCreates)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 type results struct {
@@ -23,6 +24,8 @@ type results struct {
 	Watch      []watchRow         `json:"watch"`
 	Memory     *memoryResult      `json:"memory,omitempty"`
 	Controller []controllerRun    `json:"controller"`
+	// MetricsCost is what scraping the controller's per-Database metrics costs it.
+	MetricsCost *metricsCostResult `json:"metricsCost,omitempty"`
 }
 
 type meta struct {
@@ -288,6 +291,10 @@ func printTable(w io.Writer, res *results) {
 				c.Reconciles, c.ReconcilesPerSecond, q, rec, reqs, rss)
 		}
 	}
+	if m := res.MetricsCost; m != nil {
+		fmt.Fprintf(w, "\n### Controller: what its metrics cost, scraped every %.0f s against not scraped (%d Databases Ready in its cache)\n", time.Duration(m.ScrapeInterval).Seconds(), m.Databases)
+		printMetricsCost(w, m)
+	}
 	fmt.Fprintf(w, "\nGoals:\n\n")
 	for _, g := range goals(res) {
 		fmt.Fprintf(w, "- %s\n", g)
@@ -448,6 +455,9 @@ func goals(res *results) []string {
 					c.Databases, bound, verdict, x, c.Seconds, f.Seconds))
 			}
 		}
+	}
+	if m := res.MetricsCost; m != nil {
+		out = append(out, metricsCostGoalLine(m, mark))
 	}
 	return out
 }
