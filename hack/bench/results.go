@@ -292,7 +292,7 @@ func printTable(w io.Writer, res *results) {
 		}
 	}
 	if m := res.MetricsCost; m != nil {
-		fmt.Fprintf(w, "\n### Controller: what its metrics cost, scraped every %.0f s against not scraped (%d Databases Ready in its cache)\n", time.Duration(m.ScrapeInterval).Seconds(), m.Databases)
+		fmt.Fprintf(w, "\n### Controller: what its metrics cost, scraped every %.0f s against not scraped (%d Databases in its cache)\n", time.Duration(m.ScrapeInterval).Seconds(), m.Databases)
 		printMetricsCost(w, m)
 	}
 	fmt.Fprintf(w, "\nGoals:\n\n")
