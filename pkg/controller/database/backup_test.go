@@ -360,20 +360,31 @@ func (f *fixture) jobPod(n string, exitCode int32, message string) {
 	require.NoError(f.t, f.kube.Tracker().Add(pod))
 }
 
-// status.backup.firstRecoverableTime is what the last backup that succeeded reported of the
-// store (engine.BackupReport, its Pod's termination message); a report that says nothing, a
-// failed Job's and a Job's whose Pods are gone change nothing.
-func TestFirstRecoverableTimeIsWhatTheLastBackupReported(t *testing.T) {
+// firstBackupRunning is the fixture of a Database backed up daily at 3:00 whose first backup
+// Job has started, at start, once the Database was Ready; the clock then reads start+10m.
+func firstBackupRunning(t *testing.T) *fixture {
+	t.Helper()
 	f := newFixture(t, backedUpDatabase("0 3 * * *"), storeSecret(t, false))
 	f.ready()
 	_, err := f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, []string{firstJob}, f.backupJobs())
-	oldest := start.Add(-48 * time.Hour)
 	f.clock.SetTime(start.Add(10 * time.Minute))
-	f.jobPod(firstJob, 0, fmt.Sprintf("firstRecoverableTime=%d\n", oldest.Unix()))
+	return f
+}
+
+// report is a backup Job's termination message reporting firstRecoverableTime at t.
+func report(t time.Time) string { return fmt.Sprintf("firstRecoverableTime=%d\n", t.Unix()) }
+
+// status.backup.firstRecoverableTime is what the last backup that succeeded reported of the
+// store (engine.BackupReport, its Pod's termination message); a report that says nothing, a
+// failed Job's and a Job's whose Pods are gone change nothing.
+func TestFirstRecoverableTimeIsWhatTheLastBackupReported(t *testing.T) {
+	f := firstBackupRunning(t)
+	oldest := start.Add(-48 * time.Hour)
+	f.jobPod(firstJob, 0, report(oldest))
 	f.finishJob(firstJob, batchv1.JobComplete)
-	_, err = f.reconcile()
+	_, err := f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, time0(oldest), f.database().Status.Backup.FirstRecoverableTime)
 
@@ -398,7 +409,7 @@ func TestFirstRecoverableTimeIsWhatTheLastBackupReported(t *testing.T) {
 	_, err = f.reconcile()
 	require.NoError(t, err)
 	third := specs.BackupJobName(f.database(), fourAM)
-	f.jobPod(third, 1, fmt.Sprintf("firstRecoverableTime=%d\n", fourAM.Unix()))
+	f.jobPod(third, 1, report(fourAM))
 	f.finishJob(third, batchv1.JobFailed)
 	_, err = f.reconcile()
 	require.NoError(t, err)
@@ -410,7 +421,7 @@ func TestFirstRecoverableTimeIsWhatTheLastBackupReported(t *testing.T) {
 	_, err = f.reconcile()
 	require.NoError(t, err)
 	fourth := specs.BackupJobName(f.database(), fiveAM)
-	f.jobPod(fourth, 0, fmt.Sprintf("firstRecoverableTime=%d\n", threeAM.Add(30*time.Second).Unix()))
+	f.jobPod(fourth, 0, report(threeAM.Add(30*time.Second)))
 	f.finishJob(fourth, batchv1.JobComplete)
 	_, err = f.reconcile()
 	require.NoError(t, err)
@@ -421,34 +432,26 @@ func TestFirstRecoverableTimeIsWhatTheLastBackupReported(t *testing.T) {
 // clock far ahead, or a store's records written by someone else, would otherwise refuse
 // every restore of the Database until then; past year 9999 it is no report at all.
 func TestABackupReportLaterThanItsJobIsNotTaken(t *testing.T) {
-	for name, secs := range map[string]int64{
-		"a day ahead":                start.Add(24*time.Hour + 10*time.Minute).Unix(),
-		"just past the allowed skew": start.Add(10*time.Minute + database.ReportClockSkew + time.Second).Unix(),
-		"year 10000":                 253402300800,
+	for name, at := range map[string]time.Time{
+		"a day ahead":                start.Add(24*time.Hour + 10*time.Minute),
+		"just past the allowed skew": start.Add(10*time.Minute + database.ReportClockSkew + time.Second),
+		"year 10000":                 time.Unix(253402300800, 0),
 	} {
 		t.Run(name, func(t *testing.T) {
-			f := newFixture(t, backedUpDatabase("0 3 * * *"), storeSecret(t, false))
-			f.ready()
-			_, err := f.reconcile()
-			require.NoError(t, err)
-			f.clock.SetTime(start.Add(10 * time.Minute))
-			f.jobPod(firstJob, 0, fmt.Sprintf("firstRecoverableTime=%d\n", secs))
+			f := firstBackupRunning(t)
+			f.jobPod(firstJob, 0, report(at))
 			f.finishJob(firstJob, batchv1.JobComplete)
-			_, err = f.reconcile()
+			_, err := f.reconcile()
 			require.NoError(t, err)
 			require.Nil(t, f.database().Status.Backup.FirstRecoverableTime)
 		})
 	}
 	t.Run("within the skew", func(t *testing.T) {
-		f := newFixture(t, backedUpDatabase("0 3 * * *"), storeSecret(t, false))
-		f.ready()
-		_, err := f.reconcile()
-		require.NoError(t, err)
-		f.clock.SetTime(start.Add(10 * time.Minute))
+		f := firstBackupRunning(t)
 		ahead := start.Add(10*time.Minute + database.ReportClockSkew)
-		f.jobPod(firstJob, 0, fmt.Sprintf("firstRecoverableTime=%d\n", ahead.Unix()))
+		f.jobPod(firstJob, 0, report(ahead))
 		f.finishJob(firstJob, batchv1.JobComplete)
-		_, err = f.reconcile()
+		_, err := f.reconcile()
 		require.NoError(t, err)
 		require.Equal(t, time0(ahead), f.database().Status.Backup.FirstRecoverableTime)
 	})
@@ -457,13 +460,9 @@ func TestABackupReportLaterThanItsJobIsNotTaken(t *testing.T) {
 // A Job tried twice (backoffLimit 1) has two Pods: the report is the one of the Pod that
 // finished last.
 func TestABackupReportIsTheLastPodsOfItsJob(t *testing.T) {
-	f := newFixture(t, backedUpDatabase("0 3 * * *"), storeSecret(t, false))
-	f.ready()
-	_, err := f.reconcile()
-	require.NoError(t, err)
-	f.clock.SetTime(start.Add(10 * time.Minute))
+	f := firstBackupRunning(t)
 	older, newer := start.Add(-72*time.Hour), start.Add(-48*time.Hour)
-	f.jobPod(firstJob, 0, fmt.Sprintf("firstRecoverableTime=%d\n", newer.Unix()))
+	f.jobPod(firstJob, 0, report(newer))
 	jobPod := func() *corev1.Pod {
 		obj, err := f.kube.Tracker().Get(pods, namespace, firstJob+"-x7k2p")
 		require.NoError(t, err)
@@ -471,14 +470,14 @@ func TestABackupReportIsTheLastPodsOfItsJob(t *testing.T) {
 	}
 	second := jobPod()
 	second.Name, second.ResourceVersion = firstJob+"-a1b2c", ""
-	second.Status.ContainerStatuses[0].State.Terminated.Message = fmt.Sprintf("firstRecoverableTime=%d\n", older.Unix())
+	second.Status.ContainerStatuses[0].State.Terminated.Message = report(older)
 	second.Status.ContainerStatuses[0].State.Terminated.FinishedAt = metav1.NewTime(start.Add(5 * time.Minute))
 	require.NoError(t, f.kube.Tracker().Add(second))
 	last := jobPod()
 	last.Status.ContainerStatuses[0].State.Terminated.FinishedAt = metav1.NewTime(start.Add(9 * time.Minute))
 	require.NoError(t, f.kube.Tracker().Update(pods, last, namespace))
 	f.finishJob(firstJob, batchv1.JobComplete)
-	_, err = f.reconcile()
+	_, err := f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, time0(newer), f.database().Status.Backup.FirstRecoverableTime)
 }
@@ -486,15 +485,11 @@ func TestABackupReportIsTheLastPodsOfItsJob(t *testing.T) {
 // The report is read only from a Job the Database controls: once its Job is gone (ttl), a
 // Job of the same name and labels made by someone else does not speak for the store.
 func TestABackupReportOfAJobTheDatabaseDoesNotControlIsNotTaken(t *testing.T) {
-	f := newFixture(t, backedUpDatabase("0 3 * * *"), storeSecret(t, false))
-	f.ready()
-	_, err := f.reconcile()
-	require.NoError(t, err)
+	f := firstBackupRunning(t)
 	oldest := start.Add(-48 * time.Hour)
-	f.clock.SetTime(start.Add(10 * time.Minute))
-	f.jobPod(firstJob, 0, fmt.Sprintf("firstRecoverableTime=%d\n", oldest.Unix()))
+	f.jobPod(firstJob, 0, report(oldest))
 	f.finishJob(firstJob, batchv1.JobComplete)
-	_, err = f.reconcile()
+	_, err := f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, time0(oldest), f.database().Status.Backup.FirstRecoverableTime)
 
@@ -505,7 +500,7 @@ func TestABackupReportOfAJobTheDatabaseDoesNotControlIsNotTaken(t *testing.T) {
 	foreign.OwnerReferences, foreign.ResourceVersion = nil, ""
 	require.NoError(t, f.kube.Tracker().Add(foreign))
 	f.clock.SetTime(start.Add(11 * time.Minute))
-	f.jobPod(firstJob, 0, fmt.Sprintf("firstRecoverableTime=%d\n", start.Add(11*time.Minute).Unix()))
+	f.jobPod(firstJob, 0, report(start.Add(11*time.Minute)))
 	_, err = f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, time0(oldest), f.database().Status.Backup.FirstRecoverableTime)
