@@ -1,6 +1,8 @@
 package database
 
 import (
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -234,4 +236,46 @@ func TestRegisterMetricsReportsTheLatestCache(t *testing.T) {
 	body := scrape()
 	require.Contains(t, body, info("second-term"))
 	require.NotContains(t, body, info("first-term"))
+}
+
+// BenchmarkScrapeDatabaseMetrics is one scrape of the per-Database metrics of 1,000 Ready
+// Databases of one member each, as the controller's /metrics serves it (the registry's
+// Gather, then the text format); it reports the samples of a scrape and the time per
+// sample. Profile it with -cpuprofile to see where a scrape's CPU goes; hack/bench measures
+// what scrapes cost the running controller.
+func BenchmarkScrapeDatabaseMetrics(b *testing.B) {
+	databases := make([]*examplev1.Database, 1000)
+	for i := range databases {
+		name := fmt.Sprintf("db-%04d", i)
+		databases[i] = &examplev1.Database{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: name},
+			Spec:       examplev1.DatabaseSpec{Engine: examplev1.EnginePostgreSQL, Version: "15", Replicas: ptr.To[int32](1)},
+			Status: examplev1.DatabaseStatus{
+				Phase: examplev1.DatabasePhaseReady, ReadyReplicas: 1, Primary: name + "-0",
+				Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}, {Type: "Replicating", Status: metav1.ConditionTrue},
+					{Type: "Degraded", Status: metav1.ConditionFalse}},
+				Members: []examplev1.DatabaseMember{{Name: name + "-0", Role: examplev1.MemberRolePrimary, Ready: true}},
+			},
+		}
+	}
+	reg := metrics.NewKubeRegistry()
+	reg.CustomMustRegister(newDatabaseCollector(func() []*examplev1.Database { return databases }))
+	samples := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		families, err := reg.Gather()
+		if err != nil {
+			b.Fatal(err)
+		}
+		enc := expfmt.NewEncoder(io.Discard, expfmt.NewFormat(expfmt.TypeTextPlain))
+		samples = 0
+		for _, mf := range families {
+			samples += len(mf.GetMetric())
+			if err := enc.Encode(mf); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(samples), "samples/op")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(samples), "ns/sample")
 }
