@@ -116,8 +116,8 @@ func SuperuserHosts(d engine.Desired) []string {
 // the data volume, the replication user's credentials and the configVolume it writes
 // the server's settings to (server-id from the ordinal, GTIDs, the binary log, the CLONE
 // plugin, the semi-synchronous replication plugins with the replica side enabled,
-// super-read-only on every Pod but the primary, host name resolution for the replication
-// account's host, ReplicationHost), mounted at configPath in the server
+// super-read-only on every Pod with data, the primary's too, host name resolution for the
+// replication account's host, ReplicationHost), mounted at configPath in the server
 // container, and the replication ConfigMap; with SuperuserSources, MYSQL_ROOT_HOST.
 // The server is the image's entrypoint with its default command; SIGTERM is mysqld's normal
 // shutdown.

@@ -29,8 +29,8 @@ type Instances interface {
 	PersistReadOnly(ctx context.Context, s Server) error
 }
 
-// Replicator is MySQL's engine.Replicator: GTID replication, a primary that is not
-// read-only, replicas (super_read_only, which their setup sets) whose default channel reads
+// Replicator is MySQL's engine.Replicator: GTID replication, a primary the controller made
+// writable (Promote: every server starts super_read_only), replicas whose default channel reads
 // the primary's binary log through its stable name (names.PodHost) by auto-positioning. The
 // replication user's account is of ReplicationHost, root's accounts but root@localhost
 // those of SuperuserHosts. It is an engine.Failover, the way MOCO fails a MySQL primary
