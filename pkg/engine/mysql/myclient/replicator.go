@@ -29,18 +29,19 @@ type Instances interface {
 	PersistReadOnly(ctx context.Context, s Server) error
 }
 
-// Replicator is MySQL's engine.Replicator: GTID replication, a primary the controller made
-// writable (Promote: every server starts super_read_only), replicas whose default channel reads
-// the primary's binary log through its stable name (names.PodHost) by auto-positioning. The
-// replication user's account is of ReplicationHost, root's accounts but root@localhost
-// those of SuperuserHosts. It is an engine.Failover, the way MOCO fails a MySQL primary
-// over with no agent in the Pod: the replicas' receivers are stopped, so the former
-// primary, which may still run, gets no acknowledgement of a semi-synchronous commit, the
-// replica holding every other's received transactions is promoted once it has applied them,
-// and a former primary with transactions the new one lacks (errant GTIDs) is never pointed
-// at it. It is an engine.Synchronous through semi-synchronous replication, whose plugins
-// every server loads (the setup's settings), the replica side enabled: a replica
-// acknowledges when its source asks (https://dev.mysql.com/doc/refman/9.7/en/replication-semisync.html).
+// Replicator is MySQL's engine.Replicator: GTID replication, a primary that takes writes
+// (every server with data starts super_read_only, and Promote turns it off), replicas whose
+// default channel reads the primary's binary log through its stable name (names.PodHost)
+// by auto-positioning. The replication user's account is of ReplicationHost, root's
+// accounts but root@localhost those of SuperuserHosts. It is an engine.Failover, the way
+// MOCO fails a MySQL primary over with no agent in the Pod: the replicas' receivers are
+// stopped, so the former primary, which may still run, gets no acknowledgement of a
+// semi-synchronous commit, the replica holding every other's received transactions is
+// promoted once it has applied them, and a former primary with transactions the new one
+// lacks (errant GTIDs) is never pointed at it. It is an engine.Synchronous through
+// semi-synchronous replication, whose plugins every server loads (the setup's settings),
+// the replica side enabled: a replica acknowledges when its source asks
+// (https://dev.mysql.com/doc/refman/9.7/en/replication-semisync.html).
 type Replicator struct{ Instances Instances }
 
 var (
