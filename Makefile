@@ -147,7 +147,7 @@ images:
 ## bench: our API server against a CRD of the same type (hack/bench/crd.yaml, the group
 ## crd.example.com) on one local control plane, and the controller against a plain client;
 ## prints the table and writes docs/benchmarks/ (results.json, results.md, PNG plots). About
-## 15 minutes on two cores; BENCH_ARGS=-quick is a smoke run of a minute or two (see
+## 15 minutes on two cores; BENCH_ARGS=-quick is a smoke run of 2 to 4 minutes (see
 ## `go run ./hack/bench -h`).
 bench: tools build
 	$(GO) build $(BUILD_FLAGS) -o $(BIN)/bench ./hack/bench

@@ -22,7 +22,7 @@
 //
 // It prints a table with the ratio ours/CRD of every row and writes results.json,
 // results.md and PNG plots to -out (docs/benchmarks). `make bench` runs it; -quick is a
-// smoke run of a minute or two.
+// smoke run of 2 to 4 minutes.
 package main
 
 import (
@@ -153,7 +153,7 @@ func main() {
 	flag.StringVar(&o.outDir, "out", "docs/benchmarks", "where results.json, results.md and the PNG plots go (relative to -root)")
 	flag.StringVar(&o.stateDir, "dir", "", "state directory of the control plane (default: a new temporary one, removed at the end)")
 	flag.BoolVar(&o.keepState, "keep", false, "keep the state directory (logs) at the end")
-	flag.BoolVar(&o.quick, "quick", false, "a smoke run of a minute or two: fewer operations, LIST of 200 and 1,000, 50 Databases")
+	flag.BoolVar(&o.quick, "quick", false, "a smoke run of 2 to 4 minutes: fewer operations, LIST of 200 and 1,000, 50 Databases, the metrics cost part in 20 s windows")
 	flag.Float64Var(&o.opsScale, "ops-scale", 1, "multiply the CRUD and LIST operations per row by this")
 	flag.IntVar(&o.listLarge, "list-large", 0, "objects in the large LIST namespace (default 10000, -quick 1000)")
 	flag.StringVar(&o.databases, "databases", "", "comma-separated Database counts of the controller runs (default 100,1000; -quick 50)")
