@@ -373,6 +373,16 @@ func firstBackupRunning(t *testing.T) *fixture {
 	return f
 }
 
+// firstBackupEnds ends the first backup's Job well, its Pod's termination message message,
+// and reconciles.
+func (f *fixture) firstBackupEnds(message string) {
+	f.t.Helper()
+	f.jobPod(firstJob, 0, message)
+	f.finishJob(firstJob, batchv1.JobComplete)
+	_, err := f.reconcile()
+	require.NoError(f.t, err)
+}
+
 // report is a backup Job's termination message reporting firstRecoverableTime at t.
 func report(t time.Time) string { return fmt.Sprintf("firstRecoverableTime=%d\n", t.Unix()) }
 
@@ -382,16 +392,13 @@ func report(t time.Time) string { return fmt.Sprintf("firstRecoverableTime=%d\n"
 func TestFirstRecoverableTimeIsWhatTheLastBackupReported(t *testing.T) {
 	f := firstBackupRunning(t)
 	oldest := start.Add(-48 * time.Hour)
-	f.jobPod(firstJob, 0, report(oldest))
-	f.finishJob(firstJob, batchv1.JobComplete)
-	_, err := f.reconcile()
-	require.NoError(t, err)
+	f.firstBackupEnds(report(oldest))
 	require.Equal(t, time0(oldest), f.database().Status.Backup.FirstRecoverableTime)
 
 	// The next, whose report does not parse: the window's start stays.
 	threeAM := time.Date(2026, time.March, 2, 3, 0, 0, 0, time.UTC)
 	f.clock.SetTime(threeAM)
-	_, err = f.reconcile()
+	_, err := f.reconcile()
 	require.NoError(t, err)
 	second := specs.BackupJobName(f.database(), threeAM)
 	f.jobPod(second, 0, "ERROR: [082]: unable to read backup.info")
@@ -439,20 +446,14 @@ func TestABackupReportLaterThanItsJobIsNotTaken(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := firstBackupRunning(t)
-			f.jobPod(firstJob, 0, report(at))
-			f.finishJob(firstJob, batchv1.JobComplete)
-			_, err := f.reconcile()
-			require.NoError(t, err)
+			f.firstBackupEnds(report(at))
 			require.Nil(t, f.database().Status.Backup.FirstRecoverableTime)
 		})
 	}
 	t.Run("within the skew", func(t *testing.T) {
 		f := firstBackupRunning(t)
 		ahead := start.Add(10*time.Minute + database.ReportClockSkew)
-		f.jobPod(firstJob, 0, report(ahead))
-		f.finishJob(firstJob, batchv1.JobComplete)
-		_, err := f.reconcile()
-		require.NoError(t, err)
+		f.firstBackupEnds(report(ahead))
 		require.Equal(t, time0(ahead), f.database().Status.Backup.FirstRecoverableTime)
 	})
 }
@@ -487,10 +488,7 @@ func TestABackupReportIsTheLastPodsOfItsJob(t *testing.T) {
 func TestABackupReportOfAJobTheDatabaseDoesNotControlIsNotTaken(t *testing.T) {
 	f := firstBackupRunning(t)
 	oldest := start.Add(-48 * time.Hour)
-	f.jobPod(firstJob, 0, report(oldest))
-	f.finishJob(firstJob, batchv1.JobComplete)
-	_, err := f.reconcile()
-	require.NoError(t, err)
+	f.firstBackupEnds(report(oldest))
 	require.Equal(t, time0(oldest), f.database().Status.Backup.FirstRecoverableTime)
 
 	ours := f.job(firstJob).DeepCopy()
@@ -501,7 +499,7 @@ func TestABackupReportOfAJobTheDatabaseDoesNotControlIsNotTaken(t *testing.T) {
 	require.NoError(t, f.kube.Tracker().Add(foreign))
 	f.clock.SetTime(start.Add(11 * time.Minute))
 	f.jobPod(firstJob, 0, report(start.Add(11*time.Minute)))
-	_, err = f.reconcile()
+	_, err := f.reconcile()
 	require.NoError(t, err)
 	require.Equal(t, time0(oldest), f.database().Status.Backup.FirstRecoverableTime)
 }
