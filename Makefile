@@ -78,12 +78,13 @@ tools:
 tools-control-plane:
 	./hack/build-tools.sh control-plane
 
-## node: as root, what the local cluster's real node needs besides tools: Debian's containerd,
-## runc, iptables, debootstrap and psql (hack/install-node-deps.sh), and the images it runs
-## (hack/build-node-images.sh, kept in bin/images and rebuilt only when their inputs change).
-## Not root: says so and does nothing, and the simulated node runs alone.
-node: tools node-deps
-	./hack/build-node-images.sh
+## node: what the local cluster runs: the tools and, as root, its real node's Debian packages
+## (containerd, runc, iptables, debootstrap and psql: hack/install-node-deps.sh) and images
+## (hack/build-node-images.sh, kept in bin/images and rebuilt only when their inputs change),
+## the binaries and the images built side by side (hack/build-real-node.sh). Not root: the
+## tools only, and the simulated node runs alone.
+node: node-deps
+	./hack/build-real-node.sh
 
 ## node-deps: as root, the Debian packages the real node runs (hack/install-node-deps.sh).
 node-deps:
@@ -106,9 +107,12 @@ clean:
 	rm -rf -- "$(LOCAL_DIR)"
 
 ## test-e2e: kubectl and the clientset against the whole local control plane (temporary state,
-## free ports). One package after the other: both start the machine's one real node.
-test-e2e: tools build node prometheus
-	$(GO) test -tags e2e -count=1 -timeout 40m ./test/e2e/...
+## free ports). One package after the other: both start the machine's one real node. In
+## test/e2e the real-node tests that keep to their own namespaces run last, E2E_PARALLEL at once
+## (test/e2e's sideBySide).
+E2E_PARALLEL ?= 4
+test-e2e: build node prometheus
+	$(GO) test -tags e2e -count=1 -timeout 40m -parallel $(E2E_PARALLEL) ./test/e2e/...
 	$(GO) test -tags e2e -count=1 -timeout 20m ./internal/localcluster/...
 
 # The e2e tests that are fault scenarios: our API server restarted under load through
@@ -122,9 +126,9 @@ E2E_FAULTS := TestAPIServerRestartsThroughKubeAPIServer|TestControllerRidesOutAK
 ## members and one of 2 API servers killed under load (test/faults, etcd and our server as
 ## processes), then the e2e fault scenarios (an idle Ready Database watched for 5 minutes);
 ## each prints its figures as "measured:" lines.
-test-faults: tools build node
+test-faults: build node
 	$(GO) test -tags faults -count=1 -timeout 10m -v ./test/faults/...
-	E2E_IDLE_WINDOW=5m $(GO) test -tags e2e -count=1 -timeout 30m -run '^($(E2E_FAULTS))$$' -v ./test/e2e/...
+	E2E_IDLE_WINDOW=5m $(GO) test -tags e2e -count=1 -timeout 30m -parallel $(E2E_PARALLEL) -run '^($(E2E_FAULTS))$$' -v ./test/e2e/...
 
 # --- images -----------------------------------------------------------------
 # No container runtime runs on the development machines of this project: build the images where
@@ -160,5 +164,5 @@ bench: tools build
 ## (docs/failover.md). About 15 minutes on two cores. DURABILITY_SECONDS (default 20) is each
 ## load's measured time, DURABILITY_ROUNDS (default 4) the rounds. Build tag bench: make test
 ## does not run it.
-bench-durability: tools build node
+bench-durability: build node
 	$(GO) test -tags 'e2e bench' -count=1 -timeout 60m -run '^TestDurabilityCost$$' -v ./test/e2e/

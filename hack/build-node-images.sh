@@ -53,6 +53,7 @@ if [[ -z ${mirror} ]]; then
 fi
 
 mkdir -p "${OUT}"
+build_lock "${OUT}/.build.lock" build-node-images
 work=$(mktemp -d "${OUT}/.build.XXXXXX")
 registry_pid=
 cleanup() {

@@ -35,6 +35,7 @@ GO=${GO:-go}
 BIN=${BIN:-${ROOT}/bin}
 # shellcheck source=hack/lib.sh
 source "${ROOT}/hack/lib.sh"
+build_lock "${BIN}/.build-tools.lock" build-tools
 # Lower priority: the machine's cores are shared with editors and tests.
 NICE=${NICE:-nice -n 10}
 # The directory a build_cmds is writing, removed when the script exits (a failed build, or

@@ -17,3 +17,18 @@ module_dir() {
     fi
     echo "${dir}"
 }
+
+# build_lock <lock file> <script name> holds an exclusive flock(1) on <lock file> until the
+# calling script exits (the descriptor stays open in it and its children), so two builds of the
+# same outputs run one after the other and the second finds the first's outputs up to date:
+# `make test` while .ci/run builds the real node in the background, or `make test-e2e` while
+# `make run`'s real node builds. It says when it waits.
+build_lock() {
+    local file=$1 name=$2
+    mkdir -p "$(dirname "${file}")"
+    exec {build_lock_fd}>"${file}"
+    if ! flock -n "${build_lock_fd}"; then
+        echo "${name}: waiting for another build holding ${file}"
+        flock "${build_lock_fd}"
+    fi
+}
