@@ -16,8 +16,9 @@ import (
 const rootLong = `Operate the Databases (databases.example.com) of a namespace through their subresources.
 
 Each command uses kubectl's flags and kubeconfig (--namespace, --context, --kubeconfig, --as, ...)
-and the verb its subresource needs: "get" on databases/connection, "create" on databases/restart
-and databases/switchover, "get" on databases (and list on its children) for describe and status.`
+and the verb its subresource needs: "get" on databases/connection, "create" on databases/restart,
+databases/switchover and databases/backup, "get" on databases (and list on its children) for
+describe and status.`
 
 const rootExample = `  # How to connect to the Database my-database (no password is shown)
   kubectl database connection my-database -n production
@@ -27,6 +28,9 @@ const rootExample = `  # How to connect to the Database my-database (no password
 
   # Move the primary to the replica my-database-1
   kubectl database switchover my-database -n production --to my-database-1
+
+  # Back it up now (it needs spec.backup)
+  kubectl database backup my-database -n production
 
   # Spec, status, members and children of my-database
   kubectl database describe my-database -n production

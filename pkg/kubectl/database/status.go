@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"example.com/database-apiserver/pkg/apis/example"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/names"
 )
@@ -99,7 +100,9 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 	return w.Flush()
 }
 
-// writeVolumes writes db's data claims: their phase and capacity.
+// writeVolumes writes db's data claims: their phase and capacity, and for a claim of an ordinal
+// at or past spec.replicas that no Pod mounts: a scale-down keeps it, as a StatefulSet does, and
+// a scale-up mounts it again (its claim is "data-<name>-<ordinal>").
 func (o *StatusOptions) writeVolumes(ctx context.Context, w *prefixWriter, db *examplev1.Database) {
 	claims, err := o.kube.CoreV1().PersistentVolumeClaims(db.Namespace).List(ctx, metav1.ListOptions{LabelSelector: names.PodSelector(db)})
 	switch {
@@ -116,6 +119,10 @@ func (o *StatusOptions) writeVolumes(ctx context.Context, w *prefixWriter, db *e
 		capacity := "-"
 		if q, ok := c.Status.Capacity[corev1.ResourceStorage]; ok {
 			capacity = q.String()
+		}
+		if ordinal, ok := example.PodOrdinal(db.Name, strings.TrimPrefix(c.Name, "data-")); ok && db.Spec.Replicas != nil && ordinal >= *db.Spec.Replicas {
+			w.Write(1, "%s\t%s\t%s\tnot in use (kept from a scale-down)\n", c.Name, string(c.Status.Phase), capacity)
+			continue
 		}
 		w.Write(1, "%s\t%s\t%s\n", c.Name, string(c.Status.Phase), capacity)
 	}

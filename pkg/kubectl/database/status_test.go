@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
@@ -118,4 +120,30 @@ func TestStatusShowsBackups(t *testing.T) {
 	assert.Contains(t, out, "  Last Failure:  2026-03-04T10:00:00Z (120m ago), Job shop-backup-b\n")
 	assert.Contains(t, out, "  Running:       Job shop-backup-c\n")
 	assert.Contains(t, out, "BackedUp=False  BackupFailed  backup Job shop-backup-b failed\n")
+}
+
+// The claim of a member a scale-down removed is listed as not in use; the claims of the
+// members spec.replicas keeps are not.
+func TestStatusMarksTheClaimsOfRemovedMembers(t *testing.T) {
+	api := newFakeAPI(t)
+	api.on(http.MethodGet, dbPath, http.StatusOK, shopDatabase()) // spec.replicas: 2
+	claim := func(name string) corev1.PersistentVolumeClaim {
+		return corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Status:     corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")}},
+		}
+	}
+	api.on(http.MethodGet, "/api/v1/namespaces/production/persistentvolumeclaims", http.StatusOK, &corev1.PersistentVolumeClaimList{
+		Items: []corev1.PersistentVolumeClaim{claim("data-shop-2"), claim("data-shop-0"), claim("data-shop-1"), claim("data-shop-10")},
+	})
+
+	code, out, errOut := api.run("status", "shop", "-n", "production")
+
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, `Volumes:
+  data-shop-0   Bound  10Gi
+  data-shop-1   Bound  10Gi
+  data-shop-10  Bound  10Gi  not in use (kept from a scale-down)
+  data-shop-2   Bound  10Gi  not in use (kept from a scale-down)
+`)
 }

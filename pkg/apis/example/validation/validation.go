@@ -676,7 +676,7 @@ func ValidateStorage(storage string, fldPath *field.Path) field.ErrorList {
 	}
 	if !storageRegexp.MatchString(storage) {
 		return field.ErrorList{field.Invalid(fldPath, storage,
-			validation.RegexError("must be a whole number of gibibytes", storagesize.Pattern, "10Gi", "100Gi"))}
+			"must be a whole number of gibibytes, such as 10Gi or 100Gi (regex used for validation is '"+storagesize.Pattern+"')")}
 	}
 	gi, err := storagesize.Parse(storage)
 	switch {
