@@ -166,9 +166,13 @@ func TestRealPostgreSQLBackups(t *testing.T) {
 	_, errOut, err := kubectlDatabase(t, "backup", db, "-n", ns)
 	require.Error(t, err)
 	require.Contains(t, errOut, "Error from server (Conflict)")
-	requested := waitBackedUp(t, ns, db, second.LastSuccessfulJob)
-	require.NotNil(t, requested.Request)
-	require.True(t, !requested.LastScheduleTime.Before(&requested.Request.RequestedAt), "%+v", requested)
+	// The Job the request started ends: the last Job started at or after the request, done.
+	// (A Job the schedule started before the patch reached the controller may end first.)
+	requested := waitBackedUpAs(t, ns, db, func(b *examplev1.DatabaseBackupStatus) bool {
+		return b.Request != nil && b.LastScheduleTime != nil && !b.LastScheduleTime.Before(&b.Request.RequestedAt) &&
+			b.ActiveJob == "" && b.LastSuccessfulTime != nil && !b.LastSuccessfulTime.Before(b.LastScheduleTime)
+	})
+	require.NotEqual(t, second.LastSuccessfulJob, requested.LastSuccessfulJob)
 
 	// A restore to a time before the window, or after now, is refused at once, naming the
 	// window; nothing is made.
@@ -252,6 +256,13 @@ func backedUpDatabase(ns, name, version string, replicas int, store objectStore)
 // than not, and returns status.backup.
 func waitBackedUp(t *testing.T, ns, db, not string) examplev1.DatabaseBackupStatus {
 	t.Helper()
+	return waitBackedUpAs(t, ns, db, func(b *examplev1.DatabaseBackupStatus) bool { return b.LastSuccessfulJob != not })
+}
+
+// waitBackedUpAs waits until the Database db of ns is BackedUp (BackupSucceeded) with a
+// status.backup that done accepts, and returns it.
+func waitBackedUpAs(t *testing.T, ns, db string, done func(*examplev1.DatabaseBackupStatus) bool) examplev1.DatabaseBackupStatus {
+	t.Helper()
 	var status examplev1.DatabaseBackupStatus
 	eventually(t, backupTimeout, func() error {
 		d, err := getDatabase(t, ns, db)
@@ -259,7 +270,7 @@ func waitBackedUp(t *testing.T, ns, db, not string) examplev1.DatabaseBackupStat
 			return err
 		}
 		c := meta.FindStatusCondition(d.Status.Conditions, examplev1.ConditionBackedUp)
-		if c == nil || c.Status != metav1.ConditionTrue || d.Status.Backup == nil || d.Status.Backup.LastSuccessfulJob == not {
+		if c == nil || c.Status != metav1.ConditionTrue || d.Status.Backup == nil || !done(d.Status.Backup) {
 			return fmt.Errorf("BackedUp is %+v, status.backup %+v", c, d.Status.Backup)
 		}
 		require.Equal(t, examplev1.ReasonBackupSucceeded, c.Reason)
