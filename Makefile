@@ -107,12 +107,9 @@ clean:
 	rm -rf -- "$(LOCAL_DIR)"
 
 ## test-e2e: kubectl and the clientset against the whole local control plane (temporary state,
-## free ports). One package after the other: both start the machine's one real node. In
-## test/e2e the real-node tests that keep to their own namespaces run last, E2E_PARALLEL at once
-## (test/e2e's sideBySide).
-E2E_PARALLEL ?= 4
+## free ports). One package after the other: both start the machine's one real node.
 test-e2e: build node prometheus
-	$(GO) test -tags e2e -count=1 -timeout 40m -parallel $(E2E_PARALLEL) ./test/e2e/...
+	$(GO) test -tags e2e -count=1 -timeout 60m ./test/e2e/...
 	$(GO) test -tags e2e -count=1 -timeout 20m ./internal/localcluster/...
 
 # The e2e tests that are fault scenarios: our API server restarted under load through
@@ -128,7 +125,7 @@ E2E_FAULTS := TestAPIServerRestartsThroughKubeAPIServer|TestControllerRidesOutAK
 ## each prints its figures as "measured:" lines.
 test-faults: build node
 	$(GO) test -tags faults -count=1 -timeout 10m -v ./test/faults/...
-	E2E_IDLE_WINDOW=5m $(GO) test -tags e2e -count=1 -timeout 30m -parallel $(E2E_PARALLEL) -run '^($(E2E_FAULTS))$$' -v ./test/e2e/...
+	E2E_IDLE_WINDOW=5m $(GO) test -tags e2e -count=1 -timeout 30m -run '^($(E2E_FAULTS))$$' -v ./test/e2e/...
 
 # --- images -----------------------------------------------------------------
 # No container runtime runs on the development machines of this project: build the images where
