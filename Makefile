@@ -50,8 +50,9 @@ verify:
 ## control plane driven by kubectl).
 test: test-unit test-integration test-e2e
 
-# Every go test has a -timeout, a few times what it takes on two idle cores (integration
-# about 70 s, e2e about 17 minutes), so that a hung test fails with its goroutines' stacks.
+# Every go test has a -timeout, well past what it takes on two idle cores (integration about
+# 70 s against 10 minutes, e2e 22 to 35 minutes against 60), so that a hung test fails with its
+# goroutines' stacks.
 # test/alerts runs Prometheus's promtool on the alert rules (artifacts/monitoring): Debian's,
 # unpacked into bin/prometheus by hack/fetch-prometheus.sh.
 test-unit: prometheus
