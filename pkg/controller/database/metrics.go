@@ -36,7 +36,7 @@ var (
 		"The Database's status.readyReplicas: how many of its servers are ready.",
 		databaseLabels, nil, metrics.ALPHA, "")
 	primaryWritableDesc = metrics.NewDesc("database_primary_writable",
-		"1 while the Database's primary takes writes as far as the controller saw at its last check, 0 from the check that found it not taking them (status.primaryLastWritableTime set).",
+		"1 while the Database's primary takes writes as far as the controller saw at its last check (its server answered as the primary), 0 before its server first answered so and from the check that found it not taking writes (status.primaryLastWritableTime set).",
 		databaseLabels, nil, metrics.ALPHA, "")
 	primaryLastWritableDesc = metrics.NewDesc("database_primary_last_writable_timestamp_seconds",
 		"While the primary takes no writes, the last time the controller saw it take them (status.primaryLastWritableTime), in seconds since the Unix epoch; absent while it does.",
@@ -164,7 +164,7 @@ func collectDatabase(ch chan<- metrics.Metric, db *examplev1.Database, now time.
 	gauge(replicasDesc, float64(replicas))
 	gauge(readyReplicasDesc, float64(db.Status.ReadyReplicas))
 	if db.Status.Primary != "" {
-		gauge(primaryWritableDesc, bool01(db.Status.PrimaryLastWritableTime == nil))
+		gauge(primaryWritableDesc, bool01(examplev1.PrimaryTakesWrites(db)))
 	}
 	if t := db.Status.PrimaryLastWritableTime; t != nil {
 		gauge(primaryLastWritableDesc, float64(t.Unix()))

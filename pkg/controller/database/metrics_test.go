@@ -66,7 +66,7 @@ database_spec_replicas{database="orders",namespace="shop"} 3
 # TYPE database_status_ready_replicas gauge
 database_status_ready_replicas{database="carts",namespace="shop"} 0
 database_status_ready_replicas{database="orders",namespace="shop"} 3
-# HELP database_primary_writable [ALPHA] 1 while the Database's primary takes writes as far as the controller saw at its last check, 0 from the check that found it not taking them (status.primaryLastWritableTime set).
+# HELP database_primary_writable [ALPHA] 1 while the Database's primary takes writes as far as the controller saw at its last check (its server answered as the primary), 0 before its server first answered so and from the check that found it not taking writes (status.primaryLastWritableTime set).
 # TYPE database_primary_writable gauge
 database_primary_writable{database="carts",namespace="shop"} 0
 database_primary_writable{database="orders",namespace="shop"} 1

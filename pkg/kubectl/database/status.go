@@ -64,8 +64,10 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 	case db.Status.PrimaryLastWritableTime != nil:
 		t := db.Status.PrimaryLastWritableTime.Time
 		w.Write(0, "Primary:\t%s, taking no writes since %s (%s ago)\n", db.Status.Primary, t.UTC().Format(time.RFC3339), o.age(t))
-	default:
+	case examplev1.PrimaryTakesWrites(db):
 		w.Write(0, "Primary:\t%s, taking writes\n", db.Status.Primary)
+	default:
+		w.Write(0, "Primary:\t%s, not seen taking writes: its server has not answered as the primary yet\n", db.Status.Primary)
 	}
 	if t := db.Status.LastFailoverTime; t != nil {
 		w.Write(0, "Last Failover:\t%s (%s ago)\n", t.UTC().Format(time.RFC3339), o.age(t.Time))

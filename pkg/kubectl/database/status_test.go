@@ -76,6 +76,22 @@ func TestStatusSaysWhatIsWrong(t *testing.T) {
 	assert.NotContains(t, out, "Replicating=")
 }
 
+// A primary whose server has not answered as the primary yet (starting, or on a node that
+// runs no server) is not said to take writes.
+func TestStatusDoesNotSayAPrimaryThatNeverAnsweredTakesWrites(t *testing.T) {
+	api := newFakeAPI(t)
+	describeFixture(api)
+	db := shopDatabase()
+	db.Status.Members[0].Role = ""
+	api.on(http.MethodGet, dbPath, http.StatusOK, db)
+
+	code, out, errOut := api.run("status", "shop", "-n", "production")
+
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "Primary:   shop-0, not seen taking writes: its server has not answered as the primary yet\n")
+	assert.NotContains(t, out, "taking writes\n")
+}
+
 // A user who may read the Database but not its claims sees the rest, and why the volumes
 // are missing.
 func TestStatusShowsVolumesItMayNotReadInPlace(t *testing.T) {

@@ -13,3 +13,20 @@ func RequestedPrimary(db *Database) string {
 	}
 	return db.Spec.Primary
 }
+
+// PrimaryTakesWrites reports whether db's status says its primary takes writes: a primary is
+// named, the controller's last check found its server answering as the primary (its
+// status.members entry has role primary), and no check found it not taking writes since
+// (status.primaryLastWritableTime unset). A primary whose server has not answered yet (it
+// is starting, or its node runs no server) does not.
+func PrimaryTakesWrites(db *Database) bool {
+	if db.Status.Primary == "" || db.Status.PrimaryLastWritableTime != nil {
+		return false
+	}
+	for _, m := range db.Status.Members {
+		if m.Name == db.Status.Primary {
+			return m.Role == MemberRolePrimary
+		}
+	}
+	return false
+}
