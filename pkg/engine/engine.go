@@ -22,8 +22,8 @@ import (
 const ContainerName = "database"
 
 // DataVolumeName is the name of the volumeClaimTemplate holding the data, hence of each
-// replica's PersistentVolumeClaim "data-<statefulset>-<ordinal>".
-const DataVolumeName = "data"
+// replica's PersistentVolumeClaim "data-<statefulset>-<ordinal>" (names.DataClaimName).
+const DataVolumeName = names.DataVolumeName
 
 // Recipe is how one engine runs in a StatefulSet.
 type Recipe struct {

@@ -5,6 +5,9 @@
 package names
 
 import (
+	"strconv"
+	"strings"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -34,6 +37,48 @@ func SecretName(db *examplev1.Database) string { return db.Name + "-credentials"
 // BackupTLSSecretName is the Secret "<name>-backup-tls": the certificates a Database's Pods
 // and its backup Jobs authenticate each other with (spec.backup).
 func BackupTLSSecretName(db *examplev1.Database) string { return db.Name + "-backup-tls" }
+
+// DataVolumeName is the volumeClaimTemplate of a Database's StatefulSet that holds each
+// server's data (and the volume its Pods mount).
+const DataVolumeName = "data"
+
+// DataClaimName is the name of db's data claim of ordinal: "data-<name>-<ordinal>", as the
+// StatefulSet controller names the claims of the volumeClaimTemplate DataVolumeName.
+func DataClaimName(db *examplev1.Database, ordinal int32) string {
+	return DataVolumeName + "-" + StatefulSetName(db) + "-" + strconv.FormatInt(int64(ordinal), 10)
+}
+
+// DataClaimOrdinal is the ordinal of the data claim named claimName of db, and false when
+// the name is not "data-<name>-<ordinal>" (DataClaimName).
+func DataClaimOrdinal(db *examplev1.Database, claimName string) (int32, bool) {
+	database, ordinal, ok := ParseDataClaimName(claimName)
+	if !ok || database != StatefulSetName(db) {
+		return 0, false
+	}
+	return ordinal, true
+}
+
+// ParseDataClaimName splits a data claim name "data-<database>-<ordinal>": the database is
+// what lies between "data-" and the last "-", so "data-a-b-0" is ordinal 0 of "a-b" (an
+// ordinal has no "-", so no other split is possible). ok is false for any other name, an
+// empty database, or an ordinal that is not a decimal int32 written without leading zeros
+// (the StatefulSet controller's form).
+func ParseDataClaimName(claimName string) (database string, ordinal int32, ok bool) {
+	rest, ok := strings.CutPrefix(claimName, DataVolumeName+"-")
+	if !ok {
+		return "", 0, false
+	}
+	i := strings.LastIndexByte(rest, '-')
+	if i <= 0 {
+		return "", 0, false
+	}
+	digits := rest[i+1:]
+	n, err := strconv.ParseUint(digits, 10, 31)
+	if err != nil || (digits != "0" && digits[0] == '0') {
+		return "", 0, false
+	}
+	return rest[:i], int32(n), true
+}
 
 // HeadlessServiceName is the StatefulSet's governing Service's name: "<name>-headless".
 func HeadlessServiceName(db *examplev1.Database) string { return db.Name + "-headless" }

@@ -41,3 +41,21 @@ func TestNamesOfADatabase(t *testing.T) {
 		require.False(t, ok, "%v", l)
 	}
 }
+
+// A data claim's name gives its Database and ordinal back only in the StatefulSet
+// controller's form "data-<database>-<ordinal>".
+func TestDataClaimNames(t *testing.T) {
+	db := &examplev1.Database{ObjectMeta: metav1.ObjectMeta{Namespace: "production", Name: "a-b"}}
+	require.Equal(t, "data-a-b-3", names.DataClaimName(db, 3))
+	ordinal, ok := names.DataClaimOrdinal(db, "data-a-b-3")
+	require.True(t, ok)
+	require.Equal(t, int32(3), ordinal)
+	database, ordinal, ok := names.ParseDataClaimName("data-a-b-0")
+	require.True(t, ok)
+	require.Equal(t, "a-b", database)
+	require.Equal(t, int32(0), ordinal)
+	for _, claim := range []string{"data-a-3", "data-a-b-c-3", "data-a-b-03", "data-a-b--1", "data-a-b-", "data--3", "logs-a-b-3", "data-a-b-2147483648"} {
+		_, ok := names.DataClaimOrdinal(db, claim)
+		require.False(t, ok, claim)
+	}
+}

@@ -36,7 +36,7 @@ func ClaimsByDatabase(obj any) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", ClaimsByDatabaseIndex, err)
 	}
-	database, _, ok := specs.ParseDataClaimName(claim.GetName())
+	database, _, ok := names.ParseDataClaimName(claim.GetName())
 	if !ok {
 		return nil, nil
 	}
@@ -111,7 +111,7 @@ func (p *pass) readClaims(ctx context.Context) ([]claimWork, *halt, error) {
 	}
 	var work []claimWork
 	for _, claim := range claims {
-		ordinal, _ := specs.DataClaimOrdinal(p.db, claim.Name)
+		ordinal, _ := names.DataClaimOrdinal(p.db, claim.Name)
 		w, h, err := p.judgeClaim(ctx, claim, ordinal)
 		if h != nil || err != nil {
 			return nil, h, err
@@ -379,7 +379,7 @@ func (r *Reconciler) listDataClaims(ctx context.Context, db *examplev1.Database,
 		if !ok {
 			continue
 		}
-		if ordinal, ok := specs.DataClaimOrdinal(db, claim.Name); ok && !live(ordinal) {
+		if ordinal, ok := names.DataClaimOrdinal(db, claim.Name); ok && !live(ordinal) {
 			found = append(found, ordinalClaim{ordinal, claim})
 			cached[ordinal] = true
 		}
@@ -389,11 +389,11 @@ func (r *Reconciler) listDataClaims(ctx context.Context, db *examplev1.Database,
 		if cached[ordinal] {
 			continue
 		}
-		claim, err := client.Get(ctx, specs.DataClaimName(db, ordinal), metav1.GetOptions{})
+		claim, err := client.Get(ctx, names.DataClaimName(db, ordinal), metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
-			return nil, fmt.Errorf("get PersistentVolumeClaim %q: %w", specs.DataClaimName(db, ordinal), err)
+			return nil, fmt.Errorf("get PersistentVolumeClaim %q: %w", names.DataClaimName(db, ordinal), err)
 		default:
 			found = append(found, ordinalClaim{ordinal, claim})
 		}

@@ -30,7 +30,6 @@ import (
 	"k8s.io/utils/clock"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/controller/specs"
 	"example.com/database-apiserver/pkg/generated/clientset/versioned"
 	"example.com/database-apiserver/pkg/generated/informers/externalversions"
 	examplelisters "example.com/database-apiserver/pkg/generated/listers/example/v1"
@@ -437,7 +436,7 @@ func (c *Controller) enqueueClaim(obj any) {
 	if !ok {
 		return
 	}
-	if database, _, ok := specs.ParseDataClaimName(claim.GetName()); ok {
+	if database, _, ok := names.ParseDataClaimName(claim.GetName()); ok {
 		c.queue.Add(cache.ObjectName{Namespace: claim.GetNamespace(), Name: database})
 	}
 }

@@ -571,7 +571,7 @@ func (p *pass) fence(ctx context.Context, m *member) error {
 
 // hasDataClaim reports whether the claim cache holds the data claim of ordinal.
 func (p *pass) hasDataClaim(ordinal int32) bool {
-	_, exists, err := p.r.listers.PersistentVolumeClaims.GetByKey(p.db.Namespace + "/" + specs.DataClaimName(p.db, ordinal))
+	_, exists, err := p.r.listers.PersistentVolumeClaims.GetByKey(p.db.Namespace + "/" + names.DataClaimName(p.db, ordinal))
 	return err == nil && exists
 }
 

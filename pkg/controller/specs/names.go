@@ -8,13 +8,11 @@ package specs
 import (
 	"maps"
 	"strconv"
-	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
-	"example.com/database-apiserver/pkg/engine"
 	"example.com/database-apiserver/pkg/names"
 )
 
@@ -39,48 +37,10 @@ var DatabaseGVK = examplev1.SchemeGroupVersion.WithKind("Database")
 // PodDisruptionBudgetName is the PodDisruptionBudget's name: "<name>".
 func PodDisruptionBudgetName(db *examplev1.Database) string { return db.Name }
 
-// DataClaimName is the name of db's data claim of ordinal: "data-<name>-<ordinal>".
-func DataClaimName(db *examplev1.Database, ordinal int32) string {
-	return claimName(engine.DataVolumeName, names.StatefulSetName(db), ordinal)
-}
-
 // claimName is the name the StatefulSet controller gives the claim of ordinal made from the
 // volumeClaimTemplate template of the StatefulSet statefulSet: "<template>-<statefulSet>-<ordinal>".
 func claimName(template, statefulSet string, ordinal int32) string {
 	return template + "-" + statefulSet + "-" + strconv.FormatInt(int64(ordinal), 10)
-}
-
-// DataClaimOrdinal is the ordinal of the data claim named claimName of db, and false when
-// the name is not "data-<name>-<ordinal>", as the StatefulSet controller names the claims of
-// the volumeClaimTemplate engine.DataVolumeName.
-func DataClaimOrdinal(db *examplev1.Database, claimName string) (int32, bool) {
-	database, ordinal, ok := ParseDataClaimName(claimName)
-	if !ok || database != names.StatefulSetName(db) {
-		return 0, false
-	}
-	return ordinal, true
-}
-
-// ParseDataClaimName splits a data claim name "data-<database>-<ordinal>": the database is
-// what lies between "data-" and the last "-", so "data-a-b-0" is ordinal 0 of "a-b" (an
-// ordinal has no "-", so no other split is possible). ok is false for any other name, an
-// empty database, or an ordinal that is not a decimal int32 written without leading zeros
-// (the StatefulSet controller's form).
-func ParseDataClaimName(claimName string) (database string, ordinal int32, ok bool) {
-	rest, ok := strings.CutPrefix(claimName, engine.DataVolumeName+"-")
-	if !ok {
-		return "", 0, false
-	}
-	i := strings.LastIndexByte(rest, '-')
-	if i <= 0 {
-		return "", 0, false
-	}
-	digits := rest[i+1:]
-	n, err := strconv.ParseUint(digits, 10, 31)
-	if err != nil || (digits != "0" && digits[0] == '0') {
-		return "", 0, false
-	}
-	return rest[:i], int32(n), true
 }
 
 // ChildLabels are on every child: the selector labels, component, part-of and managed-by.

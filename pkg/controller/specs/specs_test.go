@@ -70,13 +70,13 @@ func TestDataClaimIsNamedAndLabelledAsTheStatefulSetControllerWould(t *testing.T
 	require.NoError(t, err)
 	claim := specs.DataClaim(specs.StatefulSet(db, d), 2)
 	require.Equal(t, "data-my-database-2", claim.Name)
-	require.Equal(t, specs.DataClaimName(db, 2), claim.Name)
+	require.Equal(t, names.DataClaimName(db, 2), claim.Name)
 	require.Equal(t, "production", claim.Namespace)
 	for k, v := range names.SelectorLabels(db) {
 		require.Equal(t, v, claim.Labels[k], k)
 	}
 	require.Equal(t, []metav1.OwnerReference{specs.ClaimOwnerReference(db)}, claim.OwnerReferences)
-	ordinal, ok := specs.DataClaimOrdinal(db, claim.Name)
+	ordinal, ok := names.DataClaimOrdinal(db, claim.Name)
 	require.True(t, ok)
 	require.Equal(t, int32(2), ordinal)
 }

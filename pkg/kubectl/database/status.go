@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"example.com/database-apiserver/pkg/apis/example"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/names"
 )
@@ -122,7 +121,7 @@ func (o *StatusOptions) writeVolumes(ctx context.Context, w *prefixWriter, db *e
 		if q, ok := c.Status.Capacity[corev1.ResourceStorage]; ok {
 			capacity = q.String()
 		}
-		if ordinal, ok := example.PodOrdinal(db.Name, strings.TrimPrefix(c.Name, "data-")); ok && db.Spec.Replicas != nil && ordinal >= *db.Spec.Replicas {
+		if ordinal, ok := names.DataClaimOrdinal(db, c.Name); ok && db.Spec.Replicas != nil && ordinal >= *db.Spec.Replicas {
 			w.Write(1, "%s\t%s\t%s\tnot in use (kept from a scale-down)\n", c.Name, string(c.Status.Phase), capacity)
 			continue
 		}
