@@ -26,7 +26,9 @@ import (
 // status.failover, phase Promoting. The passes after it (promoteFailover) name that replica
 // the primary in the replication ConfigMap, delete the old primary's Pod (which restarts as a
 // replica of the new one, or is kept out when it diverged), and promote the replica once the
-// old primary no longer answers as writable. The replica picked is never changed: it may
+// old primary no longer answers as writable and its kubelet has stopped it (a hung server
+// that resumed would take writes again), or FencedStopWait after the deletion when its node
+// does not say. The replica picked is never changed: it may
 // have been promoted by a pass that stopped before it could say so, and a second pick would
 // make two primaries. A controller that restarts in the middle finds the failover in
 // status, which only it writes, and goes on from there.
@@ -307,7 +309,8 @@ func lacking(db *examplev1.Database, f engine.Failover, to *member, members []*m
 
 // promoteFailover carries out the failover fo from the confirmed primary old: it names the
 // replica picked (fo.To) the primary, deletes the old primary's Pod, and promotes the replica
-// once the old primary no longer answers as writable; with Synchronous durability it then
+// once the old primary no longer answers as writable and its kubelet has stopped its server
+// (or FencedStopWait has passed: fencedServerRunning); with Synchronous durability it then
 // makes the new primary's commits wait for a replica before its role label routes clients
 // to it. It returns the Pod the ConfigMap names.
 func (p *pass) promoteFailover(ctx context.Context, f engine.Failover, fo *examplev1.DatabaseFailoverStatus, old *member, byName map[string]*member, members []*member, rep *replication, server func(*member) endpoint, sts int32) (string, error) {
@@ -341,6 +344,14 @@ func (p *pass) promoteFailover(ctx context.Context, f engine.Failover, fo *examp
 	case old != nil && old.Primary():
 		rep.failoverWhy = fmt.Sprintf("failing over from %s to %s: waiting for %s, deleted, to stop taking writes", rep.primary, status.To, rep.primary)
 		return status.To, nil
+	}
+	if wait := fencedServerRunning(old, status.StartTime.Time, p.r.clock.Now()); wait > 0 {
+		rep.failoverWhy = fmt.Sprintf("failing over from %s to %s: waiting up to %v for the kubelet to stop %s, deleted, whose server does not answer",
+			rep.primary, status.To, wait.Round(time.Second), rep.primary)
+		rep.requeueAfter = wait
+		return status.To, nil
+	}
+	switch {
 	case next == nil || !next.Replica():
 		rep.failoverWhy = fmt.Sprintf("failing over from %s to %s: waiting for %s to answer", rep.primary, status.To, status.To)
 		return status.To, nil
@@ -374,6 +385,39 @@ func (p *pass) promoteFailover(ctx context.Context, f engine.Failover, fo *examp
 	rep.failover, rep.lastWritable = nil, nil
 	p.r.writable.forget(db.UID)
 	return status.To, nil
+}
+
+// FencedStopWait is how long a failover waits, from the deletion of the fenced primary's
+// Pod, for its kubelet to report its server stopped before it promotes a replica anyway: a
+// server that does not answer may be hung rather than gone, and one that resumes takes
+// writes until it is stopped, so the replica is promoted once the kubelet has stopped it
+// (it stops a frozen process too: SIGKILL); a node that does not answer never reports it.
+const FencedStopWait = 10 * time.Second
+
+// fencedServerRunning is how long, at most, the failover that began at start still waits
+// for the server of the fenced primary old to stop (FencedStopWait from its Pod's deletion;
+// a deletion this pass asked for is not in the cache yet: now), and 0 once it is known
+// stopped: its Pod gone or made since the failover began (the StatefulSet's new one), or
+// its kubelet reports the database container not running.
+func fencedServerRunning(old *member, start, now time.Time) time.Duration {
+	if old == nil || old.Pod == nil || !old.Pod.CreationTimestamp.Time.Before(start) || !containerRunning(old.Pod, engine.ContainerName) {
+		return 0
+	}
+	deleted := now
+	if d := old.Pod.DeletionTimestamp; d != nil {
+		deleted = d.Add(-time.Duration(ptr.Deref(old.Pod.DeletionGracePeriodSeconds, 0)) * time.Second)
+	}
+	return max(FencedStopWait-now.Sub(deleted), 0)
+}
+
+// containerRunning reports whether pod's kubelet reports its container name running.
+func containerRunning(pod *corev1.Pod, name string) bool {
+	for _, c := range pod.Status.ContainerStatuses {
+		if c.Name == name {
+			return c.State.Running != nil
+		}
+	}
+	return false
 }
 
 // failedOverAt is what status.lastFailoverTime records for a failover this pass completes:

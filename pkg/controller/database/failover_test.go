@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/utils/ptr"
@@ -629,4 +630,78 @@ func TestAPassFromAStaleCachedDatabaseDoesNotUndoAFailover(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, "primary", f.roles(3)[0], "the fenced primary is not labelled primary again")
 	require.Equal(t, "my-database-2", f.database().Status.Failover.To)
+}
+
+// setContainerRunning plays the kubelet: the database container of the Pod of ordinal
+// reported running (true) or terminated.
+func (f *fixture) setContainerRunning(ordinal int, running bool) {
+	f.t.Helper()
+	pod := f.pod(ordinal).DeepCopy()
+	s := corev1.ContainerStatus{Name: engine.ContainerName, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+	if !running {
+		s.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error"}}
+	}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{s}
+	require.NoError(f.t, f.kube.Tracker().Update(pods, pod, namespace))
+}
+
+// A primary that does not answer may be hung rather than gone, and would take writes again
+// if it resumed: the failover deletes its Pod and promotes the replica only once the kubelet
+// reports its server stopped, or FencedStopWait after the deletion when the node does not
+// say (its kubelet may not answer at all).
+func TestAFailoverPromotesOnceTheFencedPrimaryIsStopped(t *testing.T) {
+	for _, stops := range []bool{true, false} {
+		t.Run(map[bool]string{true: "the kubelet stops it", false: "the node does not say"}[stops], func(t *testing.T) {
+			f, servers := failingOver(t, nil)
+			f.setContainerRunning(0, true)
+			f.clock.SetTime(f.clock.Now().Add(time.Second))
+			delete(servers.servers, podIP(0)) // hung: it does not answer
+			_, err := f.reconcile()
+			require.NoError(t, err)
+			f.clock.SetTime(f.clock.Now().Add(9 * time.Second))
+			_, err = f.reconcile()
+			require.NoError(t, err)
+			require.Equal(t, examplev1.FailoverPhasePromoting, f.database().Status.Failover.Phase)
+
+			// The pass that deletes the Pod does not promote: its server still runs.
+			result, err := f.reconcile()
+			require.NoError(t, err)
+			require.NotNil(t, f.pod(0).DeletionTimestamp, "the old primary's Pod is deleted")
+			require.Equal(t, "my-database-2", f.configMapPrimary())
+			require.NotContains(t, servers.recorded(), "promote 10.0.0.3")
+			got := f.database()
+			require.Equal(t, "my-database-0", got.Status.Primary)
+			require.Equal(t, examplev1.FailoverPhasePromoting, got.Status.Failover.Phase)
+			require.Contains(t, condition(got, "Ready").Message, "waiting up to 10s for the kubelet to stop my-database-0, deleted, whose server does not answer")
+			require.Equal(t, database.Result{RequeueAfter: database.RequeueAfterSwitchover}, result, "asked again soon: the kubelet's report wakes it first")
+
+			// The API server's deletion as it is: its time, the grace period after it.
+			pod := f.pod(0).DeepCopy()
+			pod.DeletionTimestamp, pod.DeletionGracePeriodSeconds = ptr.To(metav1.NewTime(f.clock.Now().Add(time.Second))), ptr.To[int64](database.FencedPodGracePeriod)
+			require.NoError(t, f.kube.Tracker().Update(pods, pod, namespace))
+			f.clock.SetTime(f.clock.Now().Add(4 * time.Second))
+			result, err = f.reconcile()
+			require.NoError(t, err)
+			require.NotContains(t, servers.recorded(), "promote 10.0.0.3")
+			require.Contains(t, condition(f.database(), "Ready").Message, "waiting up to 6s for the kubelet")
+
+			if stops {
+				f.setContainerRunning(0, false)
+			} else {
+				require.Equal(t, database.Result{RequeueAfter: database.RequeueAfterSwitchover}, result)
+				f.clock.SetTime(f.clock.Now().Add(5 * time.Second))
+				_, err = f.reconcile()
+				require.NoError(t, err)
+				require.NotContains(t, servers.recorded(), "promote 10.0.0.3", "9 s after the deletion")
+				f.clock.SetTime(f.clock.Now().Add(time.Second))
+			}
+			_, err = f.reconcile()
+			require.NoError(t, err)
+			require.Contains(t, servers.recorded(), "promote 10.0.0.3")
+			got = f.database()
+			require.Equal(t, "my-database-2", got.Status.Primary)
+			require.Nil(t, got.Status.Failover)
+			require.Equal(t, []string{"replica", "replica", "primary"}, f.roles(3))
+		})
+	}
 }
