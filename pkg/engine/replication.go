@@ -82,6 +82,30 @@ type Follower struct {
 	LagBytes, LagSeconds *int64
 }
 
+// Statistics are one server's own figures, as it reported them when the controller last
+// asked it (Observer.Observe), for the controller's metrics.
+type Statistics struct {
+	// Connections are the client sessions open, the controller's own among them, and
+	// MaxConnections the most the server accepts.
+	Connections, MaxConnections int64
+	// Commits and Rollbacks are the transactions the server committed and rolled back since
+	// it started: counters that begin again at 0 when it restarts.
+	Commits, Rollbacks int64
+	// DataBytes is the size on disk of the data of its databases, in bytes.
+	DataBytes int64
+	// LogBytes is the size on disk, in bytes, of the log of changes it keeps: what a
+	// checkpoint, the archiving or a replica has not released yet.
+	LogBytes int64
+	// LockWaits are the sessions waiting for a lock another session holds.
+	LockWaits int64
+}
+
+// Statistician is the Observer of an engine whose servers report their Statistics when
+// asked their state: Statistics reads them from the answer of m, false when it has none.
+type Statistician interface {
+	Statistics(m *Member) (Statistics, bool)
+}
+
 // Pass is what an engine is given of the controller's pass over one Database: the Database,
 // what its spec resolves to, and the controller's records and Events.
 type Pass interface {

@@ -52,7 +52,7 @@ func RuleFile(path string, edit func(rule map[string]any)) ([]byte, error) {
 
 // DashboardQueries returns the PromQL of every panel of artifacts/monitoring/dashboard.json,
 // its Grafana variables given values: the namespace ns and the Database db, a range of an
-// hour. A panel without a query is an error.
+// hour, a rate interval of a minute. A panel without a query is an error.
 func DashboardQueries(ns, db string) ([]string, error) {
 	path := filepath.Join(filepath.Dir(PrometheusRulePath()), "dashboard.json")
 	b, err := os.ReadFile(path)
@@ -70,7 +70,7 @@ func DashboardQueries(ns, db string) ([]string, error) {
 	if err := yaml.Unmarshal(b, &dashboard); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	vars := strings.NewReplacer("$namespace", ns, "$database", db, "$__range", "1h")
+	vars := strings.NewReplacer("$namespace", ns, "$database", db, "$__range", "1h", "$__rate_interval", "1m")
 	var out []string
 	for _, p := range dashboard.Panels {
 		if len(p.Targets) == 0 {

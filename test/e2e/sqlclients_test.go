@@ -36,7 +36,8 @@ import (
 // by Pod IP as the Secret's superuser, as the controller does, and checks each effect with a
 // query of its own through the same driver (pgx, database/sql). The calls that break
 // replication on purpose come last: a promotion ends each engine's part, which then deletes
-// its Database.
+// its Database. Before them, the statistics the controller reports of each primary are
+// checked against what its server says (testMemberStatistics).
 func TestRealSQLClients(t *testing.T) {
 	// The releases the real node's images hold, as the replication tests ask for them.
 	pgImage, myImage := realNodeImage(t, examplev1.EnginePostgreSQL), realNodeImage(t, examplev1.EngineMySQL)
@@ -69,6 +70,18 @@ spec:
 	waitReplicating(t, myNS, myDB, myDB+"-0", 2)
 	t.Logf("measured: both Databases replicating %v after creation", time.Since(created).Round(time.Second))
 
+	// The controller's statistics of each primary first: each engine's part ends by deleting
+	// its Database.
+	t.Run("statistics", func(t *testing.T) {
+		t.Run("postgresql", func(t *testing.T) {
+			t.Parallel()
+			testMemberStatistics(t, examplev1.EnginePostgreSQL, pgNS, pgDB)
+		})
+		t.Run("mysql", func(t *testing.T) {
+			t.Parallel()
+			testMemberStatistics(t, examplev1.EngineMySQL, myNS, myDB)
+		})
+	})
 	t.Run("postgresql", func(t *testing.T) { testPostgresClient(t, pgNS, pgDB) })
 	t.Run("mysql", func(t *testing.T) { testMySQLClient(t, myNS, myDB) })
 }

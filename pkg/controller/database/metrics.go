@@ -2,13 +2,16 @@ package database
 
 import (
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/robfig/cron/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/engine"
 )
 
 // The per-Database metrics. Their labels are bounded: the Database's namespace and name, a
@@ -78,6 +81,28 @@ var (
 		"For a replica, how far its replayed changes trail the primary's, in seconds, as its engine reports it.",
 		memberLabels, nil, metrics.ALPHA, "")
 
+	memberConnectionsDesc = metrics.NewDesc("database_member_connections",
+		"Client sessions open on the member's server, the controller's own check among them, as the server last reported them (PostgreSQL: client backends in pg_stat_activity; MySQL: Threads_connected).",
+		memberLabels, nil, metrics.ALPHA, "")
+	memberMaxConnectionsDesc = metrics.NewDesc("database_member_max_connections",
+		"The most client sessions the member's server accepts (max_connections).",
+		memberLabels, nil, metrics.ALPHA, "")
+	memberCommitsDesc = metrics.NewDesc("database_member_transactions_committed_total",
+		"Transactions the member's server committed since it started, read-only ones among them (PostgreSQL: pg_stat_database's xact_commit over every database; MySQL: Handler_commit); begins again at 0 when the server restarts.",
+		memberLabels, nil, metrics.ALPHA, "")
+	memberRollbacksDesc = metrics.NewDesc("database_member_transactions_rolled_back_total",
+		"Transactions the member's server rolled back since it started (PostgreSQL: xact_rollback; MySQL: Handler_rollback); begins again at 0 when the server restarts.",
+		memberLabels, nil, metrics.ALPHA, "")
+	memberDataBytesDesc = metrics.NewDesc("database_member_data_bytes",
+		"Size on disk of the data of the member's databases, in bytes (PostgreSQL: pg_database_size of each; MySQL: the InnoDB tablespace files of every table outside the system schemas).",
+		memberLabels, nil, metrics.ALPHA, "")
+	memberLogBytesDesc = metrics.NewDesc("database_member_log_bytes",
+		"Size on disk of the log of changes the member's server keeps, in bytes: PostgreSQL's WAL segments in pg_wal, MySQL's binary logs; grows when a checkpoint, the archiving or a replica holds it back.",
+		memberLabels, nil, metrics.ALPHA, "")
+	memberLockWaitsDesc = metrics.NewDesc("database_member_lock_waits",
+		"Sessions of the member's server waiting for a lock another holds (PostgreSQL: pg_locks not granted; MySQL: Innodb_row_lock_current_waits).",
+		memberLabels, nil, metrics.ALPHA, "")
+
 	// The controller's own counts of what it did, since it started.
 	failoversTotal = metrics.NewCounterVec(&metrics.CounterOpts{
 		Name:           "database_failovers_total",
@@ -122,7 +147,8 @@ func (c *databaseCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 	for _, d := range []*metrics.Desc{infoDesc, phaseDesc, conditionDesc, replicasDesc, readyReplicasDesc,
 		primaryWritableDesc, primaryLastWritableDesc, lastFailoverDesc, backupLastSuccessDesc, backupLastFailureDesc,
 		backupFirstRecoverableDesc, backupLastArchivedDesc, backupRunningDesc, backupIntervalDesc, memberRoleDesc, memberReadyDesc,
-		memberStreamingDesc, memberLagBytesDesc, memberLagSecondsDesc} {
+		memberStreamingDesc, memberLagBytesDesc, memberLagSecondsDesc, memberConnectionsDesc, memberMaxConnectionsDesc,
+		memberCommitsDesc, memberRollbacksDesc, memberDataBytesDesc, memberLogBytesDesc, memberLockWaitsDesc} {
 		ch <- d
 	}
 }
@@ -193,7 +219,17 @@ func collectDatabase(ch chan<- metrics.Metric, db *examplev1.Database, now time.
 			gauge(backupIntervalDesc, schedule.Next(next).Sub(next).Seconds())
 		}
 	}
+	stats := memberStatistics.get(db)
 	for _, m := range db.Status.Members {
+		if st, ok := stats[m.Name]; ok {
+			gauge(memberConnectionsDesc, float64(st.Connections), m.Name)
+			gauge(memberMaxConnectionsDesc, float64(st.MaxConnections), m.Name)
+			ch <- metrics.NewLazyConstMetric(memberCommitsDesc, metrics.CounterValue, float64(st.Commits), db.Namespace, db.Name, m.Name)
+			ch <- metrics.NewLazyConstMetric(memberRollbacksDesc, metrics.CounterValue, float64(st.Rollbacks), db.Namespace, db.Name, m.Name)
+			gauge(memberDataBytesDesc, float64(st.DataBytes), m.Name)
+			gauge(memberLogBytesDesc, float64(st.LogBytes), m.Name)
+			gauge(memberLockWaitsDesc, float64(st.LockWaits), m.Name)
+		}
 		role := strings.ToLower(string(m.Role))
 		if role == "" {
 			role = "unknown"
@@ -216,8 +252,59 @@ func collectDatabase(ch chan<- metrics.Metric, db *examplev1.Database, now time.
 	}
 }
 
-// forgetMetrics ends the controller's counters of the Database namespace/name.
+// forgetMetrics ends the controller's counters of the Database namespace/name, and the
+// statistics its servers last reported.
 func forgetMetrics(namespace, name string) {
 	failoversTotal.DeleteLabelValues(namespace, name)
 	switchoversTotal.DeleteLabelValues(namespace, name)
+	memberStatistics.forget(namespace, name)
+}
+
+// statisticsStore is what the servers of each Database (by namespace and name) reported of
+// themselves at the last check (engine.Statistics), by member, for the metrics: the members
+// that did not answer have none.
+type statisticsStore struct {
+	mu sync.Mutex
+	m  map[cache.ObjectName]map[string]engine.Statistics
+}
+
+// memberStatistics holds the statistics of this process's last check of each Database, as
+// the counters of failovers and switchovers do, for the collector that reads Databases.
+var memberStatistics statisticsStore
+
+func (s *statisticsStore) set(db *examplev1.Database, stats map[string]engine.Statistics) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[cache.ObjectName]map[string]engine.Statistics{}
+	}
+	s.m[cache.ObjectName{Namespace: db.Namespace, Name: db.Name}] = stats
+}
+
+func (s *statisticsStore) get(db *examplev1.Database) map[string]engine.Statistics {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[cache.ObjectName{Namespace: db.Namespace, Name: db.Name}]
+}
+
+func (s *statisticsStore) forget(namespace, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, cache.ObjectName{Namespace: namespace, Name: name})
+}
+
+// recordStatistics keeps what each of members that answered o reported of itself, when o's
+// engine reports statistics (engine.Statistician).
+func recordStatistics(db *examplev1.Database, o engine.Observer, members []*member) {
+	s, ok := o.(engine.Statistician)
+	if !ok {
+		return
+	}
+	stats := map[string]engine.Statistics{}
+	for _, m := range members {
+		if st, ok := s.Statistics(m); ok {
+			stats[m.Name] = st
+		}
+	}
+	memberStatistics.set(db, stats)
 }

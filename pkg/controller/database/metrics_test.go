@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/engine"
 )
 
 // The per-Database gauges say what each Database's status says: a replicated PostgreSQL
@@ -191,6 +192,7 @@ func TestTheDatabaseMetricsPassPromlint(t *testing.T) {
 	reg.MustRegister(failoversTotal, switchoversTotal)
 	failoversTotal.WithLabelValues("shop", "orders").Inc()
 	switchoversTotal.WithLabelValues("shop", "orders").Inc()
+	memberStatistics.set(db, map[string]engine.Statistics{"orders-1": {Connections: 1, MaxConnections: 100, Commits: 1, DataBytes: 1, LogBytes: 1}})
 	t.Cleanup(func() { forgetMetrics("shop", "orders") })
 	families, err := reg.Gather()
 	require.NoError(t, err)
@@ -201,9 +203,75 @@ func TestTheDatabaseMetricsPassPromlint(t *testing.T) {
 	}
 	require.Contains(t, text.String(), "database_failovers_total")
 	require.Contains(t, text.String(), "database_member_replication_lag_seconds")
+	require.Contains(t, text.String(), "database_member_transactions_committed_total")
 	problems, err := testutil.NewPromLinter(strings.NewReader(text.String())).Lint()
 	require.NoError(t, err)
 	require.Empty(t, problems)
+}
+
+// statisticsObserver is an Observer whose members' states are their engine.Statistics.
+type statisticsObserver struct{ engine.Observer }
+
+func (statisticsObserver) Statistics(m *engine.Member) (engine.Statistics, bool) {
+	st, ok := m.State.(engine.Statistics)
+	return st, ok && m.Answered
+}
+
+// The statistics each member's server reported at the last check are reported for the
+// members in status, none for a member that did not answer, and none once the Database is
+// forgotten; an engine without statistics records none.
+func TestTheDatabaseMetricsReportEachServersStatistics(t *testing.T) {
+	db := &examplev1.Database{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "stats"},
+		Spec:       examplev1.DatabaseSpec{Engine: examplev1.EngineMySQL, Version: "9.7", Replicas: ptr.To[int32](2)},
+		Status: examplev1.DatabaseStatus{Primary: "stats-0", Members: []examplev1.DatabaseMember{
+			{Name: "stats-0", Role: examplev1.MemberRolePrimary}, {Name: "stats-1"}}},
+	}
+	t.Cleanup(func() { forgetMetrics("shop", "stats") })
+	recordStatistics(db, statisticsObserver{}, []*member{
+		{Name: "stats-0", Answered: true, Writable: true, State: engine.Statistics{
+			Connections: 3, MaxConnections: 151, Commits: 1200, Rollbacks: 4, DataBytes: 1 << 20, LogBytes: 16 << 20, LockWaits: 1}},
+		{Name: "stats-1", Err: io.EOF},
+	})
+	// A collector registers once: each comparison makes its own.
+	collector := func() metrics.StableCollector {
+		return newDatabaseCollector(func() []*examplev1.Database { return []*examplev1.Database{db} })
+	}
+	stats := []string{"database_member_connections", "database_member_max_connections", "database_member_transactions_committed_total",
+		"database_member_transactions_rolled_back_total", "database_member_data_bytes", "database_member_log_bytes", "database_member_lock_waits"}
+	require.NoError(t, testutil.CustomCollectAndCompare(collector(), strings.NewReader(`
+# HELP database_member_connections [ALPHA] Client sessions open on the member's server, the controller's own check among them, as the server last reported them (PostgreSQL: client backends in pg_stat_activity; MySQL: Threads_connected).
+# TYPE database_member_connections gauge
+database_member_connections{database="stats",member="stats-0",namespace="shop"} 3
+# HELP database_member_max_connections [ALPHA] The most client sessions the member's server accepts (max_connections).
+# TYPE database_member_max_connections gauge
+database_member_max_connections{database="stats",member="stats-0",namespace="shop"} 151
+# HELP database_member_transactions_committed_total [ALPHA] Transactions the member's server committed since it started, read-only ones among them (PostgreSQL: pg_stat_database's xact_commit over every database; MySQL: Handler_commit); begins again at 0 when the server restarts.
+# TYPE database_member_transactions_committed_total counter
+database_member_transactions_committed_total{database="stats",member="stats-0",namespace="shop"} 1200
+# HELP database_member_transactions_rolled_back_total [ALPHA] Transactions the member's server rolled back since it started (PostgreSQL: xact_rollback; MySQL: Handler_rollback); begins again at 0 when the server restarts.
+# TYPE database_member_transactions_rolled_back_total counter
+database_member_transactions_rolled_back_total{database="stats",member="stats-0",namespace="shop"} 4
+# HELP database_member_data_bytes [ALPHA] Size on disk of the data of the member's databases, in bytes (PostgreSQL: pg_database_size of each; MySQL: the InnoDB tablespace files of every table outside the system schemas).
+# TYPE database_member_data_bytes gauge
+database_member_data_bytes{database="stats",member="stats-0",namespace="shop"} 1.048576e+06
+# HELP database_member_log_bytes [ALPHA] Size on disk of the log of changes the member's server keeps, in bytes: PostgreSQL's WAL segments in pg_wal, MySQL's binary logs; grows when a checkpoint, the archiving or a replica holds it back.
+# TYPE database_member_log_bytes gauge
+database_member_log_bytes{database="stats",member="stats-0",namespace="shop"} 1.6777216e+07
+# HELP database_member_lock_waits [ALPHA] Sessions of the member's server waiting for a lock another holds (PostgreSQL: pg_locks not granted; MySQL: Innodb_row_lock_current_waits).
+# TYPE database_member_lock_waits gauge
+database_member_lock_waits{database="stats",member="stats-0",namespace="shop"} 1
+`), stats...))
+
+	// A check where no server answers leaves none.
+	recordStatistics(db, statisticsObserver{}, []*member{{Name: "stats-0", Err: io.EOF}, {Name: "stats-1", Err: io.EOF}})
+	require.NoError(t, testutil.CustomCollectAndCompare(collector(), strings.NewReader(""), stats...))
+	// An engine without statistics records nothing over what was.
+	recordStatistics(db, statisticsObserver{}, []*member{{Name: "stats-0", Answered: true, State: engine.Statistics{Connections: 9}}})
+	recordStatistics(db, nil, []*member{{Name: "stats-0", Answered: true}})
+	require.Equal(t, int64(9), memberStatistics.get(db)["stats-0"].Connections)
+	forgetMetrics("shop", "stats")
+	require.NoError(t, testutil.CustomCollectAndCompare(collector(), strings.NewReader(""), stats...))
 }
 
 // /metrics (legacyregistry) reports the Databases of the latest cache RegisterMetrics was

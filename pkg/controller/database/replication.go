@@ -504,6 +504,7 @@ func (p *pass) members(ctx context.Context, sts int32, o engine.Observer) (membe
 		return members, server, false, nil
 	}
 	p.observe(ctx, o, members, server)
+	recordStatistics(p.db, o, members)
 	return members, server, true, nil
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"example.com/database-apiserver/pkg/engine"
 	"example.com/database-apiserver/pkg/engine/mongodb"
 )
 
@@ -37,6 +38,9 @@ type State struct {
 	Members []MemberStatus
 	// Config is replSetGetConfig.config; nil before initiation.
 	Config *Config
+	// Statistics are the server's own figures (statistics); nil when it could not give
+	// them, which does not make the server count as not answering.
+	Statistics *engine.Statistics
 }
 
 // MemberStatus is one element of replSetGetStatus.members

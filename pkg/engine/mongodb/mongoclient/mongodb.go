@@ -21,6 +21,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"example.com/database-apiserver/pkg/engine"
 )
 
 // ConnectTimeout bounds a connection's TCP and authentication handshake: a Pod that does not
@@ -159,11 +161,12 @@ func observe(run runner) (State, error) {
 	if err != nil {
 		return State{}, fmt.Errorf("hello: %w", err)
 	}
+	stats := statistics(run)
 	status, err := run(bson.D{{Key: "replSetGetStatus", Value: 1}})
 	switch {
 	case hasCode(err, codeNoReplicationEnabled):
 		st, err := decodeState(hello, nil, nil)
-		st.Standalone = true
+		st.Standalone, st.Statistics = true, stats
 		return st, err
 	case hasCode(err, codeNotYetInitialized), hasCode(err, codeInvalidReplicaSetConfig):
 		status = nil
@@ -182,7 +185,52 @@ func observe(run runner) (State, error) {
 			return State{}, fmt.Errorf("replSetGetConfig: reply has no config document")
 		}
 	}
-	return decodeState(hello, status, config)
+	st, err := decodeState(hello, status, config)
+	st.Statistics = stats
+	return st, err
+}
+
+// statistics reads a server's engine.Statistics from serverStatus
+// (https://www.mongodb.com/docs/manual/reference/command/serverStatus/): connections.current,
+// and current plus available for the most it accepts; transactions.totalCommitted and
+// totalAborted (multi-document transactions; a single-document write is not one);
+// globalLock.currentQueue.total, the operations queued for a lock; and from listDatabases'
+// sizeOnDisk, the data of every database but local, and local itself for the log: the
+// oplog lives there. It is nil when either command fails.
+func statistics(run runner) *engine.Statistics {
+	status, err := run(bson.D{{Key: "serverStatus", Value: 1}})
+	if err != nil {
+		return nil
+	}
+	list, err := run(bson.D{{Key: "listDatabases", Value: 1}, {Key: "nameOnly", Value: false}})
+	if err != nil {
+		return nil
+	}
+	number := func(doc bson.Raw, path ...string) int64 {
+		n, _ := doc.Lookup(path...).AsInt64OK()
+		return n
+	}
+	st := &engine.Statistics{
+		Connections: number(status, "connections", "current"),
+		Commits:     number(status, "transactions", "totalCommitted"),
+		Rollbacks:   number(status, "transactions", "totalAborted"),
+		LockWaits:   number(status, "globalLock", "currentQueue", "total"),
+	}
+	st.MaxConnections = st.Connections + number(status, "connections", "available")
+	databases, _ := list.Lookup("databases").ArrayOK()
+	values, _ := databases.Values()
+	for _, v := range values {
+		db, ok := v.DocumentOK()
+		if !ok {
+			continue
+		}
+		if name, _ := db.Lookup("name").StringValueOK(); name == "local" {
+			st.LogBytes += number(db, "sizeOnDisk")
+		} else {
+			st.DataBytes += number(db, "sizeOnDisk")
+		}
+	}
+	return st
 }
 
 // decodeState is the State of a server from its hello reply, its replSetGetStatus reply

@@ -12,6 +12,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
+
+	"example.com/database-apiserver/pkg/engine"
 )
 
 func host(i int) string { return Host(fmt.Sprintf("db-%d.db-headless.ns.svc", i), 27017) }
@@ -137,9 +139,34 @@ func (f *fakeServer) names() []string {
 	return names
 }
 
+// serverStatusReply is the part of serverStatus that statistics reads, with the number
+// types a mongod sends.
+func serverStatusReply() bson.D {
+	return bson.D{
+		{Key: "connections", Value: bson.D{{Key: "current", Value: int32(7)}, {Key: "available", Value: int32(838853)}, {Key: "totalCreated", Value: int32(90)}}},
+		{Key: "transactions", Value: bson.D{{Key: "totalCommitted", Value: int64(42)}, {Key: "totalAborted", Value: int64(3)}}},
+		{Key: "globalLock", Value: bson.D{{Key: "currentQueue", Value: bson.D{{Key: "total", Value: int32(1)}, {Key: "readers", Value: int32(1)}}}}},
+		{Key: "ok", Value: 1.0},
+	}
+}
+
+// listDatabasesReply lists admin, local (the oplog's) and an application database.
+func listDatabasesReply() bson.D {
+	db := func(name string, size int64) bson.D {
+		return bson.D{{Key: "name", Value: name}, {Key: "sizeOnDisk", Value: size}, {Key: "empty", Value: false}}
+	}
+	return bson.D{
+		{Key: "databases", Value: bson.A{db("admin", 40960), db("local", 1<<20), db("shop", 2<<20)}},
+		{Key: "totalSize", Value: float64(40960 + 1<<20 + 2<<20)},
+		{Key: "ok", Value: 1.0},
+	}
+}
+
 func initiatedServer(t *testing.T, self int) *fakeServer {
 	return &fakeServer{replies: map[string]bson.Raw{
 		"hello":            raw(t, serverHello(self)),
+		"serverStatus":     raw(t, serverStatusReply()),
+		"listDatabases":    raw(t, listDatabasesReply()),
 		"replSetGetStatus": raw(t, serverStatus(self)),
 		"replSetGetConfig": raw(t, bson.D{{Key: "config", Value: serverConfig()}, {Key: "ok", Value: 1.0}}),
 	}}
@@ -153,7 +180,9 @@ func TestObservePrimary(t *testing.T) {
 	f := initiatedServer(t, 0)
 	st, err := observe(f.run)
 	require.NoError(t, err)
-	require.Equal(t, []string{"hello", "replSetGetStatus", "replSetGetConfig"}, f.names())
+	require.Equal(t, []string{"hello", "serverStatus", "listDatabases", "replSetGetStatus", "replSetGetConfig"}, f.names())
+	require.Equal(t, &engine.Statistics{Connections: 7, MaxConnections: 7 + 838853, Commits: 42, Rollbacks: 3,
+		DataBytes: 40960 + 2<<20, LogBytes: 1 << 20, LockWaits: 1}, st.Statistics, "local, where the oplog is, counts as the log")
 
 	require.True(t, st.Initiated)
 	require.Equal(t, "rs0", st.SetName)
@@ -215,6 +244,7 @@ func TestObserveNotYetInitialized(t *testing.T) {
 
 // A server started without --replSet answers hello as a writable standalone and
 // replSetGetStatus with NoReplicationEnabled: it is Standalone, and asked nothing more.
+// (This one refuses serverStatus: it has no statistics.)
 func TestObserveStandalone(t *testing.T) {
 	f := &fakeServer{
 		replies: map[string]bson.Raw{"hello": raw(t, bson.D{
@@ -226,8 +256,8 @@ func TestObserveStandalone(t *testing.T) {
 	}
 	st, err := observe(f.run)
 	require.NoError(t, err)
-	require.Equal(t, State{Standalone: true, Writable: true}, st)
-	require.Equal(t, []string{"hello", "replSetGetStatus"}, f.names())
+	require.Equal(t, State{Standalone: true, Writable: true}, st, "a server that gives no statistics still answers")
+	require.Equal(t, []string{"hello", "serverStatus", "replSetGetStatus"}, f.names())
 }
 
 func TestObserveRemovedMember(t *testing.T) {

@@ -26,6 +26,8 @@ type Instances interface {
 // (SyncMembers), and moves the primary by priority.
 type ReplicaSet struct{ Instances Instances }
 
+var _ engine.Statistician = ReplicaSet{}
+
 // NewReplicaSet is the ReplicaSet reaching the servers through instances.
 func NewReplicaSet(instances Instances) ReplicaSet { return ReplicaSet{instances} }
 
@@ -46,6 +48,13 @@ func (r ReplicaSet) Observe(ctx context.Context, _ engine.Pass, e engine.Endpoin
 }
 
 func (ReplicaSet) Refused(err error) bool { return IsAuthenticationFailure(err) }
+
+func (ReplicaSet) Statistics(m *engine.Member) (engine.Statistics, bool) {
+	if !m.Answered || state(m).Statistics == nil {
+		return engine.Statistics{}, false
+	}
+	return *state(m).Statistics, true
+}
 
 func (ReplicaSet) Initiated(m *engine.Member) bool  { return state(m).Initiated }
 func (ReplicaSet) Standalone(m *engine.Member) bool { return state(m).Standalone }

@@ -23,6 +23,8 @@ import (
 	"time"
 
 	driver "github.com/go-sql-driver/mysql"
+
+	"example.com/database-apiserver/pkg/engine"
 )
 
 // ConnectTimeout bounds a connection's TCP and authentication handshake: a Pod that does not
@@ -75,6 +77,61 @@ type State struct {
 	// (performance_schema.processlist's TIME: seconds in its current state).
 	CommitsWaiting    int
 	LongestCommitWait time.Duration
+	// Statistics are the server's own figures (statistics); nil when it could not give
+	// them, which does not make the server count as not answering.
+	Statistics *engine.Statistics
+}
+
+// statusQuery reads a server's status counters for engine.Statistics
+// (https://dev.mysql.com/doc/refman/9.7/en/server-status-variables.html): Threads_connected,
+// Handler_commit and Handler_rollback (the storage engines' commits and rollbacks, of
+// autocommitted statements too) and Innodb_row_lock_current_waits; with max_connections,
+// and the size on disk of the InnoDB tablespaces of every table outside the system schemas
+// (information_schema.INNODB_TABLESPACES, read from the files, so never stale as
+// information_schema.TABLES may be).
+const statusQuery = `SELECT
+	(SELECT COALESCE(SUM(IF(VARIABLE_NAME = 'Threads_connected', CAST(VARIABLE_VALUE AS UNSIGNED), 0)), 0) FROM performance_schema.global_status),
+	@@global.max_connections,
+	(SELECT COALESCE(SUM(IF(VARIABLE_NAME = 'Handler_commit', CAST(VARIABLE_VALUE AS UNSIGNED), 0)), 0) FROM performance_schema.global_status),
+	(SELECT COALESCE(SUM(IF(VARIABLE_NAME = 'Handler_rollback', CAST(VARIABLE_VALUE AS UNSIGNED), 0)), 0) FROM performance_schema.global_status),
+	(SELECT COALESCE(SUM(FILE_SIZE), 0) FROM information_schema.INNODB_TABLESPACES
+		WHERE SPACE_TYPE = 'Single' AND NAME NOT LIKE 'mysql/%' AND NAME NOT LIKE 'sys/%'),
+	(SELECT COALESCE(SUM(IF(VARIABLE_NAME = 'Innodb_row_lock_current_waits', CAST(VARIABLE_VALUE AS UNSIGNED), 0)), 0) FROM performance_schema.global_status)`
+
+// statistics reads s's engine.Statistics through db: statusQuery, and the binary log files
+// it keeps (SHOW BINARY LOGS: what no purge has removed yet, binlog_expire_logs_seconds'
+// or a replica's).
+func statistics(ctx context.Context, db *sql.DB) (engine.Statistics, error) {
+	var st engine.Statistics
+	if err := db.QueryRowContext(ctx, statusQuery).Scan(&st.Connections, &st.MaxConnections, &st.Commits, &st.Rollbacks,
+		&st.DataBytes, &st.LockWaits); err != nil {
+		return st, err
+	}
+	rows, err := db.QueryContext(ctx, `SHOW BINARY LOGS`)
+	if err != nil {
+		return st, err
+	}
+	defer rows.Close()
+	columns, err := rows.Columns()
+	if err != nil {
+		return st, err
+	}
+	for rows.Next() {
+		// Log_name, File_size, Encrypted (the columns since MySQL 8.0.14).
+		values := make([]any, len(columns))
+		var size int64
+		for i := range values {
+			values[i] = new(sql.RawBytes)
+			if columns[i] == "File_size" {
+				values[i] = &size
+			}
+		}
+		if err := rows.Scan(values...); err != nil {
+			return st, err
+		}
+		st.LogBytes += size
+	}
+	return st, rows.Err()
 }
 
 // semiSyncWaitState is the state of a session whose commit waits for replicas'
@@ -165,6 +222,12 @@ func (Client) Observe(ctx context.Context, s Server, host string, users []string
 	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) > 0 FROM performance_schema.persisted_variables
 		WHERE VARIABLE_NAME = 'super_read_only' AND VARIABLE_VALUE = 'ON'`).Scan(&st.StartsReadOnly); err != nil {
 		return State{}, fmt.Errorf("query the persisted settings of %s: %w", s.Host, err)
+	}
+
+	if stats, err := statistics(ctx, db); err == nil {
+		st.Statistics = &stats
+	} else if ctx.Err() != nil {
+		return State{}, fmt.Errorf("query the statistics of %s: %w", s.Host, err)
 	}
 
 	var src Source

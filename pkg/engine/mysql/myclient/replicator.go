@@ -45,8 +45,9 @@ type Instances interface {
 type Replicator struct{ Instances Instances }
 
 var (
-	_ engine.Failover    = Replicator{}
-	_ engine.Synchronous = Replicator{}
+	_ engine.Failover     = Replicator{}
+	_ engine.Synchronous  = Replicator{}
+	_ engine.Statistician = Replicator{}
 )
 
 // NewReplicator is the Replicator reaching the servers through instances.
@@ -69,6 +70,13 @@ func (r Replicator) Observe(ctx context.Context, p engine.Pass, e engine.Endpoin
 }
 
 func (Replicator) Refused(err error) bool { return IsAuthenticationFailure(err) }
+
+func (Replicator) Statistics(m *engine.Member) (engine.Statistics, bool) {
+	if !m.Answered || state(m).Statistics == nil {
+		return engine.Statistics{}, false
+	}
+	return *state(m).Statistics, true
+}
 
 func (Replicator) HasUser(primary *engine.Member, user string) bool {
 	return slices.Contains(state(primary).Users, user)

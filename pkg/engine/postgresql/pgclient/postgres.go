@@ -19,6 +19,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"example.com/database-apiserver/pkg/engine"
 )
 
 // ConnectTimeout bounds a connection's TCP and authentication handshake: a Pod that does not
@@ -90,7 +92,26 @@ type State struct {
 	// the shorter is the closer.
 	CommitsWaiting    int
 	LongestCommitWait time.Duration
+	// Statistics are the server's own figures (statisticsQuery); nil when it could not
+	// give them, which does not make the server count as not answering.
+	Statistics *engine.Statistics
 }
+
+// statisticsQuery reads a server's engine.Statistics, primary or standby, from its
+// statistics views (https://www.postgresql.org/docs/current/monitoring-stats.html): client
+// backends in pg_stat_activity, max_connections, pg_stat_database's xact_commit and
+// xact_rollback summed over every database, pg_database_size of every database that
+// accepts connections, the WAL segment files in pg_wal (pg_ls_waldir: what a checkpoint,
+// the archiver or a replication slot has not let go of yet), and the sessions waiting for
+// a lock (pg_locks not granted).
+const statisticsQuery = `SELECT
+	(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::bigint,
+	current_setting('max_connections')::bigint,
+	(SELECT COALESCE(sum(xact_commit), 0) FROM pg_stat_database)::bigint,
+	(SELECT COALESCE(sum(xact_rollback), 0) FROM pg_stat_database)::bigint,
+	(SELECT COALESCE(sum(pg_database_size(oid)), 0) FROM pg_database WHERE datallowconn)::bigint,
+	(SELECT COALESCE(sum(size), 0) FROM pg_ls_waldir())::bigint,
+	(SELECT count(DISTINCT pid) FROM pg_locks WHERE NOT granted)::bigint`
 
 // TimelineSwitch is one line of a timeline history file
 // (https://www.postgresql.org/docs/current/continuous-archiving.html#BACKUP-TIMELINES):
@@ -169,6 +190,13 @@ func (Client) Observe(ctx context.Context, s Server, roles []string) (State, err
 				return State{}, fmt.Errorf("read the timeline history of %s: %w", s.Host, err)
 			}
 		}
+	}
+	var stats engine.Statistics
+	if err := conn.QueryRow(ctx, statisticsQuery).Scan(&stats.Connections, &stats.MaxConnections, &stats.Commits, &stats.Rollbacks,
+		&stats.DataBytes, &stats.LogBytes, &stats.LockWaits); err == nil {
+		st.Statistics = &stats
+	} else if ctx.Err() != nil {
+		return State{}, fmt.Errorf("query the statistics of %s: %w", s.Host, err)
 	}
 	if st.InRecovery {
 		return st, nil

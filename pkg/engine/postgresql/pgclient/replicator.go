@@ -38,10 +38,11 @@ type Instances interface {
 type Replicator struct{ Instances Instances }
 
 var (
-	_ engine.Replicator  = Replicator{}
-	_ engine.Failover    = Replicator{}
-	_ engine.Synchronous = Replicator{}
-	_ engine.Archiver    = Replicator{}
+	_ engine.Replicator   = Replicator{}
+	_ engine.Failover     = Replicator{}
+	_ engine.Synchronous  = Replicator{}
+	_ engine.Archiver     = Replicator{}
+	_ engine.Statistician = Replicator{}
 )
 
 // NewReplicator is the Replicator reaching the servers through instances.
@@ -73,6 +74,13 @@ func (r Replicator) Observe(ctx context.Context, _ engine.Pass, e engine.Endpoin
 }
 
 func (Replicator) Refused(err error) bool { return IsAuthenticationFailure(err) }
+
+func (Replicator) Statistics(m *engine.Member) (engine.Statistics, bool) {
+	if !m.Answered || state(m).Statistics == nil {
+		return engine.Statistics{}, false
+	}
+	return *state(m).Statistics, true
+}
 
 // HasUser: the role exists and may call pg_rewind's functions (RewindFunctions) in
 // postgresql.RewindDatabase (Observe asks there); a role without them there (made before
