@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -334,7 +335,8 @@ func (c *Cluster) startRealNode(ctx context.Context) error {
 
 // waitRealNodePolicy waits until kube-apiserver applies the node selection policy (it loads
 // admission policies asynchronously): a dry-run create of a Pod running one of the node's
-// images comes back with the node selector the policy adds.
+// images, asking for 250m CPU, comes back with the node selector the policy adds and asking
+// for 25m.
 func (c *Cluster) waitRealNodePolicy(ctx context.Context) error {
 	n := c.node
 	if len(n.images) == 0 {
@@ -346,7 +348,9 @@ func (c *Cluster) waitRealNodePolicy(ctx context.Context) error {
 	}
 	probe := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "localcluster-policy-probe", Namespace: metav1.NamespaceDefault},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: n.images[0]}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: n.images[0],
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}},
+		}}},
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
@@ -356,10 +360,13 @@ func (c *Cluster) waitRealNodePolicy(ctx context.Context) error {
 		switch {
 		case err != nil:
 			last = err.Error()
-		case got.Spec.NodeSelector[RealNodeLabel] == "true":
-			return nil
-		default:
+		case got.Spec.NodeSelector[RealNodeLabel] != "true":
 			last = "a Pod running " + n.images[0] + " is not sent to the real node yet"
+		case got.Spec.Containers[0].Resources.Requests.Cpu().MilliValue() != 25:
+			last = "a Pod running " + n.images[0] + " asking for 250m CPU asks for " +
+				got.Spec.Containers[0].Resources.Requests.Cpu().String() + ", not a tenth"
+		default:
+			return nil
 		}
 		select {
 		case <-ctx.Done():
