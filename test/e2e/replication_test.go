@@ -301,6 +301,9 @@ func restartReplicasFirst(t *testing.T, ns, db, primary string, replicas ...stri
 // The namespace enforces the "restricted" Pod Security Standard: the clone by pg_basebackup
 // and the standbys run as the non-root server user too.
 func TestRealPostgreSQLReplicates(t *testing.T) {
+	// Side by side with the other engine's (the only top-level tests that run in parallel:
+	// both after every other test), on three Pods each at most.
+	t.Parallel()
 	img := realNodeImage(t, examplev1.EnginePostgreSQL)
 	ns := restrictedNamespace(t, "e2e-real-replication")
 	const db = "ledger"
@@ -643,6 +646,9 @@ const credentialsPath = "/etc/database-credentials"
 // The namespace enforces the "restricted" Pod Security Standard: the clone and the servers
 // run as the non-root server user.
 func TestRealMySQLReplicates(t *testing.T) {
+	// Side by side with the other engine's (the only top-level tests that run in parallel:
+	// both after every other test), on three Pods each at most.
+	t.Parallel()
 	img := realNodeImage(t, examplev1.EngineMySQL)
 	ns := restrictedNamespace(t, "e2e-real-mysql-replication")
 	const db = "shop"
