@@ -46,7 +46,7 @@ func run(t *testing.T, args ...string) string {
 
 func TestAlertRulesAreValid(t *testing.T) {
 	out := run(t, "check", "rules", rules(t, t.TempDir()))
-	require.Contains(t, out, "SUCCESS: 8 rules found")
+	require.Contains(t, out, "SUCCESS: 9 rules found")
 }
 
 func TestEachAlertFiresWhenItShouldAndOnlyThen(t *testing.T) {

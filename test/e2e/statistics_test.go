@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 )
@@ -85,7 +86,8 @@ q "BEGIN; SELECT id FROM e2e_locks.t WHERE id = 1 FOR UPDATE; DO SLEEP(15); COMM
 // Database ns/db against what its server says: the commits counter between the server's
 // figure before and after the scrape, max_connections equal, the sessions open at least the
 // controller's own, the data and the log kept on disk within 10% (or a WAL segment) of the
-// server's, and a session waiting for a lock counted while it waits, then no more.
+// server's, the volume's capacity its data claim's, and a session waiting for a lock counted
+// while it waits, then no more.
 func testMemberStatistics(t *testing.T, engine examplev1.Engine, ns, db string) {
 	p := statisticsProbes[engine]
 	d, err := getDatabase(t, ns, db)
@@ -127,6 +129,9 @@ func testMemberStatistics(t *testing.T, engine examplev1.Engine, ns, db string) 
 	require.Positive(t, logBytes)
 	require.InDelta(t, logBytes, got["database_member_log_bytes"], math.Max(0.1*logBytes, 16<<20))
 	require.Zero(t, got["database_member_lock_waits"])
+	capacity, err := resource.ParseQuantity(kubectl(t, "get", "pvc", "-n", ns, "data-"+primary, "-o", "jsonpath={.status.capacity.storage}"))
+	require.NoError(t, err)
+	require.Equal(t, float64(capacity.Value()), got["database_member_volume_capacity_bytes"], "the data claim's capacity")
 
 	done := make(chan error, 1)
 	go func() {

@@ -99,6 +99,9 @@ var (
 	memberLogBytesDesc = metrics.NewDesc("database_member_log_bytes",
 		"Size on disk of the log of changes the member's server keeps, in bytes: PostgreSQL's WAL segments in pg_wal, MySQL's binary logs; grows when a checkpoint, the archiving or a replica holds it back.",
 		memberLabels, nil, metrics.ALPHA, "")
+	memberVolumeCapacityDesc = metrics.NewDesc("database_member_volume_capacity_bytes",
+		"Capacity of the member's data volume, in bytes: its data claim's status.capacity; absent while the claim is not bound.",
+		memberLabels, nil, metrics.ALPHA, "")
 	memberLockWaitsDesc = metrics.NewDesc("database_member_lock_waits",
 		"Sessions of the member's server waiting for a lock another holds (PostgreSQL: pg_locks not granted; MySQL: Innodb_row_lock_current_waits).",
 		memberLabels, nil, metrics.ALPHA, "")
@@ -148,7 +151,7 @@ func (c *databaseCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 		primaryWritableDesc, primaryLastWritableDesc, lastFailoverDesc, backupLastSuccessDesc, backupLastFailureDesc,
 		backupFirstRecoverableDesc, backupLastArchivedDesc, backupRunningDesc, backupIntervalDesc, memberRoleDesc, memberReadyDesc,
 		memberStreamingDesc, memberLagBytesDesc, memberLagSecondsDesc, memberConnectionsDesc, memberMaxConnectionsDesc,
-		memberCommitsDesc, memberRollbacksDesc, memberDataBytesDesc, memberLogBytesDesc, memberLockWaitsDesc} {
+		memberCommitsDesc, memberRollbacksDesc, memberDataBytesDesc, memberLogBytesDesc, memberLockWaitsDesc, memberVolumeCapacityDesc} {
 		ch <- d
 	}
 }
@@ -219,9 +222,13 @@ func collectDatabase(ch chan<- metrics.Metric, db *examplev1.Database, now time.
 			gauge(backupIntervalDesc, schedule.Next(next).Sub(next).Seconds())
 		}
 	}
-	stats := memberStatistics.get(db)
+	reports := memberReports.get(db)
 	for _, m := range db.Status.Members {
-		if st, ok := stats[m.Name]; ok {
+		r := reports[m.Name]
+		if r.volumeCapacity > 0 {
+			gauge(memberVolumeCapacityDesc, float64(r.volumeCapacity), m.Name)
+		}
+		if st := r.statistics; st != nil {
 			gauge(memberConnectionsDesc, float64(st.Connections), m.Name)
 			gauge(memberMaxConnectionsDesc, float64(st.MaxConnections), m.Name)
 			ch <- metrics.NewLazyConstMetric(memberCommitsDesc, metrics.CounterValue, float64(st.Commits), db.Namespace, db.Name, m.Name)
@@ -252,59 +259,71 @@ func collectDatabase(ch chan<- metrics.Metric, db *examplev1.Database, now time.
 	}
 }
 
-// forgetMetrics ends the controller's counters of the Database namespace/name, and the
-// statistics its servers last reported.
+// forgetMetrics ends the controller's counters of the Database namespace/name, and what it
+// last found of its members.
 func forgetMetrics(namespace, name string) {
 	failoversTotal.DeleteLabelValues(namespace, name)
 	switchoversTotal.DeleteLabelValues(namespace, name)
-	memberStatistics.forget(namespace, name)
+	memberReports.forget(namespace, name)
 }
 
-// statisticsStore is what the servers of each Database (by namespace and name) reported of
-// themselves at the last check (engine.Statistics), by member, for the metrics: the members
-// that did not answer have none.
-type statisticsStore struct {
+// memberReport is what the metrics say of one member besides its status: its server's
+// statistics at the last check (nil when it did not give them) and the capacity of its data
+// claim in bytes (0 while the claim is not bound).
+type memberReport struct {
+	statistics     *engine.Statistics
+	volumeCapacity int64
+}
+
+// reportStore is, for each Database (by namespace and name), the memberReport of each of
+// its members as the last check found them.
+type reportStore struct {
 	mu sync.Mutex
-	m  map[cache.ObjectName]map[string]engine.Statistics
+	m  map[cache.ObjectName]map[string]memberReport
 }
 
-// memberStatistics holds the statistics of this process's last check of each Database, as
-// the counters of failovers and switchovers do, for the collector that reads Databases.
-var memberStatistics statisticsStore
+// memberReports holds this process's last check of each Database, as the counters of
+// failovers and switchovers do, for the collector that reads Databases.
+var memberReports reportStore
 
-func (s *statisticsStore) set(db *examplev1.Database, stats map[string]engine.Statistics) {
+func (s *reportStore) set(db *examplev1.Database, reports map[string]memberReport) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
-		s.m = map[cache.ObjectName]map[string]engine.Statistics{}
+		s.m = map[cache.ObjectName]map[string]memberReport{}
 	}
-	s.m[cache.ObjectName{Namespace: db.Namespace, Name: db.Name}] = stats
+	s.m[cache.ObjectName{Namespace: db.Namespace, Name: db.Name}] = reports
 }
 
-func (s *statisticsStore) get(db *examplev1.Database) map[string]engine.Statistics {
+func (s *reportStore) get(db *examplev1.Database) map[string]memberReport {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.m[cache.ObjectName{Namespace: db.Namespace, Name: db.Name}]
 }
 
-func (s *statisticsStore) forget(namespace, name string) {
+func (s *reportStore) forget(namespace, name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.m, cache.ObjectName{Namespace: namespace, Name: name})
 }
 
-// recordStatistics keeps what each of members that answered o reported of itself, when o's
-// engine reports statistics (engine.Statistician).
-func recordStatistics(db *examplev1.Database, o engine.Observer, members []*member) {
-	s, ok := o.(engine.Statistician)
-	if !ok {
-		return
-	}
-	stats := map[string]engine.Statistics{}
+// recordMembers keeps, for the metrics, what each of members reported of itself to o, when
+// o's engine reports statistics (engine.Statistician), and the capacity of its data claim
+// (capacity: bytes, 0 when unknown).
+func recordMembers(db *examplev1.Database, o engine.Observer, members []*member, capacity func(*member) int64) {
+	s, _ := o.(engine.Statistician)
+	reports := map[string]memberReport{}
 	for _, m := range members {
-		if st, ok := s.Statistics(m); ok {
-			stats[m.Name] = st
+		var r memberReport
+		if s != nil {
+			if st, ok := s.Statistics(m); ok {
+				r.statistics = &st
+			}
+		}
+		r.volumeCapacity = capacity(m)
+		if r.statistics != nil || r.volumeCapacity > 0 {
+			reports[m.Name] = r
 		}
 	}
-	memberStatistics.set(db, stats)
+	memberReports.set(db, reports)
 }

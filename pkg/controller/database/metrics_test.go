@@ -192,7 +192,9 @@ func TestTheDatabaseMetricsPassPromlint(t *testing.T) {
 	reg.MustRegister(failoversTotal, switchoversTotal)
 	failoversTotal.WithLabelValues("shop", "orders").Inc()
 	switchoversTotal.WithLabelValues("shop", "orders").Inc()
-	memberStatistics.set(db, map[string]engine.Statistics{"orders-1": {Connections: 1, MaxConnections: 100, Commits: 1, DataBytes: 1, LogBytes: 1}})
+	memberReports.set(db, map[string]memberReport{"orders-1": {
+		statistics:     &engine.Statistics{Connections: 1, MaxConnections: 100, Commits: 1, DataBytes: 1, LogBytes: 1},
+		volumeCapacity: 1 << 30}})
 	t.Cleanup(func() { forgetMetrics("shop", "orders") })
 	families, err := reg.Gather()
 	require.NoError(t, err)
@@ -204,6 +206,7 @@ func TestTheDatabaseMetricsPassPromlint(t *testing.T) {
 	require.Contains(t, text.String(), "database_failovers_total")
 	require.Contains(t, text.String(), "database_member_replication_lag_seconds")
 	require.Contains(t, text.String(), "database_member_transactions_committed_total")
+	require.Contains(t, text.String(), "database_member_volume_capacity_bytes")
 	problems, err := testutil.NewPromLinter(strings.NewReader(text.String())).Lint()
 	require.NoError(t, err)
 	require.Empty(t, problems)
@@ -219,7 +222,8 @@ func (statisticsObserver) Statistics(m *engine.Member) (engine.Statistics, bool)
 
 // The statistics each member's server reported at the last check are reported for the
 // members in status, none for a member that did not answer, and none once the Database is
-// forgotten; an engine without statistics records none.
+// forgotten; an engine without statistics records none. The capacity of each member's
+// bound data claim is reported whether its server answers or not.
 func TestTheDatabaseMetricsReportEachServersStatistics(t *testing.T) {
 	db := &examplev1.Database{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "stats"},
@@ -228,17 +232,25 @@ func TestTheDatabaseMetricsReportEachServersStatistics(t *testing.T) {
 			{Name: "stats-0", Role: examplev1.MemberRolePrimary}, {Name: "stats-1"}}},
 	}
 	t.Cleanup(func() { forgetMetrics("shop", "stats") })
-	recordStatistics(db, statisticsObserver{}, []*member{
+	capacity := func(m *member) int64 { return map[string]int64{"stats-0": 10 << 30, "stats-1": 10 << 30}[m.Name] }
+	recordMembers(db, statisticsObserver{}, []*member{
 		{Name: "stats-0", Answered: true, Writable: true, State: engine.Statistics{
 			Connections: 3, MaxConnections: 151, Commits: 1200, Rollbacks: 4, DataBytes: 1 << 20, LogBytes: 16 << 20, LockWaits: 1}},
 		{Name: "stats-1", Err: io.EOF},
-	})
+	}, capacity)
 	// A collector registers once: each comparison makes its own.
 	collector := func() metrics.StableCollector {
 		return newDatabaseCollector(func() []*examplev1.Database { return []*examplev1.Database{db} })
 	}
 	stats := []string{"database_member_connections", "database_member_max_connections", "database_member_transactions_committed_total",
 		"database_member_transactions_rolled_back_total", "database_member_data_bytes", "database_member_log_bytes", "database_member_lock_waits"}
+	volumes := `
+# HELP database_member_volume_capacity_bytes [ALPHA] Capacity of the member's data volume, in bytes: its data claim's status.capacity; absent while the claim is not bound.
+# TYPE database_member_volume_capacity_bytes gauge
+database_member_volume_capacity_bytes{database="stats",member="stats-0",namespace="shop"} 1.073741824e+10
+database_member_volume_capacity_bytes{database="stats",member="stats-1",namespace="shop"} 1.073741824e+10
+`
+	require.NoError(t, testutil.CustomCollectAndCompare(collector(), strings.NewReader(volumes), "database_member_volume_capacity_bytes"))
 	require.NoError(t, testutil.CustomCollectAndCompare(collector(), strings.NewReader(`
 # HELP database_member_connections [ALPHA] Client sessions open on the member's server, the controller's own check among them, as the server last reported them (PostgreSQL: client backends in pg_stat_activity; MySQL: Threads_connected).
 # TYPE database_member_connections gauge
@@ -263,15 +275,16 @@ database_member_log_bytes{database="stats",member="stats-0",namespace="shop"} 1.
 database_member_lock_waits{database="stats",member="stats-0",namespace="shop"} 1
 `), stats...))
 
-	// A check where no server answers leaves none.
-	recordStatistics(db, statisticsObserver{}, []*member{{Name: "stats-0", Err: io.EOF}, {Name: "stats-1", Err: io.EOF}})
+	// A check where no server answers leaves no statistics, the volumes' capacity still.
+	recordMembers(db, statisticsObserver{}, []*member{{Name: "stats-0", Err: io.EOF}, {Name: "stats-1", Err: io.EOF}}, capacity)
 	require.NoError(t, testutil.CustomCollectAndCompare(collector(), strings.NewReader(""), stats...))
-	// An engine without statistics records nothing over what was.
-	recordStatistics(db, statisticsObserver{}, []*member{{Name: "stats-0", Answered: true, State: engine.Statistics{Connections: 9}}})
-	recordStatistics(db, nil, []*member{{Name: "stats-0", Answered: true}})
-	require.Equal(t, int64(9), memberStatistics.get(db)["stats-0"].Connections)
+	require.NoError(t, testutil.CustomCollectAndCompare(collector(), strings.NewReader(volumes), "database_member_volume_capacity_bytes"))
+	// An engine without statistics reports none; claims not bound, no capacity.
+	recordMembers(db, nil, []*member{{Name: "stats-0", Answered: true, State: engine.Statistics{Connections: 9}}}, func(*member) int64 { return 0 })
+	require.Empty(t, memberReports.get(db))
+	recordMembers(db, statisticsObserver{}, []*member{{Name: "stats-0", Answered: true, State: engine.Statistics{Connections: 9}}}, capacity)
 	forgetMetrics("shop", "stats")
-	require.NoError(t, testutil.CustomCollectAndCompare(collector(), strings.NewReader(""), stats...))
+	require.NoError(t, testutil.CustomCollectAndCompare(collector(), strings.NewReader(""), append(stats, "database_member_volume_capacity_bytes")...))
 }
 
 // /metrics (legacyregistry) reports the Databases of the latest cache RegisterMetrics was

@@ -504,7 +504,7 @@ func (p *pass) members(ctx context.Context, sts int32, o engine.Observer) (membe
 		return members, server, false, nil
 	}
 	p.observe(ctx, o, members, server)
-	recordStatistics(p.db, o, members)
+	recordMembers(p.db, o, members, p.dataClaimCapacity)
 	return members, server, true, nil
 }
 
@@ -568,6 +568,25 @@ func (p *pass) fence(ctx context.Context, m *member) error {
 		return nil
 	}
 	return p.deletePod(ctx, m.Pod, "to stop the old primary")
+}
+
+// dataClaimCapacity is the capacity in bytes (status.capacity) of m's data claim as the claim
+// cache holds it; 0 when it holds none or the claim is not bound.
+func (p *pass) dataClaimCapacity(m *member) int64 {
+	ordinal, ok := specs.PodOrdinal(p.db, m.Name)
+	if !ok {
+		return 0
+	}
+	obj, exists, err := p.r.listers.PersistentVolumeClaims.GetByKey(p.db.Namespace + "/" + names.DataClaimName(p.db, ordinal))
+	claim, ok := obj.(*corev1.PersistentVolumeClaim)
+	if err != nil || !exists || !ok {
+		return 0
+	}
+	q, ok := claim.Status.Capacity[corev1.ResourceStorage]
+	if !ok {
+		return 0
+	}
+	return q.Value()
 }
 
 // hasDataClaim reports whether the claim cache holds the data claim of ordinal.
