@@ -577,9 +577,8 @@ func (p *pass) dataClaimCapacity(m *member) int64 {
 	if !ok {
 		return 0
 	}
-	obj, exists, err := p.r.listers.PersistentVolumeClaims.GetByKey(p.db.Namespace + "/" + names.DataClaimName(p.db, ordinal))
-	claim, ok := obj.(*corev1.PersistentVolumeClaim)
-	if err != nil || !exists || !ok {
+	claim, ok := p.dataClaim(ordinal)
+	if !ok {
 		return 0
 	}
 	q, ok := claim.Status.Capacity[corev1.ResourceStorage]
@@ -591,8 +590,15 @@ func (p *pass) dataClaimCapacity(m *member) int64 {
 
 // hasDataClaim reports whether the claim cache holds the data claim of ordinal.
 func (p *pass) hasDataClaim(ordinal int32) bool {
-	_, exists, err := p.r.listers.PersistentVolumeClaims.GetByKey(p.db.Namespace + "/" + names.DataClaimName(p.db, ordinal))
-	return err == nil && exists
+	_, ok := p.dataClaim(ordinal)
+	return ok
+}
+
+// dataClaim is the data claim of ordinal as the claim cache holds it, and whether it does.
+func (p *pass) dataClaim(ordinal int32) (*corev1.PersistentVolumeClaim, bool) {
+	obj, exists, err := p.r.listers.PersistentVolumeClaims.GetByKey(p.db.Namespace + "/" + names.DataClaimName(p.db, ordinal))
+	claim, ok := obj.(*corev1.PersistentVolumeClaim)
+	return claim, err == nil && exists && ok
 }
 
 // maxReplicas is the most spec.replicas the API server's validation allows.
