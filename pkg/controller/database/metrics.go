@@ -7,6 +7,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics"
 
@@ -82,28 +83,28 @@ var (
 		memberLabels, nil, metrics.ALPHA, "")
 
 	memberConnectionsDesc = metrics.NewDesc("database_member_connections",
-		"Client sessions open on the member's server, the controller's own check among them, as the server last reported them (PostgreSQL: client backends in pg_stat_activity; MySQL: Threads_connected).",
+		"Sessions open on the member's server, the controller's own check among them, as the server last reported them (PostgreSQL: client backends in pg_stat_activity; MySQL: Threads_connected, replicas' connections too; MongoDB: connections.current).",
 		memberLabels, nil, metrics.ALPHA, "")
 	memberMaxConnectionsDesc = metrics.NewDesc("database_member_max_connections",
-		"The most client sessions the member's server accepts (max_connections).",
+		"The most sessions the member's server accepts (max_connections; MongoDB: connections current plus available).",
 		memberLabels, nil, metrics.ALPHA, "")
 	memberCommitsDesc = metrics.NewDesc("database_member_transactions_committed_total",
-		"Transactions the member's server committed since it started, read-only ones among them (PostgreSQL: pg_stat_database's xact_commit over every database; MySQL: Handler_commit); begins again at 0 when the server restarts.",
+		"Transactions the member's server committed since it started, read-only ones and the controller's checks among them (PostgreSQL: pg_stat_database's xact_commit over every database; MySQL: Handler_commit; MongoDB: multi-document transactions only); begins again at 0 when the server restarts.",
 		memberLabels, nil, metrics.ALPHA, "")
 	memberRollbacksDesc = metrics.NewDesc("database_member_transactions_rolled_back_total",
-		"Transactions the member's server rolled back since it started (PostgreSQL: xact_rollback; MySQL: Handler_rollback); begins again at 0 when the server restarts.",
+		"Transactions the member's server rolled back since it started (PostgreSQL: xact_rollback; MySQL: Handler_rollback; MongoDB: multi-document transactions aborted); begins again at 0 when the server restarts.",
 		memberLabels, nil, metrics.ALPHA, "")
 	memberDataBytesDesc = metrics.NewDesc("database_member_data_bytes",
-		"Size on disk of the data of the member's databases, in bytes (PostgreSQL: pg_database_size of each; MySQL: the InnoDB tablespace files of every table outside the system schemas).",
+		"Size on disk of the data of the member's databases, in bytes (PostgreSQL: pg_database_size of each; MySQL: the file-per-table tablespaces of every table outside the system schemas; MongoDB: every database but local).",
 		memberLabels, nil, metrics.ALPHA, "")
 	memberLogBytesDesc = metrics.NewDesc("database_member_log_bytes",
-		"Size on disk of the log of changes the member's server keeps, in bytes: PostgreSQL's WAL segments in pg_wal, MySQL's binary logs; grows when a checkpoint, the archiving or a replica holds it back.",
+		"Size on disk of the log of changes the member's server keeps, in bytes: PostgreSQL's WAL segments in pg_wal, MySQL's binary logs, MongoDB's local database (the oplog); grows when a checkpoint, the archiving or a replica holds it back.",
 		memberLabels, nil, metrics.ALPHA, "")
 	memberVolumeCapacityDesc = metrics.NewDesc("database_member_volume_capacity_bytes",
 		"Capacity of the member's data volume, in bytes: its data claim's status.capacity; absent while the claim is not bound.",
 		memberLabels, nil, metrics.ALPHA, "")
 	memberLockWaitsDesc = metrics.NewDesc("database_member_lock_waits",
-		"Sessions of the member's server waiting for a lock another holds (PostgreSQL: pg_locks not granted; MySQL: Innodb_row_lock_current_waits).",
+		"Sessions of the member's server waiting for a lock another holds (PostgreSQL: pg_locks not granted; MySQL: Innodb_row_lock_current_waits; MongoDB: globalLock.currentQueue.total).",
 		memberLabels, nil, metrics.ALPHA, "")
 
 	// The controller's own counts of what it did, since it started.
@@ -222,7 +223,7 @@ func collectDatabase(ch chan<- metrics.Metric, db *examplev1.Database, now time.
 			gauge(backupIntervalDesc, schedule.Next(next).Sub(next).Seconds())
 		}
 	}
-	reports := memberReports.get(db)
+	reports := memberReports.get(db, now)
 	for _, m := range db.Status.Members {
 		r := reports[m.Name]
 		if r.volumeCapacity > 0 {
@@ -275,30 +276,51 @@ type memberReport struct {
 	volumeCapacity int64
 }
 
-// reportStore is, for each Database (by namespace and name), the memberReport of each of
-// its members as the last check found them.
+// ReportMaxAge is how old the last check of a Database's members may be for the metrics to
+// report it: three times RequeueAfterReplication, the longest a Database whose servers
+// answer goes unchecked. An older one (a process that no longer leads, whose passes have
+// stopped; a pass that could not ask the servers) is not reported: no figure rather than a
+// stale one.
+const ReportMaxAge = 3 * RequeueAfterReplication
+
+// checkedMembers are the memberReports of a Database's members, by name, the Database's
+// UID, and when they were found.
+type checkedMembers struct {
+	uid     types.UID
+	at      time.Time
+	members map[string]memberReport
+}
+
+// reportStore is, for each Database (by namespace and name), the memberReport of each of its
+// members as the last check found them.
 type reportStore struct {
 	mu sync.Mutex
-	m  map[cache.ObjectName]map[string]memberReport
+	m  map[cache.ObjectName]checkedMembers
 }
 
 // memberReports holds this process's last check of each Database, as the counters of
 // failovers and switchovers do, for the collector that reads Databases.
 var memberReports reportStore
 
-func (s *reportStore) set(db *examplev1.Database, reports map[string]memberReport) {
+func (s *reportStore) set(db *examplev1.Database, at time.Time, reports map[string]memberReport) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
-		s.m = map[cache.ObjectName]map[string]memberReport{}
+		s.m = map[cache.ObjectName]checkedMembers{}
 	}
-	s.m[cache.ObjectName{Namespace: db.Namespace, Name: db.Name}] = reports
+	s.m[cache.ObjectName{Namespace: db.Namespace, Name: db.Name}] = checkedMembers{uid: db.UID, at: at, members: reports}
 }
 
-func (s *reportStore) get(db *examplev1.Database) map[string]memberReport {
+// get is the memberReports of db's last check; none when it is older than ReportMaxAge at
+// now, or was of another Database of db's name (deleted, and made again).
+func (s *reportStore) get(db *examplev1.Database, now time.Time) map[string]memberReport {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.m[cache.ObjectName{Namespace: db.Namespace, Name: db.Name}]
+	c, ok := s.m[cache.ObjectName{Namespace: db.Namespace, Name: db.Name}]
+	if !ok || c.uid != db.UID || now.Sub(c.at) > ReportMaxAge {
+		return nil
+	}
+	return c.members
 }
 
 func (s *reportStore) forget(namespace, name string) {
@@ -307,17 +329,19 @@ func (s *reportStore) forget(namespace, name string) {
 	delete(s.m, cache.ObjectName{Namespace: namespace, Name: name})
 }
 
-// recordMembers keeps, for the metrics, what each of members reported of itself to o, when
-// o's engine reports statistics (engine.Statistician), and the capacity of its data claim
-// (capacity: bytes, 0 when unknown).
-func recordMembers(db *examplev1.Database, o engine.Observer, members []*member, capacity func(*member) int64) {
+// recordMembers keeps, for the metrics, what each of members reported of itself to o at
+// now, when o's engine reports statistics (engine.Statistician), and the capacity of its
+// data claim (capacity: bytes, 0 when unknown). It reports whether a server gave its
+// statistics.
+func recordMembers(db *examplev1.Database, o engine.Observer, members []*member, capacity func(*member) int64, now time.Time) bool {
 	s, _ := o.(engine.Statistician)
+	reported := false
 	reports := map[string]memberReport{}
 	for _, m := range members {
 		var r memberReport
 		if s != nil {
 			if st, ok := s.Statistics(m); ok {
-				r.statistics = &st
+				r.statistics, reported = &st, true
 			}
 		}
 		r.volumeCapacity = capacity(m)
@@ -325,5 +349,6 @@ func recordMembers(db *examplev1.Database, o engine.Observer, members []*member,
 			reports[m.Name] = r
 		}
 	}
-	memberReports.set(db, reports)
+	memberReports.set(db, now, reports)
+	return reported
 }

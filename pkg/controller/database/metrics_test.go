@@ -3,6 +3,7 @@ package database
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -192,7 +193,7 @@ func TestTheDatabaseMetricsPassPromlint(t *testing.T) {
 	reg.MustRegister(failoversTotal, switchoversTotal)
 	failoversTotal.WithLabelValues("shop", "orders").Inc()
 	switchoversTotal.WithLabelValues("shop", "orders").Inc()
-	memberReports.set(db, map[string]memberReport{"orders-1": {
+	memberReports.set(db, time.Now(), map[string]memberReport{"orders-1": {
 		statistics:     &engine.Statistics{Connections: 1, MaxConnections: 100, Commits: 1, DataBytes: 1, LogBytes: 1},
 		volumeCapacity: 1 << 30}})
 	t.Cleanup(func() { forgetMetrics("shop", "orders") })
@@ -223,21 +224,23 @@ func (statisticsObserver) Statistics(m *engine.Member) (engine.Statistics, bool)
 // The statistics each member's server reported at the last check are reported for the
 // members in status, none for a member that did not answer, and none once the Database is
 // forgotten; an engine without statistics records none. The capacity of each member's
-// bound data claim is reported whether its server answers or not.
+// bound data claim is reported whether its server answers or not. A check older than
+// ReportMaxAge, or of another Database of the same name, is not reported.
 func TestTheDatabaseMetricsReportEachServersStatistics(t *testing.T) {
 	db := &examplev1.Database{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "stats"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "stats", UID: "stats-uid"},
 		Spec:       examplev1.DatabaseSpec{Engine: examplev1.EngineMySQL, Version: "9.7", Replicas: ptr.To[int32](2)},
 		Status: examplev1.DatabaseStatus{Primary: "stats-0", Members: []examplev1.DatabaseMember{
 			{Name: "stats-0", Role: examplev1.MemberRolePrimary}, {Name: "stats-1"}}},
 	}
 	t.Cleanup(func() { forgetMetrics("shop", "stats") })
 	capacity := func(m *member) int64 { return map[string]int64{"stats-0": 10 << 30, "stats-1": 10 << 30}[m.Name] }
-	recordMembers(db, statisticsObserver{}, []*member{
+	answered := []*member{
 		{Name: "stats-0", Answered: true, Writable: true, State: engine.Statistics{
 			Connections: 3, MaxConnections: 151, Commits: 1200, Rollbacks: 4, DataBytes: 1 << 20, LogBytes: 16 << 20, LockWaits: 1}},
 		{Name: "stats-1", Err: io.EOF},
-	}, capacity)
+	}
+	require.True(t, recordMembers(db, statisticsObserver{}, answered, capacity, time.Now()), "a server gave its statistics")
 	// A collector registers once: each comparison makes its own.
 	collector := func() metrics.StableCollector {
 		return newDatabaseCollector(func() []*examplev1.Database { return []*examplev1.Database{db} })
@@ -252,39 +255,49 @@ database_member_volume_capacity_bytes{database="stats",member="stats-1",namespac
 `
 	require.NoError(t, testutil.CustomCollectAndCompare(collector(), strings.NewReader(volumes), "database_member_volume_capacity_bytes"))
 	require.NoError(t, testutil.CustomCollectAndCompare(collector(), strings.NewReader(`
-# HELP database_member_connections [ALPHA] Client sessions open on the member's server, the controller's own check among them, as the server last reported them (PostgreSQL: client backends in pg_stat_activity; MySQL: Threads_connected).
+# HELP database_member_connections [ALPHA] Sessions open on the member's server, the controller's own check among them, as the server last reported them (PostgreSQL: client backends in pg_stat_activity; MySQL: Threads_connected, replicas' connections too; MongoDB: connections.current).
 # TYPE database_member_connections gauge
 database_member_connections{database="stats",member="stats-0",namespace="shop"} 3
-# HELP database_member_max_connections [ALPHA] The most client sessions the member's server accepts (max_connections).
+# HELP database_member_max_connections [ALPHA] The most sessions the member's server accepts (max_connections; MongoDB: connections current plus available).
 # TYPE database_member_max_connections gauge
 database_member_max_connections{database="stats",member="stats-0",namespace="shop"} 151
-# HELP database_member_transactions_committed_total [ALPHA] Transactions the member's server committed since it started, read-only ones among them (PostgreSQL: pg_stat_database's xact_commit over every database; MySQL: Handler_commit); begins again at 0 when the server restarts.
+# HELP database_member_transactions_committed_total [ALPHA] Transactions the member's server committed since it started, read-only ones and the controller's checks among them (PostgreSQL: pg_stat_database's xact_commit over every database; MySQL: Handler_commit; MongoDB: multi-document transactions only); begins again at 0 when the server restarts.
 # TYPE database_member_transactions_committed_total counter
 database_member_transactions_committed_total{database="stats",member="stats-0",namespace="shop"} 1200
-# HELP database_member_transactions_rolled_back_total [ALPHA] Transactions the member's server rolled back since it started (PostgreSQL: xact_rollback; MySQL: Handler_rollback); begins again at 0 when the server restarts.
+# HELP database_member_transactions_rolled_back_total [ALPHA] Transactions the member's server rolled back since it started (PostgreSQL: xact_rollback; MySQL: Handler_rollback; MongoDB: multi-document transactions aborted); begins again at 0 when the server restarts.
 # TYPE database_member_transactions_rolled_back_total counter
 database_member_transactions_rolled_back_total{database="stats",member="stats-0",namespace="shop"} 4
-# HELP database_member_data_bytes [ALPHA] Size on disk of the data of the member's databases, in bytes (PostgreSQL: pg_database_size of each; MySQL: the InnoDB tablespace files of every table outside the system schemas).
+# HELP database_member_data_bytes [ALPHA] Size on disk of the data of the member's databases, in bytes (PostgreSQL: pg_database_size of each; MySQL: the file-per-table tablespaces of every table outside the system schemas; MongoDB: every database but local).
 # TYPE database_member_data_bytes gauge
 database_member_data_bytes{database="stats",member="stats-0",namespace="shop"} 1.048576e+06
-# HELP database_member_log_bytes [ALPHA] Size on disk of the log of changes the member's server keeps, in bytes: PostgreSQL's WAL segments in pg_wal, MySQL's binary logs; grows when a checkpoint, the archiving or a replica holds it back.
+# HELP database_member_log_bytes [ALPHA] Size on disk of the log of changes the member's server keeps, in bytes: PostgreSQL's WAL segments in pg_wal, MySQL's binary logs, MongoDB's local database (the oplog); grows when a checkpoint, the archiving or a replica holds it back.
 # TYPE database_member_log_bytes gauge
 database_member_log_bytes{database="stats",member="stats-0",namespace="shop"} 1.6777216e+07
-# HELP database_member_lock_waits [ALPHA] Sessions of the member's server waiting for a lock another holds (PostgreSQL: pg_locks not granted; MySQL: Innodb_row_lock_current_waits).
+# HELP database_member_lock_waits [ALPHA] Sessions of the member's server waiting for a lock another holds (PostgreSQL: pg_locks not granted; MySQL: Innodb_row_lock_current_waits; MongoDB: globalLock.currentQueue.total).
 # TYPE database_member_lock_waits gauge
 database_member_lock_waits{database="stats",member="stats-0",namespace="shop"} 1
 `), stats...))
 
+	all := append(slices.Clone(stats), "database_member_volume_capacity_bytes")
+
 	// A check where no server answers leaves no statistics, the volumes' capacity still.
-	recordMembers(db, statisticsObserver{}, []*member{{Name: "stats-0", Err: io.EOF}, {Name: "stats-1", Err: io.EOF}}, capacity)
+	require.False(t, recordMembers(db, statisticsObserver{}, []*member{{Name: "stats-0", Err: io.EOF}, {Name: "stats-1", Err: io.EOF}}, capacity, time.Now()))
 	require.NoError(t, testutil.CustomCollectAndCompare(collector(), strings.NewReader(""), stats...))
 	require.NoError(t, testutil.CustomCollectAndCompare(collector(), strings.NewReader(volumes), "database_member_volume_capacity_bytes"))
 	// An engine without statistics reports none; claims not bound, no capacity.
-	recordMembers(db, nil, []*member{{Name: "stats-0", Answered: true, State: engine.Statistics{Connections: 9}}}, func(*member) int64 { return 0 })
-	require.Empty(t, memberReports.get(db))
-	recordMembers(db, statisticsObserver{}, []*member{{Name: "stats-0", Answered: true, State: engine.Statistics{Connections: 9}}}, capacity)
+	require.False(t, recordMembers(db, nil, answered, func(*member) int64 { return 0 }, time.Now()))
+	require.Empty(t, memberReports.get(db, time.Now()))
+	// A check older than ReportMaxAge is not reported (this process no longer checks).
+	recordMembers(db, statisticsObserver{}, answered, capacity, time.Now().Add(-ReportMaxAge-time.Second))
+	require.NoError(t, testutil.CustomCollectAndCompare(collector(), strings.NewReader(""), all...))
+	// Nor one of a Database of the same name deleted since.
+	recordMembers(db, statisticsObserver{}, answered, capacity, time.Now())
+	again := db.DeepCopy()
+	again.UID = "stats-uid-2"
+	require.Empty(t, memberReports.get(again, time.Now()))
+	require.NotEmpty(t, memberReports.get(db, time.Now()))
 	forgetMetrics("shop", "stats")
-	require.NoError(t, testutil.CustomCollectAndCompare(collector(), strings.NewReader(""), append(stats, "database_member_volume_capacity_bytes")...))
+	require.NoError(t, testutil.CustomCollectAndCompare(collector(), strings.NewReader(""), all...))
 }
 
 // /metrics (legacyregistry) reports the Databases of the latest cache RegisterMetrics was
@@ -359,4 +372,18 @@ func BenchmarkScrapeDatabaseMetrics(b *testing.B) {
 	}
 	b.ReportMetric(float64(samples), "samples/op")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(samples), "ns/sample")
+}
+
+// A Ready Database is looked at again only when something changes, but one whose servers
+// give their statistics is checked every RequeueAfterReplication, one server or more, so
+// that what the metrics report of it stays within ReportMaxAge.
+func TestADatabaseWhoseServersGiveStatisticsIsCheckedAgain(t *testing.T) {
+	ready := examplev1.DatabaseStatus{Phase: examplev1.DatabasePhaseReady}
+	rep := &replication{observed: true}
+	require.Equal(t, Result{}, requeue(observation{replicas: 1, replication: rep}, ready))
+	require.Equal(t, Result{RequeueAfter: RequeueAfterReplication}, requeue(observation{replicas: 1, replication: rep, statistics: true}, ready))
+	require.Less(t, RequeueAfterReplication, ReportMaxAge)
+	// A shorter wait is not made longer.
+	provisioning := examplev1.DatabaseStatus{Phase: examplev1.DatabasePhaseProvisioning}
+	require.Equal(t, Result{RequeueAfter: RequeueAfterNotReady}, requeue(observation{replicas: 1, replication: rep, statistics: true}, provisioning))
 }

@@ -51,6 +51,8 @@ type pass struct {
 	username string
 	// deletedPods names the Pods the pass deleted: not ready, whatever the cache says.
 	deletedPods []string
+	// statisticsReported is true once a server gave the pass its statistics (recordMembers).
+	statisticsReported bool
 	// backupStore, when set, says why spec.backup's store cannot be used (resolveBackupStore).
 	backupStore string
 }
@@ -175,7 +177,7 @@ func (p *pass) run(ctx context.Context) (observation, error) {
 			// this one stopped part-way, before it knew.
 			return obs, err
 		}
-		obs.replication = &rep
+		obs.replication, obs.statistics = &rep, p.statisticsReported
 		if obs.backup != nil && rep.archiving != nil {
 			obs.backup.archived(rep.primary, *rep.archiving)
 		}

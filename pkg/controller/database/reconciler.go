@@ -367,6 +367,10 @@ func requeue(obs observation, status examplev1.DatabaseStatus) Result {
 		return Result{RequeueAfter: RequeueAfterNotReady}
 	case obs.expansion != nil:
 		return Result{RequeueAfter: RequeueAfterExternal}
+	case obs.statistics:
+		// Its servers give their statistics, which change without an event: the metrics
+		// report them for ReportMaxAge after a check.
+		return Result{RequeueAfter: RequeueAfterReplication}
 	case status.Phase == examplev1.DatabasePhaseReady:
 		return Result{}
 	default:

@@ -504,7 +504,7 @@ func (p *pass) members(ctx context.Context, sts int32, o engine.Observer) (membe
 		return members, server, false, nil
 	}
 	p.observe(ctx, o, members, server)
-	recordMembers(p.db, o, members, p.dataClaimCapacity)
+	p.statisticsReported = recordMembers(p.db, o, members, p.dataClaimCapacity, p.r.clock.Now())
 	return members, server, true, nil
 }
 

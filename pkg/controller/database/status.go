@@ -55,6 +55,9 @@ type observation struct {
 	// replication is what the replication step found, nil for an engine that does not
 	// replicate or a pass that stopped before it.
 	replication *replication
+	// statistics is true when a server gave the replication step its statistics, which the
+	// metrics report while they are fresh (ReportMaxAge).
+	statistics bool
 	// refusal, if set, is the StatefulSet controller's refusal to create the Pods
 	// (podRefusal): they are fewer than the StatefulSet asks for, and its latest attempt
 	// failed; or, when it has none, the scheduler's refusal to place Pods (unschedulable).
