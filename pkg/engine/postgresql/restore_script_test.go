@@ -1,6 +1,7 @@
 package postgresql_test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -87,6 +88,26 @@ type restoreRun struct {
 	hostname, primary string
 	password          string
 	env               map[string]string
+	// until, when set, ends the script once its output holds it (start then returns no
+	// error): for a script that would run on.
+	until string
+}
+
+// outputUntil collects a command's output and calls stop once it holds until ("": never).
+type outputUntil struct {
+	out   bytes.Buffer
+	until string
+	found bool
+	stop  func()
+}
+
+func (o *outputUntil) Write(p []byte) (int, error) {
+	n, err := o.out.Write(p)
+	if o.until != "" && !o.found && strings.Contains(o.out.String(), o.until) {
+		o.found = true
+		o.stop()
+	}
+	return n, err
 }
 
 func newRestoreRun(t *testing.T) *restoreRun {
@@ -133,11 +154,17 @@ func (r *restoreRun) start(timeout time.Duration) (string, error) {
 	for k, v := range r.env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	out, err := cmd.CombinedOutput()
-	if ctx.Err() != nil {
-		return string(out), ctx.Err()
+	// One writer for both: exec.Cmd then has one goroutine at a time write to it.
+	out := &outputUntil{until: r.until, stop: cancel}
+	cmd.Stdout, cmd.Stderr = out, out
+	err = cmd.Run()
+	switch {
+	case out.found:
+		return out.out.String(), nil
+	case ctx.Err() != nil:
+		return out.out.String(), ctx.Err()
 	}
-	return string(out), err
+	return out.out.String(), err
 }
 
 func (r *restoreRun) read(name string) string {
@@ -235,14 +262,17 @@ func TestBreakerRestoreScriptServerFailures(t *testing.T) {
 func TestRestoreScriptSaysWhatItWaitsFor(t *testing.T) {
 	r := newRestoreRun(t)
 	r.env["RECOVERY"] = "fail"
-	out, err := r.start(20 * time.Second)
-	require.NotErrorIs(t, err, context.DeadlineExceeded, "still looping after 20 s (%d psql calls), output: %q", strings.Count(r.read("calls.log"), "psql "), out)
+	// 120 tries take a second or two; the bound is for a loaded machine.
+	out, err := r.start(time.Minute)
+	require.NotErrorIs(t, err, context.DeadlineExceeded, "still looping after a minute (%d psql calls), output: %q", strings.Count(r.read("calls.log"), "psql "), out)
 	require.Error(t, err)
 	require.Contains(t, out, "postgresql-restore: the restored server runs but has not answered for 2 minutes; the server said:")
 	require.Empty(t, r.pgdataEntries())
 
 	r = newRestoreRun(t)
 	r.env["RECOVERY"] = "t"
-	out, _ = r.start(3 * time.Second)
+	r.until = "postgresql-restore: recovering: replayed up to "
+	out, err = r.start(time.Minute)
+	require.NoError(t, err, "no progress said after a minute (%d psql calls), output: %q", strings.Count(r.read("calls.log"), "psql "), out)
 	require.Contains(t, out, "postgresql-restore: recovering: replayed up to ")
 }
