@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,9 +17,21 @@ import (
 // fakePgbackrest records its arguments in $CALLS_LOG and, unless $PGBACKREST_FAIL is set,
 // makes its --pg1-path a data directory; when set, it writes part of the data and fails as
 // pgBackRest does when the store holds no backup for the target.
+// repo-ls and repo-get read the repository from the directory $REPO_DIR (repo-ls lists the
+// directory's entries that match --filter).
 const fakePgbackrest = `#!/bin/bash
 set -o errexit -o nounset
 echo "pgbackrest $*" >>"${CALLS_LOG}"
+case $1 in
+repo-ls)
+	filter=${2#--filter=}
+	ls "${REPO_DIR}/$3" 2>/dev/null | grep -E "${filter}" || true
+	exit 0
+	;;
+repo-get)
+	exec cat "${REPO_DIR}/$2"
+	;;
+esac
 for a in "$@"; do
 	case ${a} in --pg1-path=*) dir=${a#--pg1-path=} ;; esac
 done
@@ -150,6 +163,7 @@ func (r *restoreRun) start(timeout time.Duration) (string, error) {
 		"CALLS_LOG=" + filepath.Join(r.dir, "calls.log"),
 		"STDIN_LOG=" + filepath.Join(r.dir, "stdin.log"),
 		"STATE_DIR=" + filepath.Join(r.dir, "state"),
+		"REPO_DIR=" + filepath.Join(r.dir, "repo"),
 	}
 	for k, v := range r.env {
 		cmd.Env = append(cmd.Env, k+"="+v)
@@ -222,6 +236,71 @@ func TestBreakerRestoreScriptPassesNamesAndPasswordsSafely(t *testing.T) {
 	require.Contains(t, stdin, `ALTER ROLE :"user" PASSWORD :'password';`)
 	require.Contains(t, stdin, `ALTER DATABASE :"source" RENAME TO :"target";`)
 	require.Contains(t, calls, "pgbackrest --stanza=ledger --pg1-path="+r.pgdata+".restore restore --type=time --target=2026-12-05 04:59:30+00 --target-action=promote")
+}
+
+// The backup restored is the latest whose manifest the store holds that ended before the
+// target (the latest of all without one), named to pgBackRest; a backup the index may still
+// name but whose manifest is gone is passed over, and with none found pgBackRest chooses.
+func TestRestoreScriptChoosesABackupTheStoreHolds(t *testing.T) {
+	// Ends, Unix seconds: the target 2026-12-05 04:59:30+00 is 1796446770.
+	backups := map[string]string{
+		"20261203-030041F": "1796266841", // 2026-12-03 03:00:41
+		"20261205-030041F": "1796439641", // 2026-12-05 03:00:41, the last before the target
+		"20261205-045929F": "1796446770", // ends at the target itself: not before it
+		"20261205-060000F": "1796450400", // after the target
+		"20261205-010000F": "",           // manifest gone: removed from the store
+	}
+	write := func(r *restoreRun, only ...string) {
+		for label, stop := range backups {
+			if len(only) > 0 && !slices.Contains(only, label) {
+				continue
+			}
+			dir := filepath.Join(r.dir, "repo", "backup", "ledger", label)
+			require.NoError(t, os.MkdirAll(dir, 0o755))
+			if stop != "" {
+				require.NoError(t, os.WriteFile(filepath.Join(dir, "backup.manifest"),
+					[]byte("[backup]\nbackup-label=\""+label+"\"\nbackup-timestamp-stop="+stop+"\n"), 0o644))
+			}
+		}
+		// Not a full backup's directory.
+		require.NoError(t, os.MkdirAll(filepath.Join(r.dir, "repo", "backup", "ledger", "backup.history"), 0o755))
+	}
+	for _, tc := range []struct {
+		name   string
+		target string
+		only   []string
+		want   string // the --set named; "" for none
+	}{
+		{name: "as of a time", target: "2026-12-05 04:59:30+00", want: "--set=20261205-030041F"},
+		{name: "a fraction past the end", target: "2026-12-05 04:59:30.5+00", want: "--set=20261205-030041F"},
+		{name: "the archive's end", target: "", want: "--set=20261205-060000F"},
+		{name: "the newer one's manifest gone", target: "2026-12-05 04:59:30+00", only: []string{"20261203-030041F", "20261205-010000F"}, want: "--set=20261203-030041F"},
+		{name: "none before the target", target: "2026-12-05 04:59:30+00", only: []string{"20261205-060000F"}},
+		{name: "an empty repository", target: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRestoreRun(t)
+			r.env["RESTORE_TARGET_TIME"] = tc.target
+			if tc.name != "an empty repository" {
+				write(r, tc.only...)
+			}
+			out, err := r.start(10 * time.Second)
+			require.NoError(t, err, out)
+			var restore string
+			for _, line := range strings.Split(r.read("calls.log"), "\n") {
+				if strings.Contains(line, " restore") {
+					restore = line
+				}
+			}
+			require.NotEmpty(t, restore, r.read("calls.log"))
+			if tc.want == "" {
+				require.NotContains(t, restore, "--set", restore)
+				return
+			}
+			require.True(t, strings.HasSuffix(restore, " "+tc.want), restore)
+			require.Contains(t, out, "from backup "+strings.TrimPrefix(tc.want, "--set="))
+		})
+	}
 }
 
 // A failing pgbackrest leaves PGDATA as it was (empty), fails, and its error is in the output.

@@ -29,15 +29,39 @@ socket=$(mktemp -d)
 rm -rf "${restore}"
 mkdir -m 0700 "${restore}"
 
-# pgBackRest picks the latest backup that ended before the target time, writes the recovery
-# settings (restore_command, the target) into postgresql.auto.conf and recovery.signal
-# (https://pgbackrest.org/command.html#command-restore).
+# pgBackRest restores the latest backup that ended before the target time (the latest of
+# all without one) and writes the recovery settings (restore_command, the target) into
+# postgresql.auto.conf and recovery.signal
+# (https://pgbackrest.org/command.html#command-restore). It finds the backups in the stanza's
+# index, backup.info, which keeps naming a backup removed from the store (kubectl delete
+# databasebackup) until the stanza's next backup; so the backup is chosen here, among those
+# whose manifest the store holds (repo-ls, repo-get: paths relative to the repository,
+# https://pgbackrest.org/command.html#command-repo-ls), by the end the manifest records
+# (backup-timestamp-stop, Unix seconds), and named to pgBackRest (--set). With none found,
+# pgBackRest chooses, and says why it cannot.
 options=()
+target_epoch=
 if [[ -n ${RESTORE_TARGET_TIME} ]]; then
 	options=(--type=time "--target=${RESTORE_TARGET_TIME}" --target-action=promote)
+	target_epoch=$(date -u -d "${RESTORE_TARGET_TIME}" +%s)
 	echo "postgresql-restore: restoring ${RESTORE_STANZA} as of ${RESTORE_TARGET_TIME}"
 else
 	echo "postgresql-restore: restoring ${RESTORE_STANZA} to the end of its archive"
+fi
+chosen= chosen_stop=0
+for label in $(pgbackrest repo-ls --filter='^[0-9]{8}-[0-9]{6}F$' "backup/${RESTORE_STANZA}"); do
+	stop=$(pgbackrest repo-get "backup/${RESTORE_STANZA}/${label}/backup.manifest" 2>/dev/null |
+		awk -F= '$1 == "backup-timestamp-stop" { print $2 }') || stop=
+	if [[ ! ${stop} =~ ^[0-9]+$ ]] || ((stop <= chosen_stop)); then
+		continue
+	fi
+	if [[ -z ${target_epoch} ]] || ((stop < target_epoch)); then
+		chosen=${label} chosen_stop=${stop}
+	fi
+done
+if [[ -n ${chosen} ]]; then
+	echo "postgresql-restore: from backup ${chosen}"
+	options+=("--set=${chosen}")
 fi
 pgbackrest --stanza="${RESTORE_STANZA}" --pg1-path="${restore}" restore "${options[@]}"
 
