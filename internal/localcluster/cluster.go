@@ -715,6 +715,11 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 		// The real node's CoreDNS domain, which databases/connection's hosts end with.
 		"--cluster-domain=" + clusterDomain,
 	}, c.cfg.APIServerArgs...)
+	if c.cfg.RealNode != nil {
+		// Our server runs on the host, outside the Pods' network: the real node's CoreDNS
+		// resolves for it the cluster names of backup stores that are the cluster's Services.
+		args = append(args, "--dns-server="+c.DNSServer())
+	}
 	proc, err := c.start("database-apiserver", c.cfg.APIServerBinary, args)
 	if err != nil {
 		return err

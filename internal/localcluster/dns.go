@@ -3,6 +3,7 @@ package localcluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -37,6 +38,10 @@ func corefile(kubeconfig string, healthPort, readyPort int) string {
 }
 `, realNodeIP, hostPort(healthPort), hostPort(readyPort), clusterDomain, kubeconfig)
 }
+
+// DNSServer is the real node's cluster DNS ("<ip>:53"), which resolves the cluster's names
+// from the host too; our server asks it for backup stores' names (--dns-server).
+func (c *Cluster) DNSServer() string { return net.JoinHostPort(realNodeIP, "53") }
 
 // startDNS runs CoreDNS and waits until its kubernetes plugin has synced (/ready).
 func (c *Cluster) startDNS(ctx context.Context) error {

@@ -4,15 +4,23 @@
 package apiserver
 
 import (
+	"context"
 	"fmt"
+	"net"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/managedfields"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/kube-openapi/pkg/builder3"
 	openapicommon "k8s.io/kube-openapi/pkg/common"
 	openapiutil "k8s.io/kube-openapi/pkg/util"
@@ -20,8 +28,11 @@ import (
 	"example.com/database-apiserver/pkg/apis/example"
 	"example.com/database-apiserver/pkg/apis/example/install"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/engine"
 	"example.com/database-apiserver/pkg/names"
+	"example.com/database-apiserver/pkg/objectstore"
 	databasestorage "example.com/database-apiserver/pkg/registry/example/database/storage"
+	"example.com/database-apiserver/pkg/registry/example/databasebackup"
 	"example.com/database-apiserver/pkg/registry/unavailable"
 )
 
@@ -65,6 +76,13 @@ type ExtraConfig struct {
 	// ClusterDomain is the cluster's DNS domain, which the hosts databases/connection shows
 	// end with; empty is names.DefaultClusterDomain.
 	ClusterDomain string
+	// DNSServer is the DNS server ("<host>:<port>") that resolves the names of backup
+	// stores; empty: the system's resolver.
+	DNSServer string
+	// KubeClient reads the backup stores' Secrets from kube-apiserver; nil (no --kubeconfig
+	// and not in a cluster) makes databasebackups answer 503. Config sets it from the
+	// generic server's client configuration.
+	KubeClient kubernetes.Interface
 }
 
 // Config is the whole configuration of database-apiserver.
@@ -91,6 +109,11 @@ type DatabaseServer struct {
 
 // Complete fills in the defaults of cfg, which it mutates.
 func (cfg *Config) Complete() CompletedConfig {
+	if cfg.ExtraConfig.KubeClient == nil && cfg.GenericConfig.ClientConfig != nil {
+		if client, err := kubernetes.NewForConfig(cfg.GenericConfig.ClientConfig); err == nil {
+			cfg.ExtraConfig.KubeClient = client
+		}
+	}
 	return CompletedConfig{&completedConfig{
 		GenericConfig: cfg.GenericConfig.Complete(),
 		ExtraConfig:   &cfg.ExtraConfig,
@@ -122,6 +145,15 @@ func (c completedConfig) New() (*DatabaseServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building databases storage: %w", err)
 	}
+	backups := c.databaseBackups(databases.Database)
+	// A restore's source backups are read from the store at creation.
+	databases.Database.SourceBackups = func(ctx context.Context, db *example.Database) ([]time.Time, error) {
+		var v1db examplev1.Database
+		if err := Scheme.Convert(db, &v1db, nil); err != nil {
+			return nil, err
+		}
+		return backups.RecoverableFrom(ctx, &v1db)
+	}
 	apiGroupInfo.VersionedResourcesStorageMap[examplev1.SchemeGroupVersion.Version] = map[string]rest.Storage{
 		"databases":            databases.Database,
 		"databases/status":     databases.Status,
@@ -130,6 +162,7 @@ func (c completedConfig) New() (*DatabaseServer, error) {
 		"databases/restart":    databases.Restart,
 		"databases/backup":     databases.Backup,
 		"databases/switchover": databases.Switchover,
+		"databasebackups":      backups,
 	}
 	if err := genericServer.InstallAPIGroup(&apiGroupInfo); err != nil {
 		return nil, err
@@ -142,6 +175,59 @@ func (c completedConfig) New() (*DatabaseServer, error) {
 		return nil, err
 	}
 	return &DatabaseServer{GenericAPIServer: genericServer}, nil
+}
+
+// databaseBackups is the storage of databasebackups: the Databases as this server serves
+// them, the stores' Secrets read from kube-apiserver with the server's own identity (the
+// request was authorized to read the namespace's backups), and each store reached with
+// minio-go through ExtraConfig.DNSServer. Without ExtraConfig.KubeClient, every
+// request is a 503 saying so.
+func (c completedConfig) databaseBackups(databases rest.Lister) *databasebackup.REST {
+	list := func(ctx context.Context, namespace string) ([]examplev1.Database, error) {
+		obj, err := databases.List(genericapirequest.WithNamespace(ctx, namespace), &metainternalversion.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		internal := obj.(*example.DatabaseList)
+		dbs := make([]examplev1.Database, len(internal.Items))
+		for i := range internal.Items {
+			if err := Scheme.Convert(&internal.Items[i], &dbs[i], nil); err != nil {
+				return nil, err
+			}
+		}
+		return dbs, nil
+	}
+	var secrets databasebackup.Secrets = func(context.Context, string, string) (*corev1.Secret, error) {
+		return nil, apierrors.NewServiceUnavailable("this server has no client of kube-apiserver (--kubeconfig) to read the stores' Secrets")
+	}
+	if client := c.ExtraConfig.KubeClient; client != nil {
+		secrets = func(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
+			return client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+		}
+	}
+	resolver := resolverOf(c.ExtraConfig.DNSServer)
+	open := func(store *engine.BackupStore, secret *corev1.Secret) (engine.ObjectStore, error) {
+		return objectstore.New(objectstore.Config{
+			Host: store.Host, Port: store.Port, Bucket: store.Bucket, Region: store.Region,
+			AccessKeyID:     string(secret.Data[examplev1.BackupSecretKeyAccessKeyID]),
+			SecretAccessKey: string(secret.Data[examplev1.BackupSecretKeySecretAccessKey]),
+			CA:              secret.Data[examplev1.BackupSecretKeyCA],
+			Resolver:        resolver,
+		})
+	}
+	return databasebackup.NewREST(list, secrets, open)
+}
+
+// resolverOf is a resolver that asks the DNS server server ("<host>:<port>"); nil (the
+// system's) for "".
+func resolverOf(server string) *net.Resolver {
+	if server == "" {
+		return nil
+	}
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, server)
+	}}
 }
 
 // databaseTypeConverter returns the schema of the example.com/v1 Database (and of what

@@ -76,6 +76,10 @@ type Options struct {
 	// credentials Secrets' (names.ServiceHost).
 	ClusterDomain string
 
+	// DNSServer is the DNS server ("<host>:<port>") that resolves backup stores' names
+	// (--dns-server); empty: the system's resolver.
+	DNSServer string
+
 	StdOut io.Writer
 	StdErr io.Writer
 }
@@ -125,6 +129,8 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	logsapi.AddFlags(o.Logs, fss.FlagSet("logs"))
 	fss.FlagSet("databases").StringVar(&o.ClusterDomain, "cluster-domain", o.ClusterDomain,
 		"The cluster's DNS domain (the kubelets' --cluster-domain): databases/connection shows the hosts of a Database as fully qualified names under it (<service>.<namespace>.svc.<domain>). Give database-controller the same --cluster-domain.")
+	fss.FlagSet("databases").StringVar(&o.DNSServer, "dns-server", o.DNSServer,
+		"The DNS server (<host>:<port>) that resolves the names of backup stores, which databasebackups reads; empty: the system's resolver. For a server run outside the cluster's network whose stores have cluster names.")
 	return fss
 }
 
@@ -144,6 +150,11 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.ServerRun.Validate()...)
 	errs = append(errs, o.RecommendedOptions.Validate()...)
 	errs = append(errs, o.validateRequiredAdmission()...)
+	if o.DNSServer != "" {
+		if _, _, err := net.SplitHostPort(o.DNSServer); err != nil {
+			errs = append(errs, fmt.Errorf("--dns-server %q: not <host>:<port>: %v", o.DNSServer, err))
+		}
+	}
 	for _, msg := range validation.IsDNS1123Subdomain(o.ClusterDomain) {
 		errs = append(errs, fmt.Errorf("--cluster-domain %q: %s", o.ClusterDomain, msg))
 	}
@@ -197,7 +208,7 @@ func (o *Options) Config() (*Config, error) {
 	gateOnRequestHeaderCA(serverConfig)
 	checkPatchFieldTypes(serverConfig)
 	passUserAgent(serverConfig)
-	return &Config{GenericConfig: serverConfig, ExtraConfig: ExtraConfig{ClusterDomain: o.ClusterDomain}}, nil
+	return &Config{GenericConfig: serverConfig, ExtraConfig: ExtraConfig{ClusterDomain: o.ClusterDomain, DNSServer: o.DNSServer}}, nil
 }
 
 // checkPatchFieldTypes refuses patches of databases whose fields have values

@@ -69,6 +69,14 @@ type Backups interface {
 	// backups in d.Backup's store before its server first starts: an init container that
 	// ends once the data is restored and recovered, or fails saying why.
 	RestorePod(db *examplev1.Database, d Desired, tmpl *corev1.PodTemplateSpec)
+	// StoredBackups reads from store the backups of the repository at path (BackupStore's
+	// Path): every Database's whose backups it holds, deleted ones too, each Database's
+	// oldest first. A backup is listed only while the store holds what restoring it reads
+	// first; one being taken is not listed until it ended.
+	StoredBackups(ctx context.Context, store ObjectStore, path string) ([]StoredBackup, error)
+	// DeleteStoredBackup removes the backup id of the Database database from the repository
+	// at path of store; it is ErrBackupNotFound when the store does not hold it.
+	DeleteStoredBackup(ctx context.Context, store ObjectStore, path, database, id string) error
 }
 
 // Archiver is a Replicator whose primary reports its continuous archiving (Backups'

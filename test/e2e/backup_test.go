@@ -3,14 +3,22 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
+	miniocredentials "github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/objectstore"
 )
 
 // backupTimeout bounds a backup Job's way to its end: its Pod's start on the real node,
@@ -28,14 +37,15 @@ const backupTimeout = 3 * time.Minute
 // real S3-compatible store (SeaweedFS) and restores what it wrote: the first full backup
 // starts once the Database is Ready, BackedUp turns True with status.backup naming the Job,
 // the schedule then takes another backup, and kubectl database backup one more;
-// pgBackRest restores every row of two batches of
-// acknowledged inserts at the archive's end; once the source is deleted, a new Database with
-// spec.restore as of a time between the two batches holds every row of the first and none
-// of the second, on its primary and on its replica, takes writes and is backed up in turn; a
-// restore from a
-// Database without backups fails with the Restored condition and an Event saying why, never
-// Ready. The Databases come and go so that the real node's CPU holds them with the shared
-// example's.
+// pgBackRest restores every row of two batches of acknowledged inserts at the archive's
+// end; kubectl get databasebackups lists what pgBackRest's own info lists, and a backup
+// deleted with kubectl or from the store by hand leaves the list at once; once the source
+// is deleted, its backups are still listed, and a new Database with spec.restore as of a
+// time between the two batches holds every row of the first and none of the second, on its
+// primary and on its replica, takes writes and is backed up in turn; a restore that meets a
+// corrupt object in the store fails with the Restored condition and an Event saying why,
+// never Ready; a restore from a Database of which the store holds no backup is a 422. The
+// Databases come and go so that the real node's CPU holds them with the shared example's.
 func TestRealPostgreSQLBackups(t *testing.T) {
 	img := realNodeImage(t, examplev1.EnginePostgreSQL)
 	ns := restrictedNamespace(t, "e2e-backup")
@@ -174,6 +184,39 @@ func TestRealPostgreSQLBackups(t *testing.T) {
 	})
 	require.NotEqual(t, second.LastSuccessfulJob, requested.LastSuccessfulJob)
 
+	// kubectl get databasebackups lists what the store holds, as pgBackRest itself reads it;
+	// a backup deleted with kubectl, and one deleted from the store by hand, are gone from
+	// it at once. Both ended after the restore's time below, which the first one serves.
+	backups := storedBackups(t, ns, store, db, img.Image)
+	listed := listBackups(t, ns, "--field-selector=database="+db)
+	require.Equal(t, backups, listed)
+	require.Equal(t, listed, listBackups(t, ns, "-l", "app.kubernetes.io/instance="+db))
+	table := kubectl(t, "get", "databasebackups", "-n", ns)
+	require.Contains(t, table, "RECOVERABLE FROM", table)
+	require.Contains(t, table, db+"."+strings.ToLower(backups[0].ID), table)
+	var after []examplev1.DatabaseBackup
+	for _, b := range listed {
+		if b.EndTime.After(at) {
+			after = append(after, b)
+		}
+	}
+	require.GreaterOrEqual(t, len(after), 2, "backups %+v, restore time %s", listed, at)
+	byKubectl, byHand := after[len(after)-1], after[len(after)-2]
+	require.Equal(t, fmt.Sprintf("databasebackup.example.com %q deleted\n", byKubectl.Name),
+		kubectl(t, "delete", "databasebackup", byKubectl.Name, "-n", ns))
+	objects := storeClient(t, store)
+	require.NoError(t, objects.DeleteAll(context.Background(), "e2e/"+ns+"/backup/"+db+"/"+byHand.ID+"/"))
+	var kept []examplev1.DatabaseBackup
+	for _, b := range listed {
+		if b.Name != byKubectl.Name && b.Name != byHand.Name {
+			kept = append(kept, b)
+		}
+	}
+	require.Equal(t, kept, listBackups(t, ns, "--field-selector=database="+db))
+	_, errOut, err = kubectlAs(cluster.KubeconfigPath, "", "get", "databasebackup", byKubectl.Name, "-n", ns)
+	require.Error(t, err)
+	require.Contains(t, errOut, "NotFound", errOut)
+
 	// A restore to a time before the window, or after now, is refused at once, naming the
 	// window; nothing is made.
 	for pointInTime, refusal := range map[string]string{
@@ -203,7 +246,19 @@ func TestRealPostgreSQLBackups(t *testing.T) {
     database: %s
     pointInTime: %s
 `, db, at.UTC().Format(time.RFC3339)), "apply", "-f", "-")
+	// The deleted source's backups are still listed: the copy names their store.
+	require.Equal(t, kept, listBackups(t, ns, "--field-selector=database="+db))
 	waitReplicating(t, ns, copyDB, copyDB+"-0", 2)
+	// It restored the latest backup that ended before the time, which the restore chose
+	// among those the store holds (pgBackRest's index may still name the deleted ones).
+	var from examplev1.DatabaseBackup
+	for _, b := range kept {
+		if b.EndTime.Before(&metav1.Time{Time: at}) {
+			from = b
+		}
+	}
+	restoreLog := kubectl(t, "logs", "-n", ns, copyDB+"-0", "-c", "restore")
+	require.Contains(t, restoreLog, "postgresql-restore: from backup "+from.ID+"\n", restoreLog)
 	restoredDB, err := getDatabase(t, ns, copyDB)
 	require.NoError(t, err)
 	restoredCond := meta.FindStatusCondition(restoredDB.Status.Conditions, examplev1.ConditionRestored)
@@ -217,26 +272,29 @@ func TestRealPostgreSQLBackups(t *testing.T) {
 	// The copy is backed up into a stanza of its own, from its new timeline.
 	waitBackedUp(t, ns, copyDB, "")
 
-	// A restore from a Database that has no backups fails, says why, and never serves.
-	kubectlIn(t, backedUpDatabase(ns, "nothing", img.Line, 1, store)+`  restore:
+	// A restore that finds an object of its backup corrupt in the store fails, says why, and
+	// never serves: the control file of the backup the copy restored, overwritten.
+	controlFiles := storeKeys(t, store, "e2e/"+ns+"/backup/"+db+"/"+from.ID+"/pg_data/global/")
+	i := slices.IndexFunc(controlFiles, func(k string) bool { return strings.Contains(k, "/pg_control") })
+	require.GreaterOrEqual(t, i, 0, "%v", controlFiles)
+	putObject(t, store, controlFiles[i], []byte("not the control file"))
+	kubectlIn(t, backedUpDatabase(ns, "corrupt", img.Line, 1, store)+fmt.Sprintf(`  restore:
+    database: %s
+    pointInTime: %s
+`, db, at.UTC().Format(time.RFC3339)), "apply", "-f", "-")
+	waitRestoreFailed(t, ns, "corrupt", "FormatError") // pgBackRest: the object does not decompress
+	out = kubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.name=corrupt,reason=RestoreFailed", "-o", "jsonpath={.items[*].message}")
+	require.Contains(t, out, "could not restore the backups of "+db, out)
+
+	// A restore from a Database of which the store holds no backup is refused at once: our
+	// server reads the store.
+	_, errOut, err = kubectlAs(cluster.KubeconfigPath, backedUpDatabase(ns, "nothing", img.Line, 1, store)+`  restore:
     database: never-backed-up
 `, "apply", "-f", "-")
-	eventually(t, realPodTimeout, func() error {
-		d, err := getDatabase(t, ns, "nothing")
-		if err != nil {
-			return err
-		}
-		c := meta.FindStatusCondition(d.Status.Conditions, examplev1.ConditionRestored)
-		if c == nil || c.Status != metav1.ConditionFalse {
-			return fmt.Errorf("Restored is %+v", c)
-		}
-		require.Equal(t, examplev1.ReasonRestoreFailed, c.Reason)
-		require.Contains(t, c.Message, "never-backed-up")
-		require.False(t, meta.IsStatusConditionTrue(d.Status.Conditions, examplev1.ConditionReady))
-		return nil
-	})
-	out = kubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.name=nothing,reason=RestoreFailed", "-o", "jsonpath={.items[*].message}")
-	require.Contains(t, out, "could not restore the backups of never-backed-up", out)
+	require.Error(t, err)
+	require.Contains(t, errOut, `spec.restore.database: Invalid value: "never-backed-up": the store spec.backup names (bucket backups at https://`+store.Host+`) holds no backup of Database "never-backed-up"`, errOut)
+	_, err = getDatabase(t, ns, "nothing")
+	require.True(t, apierrors.IsNotFound(err), "%v", err)
 }
 
 // backedUpDatabase is the manifest of a PostgreSQL Database of replicas Pods at version
@@ -309,4 +367,143 @@ echo "count=$(psql -h /tmp -p 5433 -U postgres -d ` + db + ` -tAc 'SELECT count(
 	_, err := strconv.Atoi(n)
 	require.NoError(t, err, out)
 	return n
+}
+
+// storedBackups is what pgBackRest's info says the store holds of the stanza db: its full
+// backups as DatabaseBackups would show them (name, Database, id, times, sizes, WAL range),
+// oldest first.
+func storedBackups(t *testing.T, ns string, store objectStore, db, image string) []examplev1.DatabaseBackup {
+	t.Helper()
+	name := fmt.Sprintf("info-%d", time.Now().Unix())
+	phase, out := runPod(t, ns, name, clientPod(ns, name, image,
+		`printf '%s' "$CA" >/tmp/ca.crt; exec pgbackrest --stanza=`+db+` info --output=json`, storeEnv(store, ns)...))
+	require.Equal(t, corev1.PodSucceeded, phase, out)
+	var info []struct {
+		Backup []struct {
+			Label     string `json:"label"`
+			Type      string `json:"type"`
+			Timestamp struct {
+				Start int64 `json:"start"`
+				Stop  int64 `json:"stop"`
+			} `json:"timestamp"`
+			Info struct {
+				Size       int64 `json:"size"`
+				Repository struct {
+					Size int64 `json:"size"`
+				} `json:"repository"`
+			} `json:"info"`
+			Archive struct {
+				Start string `json:"start"`
+				Stop  string `json:"stop"`
+			} `json:"archive"`
+		} `json:"backup"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out[strings.Index(out, "["):]), &info), out)
+	require.Len(t, info, 1, out)
+	var backups []examplev1.DatabaseBackup
+	for _, b := range info[0].Backup {
+		backups = append(backups, examplev1.DatabaseBackup{
+			ObjectMeta: metav1.ObjectMeta{Name: db + "." + strings.ToLower(b.Label)},
+			Database:   db, ID: b.Label, Engine: examplev1.EnginePostgreSQL, Method: "pgBackRest full",
+			StartTime: metav1.Unix(b.Timestamp.Start, 0), EndTime: metav1.Unix(b.Timestamp.Stop, 0),
+			DataBytes: b.Info.Size, StoredBytes: b.Info.Repository.Size,
+			LogStart: b.Archive.Start, LogEnd: b.Archive.Stop,
+		})
+	}
+	return backups
+}
+
+// listBackups is kubectl get databasebackups -n ns with args, each item cut to what
+// storedBackups shows.
+func listBackups(t *testing.T, ns string, args ...string) []examplev1.DatabaseBackup {
+	t.Helper()
+	out := kubectl(t, append([]string{"get", "databasebackups", "-n", ns, "-o", "json"}, args...)...)
+	var list examplev1.DatabaseBackupList
+	require.NoError(t, json.Unmarshal([]byte(out), &list), out)
+	var backups []examplev1.DatabaseBackup
+	for _, b := range list.Items {
+		require.Equal(t, b.Database+"."+strings.ToLower(b.ID), b.Name)
+		require.Equal(t, b.EndTime.Add(time.Second), b.RecoverableFrom.Time, "%+v", b)
+		backups = append(backups, examplev1.DatabaseBackup{
+			ObjectMeta: metav1.ObjectMeta{Name: b.Name},
+			Database:   b.Database, ID: b.ID, Engine: b.Engine, Method: b.Method,
+			StartTime: metav1.NewTime(b.StartTime.Local()), EndTime: metav1.NewTime(b.EndTime.Local()),
+			DataBytes: b.DataBytes, StoredBytes: b.StoredBytes, LogStart: b.LogStart, LogEnd: b.LogEnd,
+		})
+	}
+	return backups
+}
+
+// storeClient reaches the store from the test, as any S3 client of the cluster's network
+// would, through the real node's DNS.
+func storeClient(t *testing.T, store objectStore) *objectstore.Store {
+	t.Helper()
+	s, err := objectstore.New(objectstore.Config{
+		Host: store.Host, Port: int32(store.Port), Bucket: store.Bucket, Region: "us-east-1",
+		AccessKeyID: store.AccessKey, SecretAccessKey: store.SecretKey, CA: store.CA,
+		Resolver: clusterResolver(),
+	})
+	require.NoError(t, err)
+	return s
+}
+
+// waitRestoreFailed waits until the Database db of ns says its restore failed (Restored
+// False, RestoreFailed) with a message that holds why, and is not Ready.
+func waitRestoreFailed(t *testing.T, ns, db, why string) {
+	t.Helper()
+	eventually(t, realPodTimeout, func() error {
+		d, err := getDatabase(t, ns, db)
+		if err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(d.Status.Conditions, examplev1.ConditionRestored)
+		if c == nil || c.Status != metav1.ConditionFalse {
+			return fmt.Errorf("Restored is %+v", c)
+		}
+		require.Equal(t, examplev1.ReasonRestoreFailed, c.Reason)
+		require.Contains(t, c.Message, why)
+		require.False(t, meta.IsStatusConditionTrue(d.Status.Conditions, examplev1.ConditionReady))
+		return nil
+	})
+}
+
+// storeKeys lists every key of the store under prefix.
+func storeKeys(t *testing.T, store objectStore, prefix string) []string {
+	t.Helper()
+	var keys []string
+	for o := range minioClient(t, store).ListObjects(context.Background(), store.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		require.NoError(t, o.Err)
+		keys = append(keys, o.Key)
+	}
+	return keys
+}
+
+// putObject writes data to the store as key, in place of what it held.
+func putObject(t *testing.T, store objectStore, key string, data []byte) {
+	t.Helper()
+	_, err := minioClient(t, store).PutObject(context.Background(), store.Bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{})
+	require.NoError(t, err)
+}
+
+// minioClient is an S3 client of the store for what the product never does to it: writing.
+func minioClient(t *testing.T, store objectStore) *minio.Client {
+	t.Helper()
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(store.CA))
+	dialer := &net.Dialer{Resolver: clusterResolver()}
+	client, err := minio.New(net.JoinHostPort(store.Host, strconv.Itoa(store.Port)), &minio.Options{
+		Creds: miniocredentials.NewStaticV4(store.AccessKey, store.SecretKey, ""), Secure: true,
+		Region: "us-east-1", BucketLookup: minio.BucketLookupPath,
+		Transport: &http.Transport{DialContext: dialer.DialContext, TLSClientConfig: &tls.Config{RootCAs: pool}},
+	})
+	require.NoError(t, err)
+	return client
+}
+
+// clusterResolver resolves names through the real node's DNS, as the cluster's Pods do.
+func clusterResolver() *net.Resolver {
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, cluster.DNSServer())
+	}}
 }

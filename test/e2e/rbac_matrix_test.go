@@ -16,18 +16,22 @@ import (
 
 	"github.com/stretchr/testify/require"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	certutil "k8s.io/client-go/util/cert"
+
+	"example.com/database-apiserver/internal/localcluster"
 )
 
 // matrixVerbs are the verbs of the matrix: every verb the API server serves on databases.
 var matrixVerbs = []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
 
-// matrixResources are databases and its subresources.
+// matrixResources are databases and its subresources, and databasebackups.
 var matrixResources = []string{"databases", "databases/status", "databases/scale",
-	"databases/connection", "databases/restart", "databases/switchover", "databases/backup"}
+	"databases/connection", "databases/restart", "databases/switchover", "databases/backup",
+	"databasebackups"}
 
 // matrixRoles are the users of the matrix: one per aggregated ClusterRole, bound in the
 // test's namespace with a RoleBinding, and one without any binding.
@@ -44,6 +48,7 @@ var authorizationMatrix = map[string]map[string][]string{
 		"databases/restart":    {"create"},
 		"databases/switchover": {"create"},
 		"databases/backup":     {"create"},
+		"databasebackups":      {"get", "list", "delete"},
 	},
 	"edit": {
 		"databases":            matrixVerbs,
@@ -53,6 +58,7 @@ var authorizationMatrix = map[string]map[string][]string{
 		"databases/restart":    {"create"},
 		"databases/switchover": {"create"},
 		"databases/backup":     {"create"},
+		"databasebackups":      {"get", "list", "delete"},
 	},
 	"view": {
 		"databases":            {"get", "list", "watch"},
@@ -62,6 +68,7 @@ var authorizationMatrix = map[string]map[string][]string{
 		"databases/restart":    {},
 		"databases/switchover": {},
 		"databases/backup":     {},
+		"databasebackups":      {"get", "list"},
 	},
 	"no binding": {
 		"databases":            {},
@@ -71,6 +78,7 @@ var authorizationMatrix = map[string]map[string][]string{
 		"databases/restart":    {},
 		"databases/switchover": {},
 		"databases/backup":     {},
+		"databasebackups":      {},
 	},
 }
 
@@ -139,7 +147,33 @@ func TestAuthorizationMatrix(t *testing.T) {
 				`{"apiVersion":"example.com/v1","kind":"DatabaseRestart"}`)
 			require.Equal(t, map[bool]int{true: http.StatusCreated, false: http.StatusForbidden}[restart], code,
 				"restart as %s: %s", role, out)
+
+			listBackups := slices.Contains(authorizationMatrix[role]["databasebackups"], "list")
+			code, out = ourServerAs(t, matrixUser(role), http.MethodGet,
+				"/apis/example.com/v1/namespaces/"+ns+"/databasebackups", "")
+			require.Equal(t, map[bool]int{true: http.StatusOK, false: http.StatusForbidden}[listBackups], code,
+				"list databasebackups as %s: %s", role, out)
 		}
+	})
+
+	// Our server reads a backup store's Secret by name, as it serves databasebackups, and
+	// may do nothing else with Secrets: not list or watch them, nor write them.
+	t.Run("our server's Secrets", func(t *testing.T) {
+		cfg := rest.CopyConfig(cluster.AdminConfig)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: localcluster.APIServerUser,
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + localcluster.APIServerNamespace, "system:authenticated"}}
+		cs, err := kubernetes.NewForConfig(cfg)
+		require.NoError(t, err)
+		for _, verb := range []string{"get", "list", "watch", "create", "update", "patch", "delete"} {
+			review, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(context.Background(),
+				&authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+					ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Resource: "secrets"},
+				}}, metav1.CreateOptions{})
+			require.NoError(t, err)
+			require.Equal(t, verb == "get", review.Status.Allowed, "%s secrets as our server: %+v", verb, review.Status)
+		}
+		_, err = cs.CoreV1().Secrets(ns).List(context.Background(), metav1.ListOptions{})
+		require.True(t, apierrors.IsForbidden(err), "%v", err)
 	})
 }
 

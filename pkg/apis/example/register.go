@@ -36,6 +36,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&DatabaseRestart{},
 		&DatabaseBackupRequest{},
 		&DatabaseSwitchover{},
+		&DatabaseBackup{},
+		&DatabaseBackupList{},
 	)
 	return nil
 }

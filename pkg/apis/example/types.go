@@ -478,3 +478,47 @@ type DatabaseSwitchover struct {
 	// Target is the Pod to become the primary, "<name>-<ordinal>".
 	Target string
 }
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// DatabaseBackup is a backup as the store holds it, read from the store on
+// each request; never stored in etcd.
+type DatabaseBackup struct {
+	metav1.TypeMeta
+	// ObjectMeta carries "<database>.<backup id>" and the namespace.
+	metav1.ObjectMeta
+
+	// Database is the name of the Database the backup was taken of, which
+	// may have been deleted since.
+	Database string
+	// ID is the backup's name in the store.
+	ID string
+	// Engine is the Database's engine.
+	Engine Engine
+	// Method is how the backup was taken, e.g. "pgBackRest full".
+	Method string
+	// StartTime and EndTime bound the backup.
+	StartTime metav1.Time
+	EndTime   metav1.Time
+	// DataBytes is the size of the data the backup restores; StoredBytes
+	// what it takes in the store.
+	DataBytes   int64
+	StoredBytes int64
+	// LogStart and LogEnd are the first and last log files the backup needs.
+	LogStart string
+	LogEnd   string
+	// RecoverableFrom is the first time a restore from this backup reaches;
+	// RecoverableUntil the last, when known.
+	RecoverableFrom  metav1.Time
+	RecoverableUntil *metav1.Time
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// DatabaseBackupList is a list of DatabaseBackups.
+type DatabaseBackupList struct {
+	metav1.TypeMeta
+	metav1.ListMeta
+
+	Items []DatabaseBackup
+}

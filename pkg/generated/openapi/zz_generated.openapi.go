@@ -36,6 +36,8 @@ import (
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
 		v1.Database{}.OpenAPIModelName():                                    schema_pkg_apis_example_v1_Database(ref),
+		v1.DatabaseBackup{}.OpenAPIModelName():                              schema_pkg_apis_example_v1_DatabaseBackup(ref),
+		v1.DatabaseBackupList{}.OpenAPIModelName():                          schema_pkg_apis_example_v1_DatabaseBackupList(ref),
 		v1.DatabaseBackupPolicy{}.OpenAPIModelName():                        schema_pkg_apis_example_v1_DatabaseBackupPolicy(ref),
 		v1.DatabaseBackupRequest{}.OpenAPIModelName():                       schema_pkg_apis_example_v1_DatabaseBackupRequest(ref),
 		v1.DatabaseBackupRequestStatus{}.OpenAPIModelName():                 schema_pkg_apis_example_v1_DatabaseBackupRequestStatus(ref),
@@ -181,6 +183,179 @@ func schema_pkg_apis_example_v1_Database(ref common.ReferenceCallback) common.Op
 		},
 		Dependencies: []string{
 			v1.DatabaseSpec{}.OpenAPIModelName(), v1.DatabaseStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_DatabaseBackup(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DatabaseBackup is one backup of a Database, as the backup store holds it: the API server reads it from the store (the one spec.backup names, of each Database of the namespace) on every get and list, and deleting it removes it from the store. It is never kept in etcd, so a backup expired by the retention or removed from the store by hand is not listed, and every backup listed is in the store. It has no spec: nothing of it can be written, and it cannot be watched.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Standard object metadata. The name is \"<database>.<backup id>\" (the id lower-cased, e.g. \"ledger.20261205-030041f\"); the labels hold app.kubernetes.io/instance, the Database's name.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(metav1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"database": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Database is the name of the Database the backup was taken of, which may have been deleted since: its backups stay in the store.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"id": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ID is the backup's name in the store, unique among the Database's backups: pgBackRest's label, e.g. \"20261205-030041F\".",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"engine": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Engine is that Database's engine.\n\nPossible enum values:\n - `\"mongodb\"` runs the mongo image, port 27017.\n - `\"mysql\"` runs the mysql image, port 3306.\n - `\"postgresql\"` runs the postgres image, port 5432.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"mongodb", "mysql", "postgresql"},
+						},
+					},
+					"method": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Method is how the backup was taken: \"pgBackRest full\" (a full physical backup by pgBackRest).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"startTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StartTime is when the backup started.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"endTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "EndTime is when it ended: the data is as of then.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"dataBytes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DataBytes is the size of the data the backup restores, in bytes.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"storedBytes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StoredBytes is what the backup takes in the store, in bytes (compressed).",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"logStart": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LogStart and LogEnd are the first and last archived log files the backup needs to be consistent (PostgreSQL: WAL segment names); a restore to a later time needs every archived log file after them.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"logEnd": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"recoverableFrom": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RecoverableFrom is the first time a point-in-time restore from this backup reaches: the second after EndTime.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"recoverableUntil": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RecoverableUntil is the last time a restore starts from this backup rather than a later one: the next backup's end; for the newest, the Database's status.backup.lastArchivedTime (unset when the Database is gone or has archived nothing).",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"database", "id", "engine", "method", "startTime", "endTime", "dataBytes", "storedBytes", "recoverableFrom"},
+			},
+		},
+		Dependencies: []string{
+			metav1.ObjectMeta{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_example_v1_DatabaseBackupList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DatabaseBackupList is a list of DatabaseBackups.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Standard list metadata.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(metav1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Items are the DatabaseBackups.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.DatabaseBackup{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v1.DatabaseBackup{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 

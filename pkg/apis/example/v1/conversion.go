@@ -2,6 +2,7 @@ package v1
 
 import (
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -13,16 +14,28 @@ const (
 	FieldStatusPhase = "status.phase"
 )
 
+// FieldDatabase is the field selector supported on databasebackups, besides
+// metadata.name and metadata.namespace: the Database a backup is of.
+const FieldDatabase = "database"
+
 // addFieldLabelConversionFuncs registers which field selectors example.com/v1
-// accepts for Database; any other label is refused with a 400 naming it.
+// accepts for Database and DatabaseBackup; any other label is refused with a
+// 400 naming it.
 func addFieldLabelConversionFuncs(scheme *runtime.Scheme) error {
-	return scheme.AddFieldLabelConversionFunc(SchemeGroupVersion.WithKind("Database"),
-		func(label, value string) (string, string, error) {
-			switch label {
-			case "metadata.name", "metadata.namespace", FieldSpecEngine, FieldSpecVersion, FieldStatusPhase:
-				return label, value, nil
-			default:
-				return "", "", fmt.Errorf("field label not supported: %s", label)
-			}
-		})
+	if err := scheme.AddFieldLabelConversionFunc(SchemeGroupVersion.WithKind("Database"),
+		fieldLabels(FieldSpecEngine, FieldSpecVersion, FieldStatusPhase)); err != nil {
+		return err
+	}
+	return scheme.AddFieldLabelConversionFunc(SchemeGroupVersion.WithKind("DatabaseBackup"),
+		fieldLabels(FieldDatabase))
+}
+
+// fieldLabels accepts metadata.name, metadata.namespace and the labels given, as they are.
+func fieldLabels(supported ...string) runtime.FieldLabelConversionFunc {
+	return func(label, value string) (string, string, error) {
+		if label == "metadata.name" || label == "metadata.namespace" || slices.Contains(supported, label) {
+			return label, value, nil
+		}
+		return "", "", fmt.Errorf("field label not supported: %s", label)
+	}
 }

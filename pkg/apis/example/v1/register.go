@@ -38,6 +38,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&DatabaseRestart{},
 		&DatabaseBackupRequest{},
 		&DatabaseSwitchover{},
+		&DatabaseBackup{},
+		&DatabaseBackupList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

@@ -767,3 +767,82 @@ type DatabaseSwitchover struct {
 	// +required
 	Target string `json:"target" protobuf:"bytes,2,opt,name=target"`
 }
+
+// +genclient
+// +genclient:onlyVerbs=get,list,delete
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// DatabaseBackup is one backup of a Database, as the backup store holds it:
+// the API server reads it from the store (the one spec.backup names, of each
+// Database of the namespace) on every get and list, and deleting it removes
+// it from the store. It is never kept in etcd, so a backup expired by the
+// retention or removed from the store by hand is not listed, and every
+// backup listed is in the store. It has no spec: nothing of it can be
+// written, and it cannot be watched.
+type DatabaseBackup struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard object metadata. The name is "<database>.<backup id>" (the
+	// id lower-cased, e.g. "ledger.20261205-030041f"); the labels hold
+	// app.kubernetes.io/instance, the Database's name.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+
+	// Database is the name of the Database the backup was taken of, which
+	// may have been deleted since: its backups stay in the store.
+	// +required
+	Database string `json:"database" protobuf:"bytes,2,opt,name=database"`
+	// ID is the backup's name in the store, unique among the Database's
+	// backups: pgBackRest's label, e.g. "20261205-030041F".
+	// +required
+	ID string `json:"id" protobuf:"bytes,13,opt,name=id"`
+	// Engine is that Database's engine.
+	// +required
+	Engine Engine `json:"engine" protobuf:"bytes,3,opt,name=engine,casttype=Engine"`
+	// Method is how the backup was taken: "pgBackRest full" (a full
+	// physical backup by pgBackRest).
+	// +required
+	Method string `json:"method" protobuf:"bytes,4,opt,name=method"`
+	// StartTime is when the backup started.
+	// +required
+	StartTime metav1.Time `json:"startTime" protobuf:"bytes,5,opt,name=startTime"`
+	// EndTime is when it ended: the data is as of then.
+	// +required
+	EndTime metav1.Time `json:"endTime" protobuf:"bytes,6,opt,name=endTime"`
+	// DataBytes is the size of the data the backup restores, in bytes.
+	// +required
+	DataBytes int64 `json:"dataBytes" protobuf:"varint,7,opt,name=dataBytes"`
+	// StoredBytes is what the backup takes in the store, in bytes
+	// (compressed).
+	// +required
+	StoredBytes int64 `json:"storedBytes" protobuf:"varint,8,opt,name=storedBytes"`
+	// LogStart and LogEnd are the first and last archived log files the
+	// backup needs to be consistent (PostgreSQL: WAL segment names); a
+	// restore to a later time needs every archived log file after them.
+	// +optional
+	LogStart string `json:"logStart,omitempty" protobuf:"bytes,9,opt,name=logStart"`
+	// +optional
+	LogEnd string `json:"logEnd,omitempty" protobuf:"bytes,10,opt,name=logEnd"`
+	// RecoverableFrom is the first time a point-in-time restore from this
+	// backup reaches: the second after EndTime.
+	// +required
+	RecoverableFrom metav1.Time `json:"recoverableFrom" protobuf:"bytes,11,opt,name=recoverableFrom"`
+	// RecoverableUntil is the last time a restore starts from this backup
+	// rather than a later one: the next backup's end; for the newest, the
+	// Database's status.backup.lastArchivedTime (unset when the Database is
+	// gone or has archived nothing).
+	// +optional
+	RecoverableUntil *metav1.Time `json:"recoverableUntil,omitempty" protobuf:"bytes,12,opt,name=recoverableUntil"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// DatabaseBackupList is a list of DatabaseBackups.
+type DatabaseBackupList struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard list metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+
+	// Items are the DatabaseBackups.
+	Items []DatabaseBackup `json:"items" protobuf:"bytes,2,rep,name=items"`
+}

@@ -27,6 +27,16 @@ func (in Database) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DatabaseBackup) OpenAPIModelName() string {
+	return "com.example.v1.DatabaseBackup"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DatabaseBackupList) OpenAPIModelName() string {
+	return "com.example.v1.DatabaseBackupList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in DatabaseBackupPolicy) OpenAPIModelName() string {
 	return "com.example.v1.DatabaseBackupPolicy"
 }

@@ -320,12 +320,12 @@ func ValidateRestore(spec *example.DatabaseSpec, fldPath *field.Path) field.Erro
 // ValidateRestoreWindow validates, at creation, spec.restore.pointInTime of spec at fldPath
 // (spec.restore) against what can be restored, as of now: Invalid when it is later than now
 // (the archive holds no change after now, and a recovery that ends before its target fails),
-// or earlier than source's status.backup.firstRecoverableTime (the end of the oldest backup
-// its store keeps), when source, the Database named spec.restore.database, still exists
-// and reports it. A source that is gone, or has not reported it yet, is not checked: its
-// restore fails then, on the Restored condition, when the store holds nothing that old.
-// A pointInTime that does not parse is left to ValidateRestore.
-func ValidateRestoreWindow(spec *example.DatabaseSpec, source *example.Database, now time.Time, fldPath *field.Path) field.ErrorList {
+// or earlier than first, the first time the backups of the Database named
+// spec.restore.database restore to (just after the end of the oldest backup the store
+// keeps), when it is known (nil: not checked; the restore fails then, on the Restored
+// condition, when the store holds nothing that old). A pointInTime that does not parse is
+// left to ValidateRestore.
+func ValidateRestoreWindow(spec *example.DatabaseSpec, first *metav1.Time, now time.Time, fldPath *field.Path) field.ErrorList {
 	if spec.Restore == nil || spec.Restore.PointInTime == "" || len(spec.Restore.PointInTime) > MaxPointInTimeLength {
 		return nil
 	}
@@ -334,10 +334,6 @@ func ValidateRestoreWindow(spec *example.DatabaseSpec, source *example.Database,
 		return nil
 	}
 	fld := fldPath.Child("pointInTime")
-	var first *metav1.Time
-	if source != nil && source.Status.Backup != nil {
-		first = source.Status.Backup.FirstRecoverableTime
-	}
 	switch {
 	case first != nil && (t.Before(first.Time) || t.After(now)):
 		return field.ErrorList{field.Invalid(fld, spec.Restore.PointInTime, fmt.Sprintf(

@@ -996,52 +996,45 @@ func TestValidateBackupUsesTheGivenPath(t *testing.T) {
 
 // spec.restore names a Database of the namespace and needs spec.backup, whose store it
 // restores from; it is immutable; on an engine without backups it is Forbidden.
-// A pointInTime is checked against the source's window when the source reports one, and
-// against now always; what does not parse, or no time, is left to ValidateRestore.
+// A pointInTime is checked against the window's first time when it is known, and against
+// now always; what does not parse, or no time, is left to ValidateRestore.
 func TestValidateRestoreWindow(t *testing.T) {
 	now := time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC)
 	first := metav1.NewTime(now.Add(-72 * time.Hour))
-	source := exampleDatabase()
-	source.Status.Backup = &example.DatabaseBackupStatus{FirstRecoverableTime: &first}
-	unreported := exampleDatabase()
-	unreported.Status.Backup = &example.DatabaseBackupStatus{}
 	restoring := func(at string) *example.DatabaseSpec {
 		return &example.DatabaseSpec{Restore: &example.DatabaseRestore{Database: "ledger", PointInTime: at}}
 	}
 	path := field.NewPath("spec", "restore")
 	for _, ok := range []struct {
-		at     string
-		source *example.Database
+		at    string
+		first *metav1.Time
 	}{
-		{"2026-12-02T08:00:00Z", source}, // the window's first moment
-		{"2026-12-05T08:00:00Z", source}, // now
-		{"2026-12-04T09:00:00.5+01:00", source},
-		{"2026-11-01T00:00:00Z", nil},        // a source that is gone
-		{"2026-11-01T00:00:00Z", unreported}, // no report yet
-		{"", source},
-		{"yesterday", source},
+		{"2026-12-02T08:00:00Z", &first}, // the window's first moment
+		{"2026-12-05T08:00:00Z", &first}, // now
+		{"2026-12-04T09:00:00.5+01:00", &first},
+		{"2026-11-01T00:00:00Z", nil}, // a window not known
+		{"", &first},
+		{"yesterday", &first},
 	} {
-		require.Empty(t, validation.ValidateRestoreWindow(restoring(ok.at), ok.source, now, path), ok.at)
+		require.Empty(t, validation.ValidateRestoreWindow(restoring(ok.at), ok.first, now, path), ok.at)
 	}
-	require.Empty(t, validation.ValidateRestoreWindow(&example.DatabaseSpec{}, source, now, path))
+	require.Empty(t, validation.ValidateRestoreWindow(&example.DatabaseSpec{}, &first, now, path))
 
 	for at, detail := range map[string]string{
 		"2026-12-02T07:59:59Z": `must be within the recoverability window of Database "ledger": from 2026-12-02T08:00:00Z (just after the end of the oldest backup its store keeps) to now (2026-12-05T08:00:00Z)`,
 		"2026-12-05T08:00:01Z": `must be within the recoverability window of Database "ledger": from 2026-12-02T08:00:00Z`,
 	} {
-		errs := validation.ValidateRestoreWindow(restoring(at), source, now, path)
+		errs := validation.ValidateRestoreWindow(restoring(at), &first, now, path)
 		require.Len(t, errs, 1, at)
 		require.Equal(t, field.ErrorTypeInvalid, errs[0].Type)
 		require.Equal(t, "spec.restore.pointInTime", errs[0].Field)
 		require.Equal(t, at, errs[0].BadValue)
 		require.Contains(t, errs[0].Detail, detail)
 	}
-	for _, src := range []*example.Database{nil, unreported} {
-		errs := validation.ValidateRestoreWindow(restoring("2026-12-06T00:00:00Z"), src, now, path)
-		require.Len(t, errs, 1)
-		require.Equal(t, "spec.restore.pointInTime", errs[0].Field)
-		require.Equal(t, "must not be later than now (2026-12-05T08:00:00Z): no change after it is archived yet", errs[0].Detail)
-	}
+	errs := validation.ValidateRestoreWindow(restoring("2026-12-06T00:00:00Z"), nil, now, path)
+	require.Len(t, errs, 1)
+	require.Equal(t, "spec.restore.pointInTime", errs[0].Field)
+	require.Equal(t, "must not be later than now (2026-12-05T08:00:00Z): no change after it is archived yet", errs[0].Detail)
 }
 
 func TestValidateRestore(t *testing.T) {

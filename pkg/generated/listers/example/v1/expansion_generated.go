@@ -25,3 +25,11 @@ type DatabaseListerExpansion interface{}
 // DatabaseNamespaceListerExpansion allows custom methods to be added to
 // DatabaseNamespaceLister.
 type DatabaseNamespaceListerExpansion interface{}
+
+// DatabaseBackupListerExpansion allows custom methods to be added to
+// DatabaseBackupLister.
+type DatabaseBackupListerExpansion interface{}
+
+// DatabaseBackupNamespaceListerExpansion allows custom methods to be added to
+// DatabaseBackupNamespaceLister.
+type DatabaseBackupNamespaceListerExpansion interface{}

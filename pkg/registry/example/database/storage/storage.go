@@ -117,6 +117,9 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, ty
 type REST struct {
 	*genericregistry.Store
 	now func() time.Time
+	// SourceBackups reads a restore's source backups from the store at creation; nil: the
+	// store is not read.
+	SourceBackups SourceBackups
 }
 
 var (
@@ -130,23 +133,50 @@ func (r *REST) ShortNames() []string {
 	return []string{"db"}
 }
 
+// SourceBackups reads, from the store the Database db's spec.backup names, the first time
+// each backup of the Database spec.restore.database names restores to, oldest first; an
+// error when the store cannot be read.
+type SourceBackups func(ctx context.Context, db *example.Database) ([]time.Time, error)
+
 // beginCreate is the generic store's BeginCreate hook, which every create runs, a POST and
-// a server-side apply or update that creates alike: the check of spec.restore.pointInTime
-// that needs another object, the Database it restores, in the same namespace, read from this
-// store (validation.ValidateRestoreWindow: a 422 for a time outside its recoverability
-// window, or later than now). A source that cannot be read is not checked here; the body's
-// own validation (the strategy's) follows. Whoever may create a Database in the namespace
-// may restore any of its Databases, so the window a refusal states tells them nothing they
-// could not restore.
+// a server-side apply or update that creates alike: the checks of spec.restore that need
+// more than the body. With a valid spec.backup, the store it names is read
+// (REST.SourceBackups): a 422 on spec.restore.database when it holds no backup of that
+// Database, and the first time its oldest backup restores to starts the recoverability
+// window. A store that cannot be read is not checked here (the restore says why it fails,
+// on the Restored condition); the window then starts at the source's own
+// status.backup.firstRecoverableTime, when it exists and reports one, read from this store.
+// A pointInTime outside the window, or later than now, is a 422
+// (validation.ValidateRestoreWindow). The body's own validation (the strategy's) follows.
+// Whoever may create a Database in the namespace may restore any of its Databases, so what
+// a refusal states tells them nothing they could not restore.
 func (r *REST) beginCreate(ctx context.Context, obj runtime.Object, _ *metav1.CreateOptions) (genericregistry.FinishFunc, error) {
-	if db, ok := obj.(*example.Database); ok && db.Spec.Restore != nil && db.Spec.Restore.PointInTime != "" {
-		var source *example.Database
+	db, ok := obj.(*example.Database)
+	if !ok || db.Spec.Restore == nil || db.Spec.Restore.Database == "" {
+		return func(context.Context, bool) {}, nil
+	}
+	restore := field.NewPath("spec", "restore")
+	var first *metav1.Time
+	if r.SourceBackups != nil && db.Spec.Backup != nil && len(validation.ValidateBackup(&db.Spec, field.NewPath("spec", "backup"))) == 0 {
+		if from, err := r.SourceBackups(ctx, db); err == nil {
+			if len(from) == 0 {
+				return nil, errors.NewInvalid(example.Kind("Database"), db.Name, field.ErrorList{field.Invalid(
+					restore.Child("database"), db.Spec.Restore.Database, fmt.Sprintf(
+						"the store spec.backup names (bucket %s at %s) holds no backup of Database %q in this namespace",
+						db.Spec.Backup.S3.Bucket, db.Spec.Backup.S3.Endpoint, db.Spec.Restore.Database))})
+			}
+			first = &metav1.Time{Time: from[0]}
+		}
+	}
+	if first == nil {
 		if got, err := r.Store.Get(ctx, db.Spec.Restore.Database, &metav1.GetOptions{}); err == nil {
-			source, _ = got.(*example.Database)
+			if source, ok := got.(*example.Database); ok && source.Status.Backup != nil {
+				first = source.Status.Backup.FirstRecoverableTime
+			}
 		}
-		if errs := validation.ValidateRestoreWindow(&db.Spec, source, r.now(), field.NewPath("spec", "restore")); len(errs) > 0 {
-			return nil, errors.NewInvalid(example.Kind("Database"), db.Name, errs)
-		}
+	}
+	if errs := validation.ValidateRestoreWindow(&db.Spec, first, r.now(), restore); len(errs) > 0 {
+		return nil, errors.NewInvalid(example.Kind("Database"), db.Name, errs)
 	}
 	return func(context.Context, bool) {}, nil
 }

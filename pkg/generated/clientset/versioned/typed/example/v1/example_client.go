@@ -29,6 +29,7 @@ import (
 type ExampleV1Interface interface {
 	RESTClient() rest.Interface
 	DatabasesGetter
+	DatabaseBackupsGetter
 }
 
 // ExampleV1Client is used to interact with features provided by the example.com group.
@@ -38,6 +39,10 @@ type ExampleV1Client struct {
 
 func (c *ExampleV1Client) Databases(namespace string) DatabaseInterface {
 	return newDatabases(c, namespace)
+}
+
+func (c *ExampleV1Client) DatabaseBackups(namespace string) DatabaseBackupInterface {
+	return newDatabaseBackups(c, namespace)
 }
 
 // NewForConfig creates a new ExampleV1Client for the given config.

@@ -32,6 +32,10 @@ func (c *FakeExampleV1) Databases(namespace string) v1.DatabaseInterface {
 	return newFakeDatabases(c, namespace)
 }
 
+func (c *FakeExampleV1) DatabaseBackups(namespace string) v1.DatabaseBackupInterface {
+	return newFakeDatabaseBackups(c, namespace)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakeExampleV1) RESTClient() rest.Interface {

@@ -1,0 +1,348 @@
+// Package databasebackup serves databasebackups: the backups the stores of a namespace's
+// Databases hold, read from the stores on each request and never kept in etcd.
+package databasebackup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/warning"
+
+	"example.com/database-apiserver/pkg/apis/example"
+	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
+	"example.com/database-apiserver/pkg/engine"
+	"example.com/database-apiserver/pkg/names"
+)
+
+// StoreTimeout bounds what one request spends reading one store.
+const StoreTimeout = 20 * time.Second
+
+// Databases lists the Databases of namespace ("": of every namespace), as the API serves
+// them.
+type Databases func(ctx context.Context, namespace string) ([]examplev1.Database, error)
+
+// Secrets reads the Secret name of namespace.
+type Secrets func(ctx context.Context, namespace, name string) (*corev1.Secret, error)
+
+// OpenStore opens the store of a Database's spec.backup with the keys and CA of its Secret.
+type OpenStore func(store *engine.BackupStore, secret *corev1.Secret) (engine.ObjectStore, error)
+
+// REST serves databasebackups: get, list and delete. The backups listed in a namespace are
+// those of the repositories its Databases' spec.backup name (one per distinct store, engine
+// and Secret), deleted Databases' included; a store that cannot be read leaves its backups
+// out of a list with a warning, and makes a get or delete of a backup it may hold a 503.
+type REST struct {
+	databases Databases
+	secrets   Secrets
+	open      OpenStore
+	// now is the clock (tests set it).
+	now func() time.Time
+}
+
+// NewREST returns the REST of databasebackups.
+func NewREST(databases Databases, secrets Secrets, open OpenStore) *REST {
+	return &REST{databases: databases, secrets: secrets, open: open, now: time.Now}
+}
+
+var (
+	_ rest.Storage              = &REST{}
+	_ rest.Scoper               = &REST{}
+	_ rest.KindProvider         = &REST{}
+	_ rest.SingularNameProvider = &REST{}
+	_ rest.Getter               = &REST{}
+	_ rest.Lister               = &REST{}
+	_ rest.GracefulDeleter      = &REST{}
+	_ rest.TableConvertor       = &REST{}
+	_ rest.ShortNamesProvider   = &REST{}
+)
+
+// New, NewList, Destroy, NamespaceScoped, Kind, GetSingularName, ShortNames and
+// ConvertToTable describe databasebackups to the generic server: namespaced, kind
+// DatabaseBackup, short name dbbackup, in no category (kubectl get all reads no store), and
+// printed by convertToTable.
+func (r *REST) New() runtime.Object     { return &example.DatabaseBackup{} }
+func (r *REST) NewList() runtime.Object { return &example.DatabaseBackupList{} }
+func (r *REST) Destroy()                {}
+func (r *REST) NamespaceScoped() bool   { return true }
+func (r *REST) Kind() string            { return "DatabaseBackup" }
+func (r *REST) GetSingularName() string { return "databasebackup" }
+func (r *REST) ShortNames() []string    { return []string{"dbbackup"} }
+func (r *REST) ConvertToTable(ctx context.Context, obj runtime.Object, opts runtime.Object) (*metav1.Table, error) {
+	return convertToTable(obj, opts, r.now())
+}
+
+// Name is the name of the DatabaseBackup of backup id of the Database database:
+// "<database>.<id, lower-cased>", unique in a namespace since a Database's name is a DNS
+// label (no ".").
+func Name(database, id string) string { return database + "." + strings.ToLower(id) }
+
+// Get returns the DatabaseBackup name of the request's namespace: NotFound when no store of
+// the namespace holds it, ServiceUnavailable when a store it may be in cannot be read.
+func (r *REST) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runtime.Object, error) {
+	b, err := r.find(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return &b.backup, nil
+}
+
+// find reads the backup name of the request's namespace from the stores.
+func (r *REST) find(ctx context.Context, name string) (*located, error) {
+	backups, failures, err := r.read(ctx, genericapirequest.NamespaceValue(ctx))
+	if err != nil {
+		return nil, err
+	}
+	for i := range backups {
+		if backups[i].backup.Name == name {
+			return &backups[i], nil
+		}
+	}
+	if len(failures) > 0 {
+		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("backup %s may be in a store that cannot be read: %s", name, strings.Join(failures, "; ")))
+	}
+	return nil, apierrors.NewNotFound(example.Resource("databasebackups"), name)
+}
+
+// List returns the DatabaseBackups of the request's namespace (of every namespace without
+// one) that match the label and field selectors (metadata.name, metadata.namespace,
+// database), each Database's oldest first. A store that cannot be read is a warning.
+func (r *REST) List(ctx context.Context, options *metainternalversion.ListOptions) (runtime.Object, error) {
+	backups, failures, err := r.read(ctx, genericapirequest.NamespaceValue(ctx))
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range failures {
+		warning.AddWarning(ctx, "", f)
+	}
+	label, field := labels.Everything(), fields.Everything()
+	if options != nil && options.LabelSelector != nil {
+		label = options.LabelSelector
+	}
+	if options != nil && options.FieldSelector != nil {
+		field = options.FieldSelector
+	}
+	list := &example.DatabaseBackupList{Items: []example.DatabaseBackup{}}
+	for _, b := range backups {
+		if label.Matches(labels.Set(b.backup.Labels)) && field.Matches(Fields(&b.backup)) {
+			list.Items = append(list.Items, b.backup)
+		}
+	}
+	return list, nil
+}
+
+// Fields are the fields a DatabaseBackup is selected by.
+func Fields(b *example.DatabaseBackup) fields.Set {
+	return fields.Set{"metadata.name": b.Name, "metadata.namespace": b.Namespace, examplev1.FieldDatabase: b.Database}
+}
+
+// Delete removes the backup name from its store and returns it as it was. A dry run removes
+// nothing. Errors: those of Get, and ServiceUnavailable when the store refuses.
+func (r *REST) Delete(ctx context.Context, name string, deleteValidation rest.ValidateObjectFunc, options *metav1.DeleteOptions) (runtime.Object, bool, error) {
+	b, err := r.find(ctx, name)
+	if err != nil {
+		return nil, false, err
+	}
+	if deleteValidation != nil {
+		if err := deleteValidation(ctx, &b.backup); err != nil {
+			return nil, false, err
+		}
+	}
+	if options != nil && len(options.DryRun) > 0 {
+		return &b.backup, true, nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, StoreTimeout)
+	defer cancel()
+	err = b.from.engine.DeleteStoredBackup(sctx, b.from.objects, b.from.store.Path, b.backup.Database, b.backup.ID)
+	if errors.Is(err, engine.ErrBackupNotFound) {
+		return nil, false, apierrors.NewNotFound(example.Resource("databasebackups"), name)
+	}
+	if err != nil {
+		return nil, false, apierrors.NewServiceUnavailable(fmt.Sprintf("deleting backup %s from %s: %v", name, b.from, err))
+	}
+	return &b.backup, true, nil
+}
+
+// repository is one backup repository a namespace's Databases name: a store, the path in
+// its bucket, and the engine whose backups it holds, read with one Secret's keys.
+type repository struct {
+	key        repositoryKey
+	engineName examplev1.Engine
+	engine     engine.Backups
+	store      *engine.BackupStore
+	objects    engine.ObjectStore
+	// database is the first Database (by name) that names it, for messages.
+	database string
+}
+
+func (r repository) String() string {
+	return fmt.Sprintf("the store of Database %s (bucket %s at %s:%d, path %s)", r.database, r.store.Bucket, r.store.Host, r.store.Port, r.store.Path)
+}
+
+// located is a backup and the repository it was read from.
+type located struct {
+	backup example.DatabaseBackup
+	from   *repository
+}
+
+// repositoryKey tells repositories apart: two Databases that name the same store, path,
+// engine and Secret share one.
+type repositoryKey struct {
+	engine                             examplev1.Engine
+	host, bucket, region, path, secret string
+	port                               int32
+}
+
+// read returns the backups of namespace's repositories ("": every namespace's), and why
+// each repository that could not be read could not; an error only when the Databases
+// cannot be listed.
+func (r *REST) read(ctx context.Context, namespace string) ([]located, []string, error) {
+	dbs, err := r.databases(ctx, namespace)
+	if err != nil {
+		return nil, nil, err
+	}
+	slices.SortFunc(dbs, func(a, b examplev1.Database) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	// archived is each Database's last archived change, in the repository it archives to
+	// now, which ends its newest backup's range there.
+	archived := map[repositoryKey]map[string]*metav1.Time{}
+	seen := map[repositoryKey]bool{}
+	var repos []*repository
+	var failures []string
+	for i := range dbs {
+		db := &dbs[i]
+		e, _ := engine.Lookup(db.Spec.Engine)
+		backups, ok := e.(engine.Backups)
+		store, set := engine.ResolveBackupStore(db, false)
+		if !ok || !set {
+			continue
+		}
+		key := repositoryKey{db.Spec.Engine, store.Host, store.Bucket, store.Region, store.Path, store.SecretName, store.Port}
+		if db.Status.Backup != nil && db.Status.Backup.LastArchivedTime != nil {
+			if archived[key] == nil {
+				archived[key] = map[string]*metav1.Time{}
+			}
+			archived[key][db.Name] = db.Status.Backup.LastArchivedTime
+		}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		repo := &repository{key: key, engineName: db.Spec.Engine, engine: backups, store: store, database: db.Namespace + "/" + db.Name}
+		if repo.objects, err = r.openRepository(ctx, db.Namespace, store); err != nil {
+			failures = append(failures, fmt.Sprintf("%s cannot be read: %v", repo, err))
+			continue
+		}
+		repos = append(repos, repo)
+	}
+	var found []located
+	names := map[string]bool{}
+	for _, repo := range repos {
+		sctx, cancel := context.WithTimeout(ctx, StoreTimeout)
+		stored, err := repo.engine.StoredBackups(sctx, repo.objects, repo.store.Path)
+		cancel()
+		if err != nil {
+			failures = append(failures, fmt.Sprintf("%s cannot be read: %v", repo, err))
+			continue
+		}
+		namespace := strings.SplitN(repo.database, "/", 2)[0]
+		for i, s := range stored {
+			b := toObject(namespace, repo.engineName, s)
+			if names[namespace+"/"+b.Name] {
+				continue
+			}
+			names[namespace+"/"+b.Name] = true
+			if i+1 < len(stored) && stored[i+1].Database == s.Database {
+				until := metav1.NewTime(stored[i+1].End)
+				b.RecoverableUntil = &until
+			} else if t := archived[repo.key][s.Database]; t != nil && t.After(s.End) {
+				b.RecoverableUntil = t.DeepCopy()
+			}
+			found = append(found, located{backup: b, from: repo})
+		}
+	}
+	return found, failures, nil
+}
+
+// openRepository opens store with the keys of its Secret in namespace.
+func (r *REST) openRepository(ctx context.Context, namespace string, store *engine.BackupStore) (engine.ObjectStore, error) {
+	secret, err := r.secrets(ctx, namespace, store.SecretName)
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("its Secret %s does not exist", store.SecretName)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("its Secret %s cannot be read: %v", store.SecretName, err)
+	}
+	for _, k := range []string{examplev1.BackupSecretKeyAccessKeyID, examplev1.BackupSecretKeySecretAccessKey} {
+		if len(secret.Data[k]) == 0 {
+			return nil, fmt.Errorf("its Secret %s has no key %s", store.SecretName, k)
+		}
+	}
+	return r.open(store, secret)
+}
+
+// toObject is the DatabaseBackup of a stored backup of namespace.
+func toObject(namespace string, e examplev1.Engine, s engine.StoredBackup) example.DatabaseBackup {
+	return example.DatabaseBackup{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: Name(s.Database, s.ID), Namespace: namespace,
+			// The backup came to be, restorable, when it ended.
+			CreationTimestamp: metav1.NewTime(s.End),
+			Labels:            map[string]string{names.InstanceLabel: s.Database},
+		},
+		Database:        s.Database,
+		ID:              s.ID,
+		Engine:          example.Engine(e),
+		Method:          s.Method,
+		StartTime:       metav1.NewTime(s.Start),
+		EndTime:         metav1.NewTime(s.End),
+		DataBytes:       s.DataBytes,
+		StoredBytes:     s.StoredBytes,
+		LogStart:        s.LogStart,
+		LogEnd:          s.LogEnd,
+		RecoverableFrom: metav1.NewTime(s.End.Add(time.Second)),
+	}
+}
+
+// RecoverableFrom reads, from the store db's spec.backup names (with the keys of its Secret
+// in db's namespace), the first time each backup of the Database spec.restore.database names
+// restores to (the second after its end), oldest first. It is an error when db has no
+// spec.backup or spec.restore, its engine takes no backups, or the store cannot be read.
+func (r *REST) RecoverableFrom(ctx context.Context, db *examplev1.Database) ([]time.Time, error) {
+	e, _ := engine.Lookup(db.Spec.Engine)
+	backups, ok := e.(engine.Backups)
+	store, set := engine.ResolveBackupStore(db, false)
+	if !ok || !set || db.Spec.Restore == nil {
+		return nil, fmt.Errorf("Database %s restores no backups", db.Name)
+	}
+	objects, err := r.openRepository(ctx, db.Namespace, store)
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithTimeout(ctx, StoreTimeout)
+	defer cancel()
+	stored, err := backups.StoredBackups(sctx, objects, store.Path)
+	if err != nil {
+		return nil, err
+	}
+	var from []time.Time
+	for _, s := range stored {
+		if s.Database == db.Spec.Restore.Database {
+			from = append(from, toObject(db.Namespace, db.Spec.Engine, s).RecoverableFrom.Time)
+		}
+	}
+	return from, nil
+}
