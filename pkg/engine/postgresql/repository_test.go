@@ -1,7 +1,6 @@
 package postgresql
 
 import (
-	"context"
 	"maps"
 	"slices"
 	"strings"
@@ -11,48 +10,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"example.com/database-apiserver/pkg/engine"
+	"example.com/database-apiserver/pkg/engine/enginetest"
 )
 
 // fakeStore is an in-memory engine.ObjectStore: object key -> content.
-type fakeStore map[string][]byte
-
-// List returns what S3's ListObjects with delimiter "/" returns under prefix: the keys
-// directly under it and the common prefixes of the deeper ones, deduplicated and sorted.
-func (s fakeStore) List(_ context.Context, prefix string) ([]string, error) {
-	seen := map[string]bool{}
-	for key := range s {
-		rest, ok := strings.CutPrefix(key, prefix)
-		if !ok {
-			continue
-		}
-		if i := strings.Index(rest, "/"); i >= 0 {
-			seen[prefix+rest[:i+1]] = true
-		} else {
-			seen[key] = true
-		}
-	}
-	return slices.Sorted(maps.Keys(seen)), nil
-}
-
-func (s fakeStore) Get(_ context.Context, key string) ([]byte, error) {
-	data, ok := s[key]
-	if !ok {
-		return nil, engine.ErrObjectNotFound
-	}
-	return data, nil
-}
-
-func (s fakeStore) DeleteAll(_ context.Context, prefix string) error {
-	for key := range s {
-		if strings.HasPrefix(key, prefix) {
-			delete(s, key)
-		}
-	}
-	return nil
-}
-
-// keys are the store's keys, sorted.
-func (s fakeStore) keys() []string { return slices.Sorted(maps.Keys(s)) }
+type fakeStore = enginetest.ObjectStore
 
 // backupInfo is a backup.info as pgBackRest 2.54 writes it: three full backups
 // (2026-12-03, -04, -05 at 03:00 UTC) and a differential one on the last.
@@ -367,7 +329,7 @@ func TestStoredBackupsGarbledIndex(t *testing.T) {
 func TestDeleteStoredBackup(t *testing.T) {
 	s := repository()
 	addBackup(s, "databases/production/backup/orders/", "20261205-030041F")
-	before := s.keys()
+	before := s.Keys()
 
 	require.NoError(t, Engine{}.DeleteStoredBackup(t.Context(), s, testRepo, "ledger", "20261205-030041F"))
 
@@ -378,7 +340,7 @@ func TestDeleteStoredBackup(t *testing.T) {
 		}
 	}
 	require.Len(t, want, len(before)-5)
-	require.Equal(t, want, s.keys())
+	require.Equal(t, want, s.Keys())
 	require.Contains(t, s, ledgerDir+"20261205-030041F_20261206-030040D/backup.manifest")
 	require.Contains(t, s, "databases/production/backup/orders/20261205-030041F/backup.manifest")
 
@@ -402,10 +364,10 @@ func TestDeleteStoredBackupNotFound(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := repository()
-			before := s.keys()
+			before := s.Keys()
 			err := Engine{}.DeleteStoredBackup(t.Context(), s, testRepo, tc.database, tc.id)
 			require.ErrorIs(t, err, engine.ErrBackupNotFound)
-			require.Equal(t, before, s.keys())
+			require.Equal(t, before, s.Keys())
 		})
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -26,49 +25,13 @@ import (
 	"example.com/database-apiserver/pkg/apis/example"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
 	"example.com/database-apiserver/pkg/engine"
+	"example.com/database-apiserver/pkg/engine/enginetest"
 	_ "example.com/database-apiserver/pkg/engine/postgresql"
 	"example.com/database-apiserver/pkg/names"
 )
 
 // fakeStore is an in-memory engine.ObjectStore: object key -> content.
-type fakeStore map[string][]byte
-
-// List returns what S3's ListObjects with delimiter "/" returns under prefix: the keys
-// directly under it and the common prefixes of the deeper ones, deduplicated and sorted.
-func (s fakeStore) List(_ context.Context, prefix string) ([]string, error) {
-	seen := map[string]bool{}
-	for key := range s {
-		rest, ok := strings.CutPrefix(key, prefix)
-		if !ok {
-			continue
-		}
-		if i := strings.Index(rest, "/"); i >= 0 {
-			seen[prefix+rest[:i+1]] = true
-		} else {
-			seen[key] = true
-		}
-	}
-	return slices.Sorted(maps.Keys(seen)), nil
-}
-
-func (s fakeStore) Get(_ context.Context, key string) ([]byte, error) {
-	data, ok := s[key]
-	if !ok {
-		return nil, engine.ErrObjectNotFound
-	}
-	return data, nil
-}
-
-func (s fakeStore) DeleteAll(_ context.Context, prefix string) error {
-	for key := range s {
-		if strings.HasPrefix(key, prefix) {
-			delete(s, key)
-		}
-	}
-	return nil
-}
-
-func (s fakeStore) keys() []string { return slices.Sorted(maps.Keys(s)) }
+type fakeStore = enginetest.ObjectStore
 
 // A full backup in a pgBackRest backup.info.
 type infoBackup struct {
@@ -523,7 +486,7 @@ func TestDelete(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture()
-			before := f.store.keys()
+			before := f.store.Keys()
 			ctx := inNamespace(t, "production")
 			obj, immediate, err := f.rest.Delete(ctx, tc.delete, tc.validate, tc.opts)
 			switch {
@@ -540,7 +503,7 @@ func TestDelete(t *testing.T) {
 			}
 
 			if !tc.removed {
-				require.Equal(t, before, f.store.keys())
+				require.Equal(t, before, f.store.Keys())
 				return
 			}
 			var want []string
@@ -550,7 +513,7 @@ func TestDelete(t *testing.T) {
 				}
 			}
 			require.Len(t, want, len(before)-4)
-			require.Equal(t, want, f.store.keys())
+			require.Equal(t, want, f.store.Keys())
 			_, err = f.rest.Get(ctx, name, &metav1.GetOptions{})
 			require.True(t, apierrors.IsNotFound(err), "%v", err)
 			// The older backup's range now runs to the next one left.
