@@ -21,6 +21,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/kubernetes"
+	restclient "k8s.io/client-go/rest"
 	"k8s.io/kube-openapi/pkg/builder3"
 	openapicommon "k8s.io/kube-openapi/pkg/common"
 	openapiutil "k8s.io/kube-openapi/pkg/util"
@@ -110,7 +111,10 @@ type DatabaseServer struct {
 // Complete fills in the defaults of cfg, which it mutates.
 func (cfg *Config) Complete() CompletedConfig {
 	if cfg.ExtraConfig.KubeClient == nil && cfg.GenericConfig.ClientConfig != nil {
-		if client, err := kubernetes.NewForConfig(cfg.GenericConfig.ClientConfig); err == nil {
+		// Secret reads serve users' requests: not client-go's default 5 per second.
+		kubeConfig := restclient.CopyConfig(cfg.GenericConfig.ClientConfig)
+		kubeConfig.QPS, kubeConfig.Burst = 50, 100
+		if client, err := kubernetes.NewForConfig(kubeConfig); err == nil {
 			cfg.ExtraConfig.KubeClient = client
 		}
 	}

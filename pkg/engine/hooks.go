@@ -70,10 +70,12 @@ type Backups interface {
 	// ends once the data is restored and recovered, or fails saying why.
 	RestorePod(db *examplev1.Database, d Desired, tmpl *corev1.PodTemplateSpec)
 	// StoredBackups reads from store the backups of the repository at path (BackupStore's
-	// Path): every Database's whose backups it holds, deleted ones too, each Database's
-	// oldest first. A backup is listed only while the store holds what restoring it reads
-	// first; one being taken is not listed until it ended.
-	StoredBackups(ctx context.Context, store ObjectStore, path string) ([]StoredBackup, error)
+	// Path): the Database database's, or with database "" every Database's whose backups it
+	// holds, deleted ones too; each Database's oldest first. A backup is listed only while
+	// the store holds what restoring it reads first; one being taken is not listed until it
+	// ended. It returns the backups of the Databases it could read and an error naming each
+	// it could not (nil when it read them all).
+	StoredBackups(ctx context.Context, store ObjectStore, path, database string) ([]StoredBackup, error)
 	// DeleteStoredBackup removes the backup id of the Database database from the repository
 	// at path of store; it is ErrBackupNotFound when the store does not hold it.
 	DeleteStoredBackup(ctx context.Context, store ObjectStore, path, database, id string) error

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -115,8 +116,12 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 	return data, nil
 }
 
-// DeleteAll deletes every object under prefix, in batches of the S3 API's bulk delete.
+// DeleteAll deletes every object under prefix, in batches of the S3 API's bulk delete. On
+// the first object the store refuses to delete, it stops listing and returns that error,
+// once minio-go has reported every batch it sent.
 func (s *Store) DeleteAll(ctx context.Context, prefix string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	objects := make(chan minio.ObjectInfo)
 	listErr := make(chan error, 1)
 	go func() {
@@ -133,10 +138,16 @@ func (s *Store) DeleteAll(ctx context.Context, prefix string) error {
 			}
 		}
 	}()
+	var failed error
+	// Every result is read: minio-go's sender waits for each to be taken.
 	for e := range s.client.RemoveObjects(ctx, s.bucket, objects, minio.RemoveObjectsOptions{}) {
-		if e.Err != nil {
-			return fmt.Errorf("deleting %s: %w", e.ObjectName, describe(e.Err))
+		if e.Err != nil && failed == nil {
+			failed = fmt.Errorf("deleting %s: %w", e.ObjectName, describe(e.Err))
+			cancel()
 		}
+	}
+	if failed != nil {
+		return failed
 	}
 	select {
 	case err := <-listErr:
@@ -144,6 +155,21 @@ func (s *Store) DeleteAll(ctx context.Context, prefix string) error {
 	default:
 		return ctx.Err()
 	}
+}
+
+// maxMessage bounds how much of a store's error message is kept, in bytes: a store or a
+// proxy before it may answer a whole page.
+const maxMessage = 200
+
+// truncate is text cut to at most n bytes, on a rune boundary, marked "..." when cut.
+func truncate(text string, n int) string {
+	if len(text) <= n {
+		return text
+	}
+	for n > 0 && !utf8.RuneStart(text[n]) {
+		n--
+	}
+	return text[:n] + "..."
 }
 
 // describe turns the store's "no such key" answer into engine.ErrObjectNotFound and keeps
@@ -156,6 +182,6 @@ func describe(err error) error {
 	case "":
 		return err
 	default:
-		return fmt.Errorf("the store answered %s: %s", resp.Code, resp.Message)
+		return fmt.Errorf("the store answered %s: %s", resp.Code, truncate(resp.Message, maxMessage))
 	}
 }

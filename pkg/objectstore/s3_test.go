@@ -3,11 +3,13 @@ package objectstore
 import (
 	"context"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +30,8 @@ type fakeS3 struct {
 	mu      sync.Mutex
 	keys    map[string]string
 	deleted []string
+	// refuse makes DeleteObjects refuse every key (AccessDenied), as a locked bucket does.
+	refuse bool
 }
 
 func (f *fakeS3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -78,6 +82,10 @@ func (f *fakeS3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		result.WriteString(`<?xml version="1.0" encoding="UTF-8"?><DeleteResult>`)
 		for _, part := range strings.Split(buf.String(), "<Key>")[1:] {
 			k, _, _ := strings.Cut(part, "</Key>")
+			if f.refuse {
+				result.WriteString("<Error><Key>" + k + "</Key><Code>AccessDenied</Code><Message>Access Denied.</Message></Error>")
+				continue
+			}
 			delete(f.keys, k)
 			f.deleted = append(f.deleted, k)
 			result.WriteString("<Deleted><Key>" + k + "</Key></Deleted>")
@@ -151,4 +159,30 @@ func TestStoreVerifiesTheCertificate(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.List(context.Background(), "")
 	require.ErrorContains(t, err, "certificate")
+}
+
+// A store that refuses to delete is an error naming the object and the store's answer,
+// everything kept, and no goroutine of the delete outlives it.
+func TestStoreDeleteRefused(t *testing.T) {
+	fake := &fakeS3{refuse: true, keys: map[string]string{}}
+	for i := range 30 {
+		fake.keys[fmt.Sprintf("db/ns/backup/ledger/20261205-030041F/pg_data/%02d", i)] = "x"
+	}
+	s := newStore(t, fake)
+	before := runtime.NumGoroutine()
+	for range 5 {
+		err := s.DeleteAll(context.Background(), "db/ns/backup/ledger/20261205-030041F/")
+		require.ErrorContains(t, err, "deleting db/ns/backup/ledger/20261205-030041F/pg_data/")
+		require.ErrorContains(t, err, "the store answered AccessDenied: Access Denied.")
+	}
+	require.Len(t, fake.keys, 30)
+	require.Eventually(t, func() bool { return runtime.NumGoroutine() <= before+2 }, 5*time.Second, 50*time.Millisecond,
+		"goroutines: %d before, %d after", before, runtime.NumGoroutine())
+}
+
+// A store's message is kept to a bound, cut on a rune boundary.
+func TestTruncate(t *testing.T) {
+	require.Equal(t, "short", truncate("short", 10))
+	require.Equal(t, "ab...", truncate("abcdef", 2))
+	require.Equal(t, "a...", truncate("aéé", 2))
 }

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"example.com/database-apiserver/pkg/engine"
@@ -83,28 +84,49 @@ func stanzaPrefix(repo, stanza string) string {
 	return strings.TrimPrefix(path.Join(repo, "backup", stanza), "/") + "/"
 }
 
-// StoredBackups lists the full backups of every stanza of the repository at repo whose
-// index names them and whose directory holds a manifest (or its copy) and data: what
-// pgBackRest's restore reads. A stanza whose index cannot be read is an error.
-func (Engine) StoredBackups(ctx context.Context, store engine.ObjectStore, repo string) ([]engine.StoredBackup, error) {
-	stanzas, err := store.List(ctx, strings.TrimPrefix(path.Join(repo, "backup"), "/")+"/")
-	if err != nil {
-		return nil, err
-	}
-	var backups []engine.StoredBackup
-	for _, dir := range stanzas {
-		if !strings.HasSuffix(dir, "/") {
-			continue
-		}
-		stanza := path.Base(dir)
-		found, err := stanzaBackups(ctx, store, repo, stanza)
+// StoredBackups lists the full backups of the stanza database of the repository at repo
+// (every stanza for ""), whose index names them and whose directory holds a manifest (or
+// its copy) and data: what pgBackRest's restore reads. Stanzas are read side by side, at
+// most stanzaReaders at a time; one whose index cannot be read is left out, named in the
+// error.
+func (Engine) StoredBackups(ctx context.Context, store engine.ObjectStore, repo, database string) ([]engine.StoredBackup, error) {
+	var stanzas []string
+	if database != "" {
+		stanzas = []string{database}
+	} else {
+		dirs, err := store.List(ctx, strings.TrimPrefix(path.Join(repo, "backup"), "/")+"/")
 		if err != nil {
-			return nil, fmt.Errorf("stanza %s: %w", stanza, err)
+			return nil, err
 		}
-		backups = append(backups, found...)
+		for _, dir := range dirs {
+			if strings.HasSuffix(dir, "/") {
+				stanzas = append(stanzas, path.Base(dir))
+			}
+		}
 	}
-	return backups, nil
+	found := make([][]engine.StoredBackup, len(stanzas))
+	errs := make([]error, len(stanzas))
+	readers := make(chan struct{}, stanzaReaders)
+	var wg sync.WaitGroup
+	for i, stanza := range stanzas {
+		wg.Go(func() {
+			readers <- struct{}{}
+			defer func() { <-readers }()
+			if found[i], errs[i] = stanzaBackups(ctx, store, repo, stanza); errs[i] != nil {
+				errs[i] = fmt.Errorf("stanza %s: %w", stanza, errs[i])
+			}
+		})
+	}
+	wg.Wait()
+	return slices.Concat(found...), errors.Join(errs...)
 }
+
+// stanzaReaders is how many stanzas StoredBackups reads at a time.
+const stanzaReaders = 8
+
+// maxTimestamp is the last second RFC 3339 writes (9999-12-31T23:59:59Z): a backup whose
+// times fall outside 0 to it is not one pgBackRest wrote.
+const maxTimestamp = 253402300799
 
 // stanzaBackups lists one stanza's restorable full backups, oldest first; none for a
 // stanza without an index yet (stanza-create not done).
@@ -125,7 +147,8 @@ func stanzaBackups(ctx context.Context, store engine.ObjectStore, repo, stanza s
 	for _, dir := range entries {
 		label := strings.TrimSuffix(strings.TrimPrefix(dir, prefix), "/")
 		e, ok := index[label]
-		if !strings.HasSuffix(dir, "/") || !ok || e.Type != "full" || !backupLabel.MatchString(label) {
+		if !strings.HasSuffix(dir, "/") || !ok || e.Type != "full" || !backupLabel.MatchString(label) ||
+			e.Start < 0 || e.Stop < e.Start || e.Stop > maxTimestamp {
 			continue
 		}
 		whole, err := restorable(ctx, store, dir)

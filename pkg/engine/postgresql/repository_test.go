@@ -159,7 +159,7 @@ func TestParseBackupInfo(t *testing.T) {
 // StoredBackups lists every full backup of backup.info with its times, sizes and WAL
 // segments, oldest first, leaving out the differential one and the repository's other files.
 func TestStoredBackupsListsFullBackups(t *testing.T) {
-	got, err := Engine{}.StoredBackups(t.Context(), repository(), testRepo)
+	got, err := Engine{}.StoredBackups(t.Context(), repository(), testRepo, "")
 	require.NoError(t, err)
 	require.Equal(t, []engine.StoredBackup{backup1203, backup1204, backup1205}, got)
 }
@@ -178,7 +178,7 @@ func TestStoredBackupsStanzasAndPaths(t *testing.T) {
 	s["staging/backup/ledger/backup.info"] = []byte(backupInfo)
 	addBackup(s, "staging/backup/ledger/", "20261205-030041F")
 
-	got, err := Engine{}.StoredBackups(t.Context(), s, "/production")
+	got, err := Engine{}.StoredBackups(t.Context(), s, "/production", "")
 	require.NoError(t, err)
 	orders1203, orders1204 := backup1203, backup1204
 	orders1203.Database, orders1204.Database = "orders", "orders"
@@ -275,7 +275,7 @@ func TestStoredBackupsRestorableOnly(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := repository()
 			tc.change(s)
-			got, err := Engine{}.StoredBackups(t.Context(), s, testRepo)
+			got, err := Engine{}.StoredBackups(t.Context(), s, testRepo, "")
 			require.NoError(t, err)
 			require.Equal(t, tc.want, got)
 		})
@@ -287,7 +287,7 @@ func TestStoredBackupsStanzaWithoutIndex(t *testing.T) {
 	s := repository()
 	s["databases/production/backup/orders/20261205-030041F/pg_data/PG_VERSION.gz"] = []byte("16")
 	s["databases/production/backup/orders/20261205-030041F/backup.manifest"] = []byte("[backup]\n")
-	got, err := Engine{}.StoredBackups(t.Context(), s, testRepo)
+	got, err := Engine{}.StoredBackups(t.Context(), s, testRepo, "")
 	require.NoError(t, err)
 	require.Equal(t, []engine.StoredBackup{backup1203, backup1204, backup1205}, got)
 }
@@ -315,7 +315,7 @@ func TestStoredBackupsGarbledIndex(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := repository()
 			tc.change(s)
-			got, err := Engine{}.StoredBackups(t.Context(), s, testRepo)
+			got, err := Engine{}.StoredBackups(t.Context(), s, testRepo, "")
 			require.ErrorContains(t, err, "stanza ledger")
 			require.ErrorContains(t, err, "backup.info")
 			require.NotErrorIs(t, err, engine.ErrObjectNotFound)
@@ -344,7 +344,7 @@ func TestDeleteStoredBackup(t *testing.T) {
 	require.Contains(t, s, ledgerDir+"20261205-030041F_20261206-030040D/backup.manifest")
 	require.Contains(t, s, "databases/production/backup/orders/20261205-030041F/backup.manifest")
 
-	got, err := Engine{}.StoredBackups(t.Context(), s, testRepo)
+	got, err := Engine{}.StoredBackups(t.Context(), s, testRepo, "")
 	require.NoError(t, err)
 	require.Equal(t, []engine.StoredBackup{backup1203, backup1204}, got)
 }
@@ -368,6 +368,49 @@ func TestDeleteStoredBackupNotFound(t *testing.T) {
 			err := Engine{}.DeleteStoredBackup(t.Context(), s, testRepo, tc.database, tc.id)
 			require.ErrorIs(t, err, engine.ErrBackupNotFound)
 			require.Equal(t, before, s.Keys())
+		})
+	}
+}
+
+// A stanza whose index cannot be read is left out, named in the error, and the others are
+// still listed; a Database named reads its stanza alone.
+func TestStoredBackupsOneDamagedStanza(t *testing.T) {
+	s := repository()
+	s["databases/production/backup/orders/backup.info"] = []byte("garbage\n")
+	s["databases/production/backup/orders/20261205-030041F/backup.manifest"] = []byte("[backup]\n")
+	got, err := Engine{}.StoredBackups(t.Context(), s, testRepo, "")
+	require.ErrorContains(t, err, "stanza orders: backup.info")
+	require.NotContains(t, err.Error(), "stanza ledger")
+	require.Equal(t, []engine.StoredBackup{backup1203, backup1204, backup1205}, got)
+
+	got, err = Engine{}.StoredBackups(t.Context(), s, testRepo, "ledger")
+	require.NoError(t, err)
+	require.Equal(t, []engine.StoredBackup{backup1203, backup1204, backup1205}, got)
+	got, err = Engine{}.StoredBackups(t.Context(), s, testRepo, "unknown")
+	require.NoError(t, err)
+	require.Empty(t, got)
+}
+
+// A backup whose times pgBackRest could not have written (negative, ending before it
+// started, or past 9999, which RFC 3339 cannot carry) is not listed.
+func TestStoredBackupsImpossibleTimes(t *testing.T) {
+	for name, change := range map[string]string{
+		"negative start": `"backup-timestamp-start":-1,`,
+		"past 9999":      `"backup-timestamp-stop":300000000000,`,
+		"stop before":    `"backup-timestamp-stop":1,`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := repository()
+			field, _, _ := strings.Cut(change, ":")
+			info := string(s[ledgerDir+"backup.info"])
+			i := strings.Index(info, "20261205-030041F={")
+			j := i + strings.Index(info[i:], field)
+			k := j + strings.Index(info[j:], ",") + 1
+			info = info[:j] + change + info[k:]
+			s[ledgerDir+"backup.info"], s[ledgerDir+"backup.info.copy"] = []byte(info), []byte(info)
+			got, err := Engine{}.StoredBackups(t.Context(), s, testRepo, "ledger")
+			require.NoError(t, err)
+			require.Equal(t, []engine.StoredBackup{backup1203, backup1204}, got)
 		})
 	}
 }

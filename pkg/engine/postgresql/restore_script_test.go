@@ -18,7 +18,8 @@ import (
 // makes its --pg1-path a data directory; when set, it writes part of the data and fails as
 // pgBackRest does when the store holds no backup for the target.
 // repo-ls and repo-get read the repository from the directory $REPO_DIR (repo-ls lists the
-// directory's entries that match --filter).
+// directory's entries that match --filter); info prints the full backups of the index
+// ($REPO_DIR/index, else every backup directory) as pgBackRest's text does.
 const fakePgbackrest = `#!/bin/bash
 set -o errexit -o nounset
 echo "pgbackrest $*" >>"${CALLS_LOG}"
@@ -32,6 +33,19 @@ repo-get)
 	exec cat "${REPO_DIR}/$2"
 	;;
 esac
+if [[ " $* " == *" info "* ]]; then
+	# The index: $REPO_DIR/index when it exists, else every backup directory.
+	if [[ -e ${REPO_DIR}/index ]]; then
+		labels=$(<"${REPO_DIR}/index")
+	else
+		labels=$(ls "${REPO_DIR}/backup/${RESTORE_STANZA}" 2>/dev/null || true)
+	fi
+	printf 'stanza: %s\n    status: ok\n\n    db (current)\n' "${RESTORE_STANZA}"
+	for l in ${labels}; do
+		printf '\n        full backup: %s\n            timestamp start/stop: ...\n' "${l}"
+	done
+	exit 0
+fi
 for a in "$@"; do
 	case ${a} in --pg1-path=*) dir=${a#--pg1-path=} ;; esac
 done
@@ -269,6 +283,7 @@ func TestRestoreScriptChoosesABackupTheStoreHolds(t *testing.T) {
 		name   string
 		target string
 		only   []string
+		index  string // the index's labels; "": every backup directory
 		want   string // the --set named; "" for none
 	}{
 		{name: "as of a time", target: "2026-12-05 04:59:30+00", want: "--set=20261205-030041F"},
@@ -277,12 +292,18 @@ func TestRestoreScriptChoosesABackupTheStoreHolds(t *testing.T) {
 		{name: "the newer one's manifest gone", target: "2026-12-05 04:59:30+00", only: []string{"20261203-030041F", "20261205-010000F"}, want: "--set=20261203-030041F"},
 		{name: "none before the target", target: "2026-12-05 04:59:30+00", only: []string{"20261205-060000F"}},
 		{name: "an empty repository", target: ""},
+		// A manifest of a backup the index does not name (one that ended before pgBackRest
+		// recorded it) is passed over.
+		{name: "not in the index", target: "2026-12-05 04:59:30+00", index: "20261203-030041F\n", want: "--set=20261203-030041F"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRestoreRun(t)
 			r.env["RESTORE_TARGET_TIME"] = tc.target
 			if tc.name != "an empty repository" {
 				write(r, tc.only...)
+			}
+			if tc.index != "" {
+				require.NoError(t, os.WriteFile(filepath.Join(r.dir, "repo", "index"), []byte(tc.index), 0o644))
 			}
 			out, err := r.start(10 * time.Second)
 			require.NoError(t, err, out)

@@ -34,8 +34,9 @@ mkdir -m 0700 "${restore}"
 # postgresql.auto.conf and recovery.signal
 # (https://pgbackrest.org/command.html#command-restore). It finds the backups in the stanza's
 # index, backup.info, which keeps naming a backup removed from the store (kubectl delete
-# databasebackup) until the stanza's next backup; so the backup is chosen here, among those
-# whose manifest the store holds (repo-ls, repo-get: paths relative to the repository,
+# databasebackup) until the stanza's next backup; so the backup is chosen here, among the
+# full backups the index names (info's "full backup: <label>" lines) whose manifest the
+# store holds (repo-ls, repo-get: paths relative to the repository,
 # https://pgbackrest.org/command.html#command-repo-ls), by the end the manifest records
 # (backup-timestamp-stop, Unix seconds), and named to pgBackRest (--set). With none found,
 # pgBackRest chooses, and says why it cannot.
@@ -49,7 +50,11 @@ else
 	echo "postgresql-restore: restoring ${RESTORE_STANZA} to the end of its archive"
 fi
 chosen= chosen_stop=0
+indexed=$(pgbackrest --stanza="${RESTORE_STANZA}" info 2>/dev/null | sed -n 's/^ *full backup: //p') || indexed=
 for label in $(pgbackrest repo-ls --filter='^[0-9]{8}-[0-9]{6}F$' "backup/${RESTORE_STANZA}"); do
+	if ! grep -qxF -e "${label}" <<<"${indexed}"; then
+		continue
+	fi
 	stop=$(pgbackrest repo-get "backup/${RESTORE_STANZA}/${label}/backup.manifest" 2>/dev/null |
 		awk -F= '$1 == "backup-timestamp-stop" { print $2 }') || stop=
 	if [[ ! ${stop} =~ ^[0-9]+$ ]] || ((stop <= chosen_stop)); then

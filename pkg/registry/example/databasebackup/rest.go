@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/warning"
@@ -101,7 +105,11 @@ func (r *REST) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runt
 
 // find reads the backup name of the request's namespace from the stores.
 func (r *REST) find(ctx context.Context, name string) (*located, error) {
-	backups, failures, err := r.read(ctx, genericapirequest.NamespaceValue(ctx))
+	database, _, _ := strings.Cut(name, ".")
+	if len(validation.IsDNS1035Label(database)) > 0 {
+		return nil, apierrors.NewNotFound(example.Resource("databasebackups"), name)
+	}
+	backups, failures, err := r.read(ctx, genericapirequest.NamespaceValue(ctx), database)
 	if err != nil {
 		return nil, err
 	}
@@ -120,12 +128,12 @@ func (r *REST) find(ctx context.Context, name string) (*located, error) {
 // one) that match the label and field selectors (metadata.name, metadata.namespace,
 // database), each Database's oldest first. A store that cannot be read is a warning.
 func (r *REST) List(ctx context.Context, options *metainternalversion.ListOptions) (runtime.Object, error) {
-	backups, failures, err := r.read(ctx, genericapirequest.NamespaceValue(ctx))
+	backups, failures, err := r.read(ctx, genericapirequest.NamespaceValue(ctx), "")
 	if err != nil {
 		return nil, err
 	}
 	for _, f := range failures {
-		warning.AddWarning(ctx, "", f)
+		warning.AddWarning(ctx, "", printable(f))
 	}
 	label, field := labels.Everything(), fields.Everything()
 	if options != nil && options.LabelSelector != nil {
@@ -154,6 +162,12 @@ func (r *REST) Delete(ctx context.Context, name string, deleteValidation rest.Va
 	b, err := r.find(ctx, name)
 	if err != nil {
 		return nil, false, err
+	}
+	if options != nil && options.Preconditions != nil && (options.Preconditions.UID != nil || options.Preconditions.ResourceVersion != nil) {
+		// A DatabaseBackup read from the store has neither: no precondition on them holds,
+		// as the generic store answers a precondition that does not.
+		return nil, false, apierrors.NewConflict(example.Resource("databasebackups"), name,
+			errors.New("a DatabaseBackup has no uid or resourceVersion: a precondition on them cannot hold"))
 	}
 	if deleteValidation != nil {
 		if err := deleteValidation(ctx, &b.backup); err != nil {
@@ -205,10 +219,11 @@ type repositoryKey struct {
 	port                               int32
 }
 
-// read returns the backups of namespace's repositories ("": every namespace's), and why
-// each repository that could not be read could not; an error only when the Databases
-// cannot be listed.
-func (r *REST) read(ctx context.Context, namespace string) ([]located, []string, error) {
+// read returns the backups of namespace's repositories ("": every namespace's), of the
+// Database database ("": every Database's), and why each repository, or part of one, that
+// could not be read could not; an error only when the Databases cannot be listed.
+// Repositories are read side by side, each within StoreTimeout.
+func (r *REST) read(ctx context.Context, namespace, database string) ([]located, []string, error) {
 	dbs, err := r.databases(ctx, namespace)
 	if err != nil {
 		return nil, nil, err
@@ -248,25 +263,32 @@ func (r *REST) read(ctx context.Context, namespace string) ([]located, []string,
 		}
 		repos = append(repos, repo)
 	}
+	stored := make([][]engine.StoredBackup, len(repos))
+	errs := make([]error, len(repos))
+	var wg sync.WaitGroup
+	for i, repo := range repos {
+		wg.Go(func() {
+			sctx, cancel := context.WithTimeout(ctx, StoreTimeout)
+			defer cancel()
+			stored[i], errs[i] = repo.engine.StoredBackups(sctx, repo.objects, repo.store.Path, database)
+		})
+	}
+	wg.Wait()
 	var found []located
 	names := map[string]bool{}
-	for _, repo := range repos {
-		sctx, cancel := context.WithTimeout(ctx, StoreTimeout)
-		stored, err := repo.engine.StoredBackups(sctx, repo.objects, repo.store.Path)
-		cancel()
-		if err != nil {
-			failures = append(failures, fmt.Sprintf("%s cannot be read: %v", repo, err))
-			continue
+	for i, repo := range repos {
+		if errs[i] != nil {
+			failures = append(failures, fmt.Sprintf("%s cannot be read in full: %v", repo, errs[i]))
 		}
 		namespace := strings.SplitN(repo.database, "/", 2)[0]
-		for i, s := range stored {
+		for j, s := range stored[i] {
 			b := toObject(namespace, repo.engineName, s)
 			if names[namespace+"/"+b.Name] {
 				continue
 			}
 			names[namespace+"/"+b.Name] = true
-			if i+1 < len(stored) && stored[i+1].Database == s.Database {
-				until := metav1.NewTime(stored[i+1].End)
+			if j+1 < len(stored[i]) && stored[i][j+1].Database == s.Database {
+				until := metav1.NewTime(stored[i][j+1].End)
 				b.RecoverableUntil = &until
 			} else if t := archived[repo.key][s.Database]; t != nil && t.After(s.End) {
 				b.RecoverableUntil = t.DeepCopy()
@@ -276,6 +298,29 @@ func (r *REST) read(ctx context.Context, namespace string) ([]located, []string,
 	}
 	return found, failures, nil
 }
+
+// printable is text as a Warning header carries it: printable UTF-8 on one line (what else
+// a store answered becomes a space), at most maxWarning bytes.
+func printable(text string) string {
+	text = strings.ToValidUTF8(text, " ")
+	text = strings.Map(func(r rune) rune {
+		if unicode.IsPrint(r) {
+			return r
+		}
+		return ' '
+	}, text)
+	if len(text) > maxWarning {
+		cut := maxWarning
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		text = text[:cut] + "..."
+	}
+	return text
+}
+
+// maxWarning bounds a warning's length, in bytes.
+const maxWarning = 512
 
 // openRepository opens store with the keys of its Secret in namespace.
 func (r *REST) openRepository(ctx context.Context, namespace string, store *engine.BackupStore) (engine.ObjectStore, error) {
@@ -334,7 +379,7 @@ func (r *REST) RecoverableFrom(ctx context.Context, db *examplev1.Database) ([]t
 	}
 	sctx, cancel := context.WithTimeout(ctx, StoreTimeout)
 	defer cancel()
-	stored, err := backups.StoredBackups(sctx, objects, store.Path)
+	stored, err := backups.StoredBackups(sctx, objects, store.Path, db.Spec.Restore.Database)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/warning"
+	"k8s.io/utils/ptr"
 
 	"example.com/database-apiserver/pkg/apis/example"
 	examplev1 "example.com/database-apiserver/pkg/apis/example/v1"
@@ -474,11 +476,18 @@ func TestDelete(t *testing.T) {
 		removed  bool
 		notFound bool
 		refused  bool
+		conflict bool
 	}{
 		{name: "delete", delete: name, opts: &metav1.DeleteOptions{}, removed: true},
 		{name: "nil options", delete: name, removed: true},
 		{name: "dry run", delete: name, opts: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}},
 		{name: "unknown name", delete: "ledger.20261206-030000f", opts: &metav1.DeleteOptions{}, notFound: true},
+		{name: "not a Database's name", delete: "../ledger.20261204-030039f", opts: &metav1.DeleteOptions{}, notFound: true},
+		// A backup has no uid or resourceVersion: a precondition on either never holds.
+		{name: "uid precondition", delete: name, conflict: true,
+			opts: &metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions("deadbeef")}},
+		{name: "resourceVersion precondition", delete: name, conflict: true,
+			opts: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: ptr.To("1")}}},
 		{name: "validation refuses", delete: name, opts: &metav1.DeleteOptions{}, refused: true,
 			validate: func(context.Context, runtime.Object) error {
 				return apierrors.NewForbidden(schema.GroupResource{}, name, errors.New("no"))
@@ -494,6 +503,8 @@ func TestDelete(t *testing.T) {
 				require.True(t, apierrors.IsNotFound(err), "%v", err)
 			case tc.refused:
 				require.True(t, apierrors.IsForbidden(err), "%v", err)
+			case tc.conflict:
+				require.True(t, apierrors.IsConflict(err), "%v", err)
 			default:
 				require.NoError(t, err)
 				require.True(t, immediate)
@@ -572,4 +583,15 @@ func TestConvertToTable(t *testing.T) {
 
 	_, err = f.rest.ConvertToTable(ctx, &example.Database{}, nil)
 	require.Error(t, err)
+}
+
+// A warning carries what a store answered on one printable line, however the store wrote
+// it (an HTML page, bytes that are not UTF-8), cut to a bound.
+func TestPrintable(t *testing.T) {
+	require.Equal(t, "the store answered  <html> <body>Bad Gateway</body></html>  x",
+		printable("the store answered \n<html>\r<body>Bad Gateway</body></html>\t\xffx"))
+	long := printable(strings.Repeat("é", 400))
+	require.LessOrEqual(t, len(long), maxWarning+3)
+	require.True(t, utf8.ValidString(long))
+	require.True(t, strings.HasSuffix(long, "..."))
 }

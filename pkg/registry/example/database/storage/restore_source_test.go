@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"example.com/database-apiserver/pkg/apis/example"
@@ -17,8 +18,9 @@ import (
 
 // At creation, a restore's source backups are read from the store spec.backup names: none
 // there is a 422 on spec.restore.database; the oldest starts the window, before the
-// source's own report; a store that cannot be read leaves the source's report, and a body
-// whose spec.backup is invalid is not read from at all.
+// source's own report; a store that cannot be read leaves the source's report; a body whose
+// spec.backup is invalid, or that admission refuses, is not read from at all; a create by
+// update is checked alike.
 func TestCreateRestoringReadsTheSourcesBackupsFromTheStore(t *testing.T) {
 	s := newStorage(t)
 	now := time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC)
@@ -78,4 +80,14 @@ func TestCreateRestoringReadsTheSourcesBackupsFromTheStore(t *testing.T) {
 	err = createCopy(bad)
 	require.Error(t, err)
 	require.Empty(t, read, "an invalid spec.backup is never read from")
+	// Nor is a store named by a Database that admission refuses.
+	_, err = s.Database.Create(testContext(s), restoring("ledger", "2026-12-03T08:00:00Z"),
+		func(context.Context, runtime.Object) error { return errors.New("refused by admission") }, &metav1.CreateOptions{})
+	require.ErrorContains(t, err, "refused by admission")
+	require.Empty(t, read, "a refused Database's store is never read from")
+	// A server-side apply that creates is checked as a create.
+	applied := restoring("never-backed-up", "")
+	_, _, err = s.Database.Update(testContext(s), applied.Name, rest.DefaultUpdatedObjectInfo(applied),
+		rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, true, &metav1.UpdateOptions{})
+	requireInvalidOn(t, err, example.Kind("Database"), "spec.restore.database")
 }

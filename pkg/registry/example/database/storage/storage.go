@@ -96,7 +96,6 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, ty
 	}
 
 	databases := &REST{Store: store, now: time.Now}
-	store.BeginCreate = databases.beginCreate
 
 	return DatabaseStorage{
 		Database:   databases,
@@ -138,29 +137,52 @@ func (r *REST) ShortNames() []string {
 // error when the store cannot be read.
 type SourceBackups func(ctx context.Context, db *example.Database) ([]time.Time, error)
 
-// beginCreate is the generic store's BeginCreate hook, which every create runs, a POST and
-// a server-side apply or update that creates alike: the checks of spec.restore that need
-// more than the body. With a valid spec.backup, the store it names is read
-// (REST.SourceBackups): a 422 on spec.restore.database when it holds no backup of that
-// Database, and the first time its oldest backup restores to starts the recoverability
-// window. A store that cannot be read is not checked here (the restore says why it fails,
-// on the Restored condition); the window then starts at the source's own
+// Create is the generic store's Create, with the restore checks (checkRestore) run once
+// the body passed its own validation (the strategy's) and admission (createValidation):
+// nothing is read from a store for a request refused anyway.
+func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
+	return r.Store.Create(ctx, obj, r.thenCheckRestore(createValidation), options)
+}
+
+// Update is the generic store's Update, with the restore checks of Create when it creates
+// (a server-side apply or an update of a Database that does not exist).
+func (r *REST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	return r.Store.Update(ctx, name, objInfo, r.thenCheckRestore(createValidation), updateValidation, forceAllowCreate, options)
+}
+
+// thenCheckRestore is createValidation, then checkRestore.
+func (r *REST) thenCheckRestore(createValidation rest.ValidateObjectFunc) rest.ValidateObjectFunc {
+	return func(ctx context.Context, obj runtime.Object) error {
+		if createValidation != nil {
+			if err := createValidation(ctx, obj); err != nil {
+				return err
+			}
+		}
+		return r.checkRestore(ctx, obj)
+	}
+}
+
+// checkRestore checks, at creation, what spec.restore needs of more than the body. The store
+// spec.backup names is read (REST.SourceBackups): a 422 on spec.restore.database when it
+// holds no backup of that Database, and the first time its oldest backup restores to starts
+// the recoverability window. A store that cannot be read is not checked here (the restore
+// says why it fails, on the Restored condition); the window then starts at the source's own
 // status.backup.firstRecoverableTime, when it exists and reports one, read from this store.
 // A pointInTime outside the window, or later than now, is a 422
-// (validation.ValidateRestoreWindow). The body's own validation (the strategy's) follows.
-// Whoever may create a Database in the namespace may restore any of its Databases, so what
-// a refusal states tells them nothing they could not restore.
-func (r *REST) beginCreate(ctx context.Context, obj runtime.Object, _ *metav1.CreateOptions) (genericregistry.FinishFunc, error) {
+// (validation.ValidateRestoreWindow). Whoever may create a Database in the namespace may
+// restore any of its Databases, so what a refusal states tells them nothing they could not
+// restore.
+func (r *REST) checkRestore(ctx context.Context, obj runtime.Object) error {
 	db, ok := obj.(*example.Database)
 	if !ok || db.Spec.Restore == nil || db.Spec.Restore.Database == "" {
-		return func(context.Context, bool) {}, nil
+		return nil
 	}
 	restore := field.NewPath("spec", "restore")
 	var first *metav1.Time
-	if r.SourceBackups != nil && db.Spec.Backup != nil && len(validation.ValidateBackup(&db.Spec, field.NewPath("spec", "backup"))) == 0 {
+	if r.SourceBackups != nil && db.Spec.Backup != nil {
 		if from, err := r.SourceBackups(ctx, db); err == nil {
 			if len(from) == 0 {
-				return nil, errors.NewInvalid(example.Kind("Database"), db.Name, field.ErrorList{field.Invalid(
+				return errors.NewInvalid(example.Kind("Database"), db.Name, field.ErrorList{field.Invalid(
 					restore.Child("database"), db.Spec.Restore.Database, fmt.Sprintf(
 						"the store spec.backup names (bucket %s at %s) holds no backup of Database %q in this namespace",
 						db.Spec.Backup.S3.Bucket, db.Spec.Backup.S3.Endpoint, db.Spec.Restore.Database))})
@@ -176,9 +198,9 @@ func (r *REST) beginCreate(ctx context.Context, obj runtime.Object, _ *metav1.Cr
 		}
 	}
 	if errs := validation.ValidateRestoreWindow(&db.Spec, first, r.now(), restore); len(errs) > 0 {
-		return nil, errors.NewInvalid(example.Kind("Database"), db.Name, errs)
+		return errors.NewInvalid(example.Kind("Database"), db.Name, errs)
 	}
-	return func(context.Context, bool) {}, nil
+	return nil
 }
 
 // maxWatchTimeoutSeconds is the longest timeoutSeconds a watch takes: the handler turns it

@@ -545,6 +545,8 @@ func TestCreateRestoringOutsideTheSourcesWindowIsInvalid(t *testing.T) {
 
 	restoring := func(name, from, at string) *example.Database {
 		db := validDatabase(name)
+		db.Spec.Backup = &example.DatabaseBackupPolicy{S3: example.DatabaseBackupS3{
+			Endpoint: "https://s3.example.com", Bucket: "backups", SecretName: "store"}}
 		db.Spec.Restore = &example.DatabaseRestore{Database: from, PointInTime: at}
 		return db
 	}
