@@ -192,17 +192,30 @@ func (r *REST) Delete(ctx context.Context, name string, deleteValidation rest.Va
 // repository is one backup repository a namespace's Databases name: a store, the path in
 // its bucket, and the engine whose backups it holds, read with one Secret's keys.
 type repository struct {
-	key        repositoryKey
-	engineName examplev1.Engine
-	engine     engine.Backups
-	store      *engine.BackupStore
-	objects    engine.ObjectStore
-	// database is the first Database (by name) that names it, for messages.
-	database string
+	key     repositoryKey
+	engine  engine.Backups
+	store   *engine.BackupStore
+	objects engine.ObjectStore
+	// namespace and database are those of the first Database (by name) that names it;
+	// database is for messages.
+	namespace, database string
+}
+
+// repositoryOf is the repository db's spec.backup names, not opened yet; false when db has
+// no spec.backup or its engine takes no backups.
+func repositoryOf(db *examplev1.Database) (*repository, bool) {
+	e, _ := engine.Lookup(db.Spec.Engine)
+	backups, ok := e.(engine.Backups)
+	store, set := engine.ResolveBackupStore(db, false)
+	if !ok || !set {
+		return nil, false
+	}
+	key := repositoryKey{db.Spec.Engine, store.Host, store.Bucket, store.Region, store.Path, store.SecretName, store.Port}
+	return &repository{key: key, engine: backups, store: store, namespace: db.Namespace, database: db.Name}, true
 }
 
 func (r repository) String() string {
-	return fmt.Sprintf("the store of Database %s (bucket %s at %s:%d, path %s)", r.database, r.store.Bucket, r.store.Host, r.store.Port, r.store.Path)
+	return fmt.Sprintf("the store of Database %s/%s (bucket %s at %s:%d, path %s)", r.namespace, r.database, r.store.Bucket, r.store.Host, r.store.Port, r.store.Path)
 }
 
 // located is a backup and the repository it was read from.
@@ -239,25 +252,21 @@ func (r *REST) read(ctx context.Context, namespace, database string) ([]located,
 	var failures []string
 	for i := range dbs {
 		db := &dbs[i]
-		e, _ := engine.Lookup(db.Spec.Engine)
-		backups, ok := e.(engine.Backups)
-		store, set := engine.ResolveBackupStore(db, false)
-		if !ok || !set {
+		repo, ok := repositoryOf(db)
+		if !ok {
 			continue
 		}
-		key := repositoryKey{db.Spec.Engine, store.Host, store.Bucket, store.Region, store.Path, store.SecretName, store.Port}
 		if db.Status.Backup != nil && db.Status.Backup.LastArchivedTime != nil {
-			if archived[key] == nil {
-				archived[key] = map[string]*metav1.Time{}
+			if archived[repo.key] == nil {
+				archived[repo.key] = map[string]*metav1.Time{}
 			}
-			archived[key][db.Name] = db.Status.Backup.LastArchivedTime
+			archived[repo.key][db.Name] = db.Status.Backup.LastArchivedTime
 		}
-		if seen[key] {
+		if seen[repo.key] {
 			continue
 		}
-		seen[key] = true
-		repo := &repository{key: key, engineName: db.Spec.Engine, engine: backups, store: store, database: db.Namespace + "/" + db.Name}
-		if repo.objects, err = r.openRepository(ctx, db.Namespace, store); err != nil {
+		seen[repo.key] = true
+		if repo.objects, err = r.openRepository(ctx, repo); err != nil {
 			failures = append(failures, fmt.Sprintf("%s cannot be read: %v", repo, err))
 			continue
 		}
@@ -280,13 +289,12 @@ func (r *REST) read(ctx context.Context, namespace, database string) ([]located,
 		if errs[i] != nil {
 			failures = append(failures, fmt.Sprintf("%s cannot be read in full: %v", repo, errs[i]))
 		}
-		namespace := strings.SplitN(repo.database, "/", 2)[0]
 		for j, s := range stored[i] {
-			b := toObject(namespace, repo.engineName, s)
-			if names[namespace+"/"+b.Name] {
+			b := toObject(repo.namespace, repo.key.engine, s)
+			if names[repo.namespace+"/"+b.Name] {
 				continue
 			}
-			names[namespace+"/"+b.Name] = true
+			names[repo.namespace+"/"+b.Name] = true
 			if j+1 < len(stored[i]) && stored[i][j+1].Database == s.Database {
 				until := metav1.NewTime(stored[i][j+1].End)
 				b.RecoverableUntil = &until
@@ -322,9 +330,10 @@ func printable(text string) string {
 // maxWarning bounds a warning's length, in bytes.
 const maxWarning = 512
 
-// openRepository opens store with the keys of its Secret in namespace.
-func (r *REST) openRepository(ctx context.Context, namespace string, store *engine.BackupStore) (engine.ObjectStore, error) {
-	secret, err := r.secrets(ctx, namespace, store.SecretName)
+// openRepository opens repo's store with the keys of its Secret in repo's namespace.
+func (r *REST) openRepository(ctx context.Context, repo *repository) (engine.ObjectStore, error) {
+	store := repo.store
+	secret, err := r.secrets(ctx, repo.namespace, store.SecretName)
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("its Secret %s does not exist", store.SecretName)
 	}
@@ -367,27 +376,23 @@ func toObject(namespace string, e examplev1.Engine, s engine.StoredBackup) examp
 // restores to (the second after its end), oldest first. It is an error when db has no
 // spec.backup or spec.restore, its engine takes no backups, or the store cannot be read.
 func (r *REST) RecoverableFrom(ctx context.Context, db *examplev1.Database) ([]time.Time, error) {
-	e, _ := engine.Lookup(db.Spec.Engine)
-	backups, ok := e.(engine.Backups)
-	store, set := engine.ResolveBackupStore(db, false)
-	if !ok || !set || db.Spec.Restore == nil {
+	repo, ok := repositoryOf(db)
+	if !ok || db.Spec.Restore == nil {
 		return nil, fmt.Errorf("Database %s restores no backups", db.Name)
 	}
-	objects, err := r.openRepository(ctx, db.Namespace, store)
+	objects, err := r.openRepository(ctx, repo)
 	if err != nil {
 		return nil, err
 	}
 	sctx, cancel := context.WithTimeout(ctx, StoreTimeout)
 	defer cancel()
-	stored, err := backups.StoredBackups(sctx, objects, store.Path, db.Spec.Restore.Database)
+	stored, err := repo.engine.StoredBackups(sctx, objects, repo.store.Path, db.Spec.Restore.Database)
 	if err != nil {
 		return nil, err
 	}
 	var from []time.Time
 	for _, s := range stored {
-		if s.Database == db.Spec.Restore.Database {
-			from = append(from, toObject(db.Namespace, db.Spec.Engine, s).RecoverableFrom.Time)
-		}
+		from = append(from, toObject(db.Namespace, db.Spec.Engine, s).RecoverableFrom.Time)
 	}
 	return from, nil
 }
