@@ -73,7 +73,7 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 	}
 	writeMembers(w, db)
 	o.writeVolumes(ctx, w, db)
-	o.writeBackups(w, db)
+	o.writeBackups(ctx, w, db)
 	writeUnderWay(w, db)
 	// The problems' columns are their own, not the tables' above.
 	if err := w.Flush(); err != nil {
@@ -131,8 +131,10 @@ func (o *StatusOptions) writeVolumes(ctx context.Context, w *prefixWriter, db *e
 
 // writeBackups writes what status.backup says of a Database with spec.backup: the last backup
 // that succeeded, the recoverability window (status.backup.firstRecoverableTime to
-// lastArchivedTime), the last that failed, and the one running.
-func (o *StatusOptions) writeBackups(w *prefixWriter, db *examplev1.Database) {
+// lastArchivedTime), the last that failed, and the one running; and what the store holds of
+// it now (databasebackups, which the API server reads from the store): how many backups,
+// the oldest's and the newest's ends, or why it could not be read.
+func (o *StatusOptions) writeBackups(ctx context.Context, w *prefixWriter, db *examplev1.Database) {
 	if db.Spec.Backup == nil {
 		return
 	}
@@ -164,6 +166,20 @@ func (o *StatusOptions) writeBackups(w *prefixWriter, db *examplev1.Database) {
 	}
 	if b.ActiveJob != "" {
 		w.Write(1, "Running:\tJob %s\n", b.ActiveJob)
+	}
+	stored, err := o.db.ExampleV1().DatabaseBackups(db.Namespace).List(ctx, metav1.ListOptions{FieldSelector: examplev1.FieldDatabase + "=" + db.Name})
+	switch {
+	case err != nil:
+		w.Write(1, "In Store:\t%s\n", childError(err))
+	case len(stored.Items) == 0:
+		w.Write(1, "In Store:\t<none>\n")
+	default:
+		ends := make([]time.Time, len(stored.Items))
+		for i, item := range stored.Items {
+			ends[i] = item.EndTime.Time
+		}
+		w.Write(1, "In Store:\t%d backups, ended from %s to %s\n", len(ends),
+			slices.MinFunc(ends, time.Time.Compare).UTC().Format(time.RFC3339), slices.MaxFunc(ends, time.Time.Compare).UTC().Format(time.RFC3339))
 	}
 }
 

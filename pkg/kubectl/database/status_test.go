@@ -126,10 +126,17 @@ func TestStatusShowsBackups(t *testing.T) {
 	db.Status.Conditions = append(db.Status.Conditions, metav1.Condition{Type: "BackedUp", Status: metav1.ConditionFalse,
 		Reason: "BackupFailed", Message: "backup Job shop-backup-b failed"})
 	api.on(http.MethodGet, dbPath, http.StatusOK, db)
+	backupsPath := "/apis/example.com/v1/namespaces/production/databasebackups"
+	api.on(http.MethodGet, backupsPath, http.StatusOK, &examplev1.DatabaseBackupList{Items: []examplev1.DatabaseBackup{
+		{Database: "shop", ID: "20260303-100000F", EndTime: metav1.NewTime(testNow.Add(-26 * time.Hour))},
+		{Database: "shop", ID: "20260225-115959F", EndTime: metav1.NewTime(testNow.Add(-7*24*time.Hour - time.Second))},
+	}})
 
 	code, out, errOut := api.run("status", "shop", "-n", "production")
 
 	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "  In Store:      2 backups, ended from 2026-02-25T11:59:59Z to 2026-03-03T10:00:00Z\n")
+	assert.Contains(t, api.request(http.MethodGet, backupsPath).Query, "fieldSelector=database%3Dshop")
 	assert.Contains(t, out, "Backups:         to https://s3.example.com, bucket backups (0 3 * * *)\n")
 	assert.Contains(t, out, "  Last Success:  2026-03-03T10:00:00Z (26h ago), Job shop-backup-a\n")
 	assert.Contains(t, out, "  Recoverable:   from 2026-02-25T12:00:00Z to 2026-03-04T11:59:30Z (last archived)\n")
@@ -162,4 +169,30 @@ func TestStatusMarksTheClaimsOfRemovedMembers(t *testing.T) {
   data-shop-10  Bound  10Gi  not in use (kept from a scale-down)
   data-shop-2   Bound  10Gi  not in use (kept from a scale-down)
 `)
+}
+
+// A store the API server cannot read, or one that holds nothing of the Database, is said
+// in place of the count.
+func TestStatusSaysWhatTheStoreHolds(t *testing.T) {
+	for name, tc := range map[string]struct {
+		code int
+		body any
+		want string
+	}{
+		"nothing": {http.StatusOK, &examplev1.DatabaseBackupList{}, "  In Store:      <none>\n"},
+		"unreadable": {http.StatusServiceUnavailable, status(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, "the store cannot be read"),
+			"  In Store:      <error: the store cannot be read>\n"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			api := newFakeAPI(t)
+			describeFixture(api)
+			db := shopDatabase()
+			db.Spec.Backup = &examplev1.DatabaseBackupPolicy{S3: examplev1.DatabaseBackupS3{Endpoint: "https://s3.example.com", Bucket: "backups", SecretName: "store"}}
+			api.on(http.MethodGet, dbPath, http.StatusOK, db)
+			api.on(http.MethodGet, "/apis/example.com/v1/namespaces/production/databasebackups", tc.code, tc.body)
+			code, out, errOut := api.run("status", "shop", "-n", "production")
+			require.Equal(t, 0, code, errOut)
+			assert.Contains(t, out, tc.want)
+		})
+	}
 }
