@@ -94,7 +94,7 @@ func TestServerRequiresDatabaseDefaults(t *testing.T) {
 }
 
 // --cluster-domain is cluster.local by default, a DNS subdomain, and what the server's
-// configuration gives databases/connection.
+// configuration gives databases/connection; --dns-server, when set, is <host>:<port>.
 func TestClusterDomain(t *testing.T) {
 	parse := func(args ...string) *Options {
 		o := NewOptions(io.Discard, io.Discard)
@@ -110,6 +110,13 @@ func TestClusterDomain(t *testing.T) {
 	require.NoError(t, o.Validate())
 	require.Equal(t, "corp.example.test", o.ClusterDomain)
 	require.ErrorContains(t, parse("--cluster-domain=Not_A_Domain").Validate(), `--cluster-domain "Not_A_Domain"`)
+
+	// --dns-server is empty (the system's resolver) by default, else <host>:<port>.
+	require.Empty(t, parse().DNSServer)
+	o = parse("--dns-server=10.245.0.1:53")
+	require.NoError(t, o.Validate())
+	require.Equal(t, "10.245.0.1:53", o.DNSServer)
+	require.ErrorContains(t, parse("--dns-server=10.245.0.1").Validate(), `--dns-server "10.245.0.1": not <host>:<port>`)
 }
 
 // The options end watches on shutdown by default, so a server behind
