@@ -79,7 +79,8 @@ func parseBackupInfo(data []byte) (map[string]backupInfoEntry, error) {
 	return backups, sc.Err()
 }
 
-// stanzaPrefix is the key prefix of a stanza's backups in the repository at repo.
+// stanzaPrefix is the key prefix of a stanza's backups in the repository at repo; of every
+// stanza's for "".
 func stanzaPrefix(repo, stanza string) string {
 	return strings.TrimPrefix(path.Join(repo, "backup", stanza), "/") + "/"
 }
@@ -94,7 +95,7 @@ func (Engine) StoredBackups(ctx context.Context, store engine.ObjectStore, repo,
 	if database != "" {
 		stanzas = []string{database}
 	} else {
-		dirs, err := store.List(ctx, strings.TrimPrefix(path.Join(repo, "backup"), "/")+"/")
+		dirs, err := store.List(ctx, stanzaPrefix(repo, ""))
 		if err != nil {
 			return nil, err
 		}
